@@ -1,0 +1,42 @@
+# ablate — every target works on a fresh clone: each depends on .venv, which builds the environment.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# These two come from local disk on the project's machines; elsewhere pip downloads them.
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+BUDGET ?= quick
+SWEEPS := $(basename $(notdir $(wildcard sweeps/*.yaml)))
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_%-]+:.*?## ' $(MAKEFILE_LIST) | sort | \
+		awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
+	@echo "  sweep-<name>     run sweeps/<name>.yaml (BUDGET=smoke|quick|full): $(SWEEPS)"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH_SPEC)
+	$(BIN)/pip install -q -e '.[dev,reports]'
+	touch $@
+
+venv: $(VENV)/.installed ## create the virtualenv and install ablate (+ dev, reports extras)
+
+test: venv ## run the test suite (what CI runs)
+	$(BIN)/python -m pytest -q
+
+lint: venv ## ruff check
+	$(BIN)/ruff check ablate tests
+
+train: venv ## train the tutorial's configuration once (ARGS="model.n_heads=8 ...")
+	$(BIN)/ablate train $(ARGS)
+
+bench: venv ## training speed: torch's encoder vs a plain encoder vs ablate's
+	$(BIN)/ablate bench
+
+clean: ## remove the virtualenv and caches (keeps runs/ and data/)
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+
+.PHONY: help venv test lint train bench clean

@@ -1,0 +1,83 @@
+"""Multi-head self-attention with one score scale shared by the fused and the explicit path."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import EncoderConfig
+
+
+def _default(attn: MultiHeadAttention) -> None:
+    """nn.Linear's fan-in init: score variance grows in proportion to d_head without scaling."""
+
+
+def _xavier(attn: MultiHeadAttention) -> None:
+    """Xavier-uniform W_Q, W_K, W_V (each its own fan), zero biases: nn.MultiheadAttention's choice."""
+    inner = attn.inner_dim
+    with torch.no_grad():
+        for i in range(3):
+            nn.init.xavier_uniform_(attn.qkv.weight[i * inner : (i + 1) * inner])
+        attn.qkv.bias.zero_()
+        attn.out.bias.zero_()
+
+
+def _small(attn: MultiHeadAttention) -> None:
+    """N(0, 0.02) weights and zero biases for Q/K/V/O (GPT-2, Radford et al. 2019)."""
+    for lin in (attn.qkv, attn.out):
+        nn.init.normal_(lin.weight, std=0.02)
+        nn.init.zeros_(lin.bias)
+
+
+INITS = {"default": _default, "xavier": _xavier, "small": _small}
+
+
+class MultiHeadAttention(nn.Module):
+    """softmax(Q K^T * scale [+ causal mask]) V over n_heads heads of width d_head (Vaswani et al. 2017).
+
+    `scale` = (1/sqrt(d_head) if qk_scale else 1) / temperature is computed once by the config and
+    handed to both paths: the fused `F.scaled_dot_product_attention` used for training and the
+    explicit path that also returns the post-softmax weights.
+    """
+
+    def __init__(self, cfg: EncoderConfig, rotary: nn.Module):
+        super().__init__()
+        self.n_heads, self.d_head, self.inner_dim = cfg.n_heads, cfg.head_dim, cfg.inner_dim
+        self.qkv = nn.Linear(cfg.d_model, 3 * self.inner_dim)  # rows: [W_Q; W_K; W_V], heads contiguous
+        self.out = nn.Linear(self.inner_dim, cfg.d_model)  # W_O
+        self.rotary = rotary  # RoPE or nn.Identity
+        self.scale = cfg.score_scale
+        self.causal = cfg.causal
+        self.dropout = cfg.dropout
+        INITS[cfg.init](self)
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v, each (B, nh, T, hs), with the positional rotation applied to q and k."""
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+        return self.rotary(q), self.rotary(k), v
+
+    def logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Pre-softmax scores (B, nh, T, T), scaled and masked exactly as the fused kernel does."""
+        scores = (q @ k.transpose(-2, -1)) * self.scale
+        if self.causal:
+            T = scores.shape[-1]
+            future = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+        return scores
+
+    def merge(self, y: torch.Tensor) -> torch.Tensor:
+        B, _, T, _ = y.shape  # (B, nh, T, hs) -> (B, T, nh*hs) -> (B, T, d_model)
+        return self.out(y.transpose(1, 2).reshape(B, T, self.inner_dim))
+
+    def forward(self, x: torch.Tensor, need_weights: bool = False):
+        """(B, T, d_model) -> ((B, T, d_model), weights (B, nh, T, T) or None)."""
+        q, k, v = self.project(x)
+        p = self.dropout if self.training else 0.0
+        if not need_weights:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.causal, scale=self.scale)
+            return self.merge(y), None
+        weights = self.logits(q, k).softmax(dim=-1)
+        y = F.dropout(weights, p=p, training=self.training) @ v
+        return self.merge(y), weights

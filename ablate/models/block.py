@@ -1,0 +1,85 @@
+"""One encoder block: attention and FFN sub-layers, each wrapped in norm / residual / dropout slots.
+
+Norm placement and residuals are decided here, once, when the block is built (torchtune style):
+a slot that is switched off holds `nn.Identity` (or `NoSkip`), so `forward` has no flag branches.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .config import EncoderConfig
+
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+class NoSkip(nn.Module):
+    """The residual slot with residuals off: the sub-layer output alone goes on (adds zero)."""
+
+    def forward(self, x: torch.Tensor) -> int:
+        return 0
+
+
+def _dropout(p: float) -> nn.Module:
+    return nn.Dropout(p) if p > 0 else nn.Identity()
+
+
+class FeedForward(nn.Module):
+    """Linear(d, m*d) -> activation -> dropout -> Linear(m*d, d), as in nn.TransformerEncoderLayer."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.fc1 = nn.Linear(cfg.d_model, cfg.ffn_dim)
+        self.act = ACTIVATIONS[cfg.activation]()
+        self.drop = _dropout(cfg.dropout)
+        self.fc2 = nn.Linear(cfg.ffn_dim, cfg.d_model)
+        if cfg.init == "small":
+            for lin in (self.fc1, self.fc2):
+                nn.init.normal_(lin.weight, std=0.02)
+                nn.init.zeros_(lin.bias)
+
+    def forward(self, x: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, None]:
+        return self.fc2(self.drop(self.act(self.fc1(x)))), None
+
+
+class SubLayer(nn.Module):
+    """x -> post_norm(skip(x) + dropout(f(pre_norm(x)))).
+
+    norm=pre:  x + f(LN(x))          (Pre-LN, Xiong et al. 2020)
+    norm=post: LN(x + f(x))          (Post-LN, Vaswani et al. 2017)
+    residual=False replaces skip(x) by 0 (the "gradient highway" removed, He et al. 2016).
+    """
+
+    def __init__(self, fn: nn.Module, cfg: EncoderConfig):
+        super().__init__()
+        self.pre_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+        self.fn = fn
+        self.drop = _dropout(cfg.dropout)
+        self.skip = nn.Identity() if cfg.residual else NoSkip()
+        self.post_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "post" else nn.Identity()
+
+    def forward(self, x: torch.Tensor, need_weights: bool = False):
+        y, weights = self.fn(self.pre_norm(x), need_weights)
+        return self.post_norm(self.skip(x) + self.drop(y)), weights
+
+
+class Removed(nn.Module):
+    """A sub-layer that was switched off entirely (ffn_mult=0): passes x through."""
+
+    def forward(self, x: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, None]:
+        return x, None
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: EncoderConfig, rotary: nn.Module):
+        super().__init__()
+        self.attn = SubLayer(MultiHeadAttention(cfg, rotary), cfg)
+        self.ffn = SubLayer(FeedForward(cfg), cfg) if cfg.ffn_mult > 0 else Removed()
+
+    def forward(self, x: torch.Tensor, need_weights: bool = False):
+        """(B, T, d) -> ((B, T, d), attention weights (B, nh, T, T) or None)."""
+        x, weights = self.attn(x, need_weights)
+        x, _ = self.ffn(x)
+        return x, weights

@@ -1,0 +1,112 @@
+"""EncoderConfig: the one place where every ablation toggle of the encoder is declared and checked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+ACTIVATION_NAMES = ("relu", "gelu")
+NORM_NAMES = ("pre", "post", "none")
+POS_ENC_NAMES = ("none", "sinusoidal", "learned", "rope")
+INIT_NAMES = ("default", "xavier", "small")
+
+
+def _choice(field: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"{field}={value!r} is not allowed; choose one of {', '.join(allowed)}")
+
+
+def _typed(field: str, value, kind: type, what: str) -> None:
+    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok:
+        raise ValueError(f"{field}={value!r} is not allowed; expected {what}")
+
+
+def _at_least(field: str, value, low: int) -> None:
+    _typed(field, value, int, f"an integer >= {low}")
+    if value < low:
+        raise ValueError(f"{field}={value!r} is not allowed; expected an integer >= {low}")
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """A Transformer encoder, every component of which can be switched off or swapped.
+
+    The defaults are the tutorial's MNIST model (d_model 64, 4 heads, FFN 128, 2 layers,
+    learned positions, Post-LN, ReLU, dropout 0.1); with `pos_enc="none"` one block is exactly
+    `torch.nn.TransformerEncoderLayer`.
+    """
+
+    d_model: int = 64  # width of the residual stream
+    n_heads: int = 4  # attention heads per layer
+    d_head: int | None = None  # d_k = d_v per head; None = d_model // n_heads
+    n_layers: int = 2  # encoder blocks
+    ffn_mult: int = 2  # FFN hidden = ffn_mult * d_model; 0 removes the FFN sub-layer
+    activation: Literal["relu", "gelu"] = "relu"  # FFN non-linearity
+    qk_scale: bool = True  # divide scores by sqrt(d_head) (Vaswani et al. 2017, sec. 3.2.1)
+    temperature: float = 1.0  # tau: scores are also divided by tau
+    residual: bool = True  # skip connections around both sub-layers (He et al. 2016)
+    norm: Literal["pre", "post", "none"] = "post"  # LayerNorm placement (Xiong et al. 2020)
+    pos_enc: Literal["none", "sinusoidal", "learned", "rope"] = "learned"  # positional encoding
+    causal: bool = False  # each position attends only to itself and earlier ones
+    init: Literal["default", "xavier", "small"] = "default"  # Q/K/V/O initialisation
+    max_len: int = 512  # longest sequence the learned table holds
+    dropout: float = 0.1  # PyTorch's placement: attention weights, both sub-layer outputs, FFN hidden
+
+    def __post_init__(self) -> None:
+        _at_least("d_model", self.d_model, 1)
+        _at_least("n_heads", self.n_heads, 1)
+        if self.d_head is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(
+                    f"n_heads={self.n_heads} does not divide d_model={self.d_model}; "
+                    "choose n_heads that divides d_model or set d_head explicitly"
+                )
+        else:
+            _at_least("d_head", self.d_head, 1)
+        _at_least("n_layers", self.n_layers, 1)
+        _at_least("ffn_mult", self.ffn_mult, 0)
+        _choice("activation", self.activation, ACTIVATION_NAMES)
+        for name in ("qk_scale", "residual", "causal"):
+            _typed(name, getattr(self, name), bool, "true or false")
+        _typed("temperature", self.temperature, float, "a number > 0")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature={self.temperature!r} is not allowed; expected a number > 0")
+        _choice("norm", self.norm, NORM_NAMES)
+        _choice("pos_enc", self.pos_enc, POS_ENC_NAMES)
+        if self.pos_enc == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"pos_enc='rope' needs an even d_head, got d_head={self.head_dim}; "
+                "choose an even d_head (or d_model / n_heads) or another pos_enc"
+            )
+        _choice("init", self.init, INIT_NAMES)
+        _at_least("max_len", self.max_len, 1)
+        _typed("dropout", self.dropout, float, "a number in [0, 1)")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout={self.dropout!r} is not allowed; expected a number in [0, 1)")
+
+    @property
+    def head_dim(self) -> int:
+        """d_k = d_v of one head."""
+        return self.d_head if self.d_head is not None else self.d_model // self.n_heads
+
+    @property
+    def inner_dim(self) -> int:
+        """Width of the concatenated heads (n_heads * d_head)."""
+        return self.n_heads * self.head_dim
+
+    @property
+    def ffn_dim(self) -> int:
+        return self.ffn_mult * self.d_model
+
+    @property
+    def score_scale(self) -> float:
+        """The one factor every attention path multiplies QK^T by: 1/sqrt(d_head) (if on) / tau."""
+        base = self.head_dim**-0.5 if self.qk_scale else 1.0
+        return base / self.temperature
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))

@@ -1,0 +1,33 @@
+"""The configurable encoder: positional encoding, n_layers blocks, and (Pre-LN only) a final LayerNorm."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .block import Block
+from .config import EncoderConfig
+from .positional import build_positional
+
+
+class Encoder(nn.Module):
+    """(B, T, d_model) -> (B, T, d_model). At defaults with pos_enc='none', numerically
+    `nn.TransformerEncoder` of `nn.TransformerEncoderLayer`s (norm='pre' adds the final LayerNorm
+    that every Pre-LN model ends with)."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.pos_enc, rotary = build_positional(cfg)  # one is nn.Identity
+        self.blocks = nn.ModuleList(Block(cfg, rotary) for _ in range(cfg.n_layers))
+        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False):
+        """Returns y, or (y, [weights of layer l: (B, n_heads, T, T) post-softmax]) with return_attention."""
+        x = self.pos_enc(x)
+        maps = []
+        for block in self.blocks:
+            x, weights = block(x, return_attention)
+            maps.append(weights)
+        y = self.final_norm(x)
+        return (y, maps) if return_attention else y

@@ -1,0 +1,111 @@
+"""Positional encodings. Each variant is a pair of slots: one added to the input, one applied to Q and K.
+
+`build_positional(cfg)` returns `(input_slot, qk_slot)`; whichever a variant does not use is
+`nn.Identity`, so the encoder and attention never branch on `pos_enc`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .config import EncoderConfig
+
+
+def sinusoidal_table(length: int, d_model: int) -> torch.Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...) (Vaswani et al. 2017, sec. 3.5)."""
+    pos = torch.arange(length, dtype=torch.float32)[:, None]  # (T, 1)
+    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(length, d_model)
+    table[:, 0::2] = torch.sin(pos * div)
+    table[:, 1::2] = torch.cos(pos * div[: d_model // 2])
+    return table  # (T, d_model)
+
+
+class SinusoidalPE(nn.Module):
+    """Fixed sin/cos table added to the input (Vaswani et al. 2017); any length works."""
+
+    def __init__(self, d_model: int, max_len: int):
+        super().__init__()
+        self.d_model = d_model
+        self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T, d)
+        T = x.shape[1]
+        table = self.table if T <= self.table.shape[0] else sinusoidal_table(T, self.d_model).to(x.device)
+        return x + table[:T].to(x.dtype)
+
+
+class LearnedPE(nn.Module):
+    """One trained vector per position, added to the input (Gehring et al. 2017; BERT)."""
+
+    def __init__(self, d_model: int, max_len: int):
+        super().__init__()
+        self.max_len = max_len
+        self.weight = nn.Parameter(torch.empty(max_len, d_model))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T, d)
+        T = x.shape[1]
+        if T > self.max_len:
+            raise ValueError(
+                f"sequence length {T} exceeds the learned positional table (max_len={self.max_len}); "
+                f"raise model.max_len to at least {T}"
+            )
+        return x + self.weight[:T]
+
+
+def rope_angles(length: int, d_head: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of theta_{pos,i} = pos * base^(-2i/d_head), each (T, d_head/2) (Su et al. 2021)."""
+    inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)  # (d/2,)
+    angles = torch.arange(length, dtype=torch.float32)[:, None] * inv_freq  # (T, d/2)
+    return angles.cos(), angles.sin()
+
+
+class RoPE(nn.Module):
+    """Rotary position embedding: rotate each pair (x_{2i}, x_{2i+1}) of q and k by pos * theta_i.
+
+    Su et al. 2021, RoFormer, eq. 34. Then q_m . k_n depends on m - n only. Any length works.
+    """
+
+    def __init__(self, d_head: int, max_len: int):
+        super().__init__()
+        self.d_head = d_head
+        cos, sin = rope_angles(max_len, d_head)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, nh, T, hs)
+        T = x.shape[-2]
+        cos, sin = (self.cos, self.sin) if T <= self.cos.shape[0] else (
+            t.to(x.device) for t in rope_angles(T, self.d_head)
+        )
+        cos, sin = cos[:T].to(x.dtype), sin[:T].to(x.dtype)  # (T, hs/2)
+        x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, nh, T, hs/2) each
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+def _none(cfg: EncoderConfig) -> tuple[nn.Module, nn.Module]:
+    return nn.Identity(), nn.Identity()
+
+
+def _sinusoidal(cfg: EncoderConfig) -> tuple[nn.Module, nn.Module]:
+    return SinusoidalPE(cfg.d_model, cfg.max_len), nn.Identity()
+
+
+def _learned(cfg: EncoderConfig) -> tuple[nn.Module, nn.Module]:
+    return LearnedPE(cfg.d_model, cfg.max_len), nn.Identity()
+
+
+def _rope(cfg: EncoderConfig) -> tuple[nn.Module, nn.Module]:
+    return nn.Identity(), RoPE(cfg.head_dim, cfg.max_len)
+
+
+POS_ENCODINGS = {"none": _none, "sinusoidal": _sinusoidal, "learned": _learned, "rope": _rope}
+
+
+def build_positional(cfg: EncoderConfig) -> tuple[nn.Module, nn.Module]:
+    """(added to the input, applied to q and k) for `cfg.pos_enc`."""
+    return POS_ENCODINGS[cfg.pos_enc](cfg)
