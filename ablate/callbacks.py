@@ -1,0 +1,144 @@
+"""Lightning pieces the harness adds: exact resume, divergence stop, throughput, atomic checkpoints,
+and a metrics.csv that survives resumption."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from lightning_fabric.plugins import TorchCheckpointIO
+from pytorch_lightning.loggers.logger import Logger, rank_zero_experiment
+from pytorch_lightning.utilities import rank_zero_only
+
+from .rundir import atomic_write
+
+
+class Diverged(RuntimeError):
+    def __init__(self, step: int, loss: float):
+        super().__init__(f"loss became {loss} at step {step}")
+        self.step, self.loss = step, loss
+
+
+class DivergenceGuard(pl.Callback):
+    """Stops the run at the first non-finite training loss (raises `Diverged`, caught by the driver)."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise Diverged(trainer.global_step, value)
+
+
+class RngState(pl.Callback):
+    """Checkpoints carry torch/CUDA/numpy/python RNG states (Lightning's do not), so resuming from an
+    end-of-epoch last.ckpt reproduces the uninterrupted run exactly (data order and dropout)."""
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        checkpoint["rng_states"] = {
+            "torch": torch.get_rng_state(),
+            "numpy": np.random.get_state(),
+            "python": random.getstate(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        states = checkpoint.get("rng_states")
+        if not states:
+            return
+        torch.set_rng_state(states["torch"])
+        np.random.set_state(states["numpy"])
+        random.setstate(states["python"])
+        if states["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(states["cuda"])
+
+
+class Throughput(pl.Callback):
+    """Training samples per second of training time (validation excluded), accumulated over resumes."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.seconds = 0.0
+        self._t0 = 0.0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self._t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.seconds += time.perf_counter() - self._t0
+        self.samples += len(batch[0]) * trainer.world_size
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds if self.seconds else float("nan")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"samples": self.samples, "seconds": self.seconds}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.samples, self.seconds = state["samples"], state["seconds"]
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """torch.save into memory, then temp file + rename: a kill mid-save never leaves a broken last.ckpt."""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        atomic_write(Path(path), buffer.getvalue())
+
+
+class RunCSVLogger(Logger):
+    """metrics.csv in the run directory. On resume from a checkpoint at `resume_step`, rows logged
+    before that step are kept and the rest (work about to be redone) dropped."""
+
+    def __init__(self, run_dir: Path, resume_step: int | None = None):
+        super().__init__()
+        self.path = Path(run_dir) / "metrics.csv"
+        self.rows: list[dict[str, Any]] = []
+        if resume_step is not None and self.path.exists():
+            with open(self.path, newline="") as f:
+                self.rows = [r for r in csv.DictReader(f) if int(r["step"]) < resume_step]
+
+    @property
+    def name(self) -> str:
+        return "csv"
+
+    @property
+    def version(self) -> str:
+        return ""
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> RunCSVLogger:
+        return self
+
+    @rank_zero_only
+    def log_hyperparams(self, params, *args, **kwargs) -> None:
+        pass
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        row = {"step": step if step is not None else len(self.rows)}
+        row.update({k: float(v) for k, v in metrics.items()})
+        self.rows.append(row)
+
+    @rank_zero_only
+    def save(self) -> None:
+        keys = sorted({k for r in self.rows for k in r} - {"step"})
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=["step", *keys])
+        writer.writeheader()
+        writer.writerows(self.rows)
+        atomic_write(self.path, out.getvalue())
+
+    @rank_zero_only
+    def finalize(self, status: str) -> None:
+        self.save()

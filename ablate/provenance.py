@@ -1,0 +1,53 @@
+"""Where a result came from: commit, dirty flag, package versions, device, threads."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+PACKAGES = ("torch", "torchvision", "pytorch-lightning", "torchmetrics", "wandb", "ablate")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_state() -> dict[str, object]:
+    commit = _git("rev-parse", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(dirty) if dirty is not None else None}
+
+
+def versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def device_info(accelerator: str) -> dict[str, object]:
+    cuda = torch.cuda.is_available() and accelerator in ("auto", "gpu", "cuda")
+    return {
+        "device": torch.cuda.get_device_name(0) if cuda else f"cpu ({platform.processor() or platform.machine()})",
+        "cuda_devices": torch.cuda.device_count() if cuda else 0,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "host": platform.node(),
+    }
+
+
+def provenance(accelerator: str) -> dict[str, object]:
+    return {**git_state(), "versions": versions(), **device_info(accelerator)}

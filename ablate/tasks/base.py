@@ -1,0 +1,55 @@
+"""The LightningModule every task shares: config in, encoder built here, optimiser and schedule."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch import nn
+
+from ..config import Config, from_dict
+
+
+def lr_lambda(warmup_steps: int, total_steps: int, schedule: str):
+    """Linear warm-up from 0 over `warmup_steps`, then constant or cosine decay to 0 at `total_steps`."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if schedule == "cosine":
+            progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return factor
+
+
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+
+
+class EncoderTask(pl.LightningModule):
+    """Receives the run config as a plain dict (so `load_from_checkpoint` rebuilds it) and the task's sizes."""
+
+    def __init__(self, config: dict[str, Any], **sizes: int):
+        super().__init__()
+        self.save_hyperparameters()
+        self.cfg: Config = from_dict(config)
+        self.model = self.build_model(self.cfg, **sizes)
+
+    def build_model(self, cfg: Config, **sizes: int) -> nn.Module:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False):
+        return self.model(x, return_attention)
+
+    def configure_optimizers(self):
+        o = self.cfg.optim
+        optimizer = OPTIMIZERS[o.name](self.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+        if o.warmup == 0 and o.schedule == "constant":
+            return optimizer
+        total = int(self.trainer.estimated_stepping_batches)
+        warmup = round(o.warmup * total)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(warmup, total, o.schedule))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

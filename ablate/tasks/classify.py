@@ -1,0 +1,57 @@
+"""MNIST read as a sequence: 28 rows of 28 pixels, one class per image (the tutorial's task)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torchmetrics import MaxMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+from ..config import Config
+from ..models import SequenceClassifier
+from .base import EncoderTask
+
+
+class ClassifyRows(EncoderTask):
+    """Logs train/loss, val/acc, val/acc_best, test/acc and test/acc_perm (test rows in a fixed
+    permuted order: the word-order experiment)."""
+
+    def __init__(self, config: dict, in_features: int = 28, n_classes: int = 10):
+        super().__init__(config, in_features=in_features, n_classes=n_classes)
+        self.val_acc = MulticlassAccuracy(n_classes, average="micro")
+        self.val_acc_best = MaxMetric()
+        self.val_acc_best.persistent(True)  # survives resume from last.ckpt
+        self.test_acc = MulticlassAccuracy(n_classes, average="micro")
+        self.test_acc_perm = MulticlassAccuracy(n_classes, average="micro")
+        from ..data import row_permutation
+
+        self.register_buffer("perm", row_permutation(self.cfg.data.permute_seed), persistent=False)
+
+    def build_model(self, cfg: Config, in_features: int, n_classes: int) -> SequenceClassifier:
+        return SequenceClassifier(cfg.model, in_features, n_classes, cfg.pooling)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self.model(x), y)
+        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self.model(x)
+        self.log("val/loss", F.cross_entropy(logits, y), on_epoch=True, sync_dist=True)
+        self.val_acc.update(logits, y)
+
+    def on_validation_epoch_end(self):
+        acc = self.val_acc.compute()
+        self.val_acc.reset()
+        self.val_acc_best.update(acc)
+        self.log("val/acc", acc, prog_bar=True)
+        self.log("val/acc_best", self.val_acc_best.compute())
+
+    def test_step(self, batch, batch_idx):
+        x, y = batch
+        self.test_acc.update(self.model(x), y)
+        self.test_acc_perm.update(self.model(x[:, self.perm]), y)
+        self.log("test/acc", self.test_acc, on_epoch=True)
+        self.log("test/acc_perm", self.test_acc_perm, on_epoch=True)
