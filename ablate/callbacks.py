@@ -37,6 +37,12 @@ class DivergenceGuard(pl.Callback):
             raise Diverged(trainer.global_step, value)
 
 
+def _numpy_state() -> tuple:
+    """numpy's RNG state as plain Python values, so checkpoints load with weights_only=True."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return (name, keys.tolist(), int(pos), int(has_gauss), float(cached))
+
+
 class RngState(pl.Callback):
     """Checkpoints carry torch/CUDA/numpy/python RNG states (Lightning's do not), so resuming from an
     end-of-epoch last.ckpt reproduces the uninterrupted run exactly (data order and dropout)."""
@@ -44,7 +50,7 @@ class RngState(pl.Callback):
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),
-            "numpy": np.random.get_state(),
+            "numpy": _numpy_state(),
             "python": random.getstate(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         }
@@ -54,7 +60,8 @@ class RngState(pl.Callback):
         if not states:
             return
         torch.set_rng_state(states["torch"])
-        np.random.set_state(states["numpy"])
+        name, keys, pos, has_gauss, cached = states["numpy"]
+        np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
         random.setstate(states["python"])
         if states["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(states["cuda"])

@@ -30,7 +30,7 @@ def cmd_train(argv: list[str]) -> int:
     except C.ConfigError as err:
         return fail(str(err))
     from .data import DataError
-    from .train import RunBusy, train
+    from .train import RunBusy, is_ddp_child, train
 
     try:
         summary = train(cfg)
@@ -38,6 +38,8 @@ def cmd_train(argv: list[str]) -> int:
         return fail(str(err))
     except RunBusy as err:
         return fail(str(err), 1)
+    if is_ddp_child():
+        return 0
     metrics = {k: round(v, 4) for k, v in summary.get("metrics", {}).items() if k.startswith(("test/", "val/"))}
     print(json.dumps({"status": summary["status"], "run_dir": summary["run_dir"], **metrics}))
     return 0 if summary["status"] in ("completed", "diverged") else 1

@@ -25,7 +25,12 @@ class ClassifyRows(EncoderTask):
         self.test_acc_perm = MulticlassAccuracy(n_classes, average="micro")
         from ..data import row_permutation
 
-        self.register_buffer("perm", row_permutation(self.cfg.data.permute_seed), persistent=False)
+        # test/acc_perm always means "test rows in the fixed permuted order P": when the test
+        # loader already applies P (permute=test|both), the rows it gives are used as they are.
+        perm = row_permutation(self.cfg.data.permute_seed)
+        if self.cfg.data.permute in ("test", "both"):
+            perm = torch.arange(len(perm))
+        self.register_buffer("perm", perm, persistent=False)
 
     def build_model(self, cfg: Config, in_features: int, n_classes: int) -> SequenceClassifier:
         return SequenceClassifier(cfg.model, in_features, n_classes, cfg.pooling)
@@ -46,8 +51,8 @@ class ClassifyRows(EncoderTask):
         acc = self.val_acc.compute()
         self.val_acc.reset()
         self.val_acc_best.update(acc)
-        self.log("val/acc", acc, prog_bar=True)
-        self.log("val/acc_best", self.val_acc_best.compute())
+        self.log("val/acc", acc, prog_bar=True, sync_dist=True)  # already synced by torchmetrics
+        self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
 
     def test_step(self, batch, batch_idx):
         x, y = batch

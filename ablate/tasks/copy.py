@@ -56,9 +56,9 @@ class CopyTokens(EncoderTask):
         acc = self.val_acc.compute()
         self.val_acc.reset()
         self.val_acc_best.update(acc)
-        self.log("val/acc", acc, prog_bar=True)
+        self.log("val/acc", acc, prog_bar=True, sync_dist=True)  # already synced by torchmetrics
         self.log("val/seq_acc", self.val_seq_acc)
-        self.log("val/acc_best", self.val_acc_best.compute())
+        self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
 
     def test_step(self, batch, batch_idx):
         x, y = batch

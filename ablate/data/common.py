@@ -1,0 +1,74 @@
+"""What every data module shares: the data folder, the error for missing data, in-memory datasets
+that hand out whole batches, and the loaders built on them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class DataError(Exception):
+    """Data that should be on disk is not, and cannot be fetched; the message is one line."""
+
+
+def data_dir() -> Path:
+    """Where data sets live: $ABLATE_DATA_DIR, else ./data (relative to the working directory)."""
+    return Path(os.environ.get("ABLATE_DATA_DIR") or "data").expanduser()
+
+
+class InMemory(Dataset):
+    """(x, y) tensors held in memory, served a batch at a time.
+
+    `index` selects this split's rows of shared tensors (no copy); `row_perm` reorders dim 1 of
+    every x (the sequence steps, e.g. MNIST's 28 pixel rows). `__getitems__` gathers a whole batch
+    with one indexing op, and `keep_batch` passes it through the DataLoader unchanged, so no
+    per-item collation happens; any sampler (Lightning's DistributedSampler included) still works.
+    """
+
+    def __init__(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        index: torch.Tensor | None = None,
+        row_perm: torch.Tensor | None = None,
+    ):
+        if len(x) != len(y):
+            raise ValueError(f"x has {len(x)} rows but y has {len(y)}")
+        self.x, self.y, self.index, self.row_perm = x, y, index, row_perm
+
+    def __len__(self) -> int:
+        return len(self.index) if self.index is not None else len(self.x)
+
+    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        i = torch.as_tensor(indices, dtype=torch.long)
+        if self.index is not None:
+            i = self.index[i]
+        x = self.x[i]  # (B, T, ...)
+        if self.row_perm is not None:
+            x = x[:, self.row_perm]
+        return x, self.y[i]
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = self.__getitems__([i])
+        return x[0], y[0]
+
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole split as two tensors (x, y), in order."""
+        return self.__getitems__(list(range(len(self))))
+
+
+def keep_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """collate_fn for `InMemory`: the batch is already stacked. Module-level so it pickles (spawn)."""
+    return batch
+
+
+def loader(dataset: InMemory, batch_size: int, shuffle: bool) -> DataLoader:
+    """An in-process DataLoader. A shuffled one has no generator of its own: its order is drawn from
+    torch's global RNG, which the training harness seeds, checkpoints and restores."""
+    return DataLoader(
+        dataset, batch_size=batch_size, shuffle=shuffle, num_workers=0, collate_fn=keep_batch
+    )

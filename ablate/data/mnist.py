@@ -1,0 +1,160 @@
+"""MNIST read as a sequence: 28 steps (the pixel rows) of 28 features each.
+
+The 70k images are read once through torchvision from `<data_dir>/MNIST/raw/` and held as one
+normalised float32 tensor; the splits are index tensors into it. Nothing is written under the data
+folder, except by torchvision's download when the files are missing and the mirror answers.
+A fixed permutation of the 28 rows (`data.permute`) asks whether a model relies on row order.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from ..config import ConfigError, DataConfig
+from .common import DataError, InMemory, data_dir, loader
+
+MEAN, STD = 0.1307, 0.3081  # of the 60k training pixels, scaled to [0, 1]
+ROWS = 28
+FILES = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
+PERMUTE_WHERE = {"none": (), "train": ("train",), "test": ("test",), "both": ("train", "test")}
+
+
+def row_permutation(seed: int) -> torch.Tensor:
+    """A fixed permutation of the 28 rows, the same on every machine (a CPU torch.Generator), never the identity."""
+    generator = torch.Generator().manual_seed(seed)
+    while True:
+        perm = torch.randperm(ROWS, generator=generator)
+        if not torch.equal(perm, torch.arange(ROWS)):
+            return perm
+
+
+def network_available(timeout: float = 3.0) -> bool:
+    """Whether torchvision's first MNIST mirror accepts a TCP connection within `timeout` seconds."""
+    from torchvision.datasets import MNIST
+
+    host = urlsplit(MNIST.mirrors[0]).hostname
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def ensure_mnist(root: Path, has_network: Callable[[], bool] | None = None) -> None:
+    """Make sure the four IDX files are under root/MNIST/raw: download them if the mirror answers,
+    else raise DataError. `has_network` replaces the mirror probe (tests force it off)."""
+    raw = (root / "MNIST" / "raw").absolute()
+    if all((raw / name).is_file() for name in FILES):
+        return
+    hint = (
+        "set ABLATE_DATA_DIR=<folder holding MNIST/raw/>, e.g. ABLATE_DATA_DIR=../shared/datasets"
+    )
+    if not (has_network or network_available)():
+        raise DataError(f"MNIST not found in {raw} and its download mirror is unreachable; {hint}")
+    from torchvision.datasets import MNIST
+
+    try:
+        MNIST(root, train=True, download=True)
+    except (RuntimeError, OSError) as err:
+        reason = " ".join(str(err).split())[:200]
+        raise DataError(
+            f"MNIST not found in {raw} and downloading it failed ({reason}); {hint}"
+        ) from None
+
+
+def read_mnist(root: Path) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """All 70k images as one normalised float32 tensor (N, 28, 28), labels (N,) int64, and how many
+    of them (the first ones) are training images; the rest are the official test set."""
+    from torchvision.datasets import MNIST
+
+    train, test = (MNIST(root, train=flag, download=False) for flag in (True, False))
+    images = (
+        torch.cat((train.data, test.data)).float().div_(255).sub_(MEAN).div_(STD)
+    )  # (N, 28, 28)
+    labels = torch.cat((train.targets, test.targets)).long()  # (N,)
+    return images, labels, len(train.data)
+
+
+def split_indices(n: int, val_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train, val) indices of n training images: a randperm seeded by data.seed; val takes the first val_size."""
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    return order[val_size:], order[:val_size]
+
+
+class MnistRows(pl.LightningDataModule):
+    """MNIST as 28 steps of 28 pixels. Batches: x float32 (B, 28, 28), y int64 (B,).
+
+    Train and validation follow one distribution (both row-permuted for permute=train|both);
+    the test set is the official 10k (row-permuted for permute=test|both).
+    """
+
+    kind = "classify"
+    in_features = ROWS  # pixels per step
+    n_classes = 10
+    seq_len = ROWS
+
+    def __init__(
+        self,
+        cfg: DataConfig,
+        root: Path | str | None = None,
+        has_network: Callable[[], bool] | None = None,
+    ):
+        super().__init__()
+        self.cfg = cfg
+        self.root = Path(root) if root is not None else data_dir()
+        self.has_network = has_network  # None: probe the download mirror when the files are missing
+        self.permutation = row_permutation(cfg.permute_seed)
+        self.images: torch.Tensor | None = None
+        self.train_set = self.val_set = self.test_set = None
+
+    def prepare_data(self) -> None:
+        ensure_mnist(self.root, self.has_network)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.images is not None:
+            return
+        ensure_mnist(self.root, self.has_network)
+        images, labels, n_train = read_mnist(self.root)
+        cfg = self.cfg
+        if cfg.val_size >= n_train:
+            raise ConfigError(
+                f"data.val_size={cfg.val_size} is not allowed; MNIST has {n_train} training images, "
+                f"expected fewer than {n_train}"
+            )
+        train_idx, val_idx = split_indices(n_train, cfg.val_size, cfg.seed)
+        if cfg.train_subset is not None:
+            if cfg.train_subset > len(train_idx):
+                raise ConfigError(
+                    f"data.train_subset={cfg.train_subset} is not allowed; the training split holds "
+                    f"{len(train_idx)} images, expected at most that or null"
+                )
+            train_idx = train_idx[: cfg.train_subset]
+        test_idx = torch.arange(n_train, len(images))
+        where = PERMUTE_WHERE[cfg.permute]
+        train_perm = self.permutation if "train" in where else None
+        test_perm = self.permutation if "test" in where else None
+        self.images = images
+        self.train_set = InMemory(images, labels, train_idx, train_perm)
+        self.val_set = InMemory(images, labels, val_idx, train_perm)
+        self.test_set = InMemory(images, labels, test_idx, test_perm)
+
+    def train_dataloader(self) -> DataLoader:
+        return loader(self.train_set, self.cfg.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return loader(self.val_set, self.cfg.batch_size, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return loader(self.test_set, self.cfg.batch_size, shuffle=False)

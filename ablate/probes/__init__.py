@@ -1,0 +1,46 @@
+"""Measurements on a model: each a plain function of (model, batch) returning flat float dicts.
+
+Pure torch/numpy (no Lightning, W&B or pandas), so a notebook can use them alone. Every probe runs
+in eval mode inside `torch.random.fork_rng` and restores the model's modes; none writes `.grad`.
+"""
+
+from .collapse import (
+    effective_rank,
+    mean_token_cosine,
+    residual_norms,
+    sublayer_outputs,
+    token_collapse,
+)
+from .common import accuracy, probe_mode, task_loss
+from .gradients import GROUPS, gradient_flow
+from .heads import head_importance, masked_heads, masked_output
+from .order import equivariance_error, order_sensitivity
+from .run import format_probes, layer_arrays, run_probes
+from .scores import attention_maps, entropy_per_head, layer_logits, score_stats
+from .shares import parameter_shares
+
+__all__ = [
+    "GROUPS",
+    "accuracy",
+    "attention_maps",
+    "effective_rank",
+    "entropy_per_head",
+    "equivariance_error",
+    "format_probes",
+    "gradient_flow",
+    "head_importance",
+    "layer_arrays",
+    "layer_logits",
+    "masked_heads",
+    "masked_output",
+    "mean_token_cosine",
+    "order_sensitivity",
+    "parameter_shares",
+    "probe_mode",
+    "residual_norms",
+    "run_probes",
+    "score_stats",
+    "sublayer_outputs",
+    "task_loss",
+    "token_collapse",
+]

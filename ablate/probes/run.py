@@ -1,0 +1,132 @@
+"""`run_probes`: every probe on one model and probe batch, as flat scalars plus per-layer arrays;
+`format_probes`: those scalars as text tables, one row per layer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from .collapse import residual_norms, token_collapse
+from .common import blocks_of
+from .gradients import gradient_flow
+from .heads import head_importance
+from .order import equivariance_error, order_sensitivity
+from .scores import attention_maps, score_stats
+from .shares import parameter_shares
+
+# Families shown as one table each by `format_probes`: scalar-name prefixes, in display order.
+FAMILIES = {
+    "scores": ("logit_std", "logit_max", "entropy", "rowmax", "onehot_frac"),
+    "gradients": ("grad",),
+    "collapse": ("cosine", "erank", "resid_norm"),
+    "shares": ("share",),
+    "heads": ("head_drop",),
+}
+PER_LAYER = re.compile(r"^(?P<name>.+)_l(?P<layer>\d+)(?:_(?P<slot>.+))?$")
+
+
+def run_probes(
+    model: nn.Module,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    *,
+    cheap: bool = True,
+    expensive: bool = False,
+    val_loader: Iterable | None = None,
+    permutation: torch.Tensor | Sequence[int] | None = None,
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """(scalars, arrays) for `model` on the probe `batch` = (x, y).
+
+    cheap: score statistics, gradient flow, collapse, residual norms, parameter shares, and, when a
+    `permutation` of the sequence is given (MNIST rows), the first layer's equivariance error.
+    expensive: head importance over `val_loader` and, with a `permutation`, order sensitivity on it.
+    arrays: `attention` (L, H, T, T) of the first example, and one array per per-layer scalar family
+    (`entropy` (L,), `resid_norm` (2L,) attn/ffn interleaved, `head_drop` (L, H), ...).
+    Each probe runs in eval mode under a forked RNG; the model's modes and `.grad`s are left as found.
+    """
+    x, _ = batch
+    scalars: dict[str, float] = {}
+    arrays: dict[str, np.ndarray] = {}
+    if cheap:
+        scalars.update(score_stats(model, x))
+        scalars.update(gradient_flow(model, batch))
+        scalars.update(token_collapse(model, x))
+        scalars.update(residual_norms(model, x))
+        scalars.update(parameter_shares(model))
+        if permutation is not None:
+            scalars["equiv_error"] = equivariance_error(model, x, permutation)
+        arrays["attention"] = attention_maps(model, x[:1])[0].cpu().numpy()
+    if expensive:
+        if val_loader is None:
+            raise ValueError(
+                "run_probes(expensive=True) needs val_loader= (head masking runs over it)"
+            )
+        scalars.update(head_importance(model, val_loader))
+        if permutation is not None:
+            scalars.update(order_sensitivity(model, val_loader, permutation))
+    arrays.update(layer_arrays(scalars, len(blocks_of(model))))
+    return scalars, arrays
+
+
+def layer_arrays(scalars: dict[str, float], n_layers: int) -> dict[str, np.ndarray]:
+    """Per-layer scalars as arrays: `name_l{l}` -> name (L,), `name_l{l}_{slot}` -> name (L * slots,)
+    in layer-major order, `head_drop_l{l}_h{h}` -> head_drop (L, H)."""
+    grouped: dict[str, dict[tuple[int, str], float]] = {}
+    for key, value in scalars.items():
+        m = PER_LAYER.match(key)
+        if m:
+            grouped.setdefault(m["name"], {})[int(m["layer"]), m["slot"] or ""] = value
+    arrays = {}
+    for name, values in grouped.items():
+        slots = list(dict.fromkeys(slot for _, slot in values))
+        if len(values) != n_layers * len(slots):
+            continue  # not one value per layer and slot: no array
+        table = np.array([[values[layer, s] for s in slots] for layer in range(n_layers)])
+        arrays[name] = table if name == "head_drop" else table.reshape(-1)
+    return arrays
+
+
+def _family(name: str) -> str:
+    for family, prefixes in FAMILIES.items():
+        if any(name == p or name.startswith(p + "_") for p in prefixes):
+            return family
+    return "other"
+
+
+def _number(value: float) -> str:
+    """4 significant digits; counts (params_total) in full."""
+    return f"{value:.0f}" if value.is_integer() and abs(value) >= 1e4 else f"{value:.4g}"
+
+
+def format_probes(scalars: dict[str, float]) -> str:
+    """One table per family (rows: layers, columns: measurements), then the whole-model scalars."""
+    tables: dict[str, dict[int, dict[str, float]]] = {}
+    overall: list[tuple[str, float]] = []
+    for key, value in scalars.items():
+        m = PER_LAYER.match(key)
+        if not m:
+            overall.append((key, value))
+            continue
+        column = f"{m['name']}_{m['slot']}" if m["slot"] else m["name"]
+        tables.setdefault(_family(m["name"]), {}).setdefault(int(m["layer"]), {})[column] = value
+    parts = []
+    for family in [*FAMILIES, "other"]:
+        rows = tables.get(family)
+        if not rows:
+            continue
+        columns = list(dict.fromkeys(c for row in rows.values() for c in row))
+        cells = [["layer", *columns]]
+        cells += [
+            [str(layer), *(_number(row[c]) if c in row else "-" for c in columns)]
+            for layer, row in sorted(rows.items())
+        ]
+        widths = [max(len(r[i]) for r in cells) for i in range(len(columns) + 1)]
+        lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
+        parts.append(f"[{family}]\n" + "\n".join(lines))
+    if overall:
+        width = max(len(k) for k, _ in overall)
+        parts.append("[model]\n" + "\n".join(f"{k.ljust(width)}  {_number(v)}" for k, v in overall))
+    return "\n\n".join(parts)

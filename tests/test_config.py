@@ -1,0 +1,98 @@
+"""Dotted overrides: type conversion (YAML and Python spellings), unknown keys, run ids."""
+
+import pytest
+
+from ablate import config as C
+
+
+def build(*items):
+    return C.build(C.parse_overrides(list(items)))
+
+
+def test_defaults_are_the_tutorials_model():
+    cfg = C.Config()
+    m = cfg.model
+    assert (m.d_model, m.n_heads, m.ffn_dim, m.n_layers) == (64, 4, 128, 2)
+    assert (m.pos_enc, m.norm, m.activation, m.dropout) == ("learned", "post", "relu", 0.1)
+    assert (cfg.optim.name, cfg.optim.lr, cfg.data.batch_size, cfg.trainer.max_epochs) == ("adam", 1e-3, 64, 5)
+    assert cfg.pooling == "mean" and cfg.data.task == "mnist"
+
+
+@pytest.mark.parametrize(
+    "item, key, expected",
+    [
+        ("model.qk_scale=False", "qk_scale", False),  # Python's spelling (W&B agents)
+        ("model.qk_scale=false", "qk_scale", False),  # YAML's
+        ("model.residual=True", "residual", True),
+        ("model.d_head=None", "d_head", None),
+        ("model.d_head=null", "d_head", None),
+        ("model.d_head=512", "d_head", 512),
+        ("model.temperature=1e-1", "temperature", 0.1),  # YAML 1.1 reads 1e-1 as a string
+        ("model.n_heads=8.0", "n_heads", 8),
+        ("model.norm=none", "norm", "none"),  # 'none' is a choice here, not null
+    ],
+)
+def test_values_convert_by_field_type(item, key, expected):
+    value = getattr(build(item).model, key)
+    assert value == expected and type(value) is type(expected)
+
+
+def test_w_and_b_argument_spelling_and_yaml_file(tmp_path):
+    f = tmp_path / "o.yaml"
+    f.write_text("model:\n  n_heads: 8\noptim.lr: 3.0e-4\nseed: 2\n")
+    cfg = build("--model.n_layers=3", str(f))
+    assert (cfg.model.n_layers, cfg.model.n_heads, cfg.optim.lr, cfg.seed) == (3, 8, 3e-4, 2)
+
+
+@pytest.mark.parametrize(
+    "item, words",
+    [
+        ("model.n_head=8", ["unknown key 'model.n_head'", "model.n_heads"]),
+        ("nonsense=1", ["unknown key 'nonsense'"]),
+        ("model.n_heads=abc", ["model.n_heads='abc'", "integer"]),
+        ("model.n_heads=2.5", ["model.n_heads='2.5'", "integer"]),
+        ("model.qk_scale=maybe", ["model.qk_scale", "true or false"]),
+        ("model.norm=middle", ["model.norm='middle'", "pre, post, none"]),
+        ("model.n_heads=3", ["n_heads=3", "d_model=64"]),
+        ("optim.lr=0", ["optim.lr=0.0", "> 0"]),
+        ("data.task=imagenet", ["data.task='imagenet'", "mnist, copy"]),
+        ("model.n_heads", ["not key=value"]),
+    ],
+)
+def test_bad_values_name_key_value_and_fix(item, words):
+    with pytest.raises(C.ConfigError) as err:
+        build(item)
+    message = str(err.value)
+    assert "\n" not in message
+    for w in words:
+        assert w in message
+
+
+def test_impossible_combination_learned_table_too_short():
+    with pytest.raises(C.ConfigError, match=r"model.max_len=20 .* set model.max_len=28"):
+        build("model.max_len=20")
+    with pytest.raises(C.ConfigError, match=r"model.max_len=28 .*29"):
+        build("model.max_len=28", "pooling=cls")  # CLS adds a position
+    build("model.max_len=20", "model.pos_enc=rope")  # RoPE has no table: fine
+
+
+def test_malformed_yaml_file(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("model: [unclosed\n")
+    with pytest.raises(C.ConfigError, match="not valid YAML"):
+        build(str(f))
+    with pytest.raises(C.ConfigError, match="does not exist"):
+        build(str(tmp_path / "missing.yaml"))
+
+
+def test_run_id_depends_on_what_is_computed_only():
+    a = build("model.n_heads=8")
+    assert C.run_id(a) == C.run_id(build("model.n_heads=8.0", "run.dir=/elsewhere", "tracking=none"))
+    assert C.run_id(a) != C.run_id(build("model.n_heads=8", "seed=1"))
+    assert C.run_id(a) != C.run_id(build("model.n_heads=8", "budget=smoke"))
+
+
+def test_round_trip_through_the_saved_dict():
+    cfg = build("model.d_head=16", "model.pos_enc=rope", "data.task=copy", "optim.grad_clip=1")
+    assert C.from_dict(C.to_dict(cfg)) == cfg
+    assert C.flat(cfg)["model.pos_enc"] == "rope"

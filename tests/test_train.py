@@ -1,0 +1,251 @@
+"""`ablate train` end to end on tiny settings: run directory, determinism, exact resume,
+divergence, bad input (exit 2, nothing written), W&B offline fallback, real MNIST rows."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from ablate import cli
+from ablate import config as C
+from ablate.rundir import read_summary
+from ablate.train import train
+
+TINY_COPY = [
+    "data.task=copy", "data.vocab=6", "data.length=4", "data.n_train=256", "data.n_val=64",
+    "data.n_test=64", "data.batch_size=32", "model.d_model=16", "model.n_heads=2",
+    "trainer.max_epochs=2", "tracking=none",
+]
+MNIST = Path(os.environ.get("ABLATE_DATA_DIR", "data")) / "MNIST" / "raw" / "train-images-idx3-ubyte"
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("ABLATE_PROGRESS", "0")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+
+
+def run(*items, callbacks=None):
+    return train(C.build(C.parse_overrides(list(items))), log=lambda *a: None, callbacks=callbacks)
+
+
+def rows(run_dir) -> list[dict]:
+    with open(Path(run_dir) / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_run_directory_holds_everything(tmp_path):
+    s = run(*TINY_COPY, f"run.dir={tmp_path / 'r'}")
+    d = tmp_path / "r"
+    assert sorted(p.name for p in d.iterdir() if not p.name.startswith(".")) == [
+        "config.yaml", "last.ckpt", "metrics.csv", "summary.json"]
+    assert s["status"] == "completed" and s == read_summary(d)
+    for key in ("train/loss", "val/acc", "val/acc_best", "test/acc", "test/seq_acc"):
+        assert 0 <= s["metrics"][key] < 10, key
+    assert s["params"]["total"] == sum(p.numel() for p in _model(d).parameters())
+    assert set(s["params"]) == {"attention", "ffn", "embedding", "other", "total"}
+    assert s["global_step"] == 2 * 8 and s["train_samples_per_s"] > 0 and s["wall_time_s"] > 0
+    prov = s["provenance"]
+    assert prov["versions"]["torch"] == torch.__version__.split("+")[0] and "threads" in prov
+    assert "commit" in prov and "dirty" in prov
+    # the saved config rebuilds the same config
+    saved = C.from_dict(__import__("yaml").safe_load((d / "config.yaml").read_text()))
+    assert saved == C.build(C.parse_overrides([*TINY_COPY, f"run.dir={d}"]))
+
+
+def _model(run_dir):
+    from ablate.tasks import CopyTokens
+
+    return CopyTokens.load_from_checkpoint(Path(run_dir) / "last.ckpt").model
+
+
+def test_checkpoint_rebuilds_the_task_and_its_numbers(tmp_path):
+    s = run(*TINY_COPY, f"run.dir={tmp_path / 'r'}")
+    from ablate.data import build_datamodule
+    from ablate.tasks import CopyTokens
+
+    task = CopyTokens.load_from_checkpoint(tmp_path / "r" / "last.ckpt").eval()
+    dm = build_datamodule(task.cfg.data)
+    dm.setup("test")
+    x, y = dm.test_set.tensors()
+    with torch.no_grad():
+        pred = task.model(x).argmax(-1)
+    mask = y != -100
+    assert (pred[mask] == y[mask]).float().mean().item() == pytest.approx(s["metrics"]["test/acc"], abs=1e-6)
+
+
+def test_same_seed_same_metrics_other_seed_other(tmp_path):
+    a = run(*TINY_COPY, f"run.dir={tmp_path / 'a'}")
+    b = run(*TINY_COPY, f"run.dir={tmp_path / 'b'}")
+    c = run(*TINY_COPY, f"run.dir={tmp_path / 'c'}", "seed=1")
+    assert rows(tmp_path / "a") == rows(tmp_path / "b")
+    assert a["metrics"] == b["metrics"]
+    assert a["metrics"]["train/loss"] != c["metrics"]["train/loss"]
+
+
+class StopAt(pl.Callback):
+    """Simulate Ctrl-C: at the end of an epoch (after last.ckpt) or after a given step."""
+
+    def __init__(self, epoch=None, step=None):
+        self.epoch, self.step = epoch, step
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        if trainer.current_epoch == self.epoch:
+            raise KeyboardInterrupt
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            raise KeyboardInterrupt
+
+
+def test_resume_from_end_of_epoch_equals_uninterrupted_run(tmp_path):
+    """Lightning's test_restart_parity, with RNG states restored: every logged number is equal."""
+    items = [*TINY_COPY, "trainer.max_epochs=3"]
+    full = run(*items, f"run.dir={tmp_path / 'full'}")
+    with pytest.raises(SystemExit):  # Lightning turns KeyboardInterrupt into exit(1)
+        run(*items, f"run.dir={tmp_path / 'cut'}", callbacks=[StopAt(epoch=0)])
+    assert read_summary(tmp_path / "cut")["status"] == "running"
+    resumed = run(*items, f"run.dir={tmp_path / 'cut'}")
+    assert resumed["attempts"] == 2
+    assert rows(tmp_path / "cut") == rows(tmp_path / "full")
+    assert resumed["metrics"] == full["metrics"]
+
+
+def test_resume_mid_epoch_completes_the_run(tmp_path):
+    items = [*TINY_COPY, "trainer.ckpt_every_n_steps=3"]
+    with pytest.raises(SystemExit):
+        run(*items, f"run.dir={tmp_path / 'r'}", callbacks=[StopAt(step=4)])
+    step = torch.load(tmp_path / "r" / "last.ckpt", weights_only=False)["global_step"]
+    assert step == 3
+    s = run(*items, f"run.dir={tmp_path / 'r'}")
+    assert s["status"] == "completed" and s["global_step"] == 16
+    assert "test/acc" in s["metrics"]
+
+
+def test_finished_run_is_not_repeated(tmp_path):
+    first = run(*TINY_COPY, f"run.dir={tmp_path / 'r'}")
+    mtime = (tmp_path / "r" / "last.ckpt").stat().st_mtime_ns
+    again = run(*TINY_COPY, f"run.dir={tmp_path / 'r'}")
+    assert again == first and (tmp_path / "r" / "last.ckpt").stat().st_mtime_ns == mtime
+
+
+def test_divergence_stops_at_once_and_is_recorded(tmp_path):
+    s = run(*TINY_COPY, "model.norm=none", "optim.lr=1e12", "trainer.max_epochs=5", f"run.dir={tmp_path / 'r'}")
+    assert s["status"] == "diverged"
+    assert 1 <= s["diverged_step"] < 5 * 8  # stopped well before the end
+    assert s["global_step"] == s["diverged_step"]
+    assert read_summary(tmp_path / "r")["status"] == "diverged"
+    assert "test/acc" not in s["metrics"]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["model.n_head=8"], "unknown key 'model.n_head'"),
+        (["model.n_heads=x"], "model.n_heads='x'"),
+        (["model.max_len=10"], "model.max_len=10"),
+        (["model.pos_enc=rope", "model.d_head=5"], "even d_head"),
+        (["trainer.devices=zero"], "trainer.devices='zero'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, args, words):
+    assert cli.main(["train", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and words in err and err.startswith("ablate: ")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_missing_data_exits_2_before_writing(tmp_path, capsys, monkeypatch):
+    import ablate.data.mnist as mnist
+
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "nowhere"))
+    monkeypatch.setattr(mnist, "network_available", lambda timeout=3.0: False)
+    assert cli.main(["train", "tracking=none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "nowhere" in err and "ABLATE_DATA_DIR" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_wandb_mode_never_waits_for_the_network(monkeypatch):
+    from ablate.tracking import wandb_mode
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", "/nonexistent")
+    assert wandb_mode() == "offline"  # no key
+    monkeypatch.setenv("WANDB_API_KEY", "f" * 40)
+    with socket.socket() as s:  # a port that refuses at once
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+    assert wandb_mode(timeout=1) == "offline"  # key, but the host does not answer
+    with socket.socket() as server:  # a host that answers
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.getsockname()[1]}")
+        assert wandb_mode(timeout=1) == "online"
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert wandb_mode() == "offline"
+
+
+def test_wandb_offline_run_with_a_fake_key_and_no_network(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "0123456789abcdef" * 2 + "01234567")
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
+    items = [*TINY_COPY, "trainer.max_epochs=1", "tracking=wandb", "run.group=wb", f"run.dir={tmp_path / 'r'}"]
+    s = run(*items)
+    assert s["status"] == "completed"
+    offline = list((tmp_path / "r" / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1 and offline[0].name.endswith(s["run_id"])
+    assert list(offline[0].glob("run-*.wandb"))
+
+
+@pytest.mark.skipif(not MNIST.exists(), reason="MNIST not under ABLATE_DATA_DIR (CI sets it)")
+def test_short_real_run_on_mnist_rows(tmp_path):
+    s = run("data.train_subset=2048", "trainer.max_epochs=1", "data.val_size=1000", "tracking=none",
+            "trainer.limit_val_batches=4", "model.pos_enc=none", f"run.dir={tmp_path / 'r'}")
+    m = s["metrics"]
+    assert s["status"] == "completed" and s["global_step"] == 32
+    assert m["test/acc"] > 0.3  # 10 % is chance; 32 steps on real rows get far above it (0.43 here)
+    # no positional encoding + mean pooling: a bag of rows, so permuting them changes nothing
+    assert m["test/acc_perm"] == pytest.approx(m["test/acc"], abs=1e-3)
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["metrics"] == m
+
+
+def test_ddp_two_cpu_processes_sync_metrics_and_make_one_wandb_run(tmp_path):
+    """`ablate train trainer.devices=2 trainer.strategy=ddp` (gloo): Lightning re-launches the CLI for
+    rank 1; the logged validation accuracy is the one of the whole validation set."""
+    import subprocess
+    import sys
+
+    from ablate.data import build_datamodule
+    from ablate.tasks import CopyTokens
+
+    d = tmp_path / "ddp"
+    env = {**os.environ, "WANDB_MODE": "offline", "ABLATE_PROGRESS": "0"}
+    items = [a for a in TINY_COPY if not a.startswith("tracking")]
+    cmd = [sys.executable, "-m", "ablate", "train", *items, "data.n_val=96", "trainer.accelerator=cpu",
+           "trainer.devices=2", "trainer.strategy=ddp", f"run.dir={d}", "trainer.threads=1"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count('"status": "completed"') == 1  # rank 1 prints nothing
+    s = read_summary(d)
+    assert s["status"] == "completed" and s["global_step"] == 2 * 4  # 256 / 32 / 2 ranks per epoch
+    assert len(list((d / "wandb").glob("offline-run-*"))) == 1
+    task = CopyTokens.load_from_checkpoint(d / "last.ckpt").eval()
+    dm = build_datamodule(task.cfg.data)
+    dm.setup("fit")
+    x, y = dm.val_set.tensors()
+    with torch.no_grad():
+        pred = task.model(x).argmax(-1)
+    mask = y != -100
+    whole = (pred[mask] == y[mask]).float().mean().item()
+    assert s["metrics"]["val/acc"] == pytest.approx(whole, abs=1e-6)
