@@ -13,6 +13,7 @@ USAGE = """usage: ablate <command> [args]
 commands:
   train [key=value ...] [file.yaml]   train one configuration (see `ablate keys`)
   keys                                list every configuration key with its default
+  probe CHECKPOINT [--batch N]        every probe on a saved model (a run's last.ckpt or its folder)
   bench [train]                       training speed: torch's encoder vs plain vs ablate's
 """
 
@@ -53,13 +54,49 @@ def cmd_keys(argv: list[str]) -> int:
     return 0
 
 
+def cmd_probe(argv: list[str]) -> int:
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="ablate probe", description="run every probe on a checkpoint")
+    parser.add_argument("checkpoint", type=Path, help="a last.ckpt, or a run directory holding one")
+    parser.add_argument("--batch", type=int, default=64, help="validation examples in the probe batch")
+    parser.add_argument("--no-expensive", action="store_true", help="skip head masking and permuted test set")
+    parser.add_argument("--json", action="store_true", help="print the scalars as JSON")
+    args = parser.parse_args(argv)
+    ckpt = args.checkpoint / "last.ckpt" if args.checkpoint.is_dir() else args.checkpoint
+    if not ckpt.is_file():
+        return fail(f"no checkpoint at {ckpt}; give a last.ckpt or a run directory that holds one")
+    if args.batch < 1:
+        return fail(f"--batch={args.batch} is not allowed; expected an integer >= 1")
+    from .data import DataError
+    from .probes import format_probes
+    from .probing import ProbeRecorder, probe_batch, probe_permutation
+    from .tasks import load_task
+
+    try:
+        task, datamodule = load_task(ckpt)
+        datamodule.setup("fit")
+    except DataError as err:
+        return fail(str(err))
+    batch = probe_batch(datamodule, args.batch)
+    perm = probe_permutation(datamodule, batch[0].shape[1])
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:  # the run directory itself is left as it is
+        named = ProbeRecorder(Path(tmp), batch, perm).final(None, task.model, datamodule, not args.no_expensive)
+    scalars = {k.removeprefix("probe/final/"): v for k, v in named.items()}
+    print(json.dumps(scalars, indent=1) if args.json else format_probes(scalars))
+    return 0
+
+
 def cmd_bench(argv: list[str]) -> int:
     from .bench import main as bench_main
 
     return bench_main(argv)
 
 
-COMMANDS = {"train": cmd_train, "keys": cmd_keys, "bench": cmd_bench}
+COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": cmd_bench}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -111,6 +111,7 @@ class RunConfig:
     project: str = "ablate"  # W&B project
     probes: bool = True  # cheap probes at step 0 and at the end
     probe_every: int = 0  # also probe every N steps (0: off)
+    probe_batch: int = 64  # validation examples in the fixed probe batch
     expensive_probes: bool = True  # head masking and full-test permutation at the end
 
 

@@ -166,11 +166,21 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
             loggers.append(wandb_logger(run_dir, C.run_id(cfg), cfg.run.group, cfg.run.project, C.flat(cfg)))
         throughput = Throughput()
         extra = [RngState(), DivergenceGuard(), throughput, *(callbacks or [])]
+        recorder = None
+        if cfg.run.probes:
+            from .probing import ProbeRecorder, probe_batch, probe_permutation
+
+            batch = probe_batch(datamodule, cfg.run.probe_batch)
+            perm = probe_permutation(datamodule, batch[0].shape[1])
+            recorder = ProbeRecorder(run_dir, batch, perm, cfg.run.probe_every)
+            extra.append(recorder)
         trainer = _trainer(cfg, run_dir, loggers, extra)
         summary["provenance"] = __import__("ablate.provenance", fromlist=["x"]).provenance(cfg.trainer.accelerator)
         try:
             trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt.exists() else None)
             metrics = _scalars(trainer.callback_metrics)
+            if recorder is not None and trainer.is_global_zero:
+                recorder.final(trainer, task.model, datamodule, cfg.run.expensive_probes)
             trainer.test(task, datamodule=datamodule, verbose=False)
             summary["status"] = "completed"
         except Diverged as err:
@@ -181,6 +191,8 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
         summary["wall_time_s"] = previous.get("wall_time_s", 0.0) + (time.time() - started)
         summary["train_samples_per_s"] = throughput.samples_per_s
         summary["global_step"] = trainer.global_step
+        if recorder is not None:
+            summary["probes"] = recorder.scalars
         for logger in loggers:
             logger.finalize("success")
         if cfg.tracking == "wandb" and trainer.is_global_zero:

@@ -46,7 +46,7 @@ def test_run_directory_holds_everything(tmp_path):
     s = run(*TINY_COPY, f"run.dir={tmp_path / 'r'}")
     d = tmp_path / "r"
     assert sorted(p.name for p in d.iterdir() if not p.name.startswith(".")) == [
-        "config.yaml", "last.ckpt", "metrics.csv", "summary.json"]
+        "config.yaml", "last.ckpt", "metrics.csv", "probes.json", "probes.npz", "summary.json"]
     assert s["status"] == "completed" and s == read_summary(d)
     for key in ("train/loss", "val/acc", "val/acc_best", "test/acc", "test/seq_acc"):
         assert 0 <= s["metrics"][key] < 10, key

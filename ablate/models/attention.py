@@ -14,7 +14,9 @@ def _default(attn: MultiHeadAttention) -> None:
 
 
 def _xavier(attn: MultiHeadAttention) -> None:
-    """Xavier-uniform W_Q, W_K, W_V (each its own fan), zero biases: nn.MultiheadAttention's choice."""
+    """Xavier-uniform W_Q, W_K, W_V, each with its own fans, and zero biases: nn.MultiheadAttention's
+    choice when it keeps separate projections (q/k/v_proj_weight). Its fused in_proj_weight would get one
+    bound over all three; per projection keeps the score variance independent of d_head."""
     inner = attn.inner_dim
     with torch.no_grad():
         for i in range(3):

@@ -71,9 +71,9 @@ class EncoderConfig:
         _choice("activation", self.activation, ACTIVATION_NAMES)
         for name in ("qk_scale", "residual", "causal"):
             _typed(name, getattr(self, name), bool, "true or false")
-        _typed("temperature", self.temperature, float, "a number > 0")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature={self.temperature!r} is not allowed; expected a number > 0")
+        _typed("temperature", self.temperature, float, "a finite number > 0")
+        if not 0 < self.temperature < float("inf"):
+            raise ValueError(f"temperature={self.temperature!r} is not allowed; expected a finite number > 0")
         _choice("norm", self.norm, NORM_NAMES)
         _choice("pos_enc", self.pos_enc, POS_ENC_NAMES)
         if self.pos_enc == "rope" and self.head_dim % 2:

@@ -81,14 +81,15 @@ class TokenModel(nn.Module):
 
 
 def parameter_groups(model: nn.Module) -> dict[str, int]:
-    """Parameter counts split into attention / ffn / embedding / other (norms, heads, CLS)."""
+    """Parameter counts split into attention / ffn / embedding (input embedding, positional table,
+    CLS token) / other (norms, output head). Works on a whole model or a bare Encoder."""
     counts = {"attention": 0, "ffn": 0, "embedding": 0, "other": 0}
     for name, p in model.named_parameters():
         if ".attn.fn." in f".{name}":
             group = "attention"
         elif ".ffn.fn." in f".{name}":
             group = "ffn"
-        elif name.startswith(("embed.", "encoder.pos_enc.", "pool.")):
+        elif name.startswith(("embed.", "pool.")) or ".pos_enc." in f".{name}":
             group = "embedding"
         else:
             group = "other"
