@@ -33,6 +33,7 @@ class DataConfig:
     seed: int = 0  # fixes the validation split and every evaluation set
     batch_size: int = 64
     train_subset: int | None = None  # train on the first N examples of the training split only
+    test_subset: int | None = None  # MNIST: evaluate on the first N official test images only
     # MNIST
     val_size: int = 5000  # held out of the 60k training images
     permute: Literal["none", "train", "test", "both"] = "none"  # where the fixed row permutation applies
@@ -50,7 +51,7 @@ class DataConfig:
         for name in ("batch_size", "val_size", "vocab", "length", "n_train", "n_val", "n_test"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"data.{name}={getattr(self, name)!r} is not allowed; expected an integer >= 1")
-        for name in ("train_subset", "test_length"):
+        for name in ("train_subset", "test_subset", "test_length"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"data.{name}={value!r} is not allowed; expected an integer >= 1 or null")
@@ -262,9 +263,22 @@ def load_yaml_overrides(path: Path) -> dict[str, Any]:
     return flatten_overrides(data)
 
 
+def with_budget(overrides: dict[str, Any], base: Config) -> dict[str, Any]:
+    """Insert the budget profile's settings under the explicit overrides (explicit ones win)."""
+    from .budgets import profile
+
+    if "budget" not in overrides:
+        return overrides
+    budget = convert("budget", overrides["budget"], _hints(Config)["budget"])
+    task = convert("data.task", overrides.get("data.task", base.data.task), _hints(DataConfig)["task"])
+    return {**profile(budget, task), **overrides}
+
+
 def build(overrides: dict[str, Any] | None = None, base: Config | None = None) -> Config:
-    """Apply dotted overrides (strings or typed values) to `base` (defaults), converting and checking."""
+    """Apply dotted overrides (strings or typed values) to `base` (defaults), converting and checking.
+    A `budget` override first fills in its profile (see ablate.budgets); explicit keys win over it."""
     base = base or Config()
+    overrides = with_budget(dict(overrides or {}), base)
     per_section: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
     top: dict[str, Any] = {}
     top_hints = _hints(Config)

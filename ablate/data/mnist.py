@@ -142,6 +142,8 @@ class MnistRows(pl.LightningDataModule):
                 )
             train_idx = train_idx[: cfg.train_subset]
         test_idx = torch.arange(n_train, len(images))
+        if cfg.test_subset is not None:
+            test_idx = test_idx[: cfg.test_subset]  # the first N official test images
         where = PERMUTE_WHERE[cfg.permute]
         train_perm = self.permutation if "train" in where else None
         test_perm = self.permutation if "test" in where else None
