@@ -1,0 +1,56 @@
+"""Optimiser, schedule and metrics of the Lightning tasks."""
+
+import math
+
+import pytest
+import torch
+
+from ablate import config as C
+from ablate.tasks import ClassifyRows, CopyTokens
+from ablate.tasks.base import lr_lambda
+from ablate.tasks.copy import IGNORE
+
+
+def test_warmup_then_cosine_closed_form():
+    f = lr_lambda(warmup_steps=10, total_steps=110, schedule="cosine")
+    assert [f(s) for s in (0, 4, 9)] == pytest.approx([0.1, 0.5, 1.0])
+    assert f(10) == pytest.approx(1.0)
+    assert f(60) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.5)))
+    assert f(110) == pytest.approx(0.0, abs=1e-12)
+    g = lr_lambda(warmup_steps=0, total_steps=100, schedule="constant")
+    assert {g(s) for s in range(100)} == {1.0}
+
+
+def test_optimizer_and_scheduler_follow_the_config():
+    cfg = C.build({"optim.name": "adamw", "optim.weight_decay": "0.1", "optim.warmup": "0.05",
+                   "optim.schedule": "cosine", "optim.lr": "3e-4"})
+    task = ClassifyRows(C.to_dict(cfg))
+
+    class FakeTrainer:  # only what configure_optimizers reads
+        estimated_stepping_batches = 200
+
+    task._trainer = FakeTrainer()
+    out = task.configure_optimizers()
+    opt, sched = out["optimizer"], out["lr_scheduler"]["scheduler"]
+    assert isinstance(opt, torch.optim.AdamW) and opt.defaults["weight_decay"] == 0.1
+    assert out["lr_scheduler"]["interval"] == "step"
+    assert opt.param_groups[0]["lr"] == pytest.approx(3e-4 / 10)  # step 0 of a 10-step warm-up
+
+
+def test_copy_accuracy_counts_blank_positions_only():
+    y = torch.tensor([[IGNORE, IGNORE, 1, 2], [IGNORE, IGNORE, 0, 0]])
+    logits = torch.full((2, 4, 3), -5.0)
+    # right everywhere except sequence 1, last blank; the ignored positions are deliberately wrong
+    for b, t, c in [(0, 2, 1), (0, 3, 2), (1, 2, 0), (1, 3, 2), (0, 0, 2), (1, 1, 1)]:
+        logits[b, t, c] = 5.0
+    assert CopyTokens.sequence_correct(logits, y).tolist() == [1.0, 0.0]
+    task = CopyTokens(C.to_dict(C.build({"data.task": "copy"})), n_tokens=5, n_out=3)
+    task.test_acc.update(logits.reshape(-1, 3), y.reshape(-1))
+    assert task.test_acc.compute().item() == pytest.approx(3 / 4)
+
+
+def test_cls_pooling_adds_one_position():
+    task = ClassifyRows(C.to_dict(C.build({"pooling": "cls"})))
+    x = torch.randn(2, 28, 28)
+    logits, maps = task.model(x, return_attention=True)
+    assert logits.shape == (2, 10) and maps[0].shape == (2, 4, 29, 29)
