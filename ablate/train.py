@@ -20,7 +20,14 @@ from typing import Any
 import torch
 
 from . import config as C
-from .callbacks import AtomicCheckpointIO, Diverged, DivergenceGuard, RngState, RunCSVLogger, Throughput
+from .callbacks import (
+    AtomicCheckpointIO,
+    Diverged,
+    DivergenceGuard,
+    RngState,
+    RunCSVLogger,
+    Throughput,
+)
 from .rundir import CKPT, RunLock, is_finished, read_summary, runs_root, write_config, write_json
 
 

@@ -31,7 +31,7 @@ def test_optimizer_and_scheduler_follow_the_config():
 
     task._trainer = FakeTrainer()
     out = task.configure_optimizers()
-    opt, sched = out["optimizer"], out["lr_scheduler"]["scheduler"]
+    opt, _sched = out["optimizer"], out["lr_scheduler"]["scheduler"]
     assert isinstance(opt, torch.optim.AdamW) and opt.defaults["weight_decay"] == 0.1
     assert out["lr_scheduler"]["interval"] == "step"
     assert opt.param_groups[0]["lr"] == pytest.approx(3e-4 / 10)  # step 0 of a 10-step warm-up

@@ -4,7 +4,7 @@ from .attention import MultiHeadAttention
 from .block import Block, FeedForward, SubLayer
 from .config import EncoderConfig
 from .encoder import Encoder
-from .positional import POS_ENCODINGS, RoPE, SinusoidalPE, LearnedPE, sinusoidal_table
+from .positional import POS_ENCODINGS, LearnedPE, RoPE, SinusoidalPE, sinusoidal_table
 
 __all__ = [
     "Block",
