@@ -15,6 +15,10 @@ commands:
   keys                                list every configuration key with its default
   probe CHECKPOINT [--batch N]        every probe on a saved model (a run's last.ckpt or its folder)
   bench [train]                       training speed: torch's encoder vs plain vs ablate's
+  sweep FILE|NAME [--budget B] [--workers W] [--dry-run] ...
+                                      run a W&B sweep file here, each configuration once
+  results NAME [--csv P] [--parquet P] [--wandb ENTITY/PROJECT] [--all-columns] [--aggregate]
+                                      the table of a sweep: one row per run (or per variant)
 """
 
 
@@ -96,7 +100,40 @@ def cmd_bench(argv: list[str]) -> int:
     return bench_main(argv)
 
 
-COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": cmd_bench}
+def cmd_sweep(argv: list[str]) -> int:
+    from .sweep import main as sweep_main
+
+    return sweep_main(argv)
+
+
+def cmd_results(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="ablate results", description="the results table of a sweep, one row per run")
+    parser.add_argument("name", help="the sweep: its folder under $ABLATE_RUNS_DIR (default ./runs), its W&B group")
+    parser.add_argument("--csv", metavar="PATH", help="write the printed table (every column) as CSV, atomically")
+    parser.add_argument("--parquet", metavar="PATH", help="write the printed table (every column) as Parquet, atomically")
+    parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="build the table from W&B instead of run folders")
+    parser.add_argument("--all-columns", action="store_true", help="print every column, not the short view")
+    parser.add_argument("--aggregate", action="store_true", help="one row per variant: seed mean, std, 95%% CI, n")
+    args = parser.parse_args(argv)
+    from . import results as R
+
+    try:
+        runs = R.load_wandb(args.name, args.wandb) if args.wandb else R.load(args.name)
+        table = R.aggregate(runs) if args.aggregate else runs
+        print(R.format_table(table, all_columns=args.all_columns))
+        for line in R.commit_warnings(runs):
+            print(f"ablate: warning: {line}", file=sys.stderr)
+        for path in (args.csv, args.parquet):
+            if path:
+                R.write(table, path)
+    except R.ResultsError as err:
+        return fail(str(err))
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": cmd_bench, "sweep": cmd_sweep, "results": cmd_results}
 
 
 def main(argv: list[str] | None = None) -> int:

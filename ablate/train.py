@@ -130,6 +130,7 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
     import pytorch_lightning as pl
 
     from .models import parameter_groups
+    from .provenance import provenance
 
     quiet()
     run_dir = run_dir_for(cfg)
@@ -160,7 +161,7 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
             "group": cfg.run.group,
             "status": "running",
             "params": parameter_groups(task.model),
-            "provenance": None,
+            "provenance": provenance(cfg.trainer.accelerator),
             "attempts": previous.get("attempts", 0) + 1,
         }
         if not child:
@@ -182,7 +183,6 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
             recorder = ProbeRecorder(run_dir, batch, perm, cfg.run.probe_every)
             extra.append(recorder)
         trainer = _trainer(cfg, run_dir, loggers, extra)
-        summary["provenance"] = __import__("ablate.provenance", fromlist=["x"]).provenance(cfg.trainer.accelerator)
         try:
             trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt.exists() else None)
             metrics = _scalars(trainer.callback_metrics)
@@ -206,7 +206,10 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
             import wandb
 
             if wandb.run is not None:
-                wandb.run.summary.update({"status": summary["status"], **summary["params"]})
+                keys = ("status", "wall_time_s", "train_samples_per_s", "global_step", "attempts", "diverged_step")
+                wandb.run.summary.update({k: summary[k] for k in keys if k in summary})
+                wandb.run.summary.update({f"params/{k}": v for k, v in summary["params"].items()})
+                wandb.run.summary.update({"commit": summary["provenance"]["commit"]})
                 wandb.finish()
         if not child and trainer.is_global_zero:
             write_json(run_dir / "summary.json", summary)

@@ -1,0 +1,43 @@
+"""The results table of a sweep: one row per run, from its run directories or from W&B.
+
+    from ablate.results import load, aggregate, best_lr, swept_keys
+
+    df = load("scaling")                 # $ABLATE_RUNS_DIR/scaling/*/summary.json (default ./runs)
+    swept_keys(df)                       # ['model.d_head', 'model.qk_scale', 'data.task', 'optim.lr', 'seed']
+    aggregate(best_lr(df), metrics=["test/acc"])   # each variant at its best lr: mean, std, 95 % CI, n
+
+Columns, always in this order (see `table` for each):
+    run_id | config keys (model.*, data.*, optim.*, trainer.*, run.*, pooling, budget, tracking) | seed
+    | status | metrics (test/*, val/*, train/*) | probes (probe/init/*, probe/final/*, ...)
+    | params/attention, params/ffn, params/embedding, params/other, params/total
+    | wall_time_s, train_samples_per_s, global_step, attempts, diverged_step, commit, dirty,
+      commit_mismatch, error, run_dir
+
+`ablate results NAME [--csv PATH] [--parquet PATH] [--wandb ENTITY/PROJECT]` prints and writes it.
+"""
+
+from .stats import aggregate, best_lr, t_quantile_975
+from .table import (
+    ResultsError,
+    commit_warnings,
+    format_table,
+    from_records,
+    load,
+    swept_keys,
+    write,
+)
+from .wandb_runs import load_wandb
+
+__all__ = [
+    "ResultsError",
+    "aggregate",
+    "best_lr",
+    "commit_warnings",
+    "format_table",
+    "from_records",
+    "load",
+    "load_wandb",
+    "swept_keys",
+    "t_quantile_975",
+    "write",
+]

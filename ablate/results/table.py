@@ -1,0 +1,366 @@
+"""One row per run: run directories (or W&B runs) -> a pandas DataFrame with a stable column order.
+
+    run_id              the run's id (its folder name; its W&B run id)
+    <config keys>       every key of config.yaml, flattened as `ablate train` spells it
+                        (model.n_heads, ..., run.group, pooling, budget, tracking), then `seed`
+    status              completed | diverged | failed | running (as summary.json says)
+    <metrics>           final metrics under their logged names: test/*, val/*, train/*
+    <probes>            probe scalars: probe/init/*, probe/final/*, then any other point
+    params/*            attention, ffn, embedding, other, total
+    wall_time_s, train_samples_per_s, global_step, attempts, diverged_step
+    commit, dirty       provenance of the run (git HEAD and whether tracked files were modified)
+    commit_mismatch     True where `commit` is known and differs from the reference commit: the most
+                        common one among completed runs (ties: the one with more rows, then by name)
+    error               last line of the traceback of a failed run
+    run_dir             where the run's files are (probes.npz, metrics.csv); empty for W&B rows
+
+Which config keys are *swept* (`swept_keys(df)`): those whose value differs between runs
+(bookkeeping keys such as run.dir or trainer.threads excepted), and those listed with more than
+one value in sweeps/<name>.yaml when that file exists. `df.attrs` holds the sweep name, the source
+and the column groups, so notebooks can ask for them.
+
+Rows are sorted by the swept keys, then seed, then run_id.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from ..config import NOT_IDENTITY, SECTIONS, all_keys, flatten_overrides
+from ..rundir import CONFIG, atomic_write, read_summary, runs_root
+
+PARAMS = ("attention", "ffn", "embedding", "other", "total")
+BOOKKEEPING = (
+    "wall_time_s",
+    "train_samples_per_s",
+    "global_step",
+    "attempts",
+    "diverged_step",
+    "commit",
+    "dirty",
+    "commit_mismatch",
+    "error",
+    "run_dir",
+)
+METRIC = re.compile(r"^(test|val|train)/")
+MAIN_METRICS = ("val/acc_best",)  # shown by the CLI next to every test/* metric
+
+
+class ResultsError(ValueError):
+    """No runs to tabulate, or a request the table cannot answer; the message says what to do."""
+
+
+@dataclass
+class RunRecord:
+    """One run, whatever its source, before it becomes a row."""
+
+    run_id: str
+    config: dict[str, Any]  # flat dotted keys, in config.yaml's order
+    status: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    probes: dict[str, float] = field(default_factory=dict)
+    params: dict[str, float] = field(default_factory=dict)
+    bookkeeping: dict[str, Any] = field(default_factory=dict)  # any of BOOKKEEPING
+
+
+def natural_key(name: str) -> tuple:
+    """'entropy_l10' after 'entropy_l2'."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def last_line(text: Any) -> Any:
+    if not isinstance(text, str):
+        return None
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def _read_config(run_dir: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
+    except (FileNotFoundError, yaml.YAMLError):
+        return {}
+    return flatten_overrides(data) if isinstance(data, dict) else {}  # {'model.n_heads': 4, ..., 'seed': 0}
+
+
+def _read_probes_json(run_dir: Path) -> dict[str, float]:
+    try:
+        data = json.loads((run_dir / "probes.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_run(run_dir: Path) -> RunRecord | None:
+    """A run directory -> RunRecord; None when it holds no summary.json (not started)."""
+    summary = read_summary(run_dir)
+    if summary is None:
+        return None
+    provenance = summary.get("provenance") or {}
+    # a run that failed early has no probes in its summary; probes.json holds the init ones
+    probes = summary.get("probes") or _read_probes_json(run_dir)
+    return RunRecord(
+        run_id=str(summary.get("run_id") or run_dir.name),
+        config=_read_config(run_dir),
+        status=str(summary.get("status", "unknown")),
+        metrics=dict(summary.get("metrics") or {}),
+        probes={k: v for k, v in probes.items() if isinstance(v, (int, float))},
+        params=dict(summary.get("params") or {}),
+        bookkeeping={
+            **{k: summary.get(k) for k in ("wall_time_s", "train_samples_per_s", "global_step", "attempts", "diverged_step")},
+            "commit": provenance.get("commit"),
+            "dirty": provenance.get("dirty"),
+            "error": last_line(summary.get("error")),
+            "run_dir": str(run_dir),
+        },
+    )
+
+
+def sweep_dir(name: str, root: Path | str | None = None) -> Path:
+    return Path(root if root is not None else runs_root()) / name
+
+
+def no_runs(where: str, name: str) -> ResultsError:
+    return ResultsError(f"no runs under {where}; run `make sweep-{name}` (or ablate sweep sweeps/{name}.yaml) first")
+
+
+def load(name: str, root: Path | str | None = None, sweeps: Path | str = "sweeps") -> pd.DataFrame:
+    """The table of sweep `name`: one row per folder of root/name holding a summary.json
+    (root: $ABLATE_RUNS_DIR, default ./runs). `sweeps`: where <name>.yaml may list swept keys."""
+    where = sweep_dir(name, root)
+    records = []
+    if name and where.is_dir():
+        for run_dir in sorted(p for p in where.iterdir() if p.is_dir()):
+            record = read_run(run_dir)
+            if record is not None:
+                records.append(record)
+    if not records:
+        raise no_runs(str(where), name)
+    return from_records(records, name=name, source=str(where), sweep_file=Path(sweeps) / f"{name}.yaml")
+
+
+# ------------------------------------------------------------------ records -> DataFrame
+
+
+def _union(groups) -> list[str]:
+    seen: dict[str, None] = {}
+    for keys in groups:
+        seen.update(dict.fromkeys(keys))
+    return list(seen)
+
+
+def config_columns(records: list[RunRecord]) -> list[str]:
+    """Config keys section by section (config.yaml's order within a section), seed last."""
+    keys = _union(r.config for r in records)
+    first_seen = {k: i for i, k in enumerate(keys)}
+
+    def rank(key: str) -> tuple:
+        section = key.split(".", 1)[0] if "." in key else None
+        group = list(SECTIONS).index(section) if section in SECTIONS else len(SECTIONS)
+        return (key == "seed", group, first_seen[key])
+
+    return sorted(keys, key=rank)
+
+
+def metric_columns(names) -> list[str]:
+    def rank(name: str) -> tuple:
+        m = METRIC.match(name)
+        return (("test", "val", "train").index(m.group(1)) if m else 3, natural_key(name))
+
+    return sorted(set(names), key=rank)
+
+
+def probe_columns(names) -> list[str]:
+    def rank(name: str) -> tuple:
+        point = name.split("/")[1] if name.count("/") >= 2 else ""
+        return ({"init": 0, "final": 2}.get(point, 1), natural_key(name))
+
+    return sorted(set(names), key=rank)
+
+
+def param_columns(names) -> list[str]:
+    extra = sorted(set(names) - set(PARAMS), key=natural_key)
+    return [f"params/{p}" for p in (*PARAMS, *extra)]
+
+
+def sweep_file_keys(path: Path) -> list[str]:
+    """Keys a W&B sweep file varies: `values` with more than one entry, or a distribution."""
+    try:
+        spec = yaml.safe_load(Path(path).read_text()) or {}
+    except (FileNotFoundError, IsADirectoryError, yaml.YAMLError):
+        return []
+    params = spec.get("parameters") if isinstance(spec, dict) else None
+    out = []
+    for key, value in (params or {}).items():
+        if isinstance(value, dict) and (
+            len(value.get("values") or []) > 1 or "distribution" in value or {"min", "max"} <= set(value)
+        ):
+            out.append(str(key))
+    return out
+
+
+def _varies(column: pd.Series) -> bool:
+    return column.astype(object).map(repr).nunique() > 1  # None, NaN and unhashables compare by value
+
+
+def _tidy_config(column: pd.Series) -> pd.Series:
+    """Integers with some nulls (model.d_head: 8, 32, null) stay integers (Int64), not 8.0."""
+    values = [v for v in column if v is not None and not (isinstance(v, float) and pd.isna(v))]
+    if values and len(values) < len(column) and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return column.astype("Int64")
+    return column
+
+
+def reference_commit(df: pd.DataFrame) -> str | None:
+    known = df["commit"].notna()
+    pool = df.loc[known & (df["status"] == "completed"), "commit"]
+    if pool.empty:
+        pool = df.loc[known, "commit"]
+    if pool.empty:
+        return None
+    counts, overall = pool.value_counts(), df.loc[known, "commit"].value_counts()
+    tied = counts[counts == counts.max()].index
+    return sorted(tied, key=lambda c: (-overall[c], str(c)))[0]
+
+
+def _sort_rows(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    order = [k for k in keys if k != "seed"] + [k for k in ("seed", "run_id") if k in df.columns]
+    try:
+        return df.sort_values(order, na_position="last", kind="stable").reset_index(drop=True)
+    except TypeError:  # a key column mixing types that do not compare
+        return df.sort_values("run_id", kind="stable").reset_index(drop=True)
+
+
+def from_records(
+    records: list[RunRecord], name: str, source: str, sweep_file: Path | str | None = None
+) -> pd.DataFrame:
+    """RunRecords -> the table (columns in the documented order, rows sorted, commits flagged)."""
+    config_keys = config_columns(records)
+    metrics = metric_columns(k for r in records for k in r.metrics)
+    probes = probe_columns(k for r in records for k in r.probes)
+    params = param_columns(k for r in records for k in r.params)
+    columns = ["run_id", *config_keys, "status", *metrics, *probes, *params, *BOOKKEEPING]
+    rows = []
+    for r in records:
+        row = {"run_id": r.run_id, "status": r.status, **r.config, **r.metrics, **r.probes}
+        row.update({f"params/{k}": v for k, v in r.params.items()})
+        row.update(r.bookkeeping)
+        rows.append(row)
+    df = pd.DataFrame.from_records(rows, columns=columns)
+    for key in config_keys:
+        df[key] = _tidy_config(df[key])
+    for column in (*metrics, *probes):
+        df[column] = pd.to_numeric(df[column], errors="coerce").astype(float)
+
+    listed = set(sweep_file_keys(Path(sweep_file))) if sweep_file else set()
+    skip = set(NOT_IDENTITY)  # where a run is recorded (run.dir, ...), not what it computes
+    swept = [k for k in config_keys if k in listed or (k not in skip and _varies(df[k]))]
+
+    reference = reference_commit(df)
+    df["commit_mismatch"] = df["commit"].notna() & (df["commit"] != reference) if reference else False
+    df["commit_mismatch"] = df["commit_mismatch"].astype(bool)
+    df = _sort_rows(df, swept)
+    df.attrs = {
+        "name": name,
+        "source": source,
+        "swept_keys": swept,
+        "config_keys": config_keys,
+        "metrics": metrics,
+        "probes": probes,
+        "params": params,
+        "reference_commit": reference,
+    }
+    return df
+
+
+# ------------------------------------------------------------------ queries
+
+
+def swept_keys(df: pd.DataFrame) -> list[str]:
+    """The config keys the sweep varies (seed included when it varies), in column order.
+    From df.attrs when the table came from load(); otherwise (a CSV read back) the config
+    columns whose values differ between rows."""
+    keys = df.attrs.get("swept_keys")
+    if keys is not None:
+        return [k for k in keys if k in df.columns]
+    skip = set(NOT_IDENTITY)
+    config = df.attrs.get("config_keys") or [k for k in df.columns if k in set(all_keys())]
+    return [k for k in config if k in df.columns and k not in skip and _varies(df[k])]
+
+
+def commit_warnings(df: pd.DataFrame) -> list[str]:
+    """Lines for the CLI: rows at another commit than the rest, rows from a modified tree."""
+    out = []
+    if "commit_mismatch" in df.columns and df["commit_mismatch"].any():
+        n = int(df["commit_mismatch"].sum())
+        ref = df.attrs.get("reference_commit") or reference_commit(df)
+        others = ", ".join(sorted({str(c)[:8] for c in df.loc[df["commit_mismatch"], "commit"]}))
+        out.append(
+            f"{n} of {len(df)} runs ran at another commit ({others}) than the others ({str(ref)[:8]}); "
+            "see the commit_mismatch column"
+        )
+    if "dirty" in df.columns:
+        dirty = int(df["dirty"].eq(True).sum())
+        if dirty:
+            out.append(f"{dirty} of {len(df)} runs ran with uncommitted changes (dirty=True)")
+    return out
+
+
+def _main_metrics(metrics: list[str]) -> list[str]:
+    return [m for m in metrics if m.startswith("test/") or m in MAIN_METRICS]
+
+
+def display_columns(df: pd.DataFrame) -> list[str]:
+    """The CLI's short view. Runs: swept keys, seed, status, test metrics and val/acc_best, wall
+    time, commit. An aggregate: its groups, then mean, ci95 and n of those metrics, n_diverged."""
+    if "by" in df.attrs and "status" not in df.columns:
+        stats = [f"{m}_{s}" for m in _main_metrics(df.attrs["metrics"]) for s in ("mean", "ci95", "n")]
+        wanted = [*df.attrs["by"], *stats, "n_diverged"]
+    else:
+        metrics = df.attrs.get("metrics") or [c for c in df.columns if METRIC.match(c)]
+        keys = [k for k in swept_keys(df) if k != "seed"]
+        wanted = [*keys, "seed", "status", *_main_metrics(metrics), "wall_time_s", "commit"]
+    return [c for c in dict.fromkeys(wanted) if c in df.columns]
+
+
+def format_table(df: pd.DataFrame, all_columns: bool = False) -> str:
+    """The table as text: every column with all_columns, else the short view (display_columns)."""
+    view = df if all_columns else df[display_columns(df)].copy()
+    if view is not df and "commit" in view.columns:  # short hash, "!" where it is not the reference
+        short = view["commit"].map(lambda c: str(c)[:8] if isinstance(c, str) else "")
+        if "commit_mismatch" in df.columns:
+            short = short + df["commit_mismatch"].map(lambda f: "!" if f else "")
+        view["commit"] = short
+    with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_colwidth", 60):
+        return view.to_string(index=False, float_format=lambda x: f"{x:.4g}")
+
+
+def write(df: pd.DataFrame, path: Path | str) -> Path:
+    """Write the table to .csv or .parquet atomically (temp file in the same folder + rename):
+    a reader, or another writer of the same path, sees the old file or the new one, never half."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        data: str | bytes = df.to_csv(index=False)
+    elif suffix in (".parquet", ".pq"):
+        buffer = io.BytesIO()
+        try:
+            df.to_parquet(buffer, index=False)
+        except ImportError as err:
+            raise ResultsError(f"cannot write parquet ({err}); pip install pyarrow") from None
+        data = buffer.getvalue()
+    else:
+        raise ResultsError(f"cannot write {str(path)!r}: give a path ending in .csv or .parquet")
+    try:
+        atomic_write(path, data)
+    except OSError as err:
+        raise ResultsError(f"cannot write {str(path)!r}: {err.strerror or err}; choose a writable path") from None
+    return path

@@ -1,0 +1,450 @@
+"""The results table: columns and their order, swept keys, seed statistics checked against numpy
+and Student's t, best-lr selection, commit flags, failed/running rows, the CLI (print, CSV and
+Parquet round trips, one-line errors), atomic writes, and the same table from recorded W&B API data."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from ablate.cli import main
+from ablate.results import (
+    ResultsError,
+    aggregate,
+    best_lr,
+    load,
+    load_wandb,
+    swept_keys,
+    t_quantile_975,
+    write,
+)
+from ablate.results.table import BOOKKEEPING
+
+DATA = Path(__file__).parent / "data"
+TINY = ["data.task=copy", "data.n_train=128", "data.n_val=64", "data.n_test=64", "model.d_model=16",
+        "trainer.max_epochs=1", "tracking=none", "run.group=mysweep", "run.expensive_probes=false"]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    """Six real tiny runs of sweep `mysweep`: model.n_heads in {1, 2} x seed in {0, 1, 2}."""
+    from ablate import config as C
+    from ablate.train import train
+
+    runs = tmp_path_factory.mktemp("runs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABLATE_RUNS_DIR", str(runs))
+        for heads in (1, 2):
+            for seed in (0, 1, 2):
+                cfg = C.build(C.parse_overrides([*TINY, f"model.n_heads={heads}", f"seed={seed}"]))
+                assert train(cfg, log=lambda *a: None)["status"] == "completed"
+    return runs
+
+
+@pytest.fixture(scope="module")
+def table(root) -> pd.DataFrame:
+    return load("mysweep", root=root)
+
+
+def clone(src: Path, dst: Path, config: dict | None = None, **summary) -> Path:
+    """A copy of run folder `src` at `dst` with some config keys and summary fields changed."""
+    dst.mkdir(parents=True)
+    cfg = yaml.safe_load((src / "config.yaml").read_text())
+    for key, value in (config or {}).items():
+        section, _, name = key.partition(".")
+        if name:
+            cfg[section][name] = value
+        else:
+            cfg[key] = value
+    (dst / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    data = json.loads((src / "summary.json").read_text())
+    data.update(summary, run_id=dst.name)
+    (dst / "summary.json").write_text(json.dumps(data))
+    return dst
+
+
+def run_dirs(root: Path, name: str = "mysweep") -> list[Path]:
+    return sorted(p for p in (root / name).iterdir() if p.is_dir())
+
+
+# ------------------------------------------------------------------ the table
+
+
+def test_one_row_per_run_with_every_column_in_order(root, table):
+    dirs = run_dirs(root)
+    assert len(table) == 6 and sorted(table["run_id"]) == [d.name for d in dirs]
+    cols = list(table.columns)
+    config = yaml.safe_load((dirs[0] / "config.yaml").read_text())
+    flat = [f"{s}.{k}" for s, v in config.items() if isinstance(v, dict) for k in v]
+    flat += [k for k, v in config.items() if not isinstance(v, dict) and k != "seed"]
+    status = cols.index("status")
+    assert cols[: status + 1] == ["run_id", *flat, "seed", "status"]  # every config key, seed, status
+    metrics = ["test/acc", "test/seq_acc", "val/acc", "val/acc_best", "val/loss", "val/seq_acc", "train/loss"]
+    assert cols[status + 1 : status + 1 + len(metrics)] == metrics
+    probes = [c for c in cols if c.startswith("probe/")]
+    assert cols[status + 1 + len(metrics) : status + 1 + len(metrics) + len(probes)] == probes
+    init, final = [p.startswith("probe/init/") for p in probes], [p.startswith("probe/final/") for p in probes]
+    assert sum(init) > 10 and sum(final) > 10 and init.index(False) == sum(init)  # init first, then final
+    assert "probe/init/entropy_l0" in probes and probes.index("probe/final/entropy_l1") < probes.index("probe/final/grad_ratio")
+    params = ["params/attention", "params/ffn", "params/embedding", "params/other", "params/total"]
+    assert cols[-len(BOOKKEEPING) - 5 :] == [*params, *BOOKKEEPING]
+    assert "commit_mismatch" in BOOKKEEPING and "error" in BOOKKEEPING and "diverged_step" in BOOKKEEPING
+
+    # values are those of the run folders
+    for _, row in table.iterrows():
+        summary = json.loads((root / "mysweep" / row["run_id"] / "summary.json").read_text())
+        cfg = yaml.safe_load((root / "mysweep" / row["run_id"] / "config.yaml").read_text())
+        assert row["model.n_heads"] == cfg["model"]["n_heads"] and row["seed"] == cfg["seed"]
+        assert row["status"] == "completed" and row["test/acc"] == summary["metrics"]["test/acc"]
+        assert row["probe/final/entropy_l0"] == summary["probes"]["probe/final/entropy_l0"]
+        assert row["params/total"] == summary["params"]["total"] == sum(summary["params"][k] for k in ("attention", "ffn", "embedding", "other"))
+        assert row["commit"] == summary["provenance"]["commit"] and row["global_step"] == summary["global_step"]
+        assert row["wall_time_s"] == summary["wall_time_s"] and row["run_dir"] == str(root / "mysweep" / row["run_id"])
+    assert not table["commit_mismatch"].any()
+    # sorted by the swept keys, then seed
+    assert list(zip(table["model.n_heads"], table["seed"])) == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
+
+
+def test_swept_keys_vary_or_are_listed_in_the_sweep_file(root, table, tmp_path):
+    assert swept_keys(table) == ["model.n_heads", "seed"]
+    (tmp_path / "mysweep.yaml").write_text(
+        "method: grid\nparameters:\n  model.ffn_mult: {values: [2, 4]}\n  budget: {value: quick}\n"
+        "  model.n_heads: {values: [1, 2]}\n  seed: {values: [0, 1, 2]}\n"
+    )
+    listed = load("mysweep", root=root, sweeps=tmp_path)  # ffn_mult 4 has not run yet: still swept
+    assert swept_keys(listed) == ["model.n_heads", "model.ffn_mult", "seed"]
+    plain = pd.DataFrame(table.to_dict("list"))  # no attrs (a CSV read back): what varies
+    assert plain.attrs == {} and swept_keys(plain) == ["model.n_heads", "seed"]
+
+
+def test_folders_without_a_summary_are_skipped(root, tmp_path):
+    for d in run_dirs(root)[:2]:
+        shutil.copytree(d, tmp_path / "s" / d.name)
+    (tmp_path / "s" / "queued").mkdir()
+    (tmp_path / "s" / "half").mkdir()
+    shutil.copy(run_dirs(root)[0] / "config.yaml", tmp_path / "s" / "half")
+    (tmp_path / "s" / "notes.txt").write_text("not a run")
+    assert len(load("s", root=tmp_path)) == 2
+
+
+def test_failed_running_and_other_commit_rows(root, tmp_path):
+    dirs = run_dirs(root)
+    for d in dirs[:4]:
+        shutil.copytree(d, tmp_path / "e" / d.name)
+    clone(dirs[4], tmp_path / "e" / "failed", {"seed": 7}, status="failed", metrics={}, probes={},
+          error="Traceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: out of memory\n\n")
+    clone(dirs[5], tmp_path / "e" / "running", {"seed": 8}, status="running", metrics={}, provenance=None)
+    other = json.loads((dirs[0] / "summary.json").read_text())["provenance"]
+    clone(dirs[5], tmp_path / "e" / "old", {"seed": 9}, provenance={**other, "commit": "0" * 40, "dirty": True})
+    df = load("e", root=tmp_path).set_index("run_id")
+    assert df.loc["failed", "status"] == "failed" and df.loc["failed", "error"] == "RuntimeError: out of memory"
+    assert math.isnan(df.loc["failed", "test/acc"]) and df.loc["failed", "params/total"] > 0
+    assert df.loc["running", "status"] == "running" and pd.isna(df.loc["running", "commit"])
+    assert pd.isna(df.loc["old", "error"]) and df.loc["old", "dirty"]
+    # flagged: the one completed run at another commit; the run without a commit is not
+    assert df["commit_mismatch"].to_dict() == {k: k == "old" for k in df.index}
+    assert df.attrs["reference_commit"] == other["commit"]
+
+
+def test_no_runs_is_a_clear_error(tmp_path):
+    with pytest.raises(ResultsError, match=r"no runs under .*nope; run `make sweep-nope` \(or ablate sweep sweeps/nope.yaml\) first"):
+        load("nope", root=tmp_path)
+    (tmp_path / "empty" / "queued").mkdir(parents=True)
+    with pytest.raises(ResultsError, match="no runs under"):
+        load("empty", root=tmp_path)
+
+
+# ------------------------------------------------------------------ statistics
+
+
+def test_t_quantiles_match_closed_forms_and_the_integrated_density():
+    assert t_quantile_975(1) == pytest.approx(math.tan(math.pi * 0.475), abs=1e-6)
+    assert t_quantile_975(2) == pytest.approx(0.95 / math.sqrt(2 * 0.975 * 0.025), abs=1e-6)  # 4.303
+    assert round(t_quantile_975(2), 3) == 4.303 and math.isnan(t_quantile_975(0))
+
+    def cdf(t: float, v: int, steps: int = 4000) -> float:  # 0.5 + Simpson's rule on the density
+        c = math.exp(math.lgamma((v + 1) / 2) - math.lgamma(v / 2)) / math.sqrt(v * math.pi)
+        x = np.linspace(0.0, t, steps + 1)
+        f = c * (1 + x**2 / v) ** (-(v + 1) / 2)
+        return 0.5 + (t / steps / 3) * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
+
+    for v in [*range(1, 41), 60, 120, 1000]:
+        q = t_quantile_975(v)
+        density = math.exp(math.lgamma((v + 1) / 2) - math.lgamma(v / 2)) / math.sqrt(v * math.pi) * (1 + q * q / v) ** (-(v + 1) / 2)
+        assert abs(cdf(q, v) - 0.975) / density < 2e-6, v  # the quantile is off by < 2e-6
+    assert t_quantile_975(10**6) == pytest.approx(1.959964, abs=1e-5)
+
+
+def test_aggregate_matches_numpy_by_hand(table):
+    agg = aggregate(table)
+    assert list(agg["model.n_heads"]) == [1, 2] and list(agg.columns[:1]) == ["model.n_heads"]
+    assert list(agg.columns[1:5]) == ["test/acc_mean", "test/acc_std", "test/acc_ci95", "test/acc_n"]
+    for heads, row in agg.set_index("model.n_heads").iterrows():
+        for metric in ("test/acc", "val/acc_best", "val/loss"):
+            x = table.loc[table["model.n_heads"] == heads, metric].to_numpy()
+            assert len(x) == 3
+            assert row[f"{metric}_mean"] == pytest.approx(np.mean(x))
+            assert row[f"{metric}_std"] == pytest.approx(np.std(x, ddof=1))
+            assert row[f"{metric}_ci95"] == pytest.approx(4.303 * np.std(x, ddof=1) / np.sqrt(3), rel=1e-4)
+            assert row[f"{metric}_n"] == 3
+        assert row["n_runs"] == 3 and row["n_diverged"] == 0
+    whole = aggregate(table, by=[], metrics=["test/acc"])
+    assert len(whole) == 1 and whole.loc[0, "test/acc_n"] == 6
+    assert whole.loc[0, "test/acc_mean"] == pytest.approx(table["test/acc"].mean())
+    with pytest.raises(ResultsError, match="no column 'test/nope'"):
+        aggregate(table, metrics=["test/nope"])
+
+
+def synthetic(root: Path, base: Path) -> Path:
+    """Sweep `lrs`: n_heads {1, 2} x lr {1e-3, 3e-4} x seed {0, 1, 2} with chosen metrics. On
+    validation, heads=1 is best at 1e-3 and heads=2 at 3e-4; on test it is the other way round.
+    heads=2, lr=1e-3, seed 2 diverged."""
+    src = run_dirs(base)[0]
+    val = {(1, 1e-3): 0.9, (1, 3e-4): 0.8, (2, 1e-3): 0.7, (2, 3e-4): 0.75}
+    test = {(1, 1e-3): 0.5, (1, 3e-4): 0.6, (2, 1e-3): 0.65, (2, 3e-4): 0.55}
+    for (heads, lr), v in val.items():
+        for seed in (0, 1, 2):
+            metrics = {"val/acc_best": v + 0.01 * seed, "test/acc": test[heads, lr] + 0.02 * seed}
+            extra = {"status": "diverged", "metrics": {}, "diverged_step": 3} if (heads, lr, seed) == (2, 1e-3, 2) else {}
+            clone(src, root / "lrs" / f"h{heads}-lr{lr}-s{seed}", {"model.n_heads": heads, "optim.lr": lr, "seed": seed},
+                  **{"metrics": metrics, **extra})
+    return root
+
+
+def test_best_lr_selects_on_validation_and_keeps_every_row(table, root, tmp_path):
+    df = load("lrs", root=synthetic(tmp_path, root))
+    assert swept_keys(df) == ["model.n_heads", "optim.lr", "seed"]
+    chosen = best_lr(df)
+    assert sorted(set(zip(chosen["model.n_heads"], chosen["optim.lr"]))) == [(1, 1e-3), (2, 3e-4)]
+    assert len(chosen) == 6 and chosen.attrs["swept_keys"] == df.attrs["swept_keys"]
+    compared = aggregate(chosen, metrics=["test/acc"])
+    assert list(compared["optim.lr"]) == [1e-3, 3e-4]
+    assert compared["test/acc_mean"].to_numpy() == pytest.approx([0.52, 0.57])
+    # with the diverged run counted as chance, heads=2 at 1e-3 still loses on validation
+    assert sorted(set(zip(*[best_lr(df, diverged_as=0.1)[k] for k in ("model.n_heads", "optim.lr")]))) == [(1, 1e-3), (2, 3e-4)]
+    # selecting on the test metric instead picks the other learning rates
+    on_test = best_lr(df, metric="test/acc")
+    assert sorted(set(zip(on_test["model.n_heads"], on_test["optim.lr"]))) == [(1, 3e-4), (2, 1e-3)]
+    assert set(best_lr(df, metric="val/acc_best", maximize=False)["optim.lr"]) == {3e-4, 1e-3}
+    assert best_lr(table).equals(table)  # no swept lr: nothing to choose
+
+
+def test_diverged_runs_are_left_out_or_counted_as_a_value(root, tmp_path):
+    df = load("lrs", root=synthetic(tmp_path, root))
+    x = df.loc[(df["model.n_heads"] == 2) & (df["optim.lr"] == 1e-3), "test/acc"].to_numpy()
+    assert np.isnan(x).sum() == 1
+    out = aggregate(df, metrics=["test/acc"]).set_index(["model.n_heads", "optim.lr"]).loc[(2, 1e-3)]
+    assert out["test/acc_n"] == 2 and out["n_runs"] == 2 and out["n_diverged"] == 1
+    assert out["test/acc_mean"] == pytest.approx(np.nanmean(x))
+    assert out["test/acc_ci95"] == pytest.approx(12.7062 * np.nanstd(x, ddof=1) / np.sqrt(2), rel=1e-4)
+    chance = aggregate(df, metrics=["test/acc"], diverged_as=0.1).set_index(["model.n_heads", "optim.lr"]).loc[(2, 1e-3)]
+    filled = np.where(np.isnan(x), 0.1, x)
+    assert chance["test/acc_n"] == 3 and chance["test/acc_mean"] == pytest.approx(filled.mean())
+    assert chance["test/acc_ci95"] == pytest.approx(4.303 * filled.std(ddof=1) / np.sqrt(3), rel=1e-4)
+    # a variant whose every run diverged still has its row, with n = 0
+    for d in (tmp_path / "lrs").glob("h2-lr0.001-s*"):
+        s = json.loads((d / "summary.json").read_text())
+        (d / "summary.json").write_text(json.dumps({**s, "status": "diverged", "metrics": {}}))
+    gone = aggregate(load("lrs", root=tmp_path), metrics=["test/acc"]).set_index(["model.n_heads", "optim.lr"]).loc[(2, 1e-3)]
+    assert gone["test/acc_n"] == 0 and gone["n_diverged"] == 3 and math.isnan(gone["test/acc_mean"])
+
+
+# ------------------------------------------------------------------ CLI and files
+
+
+def test_cli_prints_the_table_and_writes_csv_and_parquet(root, table, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(root))
+    csv, parquet = tmp_path / "out" / "t.csv", tmp_path / "out" / "t.parquet"
+    assert main(["results", "mysweep", "--csv", str(csv), "--parquet", str(parquet)]) == 0
+    out, err = capsys.readouterr()
+    lines = out.strip().splitlines()
+    assert lines[0].split() == ["model.n_heads", "seed", "status", "test/acc", "test/seq_acc", "val/acc_best", "wall_time_s", "commit"]
+    assert len(lines) == 7 and all("completed" in line for line in lines[1:])
+    assert "another commit" not in err  # (a dirty working tree may add a warning line of its own)
+    assert lines[1].split()[-1] == table.loc[0, "commit"][:8]
+
+    fresh = load("mysweep", root=root)
+    back = pd.read_parquet(parquet)
+    pd.testing.assert_frame_equal(back, fresh)  # values, dtypes and attrs (swept keys) survive
+    assert back.attrs["swept_keys"] == ["model.n_heads", "seed"]
+    assert csv.read_text() == fresh.to_csv(index=False)  # CSV keeps no types ('1' vs 1), so: the text,
+    as_read = pd.read_csv(csv)  # and every number read back
+    numbers = [c for c in fresh.columns if c.startswith(("test/", "val/", "train/", "probe/", "params/"))]
+    assert list(as_read.columns) == list(fresh.columns) and len(numbers) > 40
+    pd.testing.assert_frame_equal(as_read[numbers], fresh[numbers], check_dtype=False)
+    assert sorted(p.name for p in csv.parent.iterdir()) == ["t.csv", "t.parquet"]  # no temp files left
+
+    assert main(["results", "mysweep", "--all-columns"]) == 0
+    header = capsys.readouterr().out.splitlines()[0].split()
+    assert header[:2] == ["run_id", "model.d_model"] and header[-1] == "run_dir" and "probe/final/grad_ratio" in header
+
+    assert main(["results", "mysweep", "--aggregate", "--csv", str(csv)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["model.n_heads", "test/acc_mean", "test/acc_ci95", "test/acc_n", "test/seq_acc_mean",
+                              "test/seq_acc_ci95", "test/seq_acc_n", "val/acc_best_mean", "val/acc_best_ci95",
+                              "val/acc_best_n", "n_diverged"]
+    assert len(out) == 3
+    assert list(pd.read_csv(csv)["test/acc_n"]) == [3, 3]
+
+
+def test_cli_warns_about_rows_from_another_commit(root, tmp_path, monkeypatch, capsys):
+    dirs = run_dirs(root)
+    for d in dirs[:3]:
+        shutil.copytree(d, tmp_path / "c" / d.name)
+    prov = json.loads((dirs[0] / "summary.json").read_text())["provenance"]
+    clone(dirs[3], tmp_path / "c" / "x", {"seed": 5}, provenance={**prov, "commit": "abcdef1234" + "0" * 30})
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path))
+    assert main(["results", "c"]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines()[0].startswith("ablate: warning: 1 of 4 runs ran at another commit (abcdef12)")
+    assert [line.split()[-1] for line in out.splitlines()[1:]].count("abcdef12!") == 1
+
+
+def test_cli_bad_name_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path))
+    assert main(["results", "nope"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        f"ablate: no runs under {tmp_path / 'nope'}; run `make sweep-nope` (or ablate sweep sweeps/nope.yaml) first\n"
+    )
+    assert main(["results", "nope", "--wandb", "no-slash"]) == 2
+    assert len(capsys.readouterr().err.splitlines()) == 1
+
+
+def test_writes_are_atomic_and_replace_the_old_file(table, tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("an older, longer file\n" * 1000)
+    write(table, path)
+    assert pd.read_csv(path)["run_id"].tolist() == table["run_id"].tolist()
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+    with pytest.raises(ResultsError, match=r"\.csv or \.parquet"):
+        write(table, tmp_path / "t.xlsx")
+
+    # two writers and a reader at once: the reader only ever sees a whole table
+    big = pd.concat([table] * 50, ignore_index=True)
+    stop, seen, errors = threading.Event(), [], []
+
+    def writer(df):
+        for _ in range(15):
+            write(df, path)
+
+    def reader():
+        while not stop.is_set():
+            try:
+                seen.append(len(pd.read_csv(io.StringIO(path.read_text()))))
+            except Exception as err:  # a torn file would fail to parse or have a short row count
+                errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(d,)) for d in (table, big)]
+    watcher = threading.Thread(target=reader)
+    watcher.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    watcher.join()
+    assert not errors and seen and set(seen) <= {len(table), len(big)}
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+
+
+# ------------------------------------------------------------------ W&B
+
+
+class FakeApi:
+    """wandb.Api's `runs(path, filters=...)`, serving public-API Run objects built from recorded
+    GraphQL nodes (tests/data/wandb_runs.json) as the real client builds them, with no server."""
+
+    def __init__(self, nodes: list[dict]):
+        self.nodes, self.calls = nodes, []
+
+    def runs(self, path, filters=None, per_page=50, order=None, include_sweeps=True, lazy=True):
+        from wandb.apis.public.runs import Run
+
+        self.calls.append((path, filters, lazy))
+        entity, project = path.split("/")
+        group = (filters or {}).get("group")
+        return [Run(None, entity, project, n["name"], attrs=dict(n), lazy=lazy) for n in self.nodes if n["group"] == group]
+
+
+@pytest.fixture
+def wandb_api(tmp_path, monkeypatch) -> FakeApi:
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))  # public-API Runs make a folder there
+    return FakeApi(json.loads((DATA / "wandb_runs.json").read_text()))
+
+
+def test_wandb_table_equals_the_run_folders_table(wandb_api):
+    local = load("wbsweep", root=DATA / "wandb_runs")
+    remote = load_wandb("wbsweep", "team/ablate-test", api=wandb_api)
+    assert wandb_api.calls == [("team/ablate-test", {"group": "wbsweep"}, False)]
+    # W&B's train/loss is its last *logged* value (every 25 steps), so it is not a column there
+    assert list(remote.columns) == [c for c in local.columns if c != "train/loss"]
+    assert swept_keys(remote) == swept_keys(local) == ["model.n_heads", "model.norm", "optim.lr", "seed"]
+    assert list(remote["run_id"]) == list(local["run_id"])
+    assert list(remote["status"]) == list(local["status"])
+    assert sorted(remote["status"]) == ["completed"] * 4 + ["diverged", "failed"]
+    # every config key, metric, probe scalar and parameter count agrees, and so do the commits
+    same = [c for c in remote.columns if c.startswith(("model.", "data.", "optim.", "trainer.", "run.", "probe/", "params/", "test/", "val/"))]
+    same += ["seed", "pooling", "budget", "tracking", "commit", "commit_mismatch"]
+    ok = local["status"] != "failed"  # a failed run's summary.json holds neither metrics nor commit
+    pd.testing.assert_frame_equal(remote.loc[ok, same], local.loc[ok, same], check_dtype=False)
+    failed = remote["status"] == "failed"
+    assert remote.loc[failed, "val/acc"].notna().all() and local.loc[failed, "val/acc"].isna().all()
+    assert remote["dirty"].isna().all() and remote["run_dir"].isna().all()
+
+
+def test_wandb_states_config_forms_and_summary_names():
+    from types import SimpleNamespace as Run
+
+    wrapped = {"model.n_heads": {"value": 2, "desc": None}, "seed": {"value": 0}, "_wandb": {"value": {"t": 1}}, "n_out": 3}
+    runs = [
+        Run(id="a", state="finished", config=wrapped, commit="c1",
+            summary={"status": "completed", "test/acc": 0.5, "params/total": 10, "probe/final/x": 1.0,
+                     "probe/final/attention": {"_type": "images/separated"}, "epoch": 1, "_runtime": 3}),
+        Run(id="b", state="finished", config={"model": {"n_heads": 4}, "seed": 1}, commit="c1",
+            summary={"status": "diverged", "total": 12, "diverged_step": 7}),
+        Run(id="c", state="crashed", config={"config": {"model": {"n_heads": 8}, "seed": 2}}, summary={}),
+        Run(id="d", state="killed", config={"model.n_heads": 2, "seed": 3}, summary={"val/acc": 0.2}),
+        Run(id="e", state="running", config={"model.n_heads": 2, "seed": 4}, summary={}),
+        Run(id="f", state="finished", config={"model.n_heads": 2, "seed": 5}, summary={"test/acc": 0.7}, commit="c2"),
+    ]
+    df = load_wandb("g", "team/p", api=ListApi(runs)).set_index("run_id")
+    assert df["status"].to_dict() == {"a": "completed", "b": "diverged", "c": "failed", "d": "failed", "e": "running", "f": "completed"}
+    assert df["model.n_heads"].to_dict() == {"a": 2, "b": 4, "c": 8, "d": 2, "e": 2, "f": 2}
+    assert list(df.columns[:3]) == ["model.n_heads", "seed", "status"]  # W&B's and Lightning's keys dropped
+    assert df.loc["a", "params/total"] == 10 and df.loc["b", "params/total"] == 12 and df.loc["b", "diverged_step"] == 7
+    assert df.loc["a", "probe/final/x"] == 1.0 and "probe/final/attention" not in df.columns and "epoch" not in df.columns
+    assert df.loc["a", "wall_time_s"] == 3 and df["commit_mismatch"].to_dict() == {k: k == "f" for k in df.index}
+
+
+class ListApi:
+    """An Api whose runs() takes no `lazy` argument, as in wandb before 0.21."""
+
+    def __init__(self, runs: list):
+        self._runs = runs
+
+    def runs(self, path, filters=None):
+        assert filters == {"group": "g"}
+        return self._runs
+
+
+def test_wandb_errors_are_one_line():
+    class Down:
+        def runs(self, path, filters=None, lazy=True):
+            raise ConnectionError("Max retries exceeded with url: /graphql\nmore detail")
+
+    with pytest.raises(ResultsError, match=r"^could not list the W&B runs of group 'g' in t/p: Max retries exceeded with url: /graphql$"):
+        load_wandb("g", "t/p", api=Down())
+    with pytest.raises(ResultsError, match=r"no runs under W&B t/p \(group g\)"):
+        load_wandb("g", "t/p", api=ListApi([]))
+    with pytest.raises(ResultsError, match="is not ENTITY/PROJECT"):
+        load_wandb("g", "just-a-project")
