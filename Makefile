@@ -13,7 +13,8 @@ SWEEPS := $(basename $(notdir $(wildcard sweeps/*.yaml)))
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*?## ' $(MAKEFILE_LIST) | sort | \
 		awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
-	@echo "  sweep-<name>     run sweeps/<name>.yaml (BUDGET=smoke|quick|full): $(SWEEPS)"
+	@echo "  sweep-<name>     run sweeps/<name>.yaml (BUDGET=smoke|quick|full, default quick): $(SWEEPS)"
+	@echo "  results-<name>   print the results table of a sweep"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +37,33 @@ train: venv ## train the tutorial's configuration once (ARGS="model.n_heads=8 ..
 bench: venv ## training speed: torch's encoder vs a plain encoder vs ablate's
 	$(BIN)/ablate bench
 
+sweep-%: venv
+	$(BIN)/ablate sweep sweeps/$*.yaml --budget $(BUDGET)
+
+sweeps: venv ## run every sweep in sweeps/ (BUDGET=smoke|quick|full, default quick)
+	@set -e; for s in $(SWEEPS); do echo "== sweep $$s ($(BUDGET))"; $(BIN)/ablate sweep sweeps/$$s.yaml --budget $(BUDGET); done
+
+results-%: venv
+	$(BIN)/ablate results $*
+
+REPORT_DATA := reports/data
+
+report: venv $(REPORT_DATA)/attention_cost.csv ## export the sweeps' results to reports/data, run every report notebook (reports/build/index.html, reports/FINDINGS.md)
+	$(BIN)/ablate report all --data $(REPORT_DATA) --out reports
+
+report-export: venv ## copy the results of the sweeps that have runs into reports/data (CSV, NPZ, meta.json)
+	$(BIN)/ablate report export --data $(REPORT_DATA)
+
+report-build: venv ## run the report notebooks on reports/data only: HTML, figures, FINDINGS.md
+	$(BIN)/ablate report build --data $(REPORT_DATA) --out reports
+
+bench-attention: venv ## attention time and memory against sequence length, fused vs explicit
+	$(BIN)/ablate bench attention --csv $(REPORT_DATA)/attention_cost.csv
+
+$(REPORT_DATA)/attention_cost.csv: | venv
+	$(BIN)/ablate bench attention --csv $@
+
 clean: ## remove the virtualenv and caches (keeps runs/ and data/)
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
 
-.PHONY: help venv test lint train bench clean
+.PHONY: help venv test lint train bench sweeps report report-export report-build bench-attention clean

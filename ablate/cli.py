@@ -14,11 +14,13 @@ commands:
   train [key=value ...] [file.yaml]   train one configuration (see `ablate keys`)
   keys                                list every configuration key with its default
   probe CHECKPOINT [--batch N]        every probe on a saved model (a run's last.ckpt or its folder)
-  bench [train]                       training speed: torch's encoder vs plain vs ablate's
+  bench [train|attention|epoch]       speed: encoders side by side; attention cost vs n; one MNIST epoch vs the tutorial script
   sweep FILE|NAME [--budget B] [--workers W] [--dry-run] ...
                                       run a W&B sweep file here, each configuration once
   results NAME [--csv P] [--parquet P] [--wandb ENTITY/PROJECT] [--all-columns] [--aggregate]
                                       the table of a sweep: one row per run (or per variant)
+  report [export|build|all] [--data DIR] [--out DIR]
+                                      export results to reports/data, run the report notebooks
 """
 
 
@@ -133,7 +135,14 @@ def cmd_results(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": cmd_bench, "sweep": cmd_sweep, "results": cmd_results}
+def cmd_report(argv: list[str]) -> int:
+    from .report import main as report_main
+
+    return report_main(argv)
+
+
+COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": cmd_bench, "sweep": cmd_sweep, "results": cmd_results,
+            "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

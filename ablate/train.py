@@ -147,6 +147,11 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
     lock = RunLock(run_dir)
     if not child and not lock.acquire():
         raise RunBusy(f"{run_dir} is being trained by another process (lock {lock.path}); wait for it")
+    if not child and is_finished(run_dir):  # another process finished it while this one prepared
+        lock.release()
+        summary = read_summary(run_dir)
+        log(f"ablate: {run_dir} already {summary['status']}; not run again (delete it to re-run)")
+        return summary
     try:
         ckpt = run_dir / CKPT
         resume_step = None

@@ -1,0 +1,239 @@
+"""`ablate bench attention`: how the cost of one attention layer grows with sequence length n.
+
+One `ablate.models.MultiHeadAttention` (d_model 64, 4 heads of 16, dropout 0, no positional
+encoding) runs forward + backward on random input of n = 32, 64, ..., 2048 tokens, on two paths
+that compute the same function:
+
+    fused     F.scaled_dot_product_attention (training's path; on CPU and CUDA a flash /
+              memory-efficient kernel that never stores the n x n weights when one applies)
+    explicit  softmax(Q K^T * scale) V with the weights materialised (need_weights=True, the path
+              the probes use)
+
+Time: the median over `--repeats` interleaved rounds (every (n, path) once per round, the order
+rotating) of `--steps` forward+backward passes, after `--warmup` untimed ones.
+
+Memory, said per row in `mem_kind`:
+    cuda_peak           torch.cuda.max_memory_allocated during one forward+backward, minus what was
+                        allocated before it (CUDA only)
+    saved_for_backward  bytes of the distinct tensors autograd keeps for the backward pass, counted
+                        with torch.autograd.graph.saved_tensors_hooks during one forward: the
+                        activation memory, which is what grows with n (CPU has no allocator peak
+                        counter); also given on CUDA as `saved_mb`
+
+The slope of log cost against log n is fitted over the upper half of the lengths (n >= the
+geometric middle of the range), where the n^2 terms dominate the O(n) ones; an O(n^2) cost has
+slope 2. `--csv PATH` writes one row per (path, n) with the slopes repeated on every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from ablate.models import EncoderConfig, MultiHeadAttention
+from ablate.rundir import atomic_write
+
+from .speed import resolve_device
+
+PATHS = ("fused", "explicit")
+D_MODEL, N_HEADS = 64, 4
+
+
+@dataclass
+class Row:
+    path: str
+    n: int
+    batch: int
+    d_model: int
+    n_heads: int
+    device: str
+    threads: int
+    torch: str
+    time_ms: float
+    mem_mb: float
+    mem_kind: str
+    saved_mb: float
+    time_slope: float = math.nan
+    mem_slope: float = math.nan
+    fit_from_n: int = 0
+
+
+def parse_lengths(text: str) -> list[int]:
+    """'32:2048' -> [32, 64, ..., 2048] (powers of two); '32,100,300' -> as listed."""
+    try:
+        if ":" in text:
+            low, high = (int(v) for v in text.split(":"))
+            if low < 1 or high < low:
+                raise ValueError
+            out, n = [], low
+            while n <= high:
+                out.append(n)
+                n *= 2
+            return out
+        out = sorted({int(v) for v in text.split(",")})
+        if not out or out[0] < 1:
+            raise ValueError
+        return out
+    except ValueError:
+        raise SystemExit(f"ablate bench: --lengths={text!r} is not allowed; give MIN:MAX (powers of two) or N,N,...") from None
+
+
+def layer(device: torch.device) -> MultiHeadAttention:
+    cfg = EncoderConfig(d_model=D_MODEL, n_heads=N_HEADS, pos_enc="none", dropout=0.0)
+    return MultiHeadAttention(cfg, nn.Identity()).to(device).train()
+
+
+def step(module: MultiHeadAttention, x: torch.Tensor, path: str) -> None:
+    """One forward + backward; gradients reach the input and every weight."""
+    y, _ = module(x, need_weights=path == "explicit")  # (B, n, d_model)
+    y.square().mean().backward()
+
+
+def saved_bytes(module: MultiHeadAttention, x: torch.Tensor, path: str) -> int:
+    """Bytes of the distinct storages autograd saves for backward during one forward."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        module(x, need_weights=path == "explicit")
+    return sum(storages.values())
+
+
+def cuda_peak_bytes(module: MultiHeadAttention, x: torch.Tensor, path: str) -> int:
+    torch.cuda.synchronize(x.device)
+    module.zero_grad(set_to_none=True)
+    x.grad = None
+    base = torch.cuda.memory_allocated(x.device)
+    torch.cuda.reset_peak_memory_stats(x.device)
+    step(module, x, path)
+    torch.cuda.synchronize(x.device)
+    return torch.cuda.max_memory_allocated(x.device) - base
+
+
+def measure(lengths: list[int], batch: int = 1, steps: int = 2, repeats: int = 5, warmup: int = 2,
+            device: torch.device | str = "cpu", seed: int = 0) -> list[Row]:
+    device = torch.device(device)
+    torch.manual_seed(seed)
+    module = layer(device)
+    inputs = {n: torch.randn(batch, n, D_MODEL, device=device, requires_grad=True) for n in lengths}
+    keys = [(n, p) for n in lengths for p in PATHS]
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for n, p in keys:  # kernel selection, allocator: never timed
+        for _ in range(warmup):
+            step(module, inputs[n], p)
+    times: dict[tuple[int, str], list[float]] = {k: [] for k in keys}
+    for r in range(repeats):
+        for n, p in keys[r % len(keys):] + keys[: r % len(keys)]:
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step(module, inputs[n], p)
+            sync()
+            times[n, p].append((time.perf_counter() - t0) / steps)
+    rows = []
+    for n, p in keys:
+        saved = saved_bytes(module, inputs[n], p)
+        if device.type == "cuda":
+            mem, kind = cuda_peak_bytes(module, inputs[n], p), "cuda_peak"
+        else:
+            mem, kind = saved, "saved_for_backward"
+        rows.append(Row(p, n, batch, D_MODEL, N_HEADS, str(device), torch.get_num_threads(), torch.__version__,
+                        1e3 * statistics.median(times[n, p]), mem / 2**20, kind, saved / 2**20))
+    return fit(rows)
+
+
+def upper_half(lengths: list[int]) -> list[int]:
+    """The lengths at or above the geometric middle of the range (at least the two largest)."""
+    lengths = sorted(set(lengths))
+    middle = math.sqrt(lengths[0] * lengths[-1])
+    upper = [n for n in lengths if n >= middle - 1e-9]
+    return upper if len(upper) >= 2 else lengths[-2:]
+
+
+def slope(ns: list[int], values: list[float]) -> float:
+    x, y = np.log(np.asarray(ns, dtype=float)), np.log(np.asarray(values, dtype=float))
+    if len(x) < 2 or not np.all(np.isfinite(y)):
+        return math.nan
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def fit(rows: list[Row]) -> list[Row]:
+    """Fill time_slope / mem_slope of each path, fitted over the upper half of its lengths."""
+    for p in PATHS:
+        mine = [r for r in rows if r.path == p]
+        if not mine:
+            continue
+        upper = upper_half([r.n for r in mine])
+        chosen = [r for r in mine if r.n in upper]
+        ts = slope([r.n for r in chosen], [r.time_ms for r in chosen])
+        ms = slope([r.n for r in chosen], [r.mem_mb for r in chosen])
+        for r in mine:
+            r.time_slope, r.mem_slope, r.fit_from_n = ts, ms, upper[0]
+    return rows
+
+
+def to_csv(rows: list[Row]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(asdict(rows[0])), lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in asdict(r).items()})
+    return buffer.getvalue()
+
+
+def report(rows: list[Row]) -> list[str]:
+    lengths = sorted({r.n for r in rows})
+    by = {(r.n, r.path): r for r in rows}
+    kind = rows[0].mem_kind
+    lines = [f"{'n':>6}" + "".join(f"{p + ' ms':>14}" for p in PATHS) + "".join(f"{p + ' MB':>14}" for p in PATHS)]
+    for n in lengths:
+        lines.append(f"{n:>6}" + "".join(f"{by[n, p].time_ms:>14.3f}" for p in PATHS)
+                     + "".join(f"{by[n, p].mem_mb:>14.3f}" for p in PATHS))
+    first = {p: next(r for r in rows if r.path == p) for p in PATHS}
+    lines.append("")
+    lines.append(f"log-log slope over n >= {first[PATHS[0]].fit_from_n} (the upper half, where the n^2 terms dominate; "
+                 "O(n^2) has slope 2):")
+    for p in PATHS:
+        lines.append(f"slope {p}: time {first[p].time_slope:.2f}, memory ({kind}) {first[p].mem_slope:.2f}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    """`ablate bench attention`: measure, print the table and the slopes, write --csv if asked."""
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    lengths = parse_lengths(args.lengths)
+    if len(lengths) < 2:
+        raise SystemExit("ablate bench: --lengths needs at least two lengths to fit a slope")
+    rows = measure(lengths, args.batch_size, args.steps, args.repeats, args.warmup, device)
+    print(
+        f"ablate bench attention: one attention layer, d_model {D_MODEL}, {N_HEADS} heads, batch "
+        f"{args.batch_size}, forward+backward; device {device}, {torch.get_num_threads()} threads, torch "
+        f"{torch.__version__}\nmedian of {args.repeats} interleaved rounds x {args.steps} steps; memory: "
+        f"{rows[0].mem_kind.replace('_', ' ')}",
+        flush=True,
+    )
+    print("\n".join(report(rows)), flush=True)
+    if args.csv:
+        atomic_write(Path(args.csv), to_csv(rows))
+        print(f"wrote {args.csv}")
+    return 0

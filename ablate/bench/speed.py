@@ -1,0 +1,256 @@
+"""Training speed of three encoders that compute the same function, measured in one process.
+
+`torch`  : `nn.TransformerEncoder` of `nn.TransformerEncoderLayer` (batch_first, no nested tensor)
+`plain`  : `ReferenceEncoder`, the same Post-LN layer written directly (see reference.py)
+`ablate` : `SequenceClassifier` with `EncoderConfig(pos_enc="none")`, every other toggle at its default
+
+All three sit in the tutorial's model (Linear(28->64) embedding, encoder, mean pooling,
+Linear(64->10)), start from the same weights (copied from the torch model), and train with Adam
+1e-3 and cross-entropy on random data generated once. Each round runs every (encoder, dropout)
+variant for `steps` timed steps, in an order that rotates from round to round, so drift and noise
+on the machine hit every variant alike. The table reports each variant's median samples/s over
+rounds, and each ratio is the median over rounds of the ratio within a round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ablate.models import EncoderConfig, SequenceClassifier
+
+from .reference import ReferenceEncoder
+
+ENCODERS = ("torch", "plain", "ablate")
+DROPOUTS = (0.1, 0.0)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The tutorial's MNIST model: 28 rows of 28 pixels, read as 28 tokens of 28 features."""
+
+    seq_len: int = 28
+    in_features: int = 28
+    d_model: int = 64
+    n_heads: int = 4
+    ffn_mult: int = 2
+    n_layers: int = 2
+    n_classes: int = 10
+
+
+class Classifier(nn.Module):
+    """embed -> encoder -> mean over tokens -> head; the attribute names match SequenceClassifier."""
+
+    def __init__(self, shape: Shape, encoder: nn.Module):
+        super().__init__()
+        self.embed = nn.Linear(shape.in_features, shape.d_model)
+        self.encoder = encoder
+        self.head = nn.Linear(shape.d_model, shape.n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, in) -> (B, n_classes)
+        return self.head(self.encoder(self.embed(x)).mean(dim=1))
+
+
+def _torch_model(shape: Shape, dropout: float) -> nn.Module:
+    layer = nn.TransformerEncoderLayer(
+        shape.d_model,
+        shape.n_heads,
+        dim_feedforward=shape.ffn_mult * shape.d_model,
+        dropout=dropout,
+        batch_first=True,
+    )
+    encoder = nn.TransformerEncoder(layer, shape.n_layers, enable_nested_tensor=False)
+    return Classifier(shape, encoder)
+
+
+def _plain_model(shape: Shape, dropout: float) -> nn.Module:
+    encoder = ReferenceEncoder(
+        shape.d_model, shape.n_heads, shape.ffn_mult * shape.d_model, shape.n_layers, dropout
+    )
+    return Classifier(shape, encoder)
+
+
+def _ablate_model(shape: Shape, dropout: float) -> nn.Module:
+    cfg = EncoderConfig(
+        d_model=shape.d_model,
+        n_heads=shape.n_heads,
+        n_layers=shape.n_layers,
+        ffn_mult=shape.ffn_mult,
+        pos_enc="none",
+        dropout=dropout,
+    )
+    return SequenceClassifier(cfg, shape.in_features, shape.n_classes)
+
+
+BUILDERS: dict[str, Callable[[Shape, float], nn.Module]] = {
+    "torch": _torch_model,
+    "plain": _plain_model,
+    "ablate": _ablate_model,
+}
+
+# Per-layer parameter names: nn.TransformerEncoderLayer -> the reference layer / ablate's Block.
+_LAYER_NAMES = {
+    "self_attn.in_proj_weight": ("qkv.weight", "attn.fn.qkv.weight"),
+    "self_attn.in_proj_bias": ("qkv.bias", "attn.fn.qkv.bias"),
+    "self_attn.out_proj.weight": ("out.weight", "attn.fn.out.weight"),
+    "self_attn.out_proj.bias": ("out.bias", "attn.fn.out.bias"),
+    "linear1.weight": ("fc1.weight", "ffn.fn.fc1.weight"),
+    "linear1.bias": ("fc1.bias", "ffn.fn.fc1.bias"),
+    "linear2.weight": ("fc2.weight", "ffn.fn.fc2.weight"),
+    "linear2.bias": ("fc2.bias", "ffn.fn.fc2.bias"),
+    "norm1.weight": ("norm1.weight", "attn.post_norm.weight"),
+    "norm1.bias": ("norm1.bias", "attn.post_norm.bias"),
+    "norm2.weight": ("norm2.weight", "ffn.post_norm.weight"),
+    "norm2.bias": ("norm2.bias", "ffn.post_norm.bias"),
+}
+_LAYERS_AT = {"plain": "encoder.layers.", "ablate": "encoder.blocks."}
+
+
+def copy_from_torch(torch_model: nn.Module, encoder: str, model: nn.Module) -> None:
+    """Load the torch variant's weights into the `encoder` ("plain" or "ablate") variant, strictly."""
+    column = 0 if encoder == "plain" else 1
+    state = {}
+    for name, tensor in torch_model.state_dict().items():
+        if name.startswith("encoder.layers."):
+            i, rest = name.removeprefix("encoder.layers.").split(".", 1)
+            name = f"{_LAYERS_AT[encoder]}{i}.{_LAYER_NAMES[rest][column]}"
+        state[name] = tensor
+    model.load_state_dict(state, strict=True)
+
+
+def build_variants(shape: Shape, dropout: float, seed: int = 0) -> dict[str, nn.Module]:
+    """The three encoders' models at `dropout`, all holding the torch model's initial weights."""
+    torch.manual_seed(seed)
+    models = {name: BUILDERS[name](shape, dropout) for name in ENCODERS}
+    for name in ("plain", "ablate"):
+        copy_from_torch(models["torch"], name, models[name])
+    return models
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("ablate bench: --device cuda requested but CUDA is not available")
+    return torch.device(name)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class Trainer:
+    """One variant's model, optimiser and a cursor over the shared batches."""
+
+    def __init__(self, model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]):
+        self.model = model.train()
+        self.opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        self.batches = batches
+        self.i = 0
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            x, y = self.batches[self.i % len(self.batches)]
+            self.i += 1
+            self.opt.zero_grad(set_to_none=True)
+            F.cross_entropy(self.model(x), y).backward()
+            self.opt.step()
+
+
+def measure(
+    steps: int = 10,
+    repeats: int = 50,
+    warmup: int = 10,
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
+    shape: Shape | None = None,
+    n_batches: int = 8,
+    seed: int = 0,
+) -> dict[tuple[str, float], list[float]]:
+    """samples/s of every (encoder, dropout) for each of `repeats` interleaved rounds."""
+    shape = shape or Shape()
+    device = torch.device(device)
+    gen = torch.Generator().manual_seed(seed)
+    batches = [
+        (
+            torch.randn(batch_size, shape.seq_len, shape.in_features, generator=gen).to(device),
+            torch.randint(shape.n_classes, (batch_size,), generator=gen).to(device),
+        )
+        for _ in range(n_batches)
+    ]
+    trainers = {}
+    for p in DROPOUTS:
+        for name, model in build_variants(shape, p, seed).items():
+            trainers[name, p] = Trainer(model.to(device), batches)
+    keys = list(trainers)
+    for key in keys:  # warm-up: allocator, kernel selection, Adam state; never timed
+        trainers[key].run(warmup)
+    _sync(device)
+    rates: dict[tuple[str, float], list[float]] = {key: [] for key in keys}
+    for r in range(repeats):
+        for key in keys[r % len(keys) :] + keys[: r % len(keys)]:  # rotate who goes first
+            _sync(device)
+            t0 = time.perf_counter()
+            trainers[key].run(steps)
+            _sync(device)
+            rates[key].append(steps * batch_size / (time.perf_counter() - t0))
+    return rates
+
+
+def paired_ratio(rates: dict[tuple[str, float], list[float]], a: str, b: str, p: float) -> float:
+    """Median over rounds of a's samples/s over b's in the same round: noise that lasts a round
+    or longer cancels, a burst that hits one variant's slot moves one of the many ratios."""
+    return statistics.median(x / y for x, y in zip(rates[a, p], rates[b, p]))
+
+
+def report(rates: dict[tuple[str, float], list[float]], header: str) -> list[str]:
+    """The table, the ratios and, last, `ratio ablate/torch: <x>` at dropout 0."""
+    med = {key: statistics.median(v) for key, v in rates.items()}
+    cols = "".join(f"{f'dropout {p:g}':>24}" for p in DROPOUTS)
+    lines = [header, "", f"{'samples/s: median [min-max]':<34}{cols}"]
+    for name in ENCODERS:
+        cells = "".join(
+            f"{f'{med[name, p]:.0f} [{min(rates[name, p]):.0f}-{max(rates[name, p]):.0f}]':>24}"
+            for p in DROPOUTS
+        )
+        lines.append(f"{name:<34}{cells}")
+    lines += ["", f"{'ratio: median of per-round ratios':<34}{cols}"]
+    for a, b in (("plain", "torch"), ("ablate", "torch"), ("ablate", "plain")):
+        cells = "".join(f"{paired_ratio(rates, a, b, p):>24.3f}" for p in DROPOUTS)
+        lines.append(f"{a + '/' + b:<34}{cells}")
+    lines += ["", f"ratio ablate/torch: {paired_ratio(rates, 'ablate', 'torch', 0.0):.3f}"]
+    return lines
+
+
+def _load() -> str:
+    return "n/a" if not hasattr(os, "getloadavg") else f"{os.getloadavg()[0]:.2f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """`ablate bench train`: measure, then print the table; the last line is the dropout-0 ratio."""
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    shape = Shape()
+    load_before = _load()
+    rates = measure(args.steps, args.repeats, args.warmup, args.batch_size, device, shape)
+    header = (
+        f"ablate bench train: device {device}, {torch.get_num_threads()} threads, torch {torch.__version__}\n"
+        f"batch {args.batch_size}, {shape.seq_len}x{shape.in_features} inputs, d_model {shape.d_model}, "
+        f"{shape.n_heads} heads, ffn {shape.ffn_mult * shape.d_model}, {shape.n_layers} layers, "
+        "mean pooling, Adam 1e-3; forward+backward+optimizer step\n"
+        f"{args.repeats} interleaved rounds x {args.steps} timed steps per variant "
+        f"(after {args.warmup} warm-up steps each); 1-min load average {load_before} before, "
+        f"{_load()} after (other work on the machine makes the numbers noisy)"
+    )
+    print("\n".join(report(rates, header)), flush=True)
+    return 0

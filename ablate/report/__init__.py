@@ -1,0 +1,101 @@
+"""The report: one notebook per question of the article (reports/*.py, jupytext), each answered from
+the results table, built into HTML, PNG figures, an index and reports/FINDINGS.md.
+
+    ablate report export    run directories ($ABLATE_RUNS_DIR/<sweep>) -> reports/data/ (CSV, NPZ, meta.json)
+    ablate report build     execute every notebook on reports/data/ -> reports/build/*.html,
+                            reports/build/index.html, reports/figures/*.png, reports/FINDINGS.md
+    ablate report [all]     both
+
+What a notebook uses (`from ablate import report as R`):
+
+    R.setup()                               fixed figure style
+    S = R.sweep("scaling")                  the exported table (S.df), curves, per-layer probes,
+                                            attention maps; S.ready is False when not run yet
+    R.estimate(df, metric, where)           mean ± 95 % interval over seeds       (stats.py)
+    R.compare(df, metric, a, b)             a - b, "no measurable difference" inside its interval
+    R.at_best_lr(df)                        each variant at its best learning rate (ablate.results.best_lr)
+    Q = R.question(key, title, text, anchors=[R.Anchor(cite, claim)], sweeps=[...])
+    Q.answer(text, checks=[anchor.expect_greater(effect), ...], figure=R.savefig(fig, "q2_scores"))
+    Q.not_run_yet(S)                        "not run yet — run `make sweep-scaling`"
+
+The layer rule holds: this package reads the exported tables and never imports training code
+(only `export` reads run directories, and, for the permuted attention maps, their checkpoints).
+"""
+
+from .answers import (
+    AGREES,
+    ANSWER_MIME,
+    DISAGREES,
+    INCONCLUSIVE,
+    NOT_RUN,
+    Anchor,
+    Check,
+    Question,
+    question,
+)
+from .data import NotRunYet, Sweep, arrays, data_dir, figures_dir, read_meta, sweep, table
+from .figures import TASKS, heatmap_grid, heatmaps, savefig, setup
+from .stats import (
+    Effect,
+    Estimate,
+    at_best_lr,
+    caveat,
+    ci95_errorbar,
+    compare,
+    effect,
+    estimate,
+    loglog_slope,
+    lr_phrase,
+    number,
+    rows,
+    seeds_per_variant,
+    slope_estimate,
+    values_estimate,
+)
+
+__all__ = [
+    "AGREES",
+    "ANSWER_MIME",
+    "DISAGREES",
+    "INCONCLUSIVE",
+    "NOT_RUN",
+    "Anchor",
+    "Check",
+    "Effect",
+    "Estimate",
+    "NotRunYet",
+    "Question",
+    "Sweep",
+    "TASKS",
+    "arrays",
+    "at_best_lr",
+    "caveat",
+    "ci95_errorbar",
+    "compare",
+    "data_dir",
+    "effect",
+    "estimate",
+    "figures_dir",
+    "heatmap_grid",
+    "heatmaps",
+    "loglog_slope",
+    "lr_phrase",
+    "number",
+    "question",
+    "read_meta",
+    "rows",
+    "savefig",
+    "seeds_per_variant",
+    "setup",
+    "slope_estimate",
+    "sweep",
+    "table",
+    "values_estimate",
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`ablate report [export|build|all] ...` (see ablate.report.cli)."""
+    from .cli import main as cli_main
+
+    return cli_main(argv)

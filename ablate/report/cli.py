@@ -1,0 +1,57 @@
+"""`ablate report [export|build|all]`: run directories -> reports/data -> HTML, figures, FINDINGS.md.
+
+    ablate report export   [--runs DIR] [--data DIR] [--sweeps a,b]
+    ablate report build    [--data DIR] [--out DIR] [--source DIR] [--only NB ...]
+    ablate report [all]    export, then build (what `make report` runs)
+
+Exit status: 0, 1 when a notebook failed or showed no Answer, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        print(f"ablate: {message}; see `ablate report --help`", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="ablate report", description="Export the sweeps' results to reports/data, then execute "
+                "every report notebook on them: reports/build/*.html, index.html, reports/figures, reports/FINDINGS.md.")
+    p.add_argument("step", nargs="?", choices=["export", "build", "all"], default="all",
+                   help="export (runs -> data), build (data -> report), or all (default)")
+    p.add_argument("--runs", metavar="DIR", help="run directories to export (default $ABLATE_RUNS_DIR, else ./runs)")
+    p.add_argument("--data", metavar="DIR", default="reports/data", help="exported tables (default reports/data)")
+    p.add_argument("--out", metavar="DIR", default="reports",
+                   help="where build/, figures/ and FINDINGS.md go (default reports)")
+    p.add_argument("--source", metavar="DIR", default="reports", help="the notebook sources (default reports)")
+    p.add_argument("--sweeps", metavar="A,B", help="export these sweeps only (default: every sweeps/*.yaml)")
+    p.add_argument("--only", nargs="+", metavar="NB", help="build these notebooks only (no FINDINGS.md)")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per notebook cell (default 900)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.step in ("export", "all"):
+        from .export import export
+
+        names = [s for s in args.sweeps.split(",") if s] if args.sweeps else None
+        export(names, runs=args.runs, data=args.data)
+    if args.step in ("build", "all"):
+        from .build import BuildError, build
+
+        try:
+            built = build(args.source, args.data, args.out, only=args.only, timeout=args.timeout)
+        except BuildError as err:
+            print(f"ablate: {err}", file=sys.stderr)
+            return 2
+        failed = [b for b in built if not b.ok]
+        for b in failed:
+            print(f"ablate: notebook {b.name} failed: {b.error} (see {b.html})", file=sys.stderr)
+        return 1 if failed else 0
+    return 0

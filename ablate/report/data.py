@@ -1,0 +1,216 @@
+"""The report's data: the exported tables, arrays and provenance a notebook reads.
+
+    reports/data/<sweep>.csv        one row per run: ablate.results.load(<sweep>) (run_dir dropped,
+                                    floats rounded to 6 significant digits)
+    reports/data/<sweep>.npz        small arrays per run: `<run_id>/train_loss`, `<run_id>/val_acc`
+                                    ((k, 2): step, value), and for a few sweeps first-layer attention
+                                    maps `<run_id>/final/attention` (1, H, T, T) (see export.py)
+    reports/data/attention_cost.csv `ablate bench attention --csv ...`
+    reports/data/meta.json          per sweep: commit, budget, machine, date, runs, swept keys, dtypes
+
+The folder is $ABLATE_REPORT_DATA (set by `ablate report build`), else ./reports/data, else ./data
+(a notebook opened inside reports/). A table that is not there raises `NotRunYet`, whose message is
+the one line a report shows in its place: "not run yet — run `make sweep-<name>`".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+DATA_ENV = "ABLATE_REPORT_DATA"
+FIGURES_ENV = "ABLATE_REPORT_FIGURES"
+META = "meta.json"
+# Tables that are not sweeps, and the make target that produces each.
+TARGETS = {"attention_cost": "bench-attention"}
+
+
+def make_target(name: str) -> str:
+    return TARGETS.get(name, f"sweep-{name}")
+
+
+class NotRunYet(LookupError):
+    """The table of `name` is not in the data folder; str() is the line a report shows instead."""
+
+    def __init__(self, name: str, where: Path):
+        self.name, self.where, self.target = name, where, make_target(name)
+        super().__init__(f"not run yet — run `make {self.target}`")
+
+
+def _first_dir(*candidates: str) -> Path:
+    for candidate in candidates:
+        if Path(candidate).is_dir():
+            return Path(candidate)
+    return Path(candidates[0])
+
+
+def data_dir() -> Path:
+    """$ABLATE_REPORT_DATA, else reports/data, else data (a notebook run from inside reports/)."""
+    env = os.environ.get(DATA_ENV)
+    return Path(env) if env else _first_dir("reports/data", "data")
+
+
+def figures_dir() -> Path:
+    """$ABLATE_REPORT_FIGURES, else reports/figures, else figures."""
+    env = os.environ.get(FIGURES_ENV)
+    return Path(env) if env else _first_dir("reports/figures", "figures")
+
+
+def read_meta(data: Path | str | None = None) -> dict[str, Any]:
+    path = Path(data if data is not None else data_dir()) / META
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def _column_groups(df: pd.DataFrame) -> dict[str, list[str]]:
+    """df.attrs as ablate.results.load sets them, recovered from the column names."""
+    from ..config import all_keys
+
+    keys = set(all_keys())
+    return {
+        "config_keys": [c for c in df.columns if c in keys],
+        "metrics": [c for c in df.columns if c.split("/")[0] in ("test", "val", "train")],
+        "probes": [c for c in df.columns if c.startswith("probe/")],
+        "params": [c for c in df.columns if c.startswith("params/")],
+    }
+
+
+def restore_dtypes(df: pd.DataFrame, dtypes: dict[str, str]) -> pd.DataFrame:
+    """Columns whose dtype a CSV does not keep (nullable ints such as model.d_head, strings that
+    look like numbers such as trainer.devices) get back the dtype export recorded."""
+    for column, dtype in dtypes.items():
+        if column not in df.columns:
+            continue
+        if dtype == "str":
+            df[column] = df[column].map(lambda v: v if pd.isna(v) else str(v)).astype(object)
+        elif dtype == "bool":
+            df[column] = df[column].map(lambda v: v if pd.isna(v) else str(v) == "True").astype(object)
+        else:
+            df[column] = df[column].astype(dtype)
+    return df
+
+
+def table(name: str, data: Path | str | None = None) -> pd.DataFrame:
+    """The per-run table of sweep `name` as exported: the same columns and df.attrs as
+    `ablate.results.load(name)`, so `ablate.results.aggregate / best_lr / swept_keys` work on it."""
+    folder = Path(data if data is not None else data_dir())
+    path = folder / f"{name}.csv"
+    if not path.is_file():
+        raise NotRunYet(name, path)
+    df = pd.read_csv(path)
+    info = read_meta(folder).get("sweeps", {}).get(name, {})
+    df = restore_dtypes(df, info.get("dtypes", {}))
+    attrs: dict[str, Any] = {"name": name, "source": str(path), **_column_groups(df)}
+    if "swept_keys" in info:
+        attrs["swept_keys"] = [k for k in info["swept_keys"] if k in df.columns]
+    attrs["reference_commit"] = info.get("commit")
+    df.attrs = attrs
+    return df
+
+
+def arrays(name: str, data: Path | str | None = None) -> dict[str, np.ndarray]:
+    """Every array of reports/data/<name>.npz by key (`<run_id>/val_acc`, ...); {} if none."""
+    path = Path(data if data is not None else data_dir()) / f"{name}.npz"
+    if not path.is_file():
+        return {}
+    with np.load(path) as f:
+        return {k: f[k] for k in f.files}
+
+
+class Sweep:
+    """One sweep's data as a notebook uses it. Never raises for a missing table: `ready` says whether
+    it is there, and `missing` (str) is the line to show in its place.
+
+        S = R.sweep("scaling")
+        if S.ready:
+            S.df                      # the table
+            S.curves("val/acc")       # long: run_id, step, value + the swept keys
+            S.per_layer("probe/init/cosine")   # long: run_id, layer, value + the swept keys
+            S.attention(run_id)       # (L, H, T, T) final attention maps of one run
+    """
+
+    def __init__(self, name: str, data: Path | str | None = None):
+        self.name = name
+        self.data = Path(data if data is not None else data_dir())
+        try:
+            self.df: pd.DataFrame | None = table(name, self.data)
+            self.missing: str | None = None
+        except NotRunYet as err:
+            self.df, self.missing = None, str(err)
+
+    @property
+    def ready(self) -> bool:
+        return self.df is not None
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return read_meta(self.data).get("sweeps", {}).get(self.name, {})
+
+    @cached_property
+    def arrays(self) -> dict[str, np.ndarray]:
+        return arrays(self.name, self.data)
+
+    def keys(self) -> list[str]:
+        """The swept keys other than seed (the variant), in column order."""
+        from ..results import swept_keys
+
+        return [k for k in swept_keys(self.df) if k != "seed"] if self.ready else []
+
+    def _with_config(self, long: pd.DataFrame) -> pd.DataFrame:
+        config = self.df[["run_id", *self.keys(), *(["seed"] if "seed" in self.df else []), "status"]]
+        return long.merge(config.drop_duplicates("run_id"), on="run_id", how="inner")
+
+    def curves(self, metric: str = "val/acc") -> pd.DataFrame:
+        """A logged curve of every run, long: run_id, step, value, then its swept keys and seed."""
+        suffix = "/" + metric.replace("/", "_")
+        rows = [
+            (key[: -len(suffix)], float(step), float(value))
+            for key, curve in self.arrays.items()
+            if key.endswith(suffix)
+            for step, value in np.asarray(curve, dtype=float).reshape(-1, 2)
+        ]
+        long = pd.DataFrame(rows, columns=["run_id", "step", metric])
+        return self._with_config(long)
+
+    def per_layer(self, prefix: str) -> pd.DataFrame:
+        """A per-layer probe (`probe/init/cosine` -> columns probe/init/cosine_l0, _l1, ...), long:
+        run_id, layer, value, last (True at each run's last layer), then its swept keys and seed."""
+        import re
+
+        pattern = re.compile(re.escape(prefix) + r"_l(\d+)$")
+        columns = {c: int(m.group(1)) for c in self.df.columns if (m := pattern.match(c))}
+        long = self.df[["run_id", *columns]].melt("run_id", var_name="column", value_name=prefix)
+        long["layer"] = long["column"].map(columns)
+        long = long.dropna(subset=[prefix]).drop(columns="column")
+        long["last"] = long["layer"] == long.groupby("run_id")["layer"].transform("max")
+        return self._with_config(long.sort_values(["run_id", "layer"], kind="stable"))
+
+    def attention(self, run: str | dict[str, Any], which: str = "final/attention") -> np.ndarray | None:
+        """(1, H, T, T) first-layer attention weights on a run's first probe example (stored as uint8
+        x 255, returned as floats in [0, 1]), or None if not exported. `run`: a run id, or a `where`
+        mapping ({"model.d_head": 512, ...}): the lowest seed among the matching runs that has them."""
+        if isinstance(run, dict):
+            from .stats import rows
+
+            chosen = rows(self.df, run).sort_values(["seed", "run_id"] if "seed" in self.df else ["run_id"])
+            run = next((r for r in chosen["run_id"] if f"{r}/{which}" in self.arrays), "")
+        out = self.arrays.get(f"{run}/{which}")
+        if out is None:
+            return None
+        return out.astype(np.float32) / 255 if out.dtype == np.uint8 else out.astype(np.float32)
+
+    def __repr__(self) -> str:
+        state = f"{len(self.df)} runs" if self.ready else self.missing
+        return f"Sweep({self.name!r}: {state})"
+
+
+def sweep(name: str, data: Path | str | None = None) -> Sweep:
+    return Sweep(name, data)

@@ -1,0 +1,277 @@
+"""`ablate report export`: run directories -> reports/data/, small and stable enough to commit.
+
+For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
+
+    <name>.csv   ablate.results.load(<name>) minus run_dir (a local path); floats rounded to 6
+                 significant digits (integer-valued ones kept whole), so the file changes only
+                 when the results do
+    <name>.npz   per run: `<run_id>/train_loss`, `<run_id>/val_acc` ((k, 2) float32: step, value,
+                 from metrics.csv); for the sweeps in ATTENTION, the first seed of each variant
+                 keeps the attention maps of its first layer on the first probe example
+                 (`<run_id>/<point>/attention` (1, H, T, T), uint8: weight x 255, rounded);
+                 for the sweeps in PERMUTED also the maps on the same example with its
+                 positions permuted (`final/attention_perm`, and `perm`), computed from the
+                 run's checkpoint
+    meta.json    per sweep: runs, statuses, budget, commit, dirty, machine, date, swept keys, and
+                 the dtypes a CSV does not keep
+
+Nothing else is copied: no checkpoints, no W&B folders. A sweep with no runs keeps the files that
+are already there. Files are written atomically and byte-for-byte reproducibly (the NPZ's zip
+entries carry a fixed date), so exporting the same runs twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import zipfile
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..rundir import atomic_write, read_metrics, read_summary
+from .data import META
+
+CURVES = ("train/loss", "val/acc")
+# Sweeps whose figures show attention maps, and at which probe points.
+ATTENTION = {"pos_enc": ("final",), "scaling": ("init", "final"), "temperature": ("final",)}
+ATTENTION_LAYERS = 1  # layer 0: where the input order (and PE) enters directly
+PERMUTED = ("pos_enc",)  # + maps of the permuted probe example (needs the checkpoint)
+DROP = ("run_dir",)
+SIGNIFICANT = 6
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def sweep_names(sweeps: Path | str = "sweeps") -> list[str]:
+    return sorted(p.stem for p in Path(sweeps).glob("*.yaml"))
+
+
+# ------------------------------------------------------------------ the table
+
+
+def _round(x: Any) -> Any:
+    if isinstance(x, float) and math.isfinite(x) and not x.is_integer():
+        return float(f"{x:.{SIGNIFICANT}g}")
+    return x
+
+
+def _missing(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal value and type, or both missing: what a CSV round trip must keep."""
+    if _missing(a) or _missing(b):
+        return _missing(a) and _missing(b)
+    return type(a) is type(b) and a == b
+
+
+def _kind(values: list[Any]) -> str | None:
+    present = [v for v in values if not _missing(v)]
+    if present and all(isinstance(v, bool) for v in present):
+        return "bool"
+    if present and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in present):
+        return "Int64"
+    if present and all(isinstance(v, str) for v in present):
+        return "str"
+    return None
+
+
+def tidy(df: pd.DataFrame) -> tuple[str, dict[str, str]]:
+    """The table as CSV text, and the dtypes of the columns the CSV would not give back."""
+    out = df.drop(columns=[c for c in DROP if c in df.columns]).copy()
+    for column in out.columns:
+        if out[column].dtype == float:
+            out[column] = out[column].map(_round)
+    text = out.to_csv(index=False, lineterminator="\n")
+    back = pd.read_csv(io.StringIO(text))
+    dtypes = {}
+    for column in out.columns:
+        original = [v.item() if isinstance(v, np.generic) else v for v in out[column].tolist()]
+        read = [v.item() if isinstance(v, np.generic) else v for v in back[column].tolist()]
+        if not all(_same(a, b) for a, b in zip(original, read)):
+            kind = _kind(original)
+            if kind:
+                dtypes[column] = kind
+    return text, dtypes
+
+
+# ------------------------------------------------------------------ the arrays
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """np.savez_compressed, but reproducible: sorted keys, fixed entry dates."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for key in sorted(arrays):
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            with z.open(info, "w") as f:
+                np.lib.format.write_array(f, np.ascontiguousarray(arrays[key]), allow_pickle=False)
+    atomic_write(path, buffer.getvalue())
+
+
+def curves(run_dir: Path) -> dict[str, np.ndarray]:
+    """(k, 2) float32 arrays of (step, value) for each of CURVES that the run logged."""
+    rows = read_metrics(run_dir)
+    out = {}
+    for metric in CURVES:
+        points = [(float(r["step"]), float(r[metric])) for r in rows if r.get(metric) not in (None, "")]
+        if points:
+            out[metric.replace("/", "_")] = np.asarray(points, dtype=np.float32)
+    return out
+
+
+def first_seeds(df: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """One run per variant: the lowest seed."""
+    order = df.sort_values([c for c in ("seed", "run_id") if c in df.columns], kind="stable")
+    keys = [k for k in keys if k != "seed"]
+    if not keys:
+        return order.head(1)
+    return order.groupby(keys, dropna=False, sort=False).head(1)
+
+
+def quantise(weights: np.ndarray) -> np.ndarray:
+    """Attention weights in [0, 1] as uint8 (x 255): enough for a heatmap, a quarter of float32."""
+    return np.clip(np.rint(np.asarray(weights, dtype=np.float64) * 255), 0, 255).astype(np.uint8)
+
+
+def probe_maps(run_dir: Path, points: Sequence[str]) -> dict[str, np.ndarray]:
+    try:
+        with np.load(run_dir / "probes.npz") as f:
+            return {
+                f"{p}/attention": quantise(f[f"{p}/attention"][:ATTENTION_LAYERS])
+                for p in points
+                if f"{p}/attention" in f.files
+            }
+    except (FileNotFoundError, OSError, ValueError):
+        return {}
+
+
+def permuted_maps(run_dir: Path) -> dict[str, np.ndarray]:
+    """The final model's maps on the probe example with its positions permuted (the permutation
+    the run's probes use: MNIST's fixed row order, a fixed one for the copy task). Rebuilds the
+    model and data from last.ckpt as `ablate probe` does; {} when that is not possible."""
+    ckpt = run_dir / "last.ckpt"
+    if not ckpt.is_file():
+        return {}
+    from ..probes import attention_maps  # pure-torch measurements
+    from ..probing import probe_batch, probe_permutation
+    from ..tasks import load_task  # harness side: export only, never a notebook
+
+    task, datamodule = load_task(ckpt)
+    datamodule.setup("fit")
+    x, _ = probe_batch(datamodule, 1)
+    perm = probe_permutation(datamodule, x.shape[1])
+    permuted = attention_maps(task.model, x[:, perm])[0][:ATTENTION_LAYERS]
+    return {"final/attention_perm": quantise(permuted.numpy()), "perm": perm.numpy().astype(np.int16)}
+
+
+def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], log: Callable[[str], None]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
+        out.update({f"{run_id}/{k}": v for k, v in curves(Path(run_dir)).items()})
+    if name in ATTENTION:
+        for run_id, run_dir in zip(*(first_seeds(df, keys)[c] for c in ("run_id", "run_dir"))):
+            out.update({f"{run_id}/{k}": v for k, v in probe_maps(Path(run_dir), ATTENTION[name]).items()})
+            if name in PERMUTED:
+                try:
+                    maps = permuted_maps(Path(run_dir))
+                except Exception as err:  # a missing dataset, an old checkpoint: the figure says so
+                    log(f"ablate report: {name}/{run_id}: no permuted attention maps ({type(err).__name__}: {err})")
+                    maps = {}
+                out.update({f"{run_id}/{k}": v for k, v in maps.items()})
+    return out
+
+
+# ------------------------------------------------------------------ provenance
+
+
+def machine(summary: dict[str, Any] | None) -> str:
+    p = (summary or {}).get("provenance") or {}
+    if not p:
+        return "unknown"
+    parts = [str(p.get("device", "unknown device"))]
+    if p.get("cuda_devices"):
+        parts.append(f"{p['cuda_devices']} CUDA device(s)")
+    if p.get("threads"):
+        parts.append(f"{p['threads']} thread(s) per run")
+    torch_version = (p.get("versions") or {}).get("torch")
+    if torch_version:
+        parts.append(f"torch {torch_version}")
+    return ", ".join(parts)
+
+
+def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> dict[str, Any]:
+    run_dirs = [Path(d) for d in df["run_dir"]]
+    summaries = [read_summary(d) for d in run_dirs]
+    completed = [s for s in summaries if s and s.get("status") == "completed"] or [s for s in summaries if s]
+    stamps = [(d / "summary.json").stat().st_mtime for d in run_dirs if (d / "summary.json").exists()]
+    date = datetime.fromtimestamp(max(stamps), tz=timezone.utc).strftime("%Y-%m-%d") if stamps else None
+    budgets = sorted({str(b) for b in df["budget"].dropna()}) if "budget" in df.columns else []
+    commit = df.attrs.get("reference_commit")
+    return {
+        "runs": int(len(df)),
+        "status": {str(k): int(v) for k, v in sorted(df["status"].value_counts().items())},
+        "budget": ", ".join(budgets) or "unknown",
+        "commit": commit,
+        "dirty": bool(df["dirty"].eq(True).any()) if "dirty" in df.columns else None,
+        "commit_mismatch": int(df["commit_mismatch"].sum()) if "commit_mismatch" in df.columns else 0,
+        "machine": machine(completed[0] if completed else None),
+        "date": date,
+        "swept_keys": swept,
+        "dtypes": dtypes,
+    }
+
+
+# ------------------------------------------------------------------ export
+
+
+def export_sweep(name: str, runs: Path | str | None, data: Path, sweeps: Path | str, log: Callable[[str], None]) -> dict | None:
+    """Write <name>.csv and <name>.npz; return its meta entry, or None when it has no runs."""
+    from ..results import ResultsError, load, swept_keys
+
+    try:
+        df = load(name, root=runs, sweeps=sweeps)
+    except ResultsError:
+        return None
+    swept = swept_keys(df)
+    text, dtypes = tidy(df)
+    atomic_write(data / f"{name}.csv", text)
+    write_npz(data / f"{name}.npz", run_arrays(df, name, swept, log))
+    return provenance(df, swept, dtypes)
+
+
+def export(
+    names: Sequence[str] | None = None,
+    runs: Path | str | None = None,
+    data: Path | str = "reports/data",
+    sweeps: Path | str = "sweeps",
+    log: Callable[[str], None] = print,
+) -> dict[str, str]:
+    """Export every sweep in `names` (default: every sweeps/*.yaml); returns name -> what happened."""
+    data = Path(data)
+    data.mkdir(parents=True, exist_ok=True)
+    names = list(names) if names else sweep_names(sweeps)
+    meta_path = data / META
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    meta.setdefault("sweeps", {})
+    outcome = {}
+    for name in names:
+        entry = export_sweep(name, runs, data, sweeps, log)
+        if entry is None:
+            kept = (data / f"{name}.csv").is_file()
+            outcome[name] = "no runs; kept the exported table" if kept else "no runs"
+        else:
+            meta["sweeps"][name] = entry
+            outcome[name] = f"{entry['runs']} runs ({entry['budget']})"
+        log(f"ablate report export: {name}: {outcome[name]}")
+    meta["sweeps"] = dict(sorted(meta["sweeps"].items()))
+    atomic_write(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return outcome

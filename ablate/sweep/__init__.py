@@ -1,0 +1,81 @@
+"""`ablate sweep FILE`: a W&B sweep file, run here, each configuration once, W at a time.
+
+    spec.py      read, check and expand the file (grid, random) into runs; bad input -> SweepError
+    runner.py    run them: forkserver workers, GPU slots, skip/resume/retry, outcome of each run
+    worker.py    one run in its own process (dies with the runner)
+    progress.py  the sweep's progress line
+
+The package knows configurations, run directories and processes; nothing of model internals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, like every other bad input
+        print(f"ablate: {message}; see `ablate sweep --help`", file=sys.stderr)
+        sys.exit(2)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="ablate sweep", allow_abbrev=False, description="Run every configuration of a W&B sweep file here, "
+                "each once, in parallel; the same command again finishes what is missing.")
+    p.add_argument("file", help="a sweep .yaml file, or NAME for sweeps/NAME.yaml")
+    p.add_argument("--budget", choices=["smoke", "quick", "full", "none"], metavar="B",
+                   help="smoke|quick|full|none for every run (overrides the file's; smoke also keeps seed 0 only)")
+    p.add_argument("--workers", type=int, metavar="W", help="runs at once (default: one per core / per --threads "
+                   "cores; with GPUs, one per group of --gpus-per-run GPUs)")
+    p.add_argument("--threads", type=int, metavar="T", help="torch threads per run (default 1, or the cores shared "
+                   "out between --workers)")
+    p.add_argument("--gpus-per-run", type=int, metavar="K", help="GPUs per run, disjoint between concurrent runs "
+                   "(default 1; ignored without GPUs)")
+    p.add_argument("--tracking", choices=["wandb", "none"], help="override the file's tracking (default: W&B, offline without an account)")
+    p.add_argument("--max-runs", type=int, metavar="N", help="run at most N of the missing runs this time")
+    p.add_argument("--sweep-seed", type=int, metavar="S", default=0, help="sampling seed of method random (default 0)")
+    p.add_argument("--dry-run", action="store_true", help="print the expanded runs and their ids; run nothing")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """The `ablate sweep` command; returns its exit status (0 ok, 1 a run failed, 2 bad input)."""
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as stop:  # --help (0) or a bad option (2, one line)
+        return int(stop.code or 0)
+    from . import worker
+
+    ours = not args.dry_run and not worker.forkserver_running()
+    if ours:  # ~7 s of imports in the server, while this process imports torch and checks the file
+        worker.forkserver()
+    try:
+        return _run(args, sys.stdout, sys.stderr)
+    finally:
+        if ours:  # done with it: no imports left running behind a bad input, no slow exit after a sweep
+            worker.stop_forkserver()
+
+
+def _run(args: argparse.Namespace, out, err) -> int:
+    from .. import config as C
+    from . import runner
+    from .spec import SweepError, load
+
+    try:
+        if args.threads is not None and args.threads < 1:
+            raise SweepError(f"--threads={args.threads} is not allowed; expected an integer >= 1")
+        gpus = runner.visible_gpus()
+        sweep = load(args.file, budget=args.budget, tracking=args.tracking, threads=args.threads,
+                     seed=args.sweep_seed, default_threads=runner.default_threads(args.workers, gpus, args.gpus_per_run))
+        if args.dry_run:
+            return runner.dry_run(sweep, out)
+        threads = max(r.cfg.trainer.threads or 1 for r in sweep.runs)
+        run = runner.Runner(sweep, workers=args.workers, threads=threads, gpus_per_run=args.gpus_per_run,
+                            max_runs=args.max_runs, stream=err, gpus=gpus)
+        runner.check_data([r for r in sweep.runs if not runner.finished(r)])
+    except (SweepError, C.ConfigError) as error:
+        print(f"ablate: {error}", file=err)
+        return 2
+    report = run.run()
+    return runner.summarise(sweep, report, err, out)

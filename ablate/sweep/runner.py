@@ -1,0 +1,434 @@
+"""Run a sweep's configurations: W in parallel, each in its own process, each exactly once.
+
+Start-up: a run is forked from a forkserver that imported torch, Lightning and W&B once (PRELOAD),
+so it reaches its first training step in about a second instead of paying ~7 s of imports. Runs with
+trainer.devices other than 1 start as `python -m ablate.sweep.worker ...` instead, so that Lightning's
+DDP launcher can start the other ranks with the same command line.
+
+Exactly once: a run's directory is $ABLATE_RUNS_DIR/<sweep>/<run id>; finished runs (completed,
+diverged) are skipped, a running one holds the directory's lock, an interrupted one resumes from its
+last.ckpt, a failed one is retried. Workers die with the runner (see ablate.sweep.worker), so the
+same command after Ctrl-C or kill -9 finishes exactly the missing runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any, TextIO
+
+from .. import config as C
+from ..rundir import FINISHED, read_summary, runs_root
+from . import worker
+from .progress import Progress, duration
+from .spec import Run, Sweep, SweepError
+
+
+def visible_gpus() -> list[str]:
+    """CUDA device ids this process may use (CUDA_VISIBLE_DEVICES, else every device torch counts)."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def gpu_slots(gpus: list[str], per_run: int) -> list[str]:
+    """Disjoint CUDA_VISIBLE_DEVICES values, one per concurrent run: 8 GPUs, 2 per run -> '0,1' .. '6,7'."""
+    if per_run < 1:
+        raise SweepError(f"--gpus-per-run={per_run} is not allowed; expected an integer >= 1")
+    if per_run > len(gpus):
+        raise SweepError(f"--gpus-per-run={per_run} but only {len(gpus)} GPUs are visible "
+                         f"({','.join(gpus) or 'none'}); lower it")
+    return [",".join(gpus[i:i + per_run]) for i in range(0, len(gpus) - per_run + 1, per_run)]
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def default_threads(workers: int | None, gpus: list[str], gpus_per_run: int | None) -> int:
+    """Torch threads per run when --threads is not given: 1 (one run per core), or the cores shared
+    out when --workers is given or GPUs set the number of runs."""
+    if gpus:
+        slots = len(gpus) // max(1, gpus_per_run or 1)
+        return max(1, cpu_count() // max(1, workers or slots))
+    return max(1, cpu_count() // workers) if workers else 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    workers: int
+    slots: list[str | None]  # CUDA_VISIBLE_DEVICES per worker slot (None: CPU only)
+
+
+def plan(workers: int | None, threads: int, gpus_per_run: int | None, gpus: list[str],
+         processes: int = 1) -> Plan:
+    """How many runs at once, and the GPUs of each: one run per GPU group when there are GPUs
+    (n_gpus // K), else one run per `threads` x `processes` cores (processes: DDP ranks of the
+    largest run). --gpus-per-run is ignored without GPUs."""
+    if workers is not None and workers < 1:
+        raise SweepError(f"--workers={workers} is not allowed; expected an integer >= 1")
+    if gpus:
+        slots: list[str | None] = list(gpu_slots(gpus, gpus_per_run or 1))
+        if workers is not None and workers > len(slots):
+            raise SweepError(f"--workers={workers} needs {workers * (gpus_per_run or 1)} GPUs but "
+                             f"{len(gpus)} are visible; use --workers {len(slots)} or fewer")
+        n = workers or len(slots)
+        return Plan(n, slots[:n])
+    n = workers or max(1, cpu_count() // (max(1, threads) * max(1, processes)))
+    return Plan(n, [None] * n)
+
+
+def check_devices(sweep: Sweep, gpus: list[str], gpus_per_run: int | None) -> None:
+    """On GPUs, a run may not ask for more devices than its slot holds."""
+    if not gpus:
+        return
+    k = gpus_per_run or 1
+    for run in sweep.runs:
+        devices = run.cfg.trainer.devices
+        if devices.isdigit() and int(devices) > k:
+            raise SweepError(f"run {run.index} ({run.label()}) asks for trainer.devices={devices} but "
+                             f"--gpus-per-run is {k}; pass --gpus-per-run {devices}")
+
+
+def run_dir(run: Run) -> Path:
+    return runs_root() / run.cfg.run.group / run.run_id
+
+
+def finished(run: Run) -> bool:
+    return (read_summary(run_dir(run)) or {}).get("status") in FINISHED
+
+
+def check_data(runs: list[Run]) -> None:
+    """The data of every run is there (downloaded now if it can be) before any run starts: a missing
+    data set is bad input (one line, exit 2), not one failed run per configuration, and parallel
+    runs never download the same files at once."""
+    if not runs:
+        return
+    # imports Lightning (~2 s), while the forkserver imports too
+    from ..data import DataError, build_datamodule
+
+    for task, run in {r.cfg.data.task: r for r in runs}.items():
+        try:
+            build_datamodule(run.cfg.data).prepare_data()
+        except DataError as err:
+            raise SweepError(f"data.task={task}: {err}") from None
+
+
+def forked(run: Run) -> bool:
+    """Single-device runs fork from the forkserver; DDP runs need a command line of their own."""
+    return run.cfg.trainer.devices == "1"
+
+
+def worker_command(run: Run) -> list[str]:
+    items = [f"{k}={v}" for k, v in C.flat(run.cfg).items()]
+    rebuilt = C.build(C.parse_overrides(items))
+    assert C.run_id(rebuilt) == run.run_id, "the command line must rebuild the same configuration"
+    return [sys.executable, "-m", "ablate.sweep.worker", *items]
+
+
+@dataclass
+class Active:
+    run: Run
+    slot: int
+    spawned_at: float  # time.time() just before the process was started
+    process: Any = None  # multiprocessing Process (forked) or subprocess.Popen (DDP)
+    conn: Any = None
+    forked_s: float | None = None  # until the worker process runs
+    first_step_s: float | None = None  # until its first training step
+
+    def exitcode(self) -> int | None:
+        if isinstance(self.process, subprocess.Popen):
+            return self.process.poll()
+        return self.process.exitcode
+
+    def waitables(self) -> list:
+        if isinstance(self.process, subprocess.Popen):
+            return []
+        return [self.process.sentinel] + ([self.conn] if self.conn is not None else [])
+
+
+def _env(threads: int | None, gpus: str | None) -> dict[str, str]:
+    threads = threads or 1
+    env = dict(os.environ)
+    env.update(ABLATE_PROGRESS="0", ABLATE_RUNS_DIR=str(runs_root().resolve()), OMP_NUM_THREADS=str(threads),
+               MKL_NUM_THREADS=str(threads), WANDB_SILENT=env.get("WANDB_SILENT", "true"))
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpus
+    return env
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _last_line(text: str | None) -> str:
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no error recorded"
+
+
+@dataclass
+class Report:
+    total: int
+    skipped: dict[str, int] = field(default_factory=dict)  # finished before this invocation
+    outcomes: dict[str, list[Run]] = field(default_factory=dict)
+    forked_s: list[float] = field(default_factory=list)
+    first_step_s: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+    interrupted: bool = False
+
+    def count(self, outcome: str) -> int:
+        return self.skipped.get(outcome, 0) + len(self.outcomes.get(outcome, []))
+
+
+class Runner:
+    def __init__(self, sweep: Sweep, workers: int | None = None, threads: int = 1,
+                 gpus_per_run: int | None = None, max_runs: int | None = None,
+                 stream: TextIO | None = None, gpus: list[str] | None = None):
+        self.sweep = sweep
+        self.threads = threads
+        self.gpus = visible_gpus() if gpus is None else gpus
+        ranks = max(int(r.cfg.trainer.devices) if r.cfg.trainer.devices.isdigit() else 1 for r in sweep.runs)
+        self.plan = plan(workers, threads, gpus_per_run, self.gpus, processes=ranks)
+        check_devices(sweep, self.gpus, gpus_per_run)
+        if max_runs is not None and max_runs < 1:
+            raise SweepError(f"--max-runs={max_runs} is not allowed; expected an integer >= 1")
+        self.max_runs = max_runs
+        self.stream = stream or sys.stderr
+        self.active: dict[str, Active] = {}
+        self.interrupted = False
+
+    # -- starting and ending one run -------------------------------------------------------------
+    def _start(self, run: Run, slot: int) -> Active:
+        env = _env(run.cfg.trainer.threads, self.plan.slots[slot])
+        active = Active(run=run, slot=slot, spawned_at=time.time())
+        if forked(run):
+            ctx = worker.forkserver()
+            reader, writer = ctx.Pipe(duplex=False)
+            process = ctx.Process(target=worker.run_forked, name=f"ablate-{run.run_id}",
+                                  args=(run.cfg, env, os.getcwd(), writer, active.spawned_at))
+            process.start()
+            writer.close()
+            active.process, active.conn = process, reader
+        else:
+            directory = run_dir(run)
+            directory.mkdir(parents=True, exist_ok=True)
+            with open(directory / worker.LOG, "ab") as log:
+                active.process = subprocess.Popen(worker_command(run), stdout=log, stderr=log,
+                                                  stdin=subprocess.DEVNULL, env=env,
+                                                  preexec_fn=worker.die_with_parent)
+        return active
+
+    def _launch(self, run: Run, slot: int, progress: Progress) -> None:
+        self.active[run.run_id] = self._start(run, slot)
+        progress.start(run.run_id)
+
+    def _read(self, active: Active) -> None:
+        while active.conn is not None:
+            try:
+                if not active.conn.poll():
+                    return
+                message = active.conn.recv()
+            except (EOFError, OSError):
+                active.conn.close()
+                active.conn = None
+                return
+            if message[0] == "forked":
+                active.forked_s = float(message[1])
+            elif message[0] == "started":
+                active.first_step_s = float(message[1])
+
+    def _outcome(self, active: Active, code: int) -> tuple[str, str]:
+        """(completed|diverged|failed|busy|interrupted, one line to show) for an ended process."""
+        run, directory = active.run, run_dir(active.run)
+        summary = read_summary(directory) or {}
+        status = summary.get("status")
+        if code == worker.OK and status in FINISHED:
+            return status, ""
+        if code == worker.BUSY:
+            return "busy", "another process holds its lock"
+        if self.interrupted:
+            return "interrupted", ""
+        if code == worker.FAILED and status == "failed":
+            return "failed", _last_line(summary.get("error"))
+        how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
+        error = f"worker process {how} before recording a result"
+        tail = _tail(directory / worker.LOG)
+        worker.record_failure(directory, f"{error}\n{tail}".strip(), worker.identity(run.cfg))
+        return "failed", error
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> Report:
+        runs = self.sweep.runs
+        report = Report(total=len(runs))
+        todo: list[Run] = []
+        for run in runs:
+            if finished(run):
+                status = read_summary(run_dir(run))["status"]
+                report.skipped[status] = report.skipped.get(status, 0) + 1
+            else:
+                todo.append(run)
+        if self.max_runs is not None:
+            todo = todo[: self.max_runs]
+        workers = min(self.plan.workers, len(todo)) or 1
+        where = runs_root() / self.sweep.name
+        gpu_note = f", GPUs {' | '.join(s for s in self.plan.slots[:workers] if s)}" if self.gpus else ""
+        progress = Progress(self.sweep.name, len(runs), workers, self.stream)
+        progress.counts.update({k: v for k, v in report.skipped.items()})
+        progress.pending = len(todo)
+        done_before = sum(report.skipped.values())
+        later = len(runs) - done_before - len(todo)
+        plan_note = f" on {workers} workers x {self.threads} thread(s){gpu_note}" if todo else ""
+        progress.say(f"ablate sweep {self.sweep.name}: {len(runs)} runs, {done_before} finished before, "
+                     f"{len(todo)} to run" + (f" ({later} left for later)" if later else "")
+                     + f"{plan_note} -> {where}")
+        if any(forked(r) for r in todo):
+            worker.forkserver()  # imports PRELOAD now, while the first runs are set up
+        started = time.monotonic()
+        free = list(range(workers))
+        queue = list(todo)
+        old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
+        try:
+            while queue or self.active:
+                while queue and free:
+                    self._launch(queue.pop(0), free.pop(0), progress)
+                progress.draw()
+                waitables = [w for a in self.active.values() for w in a.waitables()]
+                if waitables:  # a run ended or reported, or a second passed (redraw the ETA)
+                    wait(waitables, timeout=1.0)
+                else:  # only DDP runs (subprocesses): poll them
+                    time.sleep(0.5)
+                ended = []
+                for rid, active in list(self.active.items()):
+                    self._read(active)
+                    code = active.exitcode()
+                    if code is None:
+                        continue
+                    if not isinstance(active.process, subprocess.Popen):
+                        active.process.join()
+                    del self.active[rid]
+                    free.append(active.slot)
+                    ended.append((active, code))
+                while queue and free:  # the next runs first, so the counts shown are current
+                    self._launch(queue.pop(0), free.pop(0), progress)
+                for active, code in ended:
+                    self._finish(active, code, report, progress)
+        except KeyboardInterrupt:
+            self.interrupted = report.interrupted = True
+            progress.say(f"ablate sweep {self.sweep.name}: interrupted; stopping {len(self.active)} runs")
+            self._stop_all(report, progress)
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+            progress.close()
+        report.wall_s = time.monotonic() - started
+        return report
+
+    def _finish(self, active: Active, code: int, report: Report, progress: Progress) -> None:
+        self._read(active)
+        if active.conn is not None:
+            active.conn.close()
+        outcome, note = self._outcome(active, code)
+        report.outcomes.setdefault(outcome, []).append(active.run)
+        if active.first_step_s is not None and active.forked_s is not None:
+            report.forked_s.append(active.forked_s)
+            report.first_step_s.append(active.first_step_s)
+        label = f"{active.run.run_id} {active.run.label(self.sweep.varying)}".strip()
+        progress.finish(active.run.run_id, outcome, f"{label}" + (f": {note}" if note else ""))
+
+    def _stop_all(self, report: Report, progress: Progress) -> None:
+        for active in self.active.values():  # SIGTERM: a worker dies at once (its DDP ranks with it)
+            active.process.terminate()
+        deadline = time.monotonic() + 5
+        for active in self.active.values():
+            left = max(0.1, deadline - time.monotonic())
+            if isinstance(active.process, subprocess.Popen):
+                try:
+                    active.process.wait(left)
+                except subprocess.TimeoutExpired:
+                    active.process.kill()
+                    active.process.wait()
+            else:
+                active.process.join(left)
+                if active.process.exitcode is None:
+                    active.process.kill()
+                    active.process.join()
+            report.outcomes.setdefault("interrupted", []).append(active.run)
+            progress.running.pop(active.run.run_id, None)
+        self.active.clear()
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _median(values: list[float]) -> float:
+    return values[len(values) // 2]
+
+
+def summarise(sweep: Sweep, report: Report, stream: TextIO, out: TextIO) -> int:
+    """Print what failed (with its error's last line), the start-up cost, one JSON line; exit status."""
+    for run in report.outcomes.get("failed", []):
+        summary = read_summary(run_dir(run)) or {}
+        stream.write(f"failed: {run_dir(run)} ({run.label(sweep.varying)}): {_last_line(summary.get('error'))}\n")
+    if report.first_step_s:  # the first runs also wait for the forkserver's imports
+        forked, first = sorted(report.forked_s), sorted(report.first_step_s)
+        stream.write(f"start-up of a run: process {_median(forked):.2f} s, first training step "
+                     f"{_median(first):.2f} s (medians; max {first[-1]:.2f} s) over {len(first)} runs\n")
+    counts = {k: report.count(k) for k in ("completed", "diverged", "failed")}
+    busy = len(report.outcomes.get("busy", []))
+    result = {"sweep": sweep.name, "runs": report.total, **counts,
+              "left": report.total - counts["completed"] - counts["diverged"],
+              "skipped": sum(report.skipped.values()), "run_now": sum(len(v) for v in report.outcomes.values()),
+              "wall_s": round(report.wall_s, 1), "runs_dir": str(runs_root() / sweep.name)}
+    out.write(json.dumps(result) + "\n")
+    out.flush()
+    if report.interrupted:
+        stream.write(f"ablate: sweep {sweep.name} interrupted after {duration(report.wall_s)}; run the same "
+                     "command again to finish it (interrupted runs resume from last.ckpt)\n")
+        return 130
+    if counts["failed"] or busy:
+        parts = [f"{counts['failed']} of {report.total} runs failed"] if counts["failed"] else []
+        if busy:
+            parts.append(f"{busy} runs are being trained by another process")
+        stream.write(f"ablate: {', '.join(parts)}; fix the cause (the errors above, each run's "
+                     "summary.json and train.log) and run the same command again to retry them\n")
+        return 1
+    return 0
+
+
+def dry_run(sweep: Sweep, out: TextIO) -> int:
+    """The expanded runs, their ids and their state; runs nothing, writes nothing."""
+    for run in sweep.runs:
+        status = (read_summary(run_dir(run)) or {}).get("status", "new")
+        out.write(f"{run.run_id}  {status:<9}  {run.label()}\n")
+    out.write(f"{len(sweep.runs)} runs in {runs_root() / sweep.name}\n")
+    return 0

@@ -1,0 +1,283 @@
+"""The report: every notebook executes in a real Jupyter kernel on a fixture made by real smoke sweeps
+(tests/data/reports, see its README), shows an Answer computed from the data, and the build writes
+self-contained HTML, PNGs, an index and a FINDINGS.md that a rebuild reproduces byte for byte; a
+missing sweep gives the not-run-yet line; the export is reproducible; `ablate bench attention` fits
+its slopes. The statistics behind the Answers are checked against hand-computed values."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ablate import report as R
+from ablate.report.build import NOTEBOOKS, build, figure_prefix
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ROOT / "reports"
+FIXTURE = Path(__file__).parent / "data" / "reports"
+SWEEPS = ("pos_enc", "scaling", "heads", "residual", "norm", "ffn", "temperature")
+
+pytestmark = pytest.mark.slow  # starts Jupyter kernels
+
+
+def quiet(_message: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    return out, build(SOURCES, FIXTURE, out, log=quiet)
+
+
+def answers_by_key(results) -> dict[str, dict]:
+    return {a["key"]: a for b in results for a in b.answers}
+
+
+# ------------------------------------------------------------------ the fixture build
+
+
+def test_fixture_is_small_and_complete():
+    size = sum(p.stat().st_size for p in FIXTURE.iterdir())
+    assert size < 400_000, f"fixture is {size} bytes"
+    for name in SWEEPS:
+        assert (FIXTURE / f"{name}.csv").is_file() and (FIXTURE / f"{name}.npz").is_file()
+    meta = json.loads((FIXTURE / "meta.json").read_text())
+    assert set(meta["sweeps"]) == set(SWEEPS)
+    assert all(m["budget"] == "smoke" and m["commit"] for m in meta["sweeps"].values())
+
+
+def test_every_notebook_executes_and_answers(built):
+    out, results = built
+    assert [b.name for b in results] == list(NOTEBOOKS)
+    for b in results:
+        assert b.error is None, f"{b.name}: {b.error}"
+        assert b.answers, f"{b.name} has no Answer"
+        for a in b.answers:
+            assert a["status"] == "answered", a
+            assert a["answer"] and not a["answer"].startswith("not run yet")
+            assert a["checks"] and all(c["verdict"] in ("agrees", "disagrees", "inconclusive") for c in a["checks"])
+    keys = answers_by_key(results)
+    assert {"q1", "q2", "q3", "q4", "claim-norm", "claim-ffn", "claim-temperature", "claim-cost"} <= set(keys)
+
+
+def test_html_is_self_contained_and_index_lists_every_answer(built):
+    out, results = built
+    for b in results:
+        page = b.html.read_text()
+        assert "data:image/png;base64," in page  # figures inline
+        assert 'src="http' not in page  # no script fetched from the network
+        assert "Answer." in page and "Traceback" not in page
+    index = (out / "build" / "index.html").read_text()
+    for b in results:
+        assert f'href="{b.name}.html"' in index
+        for a in b.answers:
+            assert a["title"].replace("·", "&middot;") in index or a["title"] in index
+    assert index.index("Answer.") < index.index("Notebooks")  # answers on top, links below
+    listed = json.loads((out / "build" / "answers.json").read_text())
+    assert [a["key"] for a in listed] == [a["key"] for b in results for a in b.answers]
+
+
+def test_figures_are_png_without_build_metadata(built):
+    out, results = built
+    figures = out / "figures"
+    for b in results:
+        pngs = sorted(figures.glob(f"{figure_prefix(b.name)}*.png"))
+        assert pngs, f"{b.name} saved no figure"
+        for png in pngs:
+            data = png.read_bytes()
+            assert data[:8] == b"\x89PNG\r\n\x1a\n" and b"Software" not in data and b"matplotlib" not in data
+        for a in b.answers:
+            assert (figures / a["figure"]).is_file()
+
+
+def test_findings_lists_every_answer_and_the_data_provenance(built):
+    out, results = built
+    findings = (out / "FINDINGS.md").read_text()
+    meta = json.loads((FIXTURE / "meta.json").read_text())["sweeps"]
+    for a in (a for b in results for a in b.answers):
+        assert f"## {a['title']}" in findings and a["answer"] in findings
+        if a.get("figure"):
+            assert f"](figures/{a['figure']})" in findings
+        for c in a["checks"]:
+            assert c["cite"] in findings
+    for name, m in meta.items():
+        assert f"| {name} |" in findings and m["commit"][:12] in findings and m["date"] in findings
+
+
+def test_findings_regenerates_byte_identically(built, tmp_path):
+    out, _ = built
+    again = build(SOURCES, FIXTURE, tmp_path, log=quiet)
+    assert all(b.ok for b in again)
+    assert (tmp_path / "FINDINGS.md").read_bytes() == (out / "FINDINGS.md").read_bytes()
+
+
+# ------------------------------------------------------------------ answers come from the data
+
+
+def test_answers_follow_the_data_and_a_missing_sweep_is_not_run_yet(built, tmp_path):
+    """One build of Q2 and Q3 on a copy of the fixture in which one test accuracy is changed (heads)
+    and one sweep is missing (scaling)."""
+    _, results = built
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE, data)
+    (data / "scaling.csv").unlink()
+    heads = pd.read_csv(data / "heads.csv")
+    row = heads.index[(heads["data.task"] == "mnist") & (heads["model.n_heads"] == 8)][0]
+    heads.loc[row, "test/acc"] = 0.9125
+    heads.to_csv(data / "heads.csv", index=False)
+
+    again = build(SOURCES, data, tmp_path / "out", only=["q2_scaling", "q3_heads"], log=quiet)
+    assert all(b.error is None for b in again), [b.error for b in again]
+    before, after = answers_by_key(results), answers_by_key(again)
+    assert after["q3"]["answer"] != before["q3"]["answer"]
+    assert "91.2 %" in after["q3"]["answer"] and "91.2 %" not in before["q3"]["answer"]
+    q2 = after["q2"]
+    assert q2["answer"] == "not run yet — run `make sweep-scaling`"
+    assert q2["status"] == q2["verdict"] == "not run yet"
+    assert [c["verdict"] for c in q2["checks"]] == ["not run yet"] * 3
+    assert not (tmp_path / "out" / "FINDINGS.md").exists()  # a partial build leaves FINDINGS alone
+
+
+def test_with_no_data_every_notebook_says_which_sweep_to_run(tmp_path):
+    data = tmp_path / "empty"
+    data.mkdir()
+    results = build(SOURCES, data, tmp_path / "out", only=["claims"], log=quiet)
+    assert results[0].error is None
+    lines = [a["answer"] for a in results[0].answers]
+    assert lines == ["not run yet — run `make sweep-norm`", "not run yet — run `make sweep-ffn`",
+                     "not run yet — run `make sweep-temperature`", "not run yet — run `make bench-attention`"]
+
+
+# ------------------------------------------------------------------ the API notebooks use
+
+
+def test_table_round_trips_the_results_table():
+    df = R.table("scaling", FIXTURE)
+    assert df["model.qk_scale"].dtype == bool and df["model.d_head"].dtype.kind == "i"
+    assert "optim.lr" in df.attrs["swept_keys"] and df.attrs["name"] == "scaling"
+    assert len(R.at_best_lr(df)) == len(df) // 2  # two learning rates, one kept per variant
+    with pytest.raises(R.NotRunYet, match=r"run `make sweep-nope`"):
+        R.table("nope", FIXTURE)
+    sweep = R.sweep("pos_enc", FIXTURE)
+    curves = sweep.curves("val/acc")
+    assert set(curves["run_id"]) <= set(sweep.df["run_id"]) and curves["val/acc"].between(0, 1).all()
+    layers = sweep.per_layer("probe/init/cosine")
+    assert set(layers["layer"]) == {0, 1} and layers.groupby("run_id")["last"].sum().eq(1).all()
+    maps = sweep.attention({"data.task": "mnist", "model.pos_enc": "none", "model.causal": False})
+    assert maps.shape == (1, 4, 28, 28) and np.allclose(maps.sum(-1), 1, atol=0.1)
+
+
+def _frame(values_a, values_b, metric="test/acc"):
+    rows = [{"v": "a", "seed": i, "status": "completed", metric: x} for i, x in enumerate(values_a)]
+    rows += [{"v": "b", "seed": i, "status": "completed", metric: x} for i, x in enumerate(values_b)]
+    return pd.DataFrame(rows)
+
+
+def test_estimate_is_the_t_interval_over_seeds():
+    df = _frame([0.90, 0.92, 0.94], [0.5, 0.5, 0.5])
+    e = R.estimate(df, "test/acc", {"v": "a"})
+    assert e.n == 3 and math.isclose(e.mean, 0.92)
+    assert math.isclose(e.ci95, 4.302653 * 0.02 / math.sqrt(3), rel_tol=1e-6)
+    assert str(e) == "92.0 ± 5.0 %"
+    assert str(R.estimate(_frame([0.5], []), "test/acc", {"v": "a"})) == "50.0 %"
+
+
+def test_effects_inside_the_interval_are_no_measurable_difference():
+    close = R.compare(_frame([0.90, 0.92, 0.94], [0.89, 0.91, 0.95]), "test/acc", {"v": "a"}, {"v": "b"})
+    assert not close.measurable and str(close) == "no measurable difference, Δ = +0.3 ± 6.7 points"
+    far = R.compare(_frame([0.90, 0.92, 0.94], [0.5, 0.51, 0.52]), "test/acc", {"v": "a"}, {"v": "b"})
+    assert far.measurable and far.sign == 1 and str(far).startswith("+41.0 ± ")
+    one = R.compare(_frame([0.9], [0.5]), "test/acc", {"v": "a"}, {"v": "b"})
+    assert not one.measurable and "not measurable with one seed" in str(one)
+    anchor = R.Anchor("Someone 2020", "a beats b")
+    assert anchor.expect_greater(far).verdict == "agrees"
+    assert anchor.expect_less(far).verdict == "disagrees"
+    assert anchor.expect_greater(close).verdict == "inconclusive"
+    assert anchor.expect_same(close).verdict == "agrees"
+    assert anchor.expect_same(one).verdict == "inconclusive"
+
+
+# ------------------------------------------------------------------ export
+
+
+def test_export_is_reproducible_and_keeps_data_of_sweeps_without_runs(tmp_path, monkeypatch):
+    """A real tiny copy-task run exported twice gives the same bytes; exporting a sweep that has no
+    runs leaves its committed table alone."""
+    from ablate import config as C
+    from ablate.report.export import export
+    from ablate.train import train
+
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    overrides = ["data.task=copy", "data.n_train=64", "data.n_val=32", "data.n_test=32", "model.d_model=16",
+                 "trainer.max_epochs=1", "tracking=none", "run.group=pos_enc", "run.probe_batch=8"]
+    assert train(C.build(C.parse_overrides(overrides)), log=quiet)["status"] == "completed"
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "heads.csv").write_text("kept\n")
+    export(["pos_enc", "heads"], runs=tmp_path / "runs", data=data, sweeps=ROOT / "sweeps", log=quiet)
+    first = {p.name: p.read_bytes() for p in data.iterdir()}
+    export(["pos_enc", "heads"], runs=tmp_path / "runs", data=data, sweeps=ROOT / "sweeps", log=quiet)
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == first
+    assert (data / "heads.csv").read_text() == "kept\n"
+    assert "run_dir" not in pd.read_csv(data / "pos_enc.csv").columns
+    arrays = R.arrays("pos_enc", data)
+    run_id = R.table("pos_enc", data)["run_id"].iloc[0]
+    assert arrays[f"{run_id}/val_acc"].shape[1] == 2
+    assert arrays[f"{run_id}/final/attention"].dtype == np.uint8
+    perm = arrays[f"{run_id}/perm"]
+    assert sorted(perm.tolist()) == list(range(len(perm)))
+    assert arrays[f"{run_id}/final/attention_perm"].shape == arrays[f"{run_id}/final/attention"].shape
+    meta = json.loads((data / "meta.json").read_text())["sweeps"]["pos_enc"]
+    assert meta["runs"] == 1 and meta["status"] == {"completed": 1} and meta["machine"].startswith("cpu")
+
+
+# ------------------------------------------------------------------ ablate bench attention
+
+
+def test_bench_attention_fits_slopes_and_writes_csv(tmp_path, capsys):
+    from ablate.bench import main
+
+    path = tmp_path / "cost.csv"
+    assert main(["attention", "--lengths", "32:128", "--repeats", "1", "--steps", "1", "--warmup", "0",
+                 "--csv", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "slope explicit: time" in out and "slope fused: time" in out
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted({int(r["n"]) for r in rows}) == [32, 64, 128] and {r["path"] for r in rows} == {"fused", "explicit"}
+    explicit = {int(r["n"]): r for r in rows if r["path"] == "explicit"}
+    assert all(math.isfinite(float(r["time_slope"])) and float(r["mem_slope"]) > 1 for r in explicit.values())
+    assert rows[0]["mem_kind"] == "saved_for_backward" and int(rows[0]["fit_from_n"]) == 64
+    # the explicit path saves the (B, H, n, n) weights: at least 4 * n^2 * 4 bytes at n = 128
+    assert float(explicit[128]["mem_mb"]) * 2**20 >= 4 * 128 * 128 * 4
+
+
+# ------------------------------------------------------------------ CLI and layering
+
+
+def test_cli_lists_report_and_rejects_an_unknown_notebook(capsys):
+    from ablate.cli import main
+
+    assert main(["--help"]) == 0 and "report [export|build|all]" in capsys.readouterr().out
+    assert main(["report", "build", "--data", str(FIXTURE), "--only", "q9_nope"]) == 2
+    assert "no notebook q9_nope" in capsys.readouterr().err
+
+
+def test_notebook_api_imports_no_training_code():
+    """reports/ reads the results table: ablate.report pulls in no Lightning, W&B, data or tasks."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from ablate import report as R; R.sweep('scaling', sys.argv[1]); "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('pytorch_lightning', 'lightning', 'wandb') "
+            "or m.startswith(('ablate.tasks', 'ablate.train', 'ablate.data', 'ablate.probing'))]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code, str(FIXTURE)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,454 @@
+"""`ablate sweep`: reading and expanding W&B sweep files, bad input (exit 2, one line, nothing
+written), and running them: parallel forked workers, divergence, failures, skipping finished runs,
+and exactly-once after the runner is killed with SIGKILL in the middle of a sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ablate import cli
+from ablate import config as C
+from ablate.budgets import BUDGETS, SMOKE_SEEDS
+from ablate.rundir import read_summary
+from ablate.sweep import runner, spec
+from ablate.sweep.spec import SweepError
+
+REPO = Path(__file__).resolve().parents[1]
+SWEEP_FILES = sorted((REPO / "sweeps").glob("*.yaml"))
+HEADER = {"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"]}
+# A copy task small enough that a run trains in well under a second once the worker is forked.
+TINY = {
+    "data.task": {"value": "copy"}, "data.vocab": {"value": 6}, "data.length": {"value": 4},
+    "data.n_train": {"value": 128}, "data.n_val": {"value": 32}, "data.n_test": {"value": 32},
+    "data.batch_size": {"value": 32}, "model.d_model": {"value": 16}, "model.n_heads": {"value": 2},
+    "model.n_layers": {"value": 1}, "trainer.max_epochs": {"value": 1}, "run.probes": {"value": False},
+    "tracking": {"value": "none"},
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def forkserver():
+    """One forkserver for the whole module (an `ablate sweep` command stops the one it starts)."""
+    from ablate.sweep import worker
+
+    worker.forkserver()
+    yield
+    worker.stop_forkserver()
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    from ablate.data import mnist
+
+    monkeypatch.setattr(mnist, "network_available", lambda timeout=3.0: False)  # never download
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.chdir(tmp_path)
+
+
+def write(tmp_path: Path, name: str, parameters: dict, **top) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({**HEADER, "method": "grid", **top, "parameters": parameters}, sort_keys=False))
+    return path
+
+
+def statuses(tmp_path: Path, name: str) -> dict[str, dict]:
+    return {d.name: read_summary(d) for d in sorted((tmp_path / "runs" / name).iterdir()) if d.is_dir()}
+
+
+# -- reading and expanding ---------------------------------------------------------------------
+
+def test_grid_is_the_product_of_values_in_file_order(tmp_path):
+    path = write(tmp_path, "g", {"model.n_heads": {"values": [1, 2]}, "optim.lr": {"value": 0.01},
+                                 "model.norm": {"values": ["pre", "post", "none"]}, "seed": {"values": [0, 1]}})
+    sweep = spec.load(str(path))
+    assert sweep.name == "g" and sweep.method == "grid" and len(sweep.runs) == 2 * 3 * 2
+    assert [(r.params["model.n_heads"], r.params["model.norm"], r.params["seed"]) for r in sweep.runs][:4] == [
+        (1, "pre", 0), (1, "pre", 1), (1, "post", 0), (1, "post", 1)]
+    assert sweep.varying == ["model.n_heads", "model.norm", "seed"]
+    first = sweep.runs[0].cfg
+    assert first.model.n_heads == 1 and first.optim.lr == 0.01 and first.run.group == "g"
+    assert first.trainer.threads == 1 and first.run.dir is None
+    ids = [r.run_id for r in sweep.runs]
+    assert len(set(ids)) == len(ids)
+    # the id is the one `ablate train` gives the same keys: threads and group do not change it
+    assert ids[0] == C.run_id(C.build({"model.n_heads": "1", "optim.lr": "0.01", "model.norm": "pre", "seed": "0"}))
+    assert spec.load(str(path), threads=2).runs[0].cfg.trainer.threads == 2
+    assert [r.run_id for r in spec.load(str(path), threads=2).runs] == ids
+
+
+def test_random_draws_run_cap_distinct_configs_reproducibly(tmp_path):
+    params = {"optim.lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1},
+              "model.n_layers": {"min": 1, "max": 4},  # W&B infers int_uniform
+              "model.dropout": {"distribution": "uniform", "min": 0.0, "max": 0.5},
+              "model.norm": {"values": ["pre", "post"], "probabilities": [0.8, 0.2]},
+              "model.temperature": {"distribution": "q_uniform", "min": 0.5, "max": 2.0, "q": 0.5},
+              "seed": {"value": 3}}
+    path = write(tmp_path, "r", params, method="random", run_cap=12)
+    a, b, other = spec.load(str(path)), spec.load(str(path)), spec.load(str(path), seed=1)
+    assert cli.main(["sweep", str(path), "--dry-run", "--sweep-seed", "0"]) == 0
+    assert len(a.runs) == 12 and [r.run_id for r in a.runs] == [r.run_id for r in b.runs]
+    assert [r.run_id for r in a.runs] != [r.run_id for r in other.runs]
+    for run in a.runs:
+        cfg = run.cfg
+        assert 1e-4 <= cfg.optim.lr <= 1e-1 and cfg.model.n_layers in (1, 2, 3, 4)
+        assert 0.0 <= cfg.model.dropout <= 0.5 and cfg.model.temperature in (0.5, 1.0, 1.5, 2.0)
+        assert cfg.model.norm in ("pre", "post") and cfg.seed == 3
+    # a space smaller than run_cap gives each configuration once
+    small = write(tmp_path, "small", {"model.norm": {"values": ["pre", "post"]}}, method="random", run_cap=10)
+    assert sorted(r.cfg.model.norm for r in spec.load(str(small)).runs) == ["post", "pre"]
+
+
+def test_budget_option_overrides_the_file_and_smoke_keeps_seed_0(tmp_path):
+    path = write(tmp_path, "b", {"budget": {"value": "quick"}, "data.task": {"value": "copy"},
+                                 "model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1, 2]}})
+    quick = spec.load(str(path))
+    assert len(quick.runs) == 6 and {r.cfg.budget for r in quick.runs} == {"quick"}
+    assert quick.runs[0].cfg.trainer.max_epochs == BUDGETS["quick"]["copy"]["trainer.max_epochs"]
+    smoke = spec.load(str(path), budget="smoke")
+    assert [(r.params["model.n_heads"], r.cfg.seed) for r in smoke.runs] == [(1, s) for s in SMOKE_SEEDS] + [
+        (2, s) for s in SMOKE_SEEDS]
+    assert smoke.runs[0].cfg.trainer.max_epochs == BUDGETS["smoke"]["copy"]["trainer.max_epochs"]
+    assert smoke.runs[0].params["budget"] == "smoke"
+    assert len(spec.load(str(path), budget="none").runs) == 6
+
+
+@pytest.mark.parametrize("budget", [None, "smoke", "quick", "full", "none"])
+@pytest.mark.parametrize("path", SWEEP_FILES, ids=[p.stem for p in SWEEP_FILES])
+def test_every_sweep_file_expands_and_every_config_builds(path, budget):
+    raw = yaml.safe_load(path.read_text())
+    assert set(raw) <= set(spec.TOP_LEVEL_KEYS) and raw["command"] == HEADER["command"]
+    assert all(set(p) <= set(spec.PARAMETER_KEYS) for p in raw["parameters"].values())
+    assert set(raw["parameters"]) <= set(C.all_keys())
+    sweep = spec.load(str(path), budget=budget)  # builds every expanded config
+    assert {r.cfg.run.group for r in sweep.runs} == {path.stem}
+    seeds = {r.cfg.seed for r in sweep.runs}
+    n_seeds = len(raw["parameters"]["seed"]["values"])
+    if (budget or raw["parameters"]["budget"]["value"]) == "smoke":
+        assert seeds <= set(SMOKE_SEEDS)
+    else:
+        assert len(seeds) == n_seeds
+    if budget is not None:  # a budget changes epochs and sizes only (and the seeds, for smoke)
+        base = spec.load(str(path), budget="none")
+        keys = {k for task in BUDGETS[budget].values() for k in task} | {"budget", "seed"}
+        by_variant = {r.label([k for k in base.varying if k != "seed"]): C.flat(r.cfg) for r in base.runs}
+        for run in sweep.runs:
+            before = by_variant[run.label([k for k in sweep.varying if k not in ("seed", "budget")])]
+            changed = {k for k, v in C.flat(run.cfg).items() if before[k] != v}
+            assert changed <= keys, changed - keys
+
+
+BAD = {
+    "yaml": ("program: ablate\nmethod: grid\nparameters:\n  seed: {values: [0, 1}\n", "line 4"),
+    "top-level key": ({**HEADER, "method": "grid", "budget": "smoke", "parameters": {"seed": {"value": 0}}},
+                      "unknown top-level key 'budget'"),
+    "parameter key": ({**HEADER, "method": "grid", "parameters": {"seed": {"values": [0], "default": 0}}},
+                      "unknown key 'default'"),
+    "ablate key": ({**HEADER, "method": "grid", "parameters": {"model.n_head": {"values": [1, 2]}}},
+                   "did you mean model.n_heads?"),
+    "empty grid": ({**HEADER, "method": "grid", "parameters": {"model.n_heads": {"values": []}}}, "values is empty"),
+    "impossible": ({**HEADER, "method": "grid", "parameters": {"model.d_model": {"value": 64},
+                                                                "model.n_heads": {"values": [4, 3]}}},
+                   "run 2 (model.d_model=64 model.n_heads=3"),
+    "bad value": ({**HEADER, "method": "grid", "parameters": {"model.norm": {"values": ["pre", "side"]}}},
+                  "model.norm"),
+    "bayes": ({**HEADER, "method": "bayes", "parameters": {"seed": {"values": [0, 1]}}}, "wandb agent"),
+    "random without run_cap": ({**HEADER, "method": "random", "parameters": {"seed": {"values": [0, 1]}}},
+                               "run_cap"),
+    "run.dir": ({**HEADER, "method": "grid", "parameters": {"run.dir": {"value": "/tmp/x"}}}, "cannot be swept"),
+    "other group": ({**HEADER, "method": "grid", "parameters": {"run.group": {"value": "other"}}}, "sweep name"),
+    "not a mapping": ({**HEADER, "method": "grid", "parameters": {"seed": 3}}, "{value: 3}"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_sweep_file_exits_2_with_one_line_before_any_run(case, tmp_path, capsys):
+    content, expected = BAD[case]
+    path = tmp_path / "bad.yaml"
+    path.write_text(content if isinstance(content, str) else yaml.safe_dump(content))
+    assert cli.main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ablate: ") and "\n" not in err and "; " in err, err
+    assert expected in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["sweep", "nonexistent"], "no sweep file 'nonexistent'"),
+    (["sweep", "FILE", "--budget", "huge"], "invalid choice: 'huge'"),
+    (["sweep", "FILE", "--max-runs", "0"], "--max-runs=0"),
+    (["sweep", "FILE", "--gpus", "2"], "unrecognized arguments: --gpus 2"),
+    (["sweep", "FILE", "--workers", "0"], "--workers=0"),
+    (["sweep", "FILE", "--threads", "0"], "--threads=0"),
+])
+def test_bad_options_exit_2_with_one_line(argv, expected, tmp_path, capsys):
+    path = write(tmp_path, "ok", TINY)
+    assert cli.main([str(path) if a == "FILE" else a for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ablate: ") and "\n" not in err and expected in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_bare_name_finds_the_repository_sweep_and_dry_run_writes_nothing(capsys):
+    assert cli.main(["sweep", "scaling", "--budget", "smoke", "--dry-run"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 33 and out[-1].startswith("32 runs in")
+    assert all(line.split()[1] == "new" and "budget=smoke" in line for line in out[:-1])
+    assert not Path("runs").exists()
+
+
+def test_gpu_slots_are_disjoint_and_cpu_machines_ignore_them():
+    assert runner.gpu_slots(["0", "1", "2", "3", "4", "5", "6", "7"], 2) == ["0,1", "2,3", "4,5", "6,7"]
+    assert runner.gpu_slots(["3", "5", "7"], 1) == ["3", "5", "7"]
+    assert runner.gpu_slots(["0", "1", "2"], 2) == ["0,1"]  # the odd one out stays idle
+    with pytest.raises(SweepError, match="only 2 GPUs"):
+        runner.gpu_slots(["0", "1"], 4)
+    assert runner.plan(None, 1, None, ["0", "1", "2", "3"]) == runner.Plan(4, ["0", "1", "2", "3"])
+    assert runner.plan(None, 1, 2, ["0", "1", "2", "3"]) == runner.Plan(2, ["0,1", "2,3"])
+    assert runner.plan(1, 1, 2, ["0", "1", "2", "3"]) == runner.Plan(1, ["0,1"])
+    with pytest.raises(SweepError, match="--workers 2 or fewer"):
+        runner.plan(3, 1, 2, ["0", "1", "2", "3"])
+    cpu = runner.plan(None, 1, 4, [])  # --gpus-per-run accepted and ignored without GPUs
+    assert cpu.workers == runner.cpu_count() and cpu.slots == [None] * cpu.workers
+    assert runner.plan(None, 2, None, []).workers == max(1, runner.cpu_count() // 2)
+    assert runner._env(1, "2,3")["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert runner.default_threads(None, [], None) == 1  # one run per core, one thread each
+    assert runner.default_threads(1, [], None) == runner.cpu_count()
+    assert runner.default_threads(None, ["0", "1"], 1) == max(1, runner.cpu_count() // 2)
+
+
+def test_runs_asking_for_more_devices_than_a_slot_are_rejected(tmp_path):
+    path = write(tmp_path, "ddp", {**TINY, "trainer.devices": {"value": 2}})
+    sweep = spec.load(str(path))
+    with pytest.raises(SweepError, match="--gpus-per-run 2"):
+        runner.Runner(sweep, gpus_per_run=1, gpus=["0", "1"])
+    assert runner.Runner(sweep, gpus_per_run=2, gpus=["0", "1"]).plan == runner.Plan(1, ["0,1"])
+
+
+# -- running -----------------------------------------------------------------------------------
+
+def test_divergence_is_recorded_the_sweep_exits_0_and_a_second_call_reruns_nothing(tmp_path, capsys):
+    path = write(tmp_path, "div", {**TINY, "model.norm": {"value": "none"}, "optim.lr": {"values": [1e-3, 1e12]}})
+    assert cli.main(["sweep", str(path), "--workers", "2"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert result == {**result, "runs": 2, "completed": 1, "diverged": 1, "failed": 0, "run_now": 2}
+    runs = statuses(tmp_path, "div")
+    assert sorted(s["status"] for s in runs.values()) == ["completed", "diverged"]
+    assert "1 diverged" in captured.err and "start-up of a run: process" in captured.err
+    for name, s in runs.items():
+        assert (tmp_path / "runs" / "div" / name / "train.log").exists() and s["group"] == "div"
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
+    started = time.monotonic()
+    assert cli.main(["sweep", str(path)]) == 0
+    assert time.monotonic() - started < 5  # nothing trained
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["skipped"] == 2 and result["run_now"] == 0 and result["diverged"] == 1
+    assert mtimes == {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
+
+
+def test_a_crashing_run_is_failed_with_its_error_the_others_go_on_and_a_rerun_retries_it(tmp_path, capsys):
+    # trainer.strategy is Lightning's open set of names: only the Trainer rejects a bad one, at run time
+    path = write(tmp_path, "crash", {**TINY, "trainer.strategy": {"values": ["auto", "no_such_strategy"]}})
+    assert cli.main(["sweep", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "ablate: 1 of 2 runs failed" in err and "no_such_strategy" in err
+    runs = statuses(tmp_path, "crash")
+    failed = [s for s in runs.values() if s["status"] == "failed"]
+    assert len(failed) == 1 and "invalid strategy name" in failed[0]["error"].strip().splitlines()[-1]
+    assert [s["status"] for s in runs.values()].count("completed") == 1
+    assert cli.main(["sweep", str(path)]) == 1  # the failed run is tried again, the completed one is not
+    again = statuses(tmp_path, "crash")
+    assert [s["attempts"] for s in again.values() if s["status"] == "failed"] == [2]
+    assert [s for s in again.values() if s["status"] == "completed"] == [
+        s for s in runs.values() if s["status"] == "completed"]
+
+
+def test_a_run_whose_data_cannot_be_read_is_recorded_failed(tmp_path, monkeypatch, capsys):
+    """Data is read in the worker, before training and before train() writes anything: the worker
+    records the failure itself (config.yaml included, so the run directory says what it was)."""
+    path = write(tmp_path, "early", {"tracking": {"value": "none"}, "run.probes": {"value": False}})
+    raw = tmp_path / "broken" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte"):
+        (raw / name).write_bytes(b"")  # present, so nothing is downloaded, but unreadable
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "broken"))
+    assert cli.main(["sweep", str(path)]) == 1
+    assert "1 of 1 runs failed" in capsys.readouterr().err
+    (summary,) = statuses(tmp_path, "early").values()
+    assert summary["status"] == "failed" and summary["error"].strip()
+    assert summary["run_id"] and summary["group"] == "early"
+    assert (Path(summary["run_dir"]) / "config.yaml").exists()
+
+
+def test_missing_data_is_bad_input_found_before_any_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "nowhere"))  # and no network (see isolated)
+    path = write(tmp_path, "nodata", {"data.task": {"values": ["copy", "mnist"]}, "tracking": {"value": "none"}})
+    assert cli.main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ablate: data.task=mnist: MNIST not found") and "\n" not in err
+    assert "ABLATE_DATA_DIR" in err and not (tmp_path / "runs").exists()
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie (a container's init may never reap them)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _sweep_process(path: Path, tmp_path: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "ABLATE_RUNS_DIR": str(tmp_path / "runs")}
+    return subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; PR_SET_PDEATHSIG is Linux's")
+def test_sigkill_mid_sweep_then_the_same_command_finishes_each_run_exactly_once(tmp_path, capsys):
+    # three short runs, then three long ones that save last.ckpt every 8 steps
+    params = {**TINY, "data.n_train": {"value": 1024}, "trainer.max_epochs": {"values": [1, 5]},
+              "trainer.ckpt_every_n_steps": {"value": 8}, "seed": {"values": [0, 1, 2]}}
+    path = write(tmp_path, "kill", params)
+    long = {r.run_id for r in spec.load(str(path)).runs if r.cfg.trainer.max_epochs == 5}
+    root = tmp_path / "runs" / "kill"
+    proc = _sweep_process(path, tmp_path, "--workers", "2")
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:  # kill when a run is done and a long one is mid-way, checkpointed
+        runs = statuses(tmp_path, "kill") if root.exists() else {}
+        done = [n for n, s in runs.items() if s and s["status"] == "completed"]
+        midway = [n for n in long & set(runs) if runs[n] and runs[n]["status"] == "running"
+                  and (root / n / "last.ckpt").exists()]
+        if done and midway:
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    else:
+        pytest.fail("the sweep never had a finished and a checkpointed running run at once")
+    family = _descendants(proc.pid)
+    proc.kill()
+    proc.communicate()
+    before = {n: ((root / n / "summary.json").stat().st_mtime_ns, (root / n / "summary.json").read_text())
+              for n, s in statuses(tmp_path, "kill").items() if s and s["status"] == "completed"}
+    interrupted = {n for n, s in statuses(tmp_path, "kill").items() if s and s["status"] == "running"}
+    assert family and interrupted and before
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in family) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in family if _alive(p)], "worker processes outlived the runner"
+
+    assert cli.main(["sweep", str(path)]) == 0  # the same command again (in this process: faster)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["completed"] == 6 and result["skipped"] == len(before)
+    runs = statuses(tmp_path, "kill")
+    assert len(runs) == 6 and {s["status"] for s in runs.values()} == {"completed"}
+    for name, (mtime, text) in before.items():  # completed before the kill: untouched
+        assert (root / name / "summary.json").stat().st_mtime_ns == mtime
+        assert (root / name / "summary.json").read_text() == text
+    for name in interrupted:  # resumed, not restarted: a second attempt, and its log says so
+        assert runs[name]["attempts"] == 2
+    assert any("resuming" in (root / n / "train.log").read_text() for n in midway)
+    for name in set(runs) - set(before) - interrupted:
+        assert runs[name]["attempts"] == 1
+    configs = [yaml.safe_load((root / n / "config.yaml").read_text()) for n in runs]
+    assert sorted((c["trainer"]["max_epochs"], c["seed"]) for c in configs) == [(e, s) for e in (1, 5) for s in range(3)]
+
+
+def test_a_worker_killed_by_a_signal_is_recorded_failed(tmp_path, capsys):
+    path = write(tmp_path, "oom", {**TINY, "data.n_train": {"value": 4096}, "trainer.max_epochs": {"value": 50}})
+    codes: list[int] = []
+    sweep = threading.Thread(target=lambda: codes.append(cli.main(["sweep", str(path)])))
+    sweep.start()
+    deadline = time.monotonic() + 60
+    lock = None
+    while lock is None and time.monotonic() < deadline and sweep.is_alive():
+        locks = list((tmp_path / "runs" / "oom").glob("*/.lock")) if (tmp_path / "runs").exists() else []
+        lock = locks[0] if locks and locks[0].read_text().strip() else None
+        time.sleep(0.05)
+    assert lock is not None, capsys.readouterr().err
+    os.kill(int(lock.read_text()), signal.SIGKILL)  # what the OOM killer does
+    sweep.join(60)
+    assert codes == [1]
+    summary = read_summary(lock.parent)
+    assert summary["status"] == "failed" and "killed by SIGKILL" in summary["error"]
+    assert "1 of 1 runs failed" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_the_workers_and_leaves_the_run_to_resume(tmp_path, capsys):
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
+    path = write(tmp_path, "intr", {**TINY, "data.n_train": {"value": 2048}, "trainer.max_epochs": {"value": 20},
+                                    "trainer.ckpt_every_n_steps": {"value": 4}})
+    root = tmp_path / "runs" / "intr"
+
+    returned = threading.Event()
+
+    def press_ctrl_c():  # once the run is under way (it has a checkpoint)
+        while not list(root.glob("*/last.ckpt")) and not returned.wait(0.05):
+            pass
+        if not returned.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    try:
+        assert cli.main(["sweep", str(path)]) == 130
+    finally:
+        returned.set()
+        signal.signal(signal.SIGINT, previous)
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "run the same command again" in err
+    (name,) = statuses(tmp_path, "intr")
+    pid = int((root / name / ".lock").read_text())
+    assert not _alive(pid) and read_summary(root / name)["status"] == "running"
+
+
+@pytest.mark.slow
+def test_a_multi_device_run_starts_as_its_own_command_and_trains_with_ddp(tmp_path, capsys):
+    path = write(tmp_path, "ddp", {**TINY, "data.n_train": {"value": 256}, "trainer.accelerator": {"value": "cpu"},
+                                   "trainer.devices": {"value": 2}, "trainer.strategy": {"value": "ddp"}})
+    (run,) = spec.load(str(path)).runs
+    assert not runner.forked(run) and runner.worker_command(run)[1:3] == ["-m", "ablate.sweep.worker"]
+    assert cli.main(["sweep", str(path)]) == 0
+    summary = read_summary(tmp_path / "runs" / "ddp" / run.run_id)
+    assert summary["status"] == "completed" and summary["global_step"] == 256 // 32 // 2
+
+
+def test_runs_log_to_wandb_with_the_sweep_as_group_and_the_flat_config(tmp_path, capsys):
+    path = write(tmp_path, "wb", {**TINY, "tracking": {"value": "wandb"}})
+    assert cli.main(["sweep", str(path)]) == 0
+    (name,) = statuses(tmp_path, "wb")
+    offline = list((tmp_path / "runs" / "wb" / name / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1 and offline[0].name.endswith(name)
+    assert "'group': 'wb'" in (offline[0] / "logs" / "debug.log").read_text()
+    record = next(offline[0].glob("run-*.wandb")).read_bytes()
+    assert b"model.d_model" in record and b'"wb"' in record
