@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ class ProbeRecorder(pl.Callback):
         self.batch, self.permutation, self.every = batch, permutation, every
         self.scalars: dict[str, float] = {}
         self.arrays: dict[str, np.ndarray] = {}
+        self.seconds = 0.0  # spent probing (summary.json: probe_time_s)
 
     # state survives resume, so init probes are those of the real initialisation
     def state_dict(self) -> dict[str, Any]:
@@ -77,6 +79,13 @@ class ProbeRecorder(pl.Callback):
             self.arrays = {}
 
     def _measure(self, model, point: str, trainer: pl.Trainer | None, **kw) -> dict[str, float]:
+        started = time.perf_counter()
+        try:
+            return self._measure_now(model, point, trainer, **kw)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _measure_now(self, model, point: str, trainer: pl.Trainer | None, **kw) -> dict[str, float]:
         device = next(model.parameters()).device
         batch = tuple(t.to(device) for t in self.batch)
         scalars, arrays = run_probes(model, batch, permutation=self.permutation, **kw)
@@ -136,8 +145,10 @@ class ProbeRecorder(pl.Callback):
             kw = {"expensive": True, "val_loader": batches}
         named = self._measure(model, "final", trainer, **kw)
         if expensive and datamodule.kind == "classify":
+            started = time.perf_counter()
             test = datamodule.test_dataloader()
             order = order_sensitivity(model, test, self.permutation)
+            self.seconds += time.perf_counter() - started
             extra = {f"probe/final/test_{k}": v for k, v in order.items()}
             self.scalars.update(extra)
             self._write()

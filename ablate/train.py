@@ -205,6 +205,7 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
         summary["global_step"] = trainer.global_step
         if recorder is not None:
             summary["probes"] = recorder.scalars
+            summary["probe_time_s"] = previous.get("probe_time_s", 0.0) + recorder.seconds
         for logger in loggers:
             logger.finalize("success")
         if cfg.tracking == "wandb" and trainer.is_global_zero:

@@ -31,6 +31,7 @@ def test_probe_scalars_and_arrays_are_written_under_stable_names(tmp_path):
     d = tmp_path / "r"
     scalars = json.loads((d / "probes.json").read_text())
     assert scalars == s["probes"]
+    assert 0 < s["probe_time_s"] < s["wall_time_s"]
     for point in ("init", "final"):
         for name in ("entropy_l0", "entropy_l1", "logit_std_l0", "grad_ratio", "cosine_l1", "erank_l0",
                      "resid_norm_l0_attn", "share_ffn", "equiv_error"):
