@@ -44,6 +44,23 @@ class EncoderTask(pl.LightningModule):
     def forward(self, x: torch.Tensor, return_attention: bool = False):
         return self.model(x, return_attention)
 
+    def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = self.loss(self.model(x), y)
+        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
+        return loss
+
+    def on_validation_epoch_end(self):
+        """val/acc of the epoch and the best so far (subclasses own `val_acc` and `val_acc_best`)."""
+        acc = self.val_acc.compute()
+        self.val_acc.reset()
+        self.val_acc_best.update(acc)
+        self.log("val/acc", acc, prog_bar=True, sync_dist=True)  # already synced by torchmetrics
+        self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
+
     def configure_optimizers(self):
         o = self.cfg.optim
         optimizer = OPTIMIZERS[o.name](self.parameters(), lr=o.lr, weight_decay=o.weight_decay)

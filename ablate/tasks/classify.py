@@ -35,24 +35,14 @@ class ClassifyRows(EncoderTask):
     def build_model(self, cfg: Config, in_features: int, n_classes: int) -> SequenceClassifier:
         return SequenceClassifier(cfg.model, in_features, n_classes, cfg.pooling)
 
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = F.cross_entropy(self.model(x), y)
-        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
-        return loss
+    def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits, y)
 
     def validation_step(self, batch, batch_idx):
         x, y = batch
         logits = self.model(x)
-        self.log("val/loss", F.cross_entropy(logits, y), on_epoch=True, sync_dist=True)
+        self.log("val/loss", self.loss(logits, y), on_epoch=True, sync_dist=True)
         self.val_acc.update(logits, y)
-
-    def on_validation_epoch_end(self):
-        acc = self.val_acc.compute()
-        self.val_acc.reset()
-        self.val_acc_best.update(acc)
-        self.log("val/acc", acc, prog_bar=True, sync_dist=True)  # already synced by torchmetrics
-        self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
 
     def test_step(self, batch, batch_idx):
         x, y = batch

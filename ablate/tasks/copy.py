@@ -30,7 +30,7 @@ class CopyTokens(EncoderTask):
     def build_model(self, cfg: Config, n_tokens: int, n_out: int) -> TokenModel:
         return TokenModel(cfg.model, n_tokens, n_out)
 
-    def _loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.reshape(-1, self.n_out), y.reshape(-1), ignore_index=IGNORE)
 
     @staticmethod
@@ -39,26 +39,16 @@ class CopyTokens(EncoderTask):
         wrong = (logits.argmax(-1) != y) & (y != IGNORE)
         return (~wrong.any(dim=1)).float()
 
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = self._loss(self.model(x), y)
-        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
-        return loss
-
     def validation_step(self, batch, batch_idx):
         x, y = batch
         logits = self.model(x)
-        self.log("val/loss", self._loss(logits, y), on_epoch=True, sync_dist=True)
+        self.log("val/loss", self.loss(logits, y), on_epoch=True, sync_dist=True)
         self.val_acc.update(logits.reshape(-1, self.n_out), y.reshape(-1))
         self.val_seq_acc.update(self.sequence_correct(logits, y))
 
     def on_validation_epoch_end(self):
-        acc = self.val_acc.compute()
-        self.val_acc.reset()
-        self.val_acc_best.update(acc)
-        self.log("val/acc", acc, prog_bar=True, sync_dist=True)  # already synced by torchmetrics
+        super().on_validation_epoch_end()
         self.log("val/seq_acc", self.val_seq_acc)
-        self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
 
     def test_step(self, batch, batch_idx):
         x, y = batch
