@@ -140,17 +140,19 @@ class ProbeRecorder(pl.Callback):
         kw: dict[str, Any] = {}
         if expensive:
             x, y = datamodule.val_set.tensors()
-            x, y = x[:EXPENSIVE_EXAMPLES], y[:EXPENSIVE_EXAMPLES]
-            batches = [(x[i : i + 256], y[i : i + 256]) for i in range(0, len(x), 256)]
-            kw = {"expensive": True, "val_loader": batches}
+            kw = {"expensive": True, "val_loader": _chunks(x[:EXPENSIVE_EXAMPLES], y[:EXPENSIVE_EXAMPLES], 512)}
         named = self._measure(model, "final", trainer, **kw)
         if expensive and datamodule.kind == "classify":
             started = time.perf_counter()
-            test = datamodule.test_dataloader()
-            order = order_sensitivity(model, test, self.permutation)
+            order = order_sensitivity(model, _chunks(*datamodule.test_set.tensors(), 1000), self.permutation)
             self.seconds += time.perf_counter() - started
             extra = {f"probe/final/test_{k}": v for k, v in order.items()}
             self.scalars.update(extra)
             self._write()
             named.update(extra)
         return named
+
+
+def _chunks(x: torch.Tensor, y: torch.Tensor, size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A whole split as a list of large batches: evaluation without DataLoader overhead."""
+    return [(x[i : i + size], y[i : i + size]) for i in range(0, len(x), size)]
