@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -72,3 +73,17 @@ def loader(dataset: InMemory, batch_size: int, shuffle: bool) -> DataLoader:
     return DataLoader(
         dataset, batch_size=batch_size, shuffle=shuffle, num_workers=0, collate_fn=keep_batch
     )
+
+
+class InMemoryDataModule(pl.LightningDataModule):
+    """Loaders over the `train_set`, `val_set` and `test_set` that a subclass's `setup` builds;
+    only training data is shuffled."""
+
+    def train_dataloader(self) -> DataLoader:
+        return loader(self.train_set, self.cfg.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return loader(self.val_set, self.cfg.batch_size, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return loader(self.test_set, self.cfg.batch_size, shuffle=False)

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import hashlib
 
-import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
 
 from ..config import ConfigError, DataConfig
-from .common import InMemory, loader
+from .common import InMemory, InMemoryDataModule
 
 IGNORE = -100  # F.cross_entropy's default ignore_index
 
@@ -41,7 +39,7 @@ def copy_sequences(
     return x, y
 
 
-class CopyTask(pl.LightningDataModule):
+class CopyTask(InMemoryDataModule):
     """Batches: x int64 (B, 2L+1) token ids, y int64 (B, 2L+1). Train and validation at data.length,
     test at data.test_length (or data.length): length generalisation when they differ."""
 
@@ -75,12 +73,3 @@ class CopyTask(pl.LightningDataModule):
         self.train_set = train
         self.val_set = self._make("val", cfg.n_val, cfg.length)
         self.test_set = self._make("test", cfg.n_test, cfg.eval_length)
-
-    def train_dataloader(self) -> DataLoader:
-        return loader(self.train_set, self.cfg.batch_size, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return loader(self.val_set, self.cfg.batch_size, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return loader(self.test_set, self.cfg.batch_size, shuffle=False)

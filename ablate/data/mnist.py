@@ -13,12 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
 
 from ..config import ConfigError, DataConfig
-from .common import DataError, InMemory, data_dir, loader
+from .common import DataError, InMemory, InMemoryDataModule, data_dir
 
 MEAN, STD = 0.1307, 0.3081  # of the 60k training pixels, scaled to [0, 1]
 ROWS = 28
@@ -93,7 +91,7 @@ def split_indices(n: int, val_size: int, seed: int) -> tuple[torch.Tensor, torch
     return order[val_size:], order[:val_size]
 
 
-class MnistRows(pl.LightningDataModule):
+class MnistRows(InMemoryDataModule):
     """MNIST as 28 steps of 28 pixels. Batches: x float32 (B, 28, 28), y int64 (B,).
 
     Train and validation follow one distribution (both row-permuted for permute=train|both);
@@ -151,12 +149,3 @@ class MnistRows(pl.LightningDataModule):
         self.train_set = InMemory(images, labels, train_idx, train_perm)
         self.val_set = InMemory(images, labels, val_idx, train_perm)
         self.test_set = InMemory(images, labels, test_idx, test_perm)
-
-    def train_dataloader(self) -> DataLoader:
-        return loader(self.train_set, self.cfg.batch_size, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return loader(self.val_set, self.cfg.batch_size, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return loader(self.test_set, self.cfg.batch_size, shuffle=False)
