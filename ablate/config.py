@@ -271,7 +271,8 @@ def with_budget(overrides: dict[str, Any], base: Config) -> dict[str, Any]:
         return overrides
     budget = convert("budget", overrides["budget"], _hints(Config)["budget"])
     task = convert("data.task", overrides.get("data.task", base.data.task), _hints(DataConfig)["task"])
-    return {**profile(budget, task), **overrides}
+    group = overrides.get("run.group", base.run.group)
+    return {**profile(budget, task, None if group is None else str(group)), **overrides}
 
 
 def build(overrides: dict[str, Any] | None = None, base: Config | None = None) -> Config:
