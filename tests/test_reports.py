@@ -22,6 +22,7 @@ from ablate.report.build import NOTEBOOKS, build, figure_prefix
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "reports"
 FIXTURE = Path(__file__).parent / "data" / "reports"
+COMMITTED = ROOT / "reports" / "data"  # the evidence behind reports/FINDINGS.md
 SWEEPS = ("pos_enc", "scaling", "heads", "residual", "norm", "ffn", "temperature")
 
 pytestmark = pytest.mark.slow  # starts Jupyter kernels
@@ -32,9 +33,21 @@ def quiet(_message: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def fixture_build(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    return out, build(SOURCES, FIXTURE, out, log=quiet)
+    return out, build(SOURCES, FIXTURE, out, log=quiet), FIXTURE
+
+
+@pytest.fixture(scope="module")
+def committed_build(tmp_path_factory):
+    out = tmp_path_factory.mktemp("committed")
+    return out, build(SOURCES, COMMITTED, out, log=quiet), COMMITTED
+
+
+@pytest.fixture(params=["fixture", "committed"])
+def built(request):
+    """The report built on the smoke fixture, and on the committed quick-budget data (reports/data)."""
+    return request.getfixturevalue(f"{request.param}_build")
 
 
 def answers_by_key(results) -> dict[str, dict]:
@@ -55,7 +68,7 @@ def test_fixture_is_small_and_complete():
 
 
 def test_every_notebook_executes_and_answers(built):
-    out, results = built
+    out, results, _ = built
     assert [b.name for b in results] == list(NOTEBOOKS)
     for b in results:
         assert b.error is None, f"{b.name}: {b.error}"
@@ -69,7 +82,7 @@ def test_every_notebook_executes_and_answers(built):
 
 
 def test_html_is_self_contained_and_index_lists_every_answer(built):
-    out, results = built
+    out, results, _ = built
     for b in results:
         page = b.html.read_text()
         assert "data:image/png;base64," in page  # figures inline
@@ -86,7 +99,7 @@ def test_html_is_self_contained_and_index_lists_every_answer(built):
 
 
 def test_figures_are_png_without_build_metadata(built):
-    out, results = built
+    out, results, _ = built
     figures = out / "figures"
     for b in results:
         pngs = sorted(figures.glob(f"{figure_prefix(b.name)}*.png"))
@@ -99,9 +112,9 @@ def test_figures_are_png_without_build_metadata(built):
 
 
 def test_findings_lists_every_answer_and_the_data_provenance(built):
-    out, results = built
+    out, results, data = built
     findings = (out / "FINDINGS.md").read_text()
-    meta = json.loads((FIXTURE / "meta.json").read_text())["sweeps"]
+    meta = json.loads((data / "meta.json").read_text())["sweeps"]
     for a in (a for b in results for a in b.answers):
         assert f"## {a['title']}" in findings and a["answer"] in findings
         if a.get("figure"):
@@ -112,20 +125,48 @@ def test_findings_lists_every_answer_and_the_data_provenance(built):
         assert f"| {name} |" in findings and m["commit"][:12] in findings and m["date"] in findings
 
 
-def test_findings_regenerates_byte_identically(built, tmp_path):
-    out, _ = built
+def test_findings_regenerates_byte_identically(fixture_build, tmp_path):
+    out, _, _ = fixture_build
     again = build(SOURCES, FIXTURE, tmp_path, log=quiet)
     assert all(b.ok for b in again)
     assert (tmp_path / "FINDINGS.md").read_bytes() == (out / "FINDINGS.md").read_bytes()
 
 
+# ------------------------------------------------------------------ the committed findings
+
+
+def test_committed_data_is_the_quick_budget_of_every_sweep_and_small():
+    files = sorted(p.name for p in COMMITTED.iterdir())
+    assert files == sorted(["meta.json", "attention_cost.csv", *(f"{n}.{e}" for n in (*SWEEPS, "baseline")
+                                                                  for e in ("csv", "npz"))])
+    assert sum(p.stat().st_size for p in COMMITTED.iterdir()) < 3_000_000
+    meta = json.loads((COMMITTED / "meta.json").read_text())["sweeps"]
+    assert set(meta) == {*SWEEPS, "baseline"}
+    for name, m in meta.items():
+        assert m["budget"] == "quick" and not m["dirty"] and m["commit_mismatch"] == 0, (name, m)
+        assert m["runs"] == sum(m["status"].values()) and set(m["status"]) <= {"completed", "diverged"}, m
+        table = R.table(name, COMMITTED)
+        assert len(table) == m["runs"] and set(table["budget"]) == {"quick"}
+
+
+def test_make_report_regenerates_the_committed_findings_and_figures(committed_build):
+    """reports/FINDINGS.md and reports/figures are what the notebooks compute from reports/data."""
+    out, results, _ = committed_build
+    assert all(b.ok for b in results)
+    assert (out / "FINDINGS.md").read_text() == (ROOT / "reports" / "FINDINGS.md").read_text()
+    built = {p.name: p.read_bytes() for p in (out / "figures").glob("*.png")}
+    committed = {p.name: p.read_bytes() for p in (ROOT / "reports" / "figures").glob("*.png")}
+    assert sorted(built) == sorted(committed)
+    assert [n for n in built if built[n] != committed[n]] == []
+
+
 # ------------------------------------------------------------------ answers come from the data
 
 
-def test_answers_follow_the_data_and_a_missing_sweep_is_not_run_yet(built, tmp_path):
+def test_answers_follow_the_data_and_a_missing_sweep_is_not_run_yet(fixture_build, tmp_path):
     """One build of Q2 and Q3 on a copy of the fixture in which one test accuracy is changed (heads)
     and one sweep is missing (scaling)."""
-    _, results = built
+    _, results, _ = fixture_build
     data = tmp_path / "data"
     shutil.copytree(FIXTURE, data)
     (data / "scaling.csv").unlink()
@@ -237,6 +278,83 @@ def test_export_is_reproducible_and_keeps_data_of_sweeps_without_runs(tmp_path, 
     assert arrays[f"{run_id}/final/attention_perm"].shape == arrays[f"{run_id}/final/attention"].shape
     meta = json.loads((data / "meta.json").read_text())["sweeps"]["pos_enc"]
     assert meta["runs"] == 1 and meta["status"] == {"completed": 1} and meta["machine"].startswith("cpu")
+
+
+def test_export_takes_the_runs_the_sweep_file_defines_now_at_one_budget(tmp_path, monkeypatch):
+    """A runs folder holding the same sweep at two budgets and a run of an older grid: export takes the
+    current grid's runs at the budget with the most training (or the one asked for), nothing else."""
+    import yaml
+
+    from ablate import config as C
+    from ablate.report.export import export
+    from ablate.sweep import spec
+    from ablate.train import train
+
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    sweeps = tmp_path / "sweeps"
+    sweeps.mkdir()
+    fixed = {"data.task": "copy", "data.n_train": 32, "data.n_val": 16, "data.n_test": 16, "model.d_model": 8,
+             "model.n_heads": 2, "trainer.max_epochs": 1, "tracking": "none", "run.probe_batch": 4,
+             "run.expensive_probes": False}
+    sweep_file = {"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
+                  "parameters": {"run.group": {"value": "tiny"}, "budget": {"value": "quick"},
+                                 **{k: {"value": v} for k, v in fixed.items()}, "seed": {"values": [0]}}}
+    (sweeps / "tiny.yaml").write_text(yaml.safe_dump(sweep_file))
+    ids = {}
+    for budget in ("smoke", "quick"):
+        (run,) = spec.load(str(sweeps / "tiny.yaml"), budget=budget).runs
+        assert train(run.cfg, log=quiet)["status"] == "completed"
+        ids[budget] = run.run_id
+    older = C.build({**fixed, "model.d_model": 16, "run.group": "tiny", "budget": "quick"})
+    assert train(older, log=quiet)["status"] == "completed"
+    assert len(list((tmp_path / "runs" / "tiny").iterdir())) == 3
+
+    lines: list[str] = []
+    data = tmp_path / "data"
+    export(["tiny"], runs=tmp_path / "runs", data=data, sweeps=sweeps, log=lines.append)
+    assert R.table("tiny", data)["run_id"].tolist() == [ids["quick"]]
+    assert json.loads((data / "meta.json").read_text())["sweeps"]["tiny"]["budget"] == "quick"
+    assert any("left out 2 run(s)" in line and "budget quick" in line for line in lines), lines
+    export(["tiny"], runs=tmp_path / "runs", data=data, sweeps=sweeps, log=lines.append, budget="smoke")
+    assert R.table("tiny", data)["run_id"].tolist() == [ids["smoke"]]
+
+
+def test_report_rejects_an_unknown_sweep_before_exporting(tmp_path, capsys):
+    from ablate import cli
+
+    assert cli.main(["report", "export", "--sweeps", "scalling", "--data", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "scalling" in err[0] and "scaling" in err[0]
+    assert not (tmp_path / "d").exists()
+
+
+def test_full_budget_cost_counts_steps_from_the_configs_and_rates_from_the_table(tmp_path):
+    """Steps: epochs x ceil(examples / batch) (MNIST: 60,000 minus the validation images); CPU hours:
+    each variant's measured seconds per step (batch / samples per second) times its steps."""
+    import yaml
+
+    from ablate import config as C
+    from ablate.report.cost import GPU_STEPS_PER_S, steps_of, sweep_cost
+
+    assert steps_of(C.build({"budget": "full"})) == 20 * math.ceil(55_000 / 64)
+    assert steps_of(C.build({"budget": "full", "data.task": "copy"})) == 30 * math.ceil(100_000 / 64)
+    assert steps_of(C.build({"budget": "quick", "run.group": "norm"})) == 2 * math.ceil(3200 / 64)
+    assert steps_of(C.build({"trainer.max_steps": 10})) == 10
+    sweeps = tmp_path / "sweeps"
+    sweeps.mkdir()
+    (sweeps / "two.yaml").write_text(yaml.safe_dump({
+        "program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
+        "parameters": {"run.group": {"value": "two"}, "budget": {"value": "quick"},
+                       "model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1]}}}))
+    table = pd.DataFrame({"model.n_heads": [1, 1, 2, 2], "seed": [0, 1, 0, 1], "data.batch_size": [64] * 4,
+                          "train_samples_per_s": [640.0, 1280.0, 320.0, 320.0]})
+    cost = sweep_cost("two", table, sweeps)
+    steps = 20 * math.ceil(55_000 / 64)
+    assert cost.runs == 4 and cost.steps == 4 * steps and cost.epochs == "mnist 20"
+    per_step = {1: (0.1 + 0.05) / 2, 2: 0.2}  # seconds: 64 / samples per second, mean over seeds
+    assert cost.cpu_hours == pytest.approx(2 * steps * (per_step[1] + per_step[2]) / 3600)
+    assert cost.gpu_hours == pytest.approx((4 * steps / GPU_STEPS_PER_S[1] / 3600, 4 * steps / GPU_STEPS_PER_S[0] / 3600))
+    assert sweep_cost("two", None, sweeps).cpu_hours is None and sweep_cost("nope", table, sweeps) is None
 
 
 # ------------------------------------------------------------------ ablate bench attention

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from ..rundir import atomic_write
-from .answers import ANSWER_MIME, NOT_RUN, markdown
-from .data import DATA_ENV, FIGURES_ENV, META, make_target
+from .answers import ANSWER_MIME, DISAGREES, INCONCLUSIVE, NOT_RUN, markdown
+from .cost import GPU_STEPS_PER_S, Cost, sweep_cost
+from .data import DATA_ENV, FIGURES_ENV, META, TARGETS, NotRunYet, make_target, table
 
 NOTEBOOKS = ("q1_word_order", "q2_scaling", "q3_heads", "q4_residual", "claims")
 KERNEL = "python3"
@@ -248,6 +249,12 @@ def provenance_rows(built: list[Built], meta: dict[str, Any]) -> list[list[str]]
 # ------------------------------------------------------------------ FINDINGS.md
 
 
+def sweeps_dir(source: Path) -> Path:
+    """The sweep files beside the notebooks' folder (reports/../sweeps), else ./sweeps."""
+    beside = Path(source).resolve().parent / "sweeps"
+    return beside if beside.is_dir() else Path("sweeps")
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
@@ -257,7 +264,65 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, source: Path, where: Path) -> str:
+def full_costs(built: list[Built], meta: dict[str, Any], data: Path, sweeps: Path) -> dict[str, Cost]:
+    """The full budget's cost of every sweep an answer used that is not already at full."""
+    out = {}
+    for name in tables_used(built):
+        m = meta["sweeps"].get(name) or {}
+        if name in TARGETS or m.get("budget") in (None, "full") or not (sweeps / f"{name}.yaml").is_file():
+            continue
+        try:
+            df = table(name, data)
+        except NotRunYet:
+            df = None
+        cost = sweep_cost(name, df, sweeps)
+        if cost is not None:
+            out[name] = cost
+    return out
+
+
+def _hours(h: float) -> str:
+    return f"{h:.2g}" if h < 10 else f"{h:,.0f}"
+
+
+def full_budget_section(costs: dict[str, Cost], meta: dict[str, Any]) -> list[str]:
+    lo, hi = GPU_STEPS_PER_S
+    rows = [[f"`make sweep-{c.sweep} BUDGET=full`", str(c.runs), c.epochs, f"{c.steps:,}",
+             "—" if c.cpu_hours is None else _hours(c.cpu_hours),
+             f"{_hours(c.gpu_hours[0])}–{_hours(c.gpu_hours[1])}"] for c in costs.values()]
+    total_gpu = (sum(c.gpu_hours[0] for c in costs.values()), sum(c.gpu_hours[1] for c in costs.values()))
+    return [
+        "## What the full budget would take",
+        "",
+        "Where an answer above is inconclusive, or disagrees with its anchor, the budget these tables were made",
+        "at may be too small to show the effect. The full budget (`ablate/budgets.py`) trains every run of a",
+        "sweep on the whole training set for many epochs. Optimiser steps come from the sweep files; CPU hours",
+        "multiply them by the seconds per step each variant measured in these tables (one worker thread);",
+        f"GPU hours assume {lo}–{hi} steps per second per run, which is not measured here.",
+        "",
+        *_md_table(["sweep", "runs", "epochs", "optimiser steps", "CPU thread-hours (measured rate)",
+                    f"GPU hours at {lo}–{hi} steps/s (assumed)"], rows),
+        "",
+        f"All of them: about {_hours(total_gpu[0])}–{_hours(total_gpu[1])} GPU hours, one run per GPU at a time.",
+        "",
+    ]
+
+
+def settle_line(answer: dict[str, Any], unsettled: list[dict], costs: list[Cost], meta: dict[str, Any]) -> str:
+    budgets = sorted({str((meta["sweeps"].get(c.sweep) or {}).get("budget")) for c in costs})
+    verdicts = {c["verdict"] for c in unsettled}
+    what = " or ".join(p for v, p in ((INCONCLUSIVE, "are inconclusive"), (DISAGREES, "disagree with their anchors"))
+                       if v in verdicts)
+    parts = [f"`make sweep-{c.sweep} BUDGET=full`, {c.runs} runs (epochs: {c.epochs}), {c.steps / 1e6:.1f} M "
+             f"optimiser steps, {_hours(c.gpu_hours[0])}–{_hours(c.gpu_hours[1])} GPU hours at the assumed rate"
+             for c in costs]
+    return (f"**At budget {', '.join(budgets)}, {len(unsettled)} of {len(answer['checks'])} comparisons {what}.** "
+            "Whether longer training changes them is for the full budget to show: " + "; ".join(parts) + ".")
+
+
+def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, source: Path, where: Path,
+                sweeps: Path | None = None) -> str:
+    sweeps = sweeps if sweeps is not None else sweeps_dir(source)
     def rel(path: Path) -> str:
         return Path(os.path.relpath(Path(path).resolve(), where.resolve())).as_posix()
 
@@ -279,6 +344,9 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
     summary = [[a["title"], a["verdict"]] for b in built for a in b.answers]
     summary += [[b.name, f"notebook failed: {b.error}"] for b in built if b.error]
     lines += [*_md_table(["question or claim", "compared with the published anchors"], summary), ""]
+    costs = full_costs(built, meta, data, sweeps)
+    if costs:
+        lines += full_budget_section(costs, meta)
     for b in built:
         for a in b.answers:
             lines += [f"## {a['title']}", "", f"**Question.** {a['question']}", "", f"**Answer.** {a['answer']}", ""]
@@ -290,6 +358,10 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
                     evidence = "" if c["verdict"] == NOT_RUN else f" ({c['evidence']})"
                     lines.append(f"- *{c['cite']}* — {c['claim']}: **{c['verdict']}**{evidence}")
                 lines.append("")
+            unsettled = [c for c in a["checks"] if c["verdict"] in (INCONCLUSIVE, DISAGREES)]
+            mine = [costs[n] for n in a.get("sweeps") or [] if n in costs]
+            if unsettled and mine:
+                lines += [settle_line(a, unsettled, mine, meta), ""]
             lines += [f"Notebook: [`{b.name}.py`]({rel(source / (b.name + '.py'))})", ""]
         if b.error:
             lines += [f"## {b.name}", "", f"The notebook failed: `{b.error}`", ""]

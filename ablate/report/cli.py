@@ -1,6 +1,6 @@
 """`ablate report [export|build|all]`: run directories -> reports/data -> HTML, figures, FINDINGS.md.
 
-    ablate report export   [--runs DIR] [--data DIR] [--sweeps a,b]
+    ablate report export   [--runs DIR] [--data DIR] [--sweeps a,b] [--budget B]
     ablate report build    [--data DIR] [--out DIR] [--source DIR] [--only NB ...]
     ablate report [all]    export, then build (what `make report` runs)
 
@@ -30,6 +30,9 @@ def parser() -> argparse.ArgumentParser:
                    help="where build/, figures/ and FINDINGS.md go (default reports)")
     p.add_argument("--source", metavar="DIR", default="reports", help="the notebook sources (default reports)")
     p.add_argument("--sweeps", metavar="A,B", help="export these sweeps only (default: every sweeps/*.yaml)")
+    p.add_argument("--budget", choices=["full", "quick", "none", "smoke"],
+                   help="export the runs of this budget (default: full, else quick, none, smoke: the first "
+                   "that has runs)")
     p.add_argument("--only", nargs="+", metavar="NB", help="build these notebooks only (no FINDINGS.md)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per notebook cell (default 900)")
     return p
@@ -38,10 +41,15 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.step in ("export", "all"):
-        from .export import export
+        from .export import export, sweep_names
 
         names = [s for s in args.sweeps.split(",") if s] if args.sweeps else None
-        export(names, runs=args.runs, data=args.data)
+        unknown = sorted(set(names or ()) - set(sweep_names()))
+        if unknown:
+            print(f"ablate: --sweeps {','.join(unknown)}: no such sweep; choose from {', '.join(sweep_names())}",
+                  file=sys.stderr)
+            return 2
+        export(names, runs=args.runs, data=args.data, budget=args.budget)
     if args.step in ("build", "all"):
         from .build import BuildError, build
 

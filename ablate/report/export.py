@@ -15,6 +15,10 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
     meta.json    per sweep: runs, statuses, budget, commit, dirty, machine, date, swept keys, and
                  the dtypes a CSV does not keep
 
+Which runs: those sweeps/<name>.yaml defines now, at one budget (the one with the most training
+that has runs, or --budget): runs of other budgets or of an older grid or budget profile that the
+runs folder still holds are left out, and the log says how many.
+
 Nothing else is copied: no checkpoints, no W&B folders. A sweep with no runs keeps the files that
 are already there. Files are written atomically and byte-for-byte reproducibly (the NPZ's zip
 entries carry a fixed date), so exporting the same runs twice changes nothing.
@@ -233,12 +237,64 @@ def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> di
 # ------------------------------------------------------------------ export
 
 
-def export_sweep(name: str, runs: Path | str | None, data: Path, sweeps: Path | str, log: Callable[[str], None]) -> dict | None:
-    """Write <name>.csv and <name>.npz; return its meta entry, or None when it has no runs."""
+# ------------------------------------------------------------------ which runs
+
+# A runs folder keeps every run a sweep ever made: other budgets, and the runs of an older definition
+# of the sweep (its grid or budget profile since edited) whose ids no longer come out of the file.
+# Export takes the runs the sweep file defines now, at the budget with the most training that has any.
+BUDGET_ORDER = ("full", "quick", "none", "smoke")
+
+
+def defined_runs(name: str, sweeps: Path | str) -> dict[str, set[str]]:
+    """Budget -> the run ids sweeps/<name>.yaml expands to at that budget; {} without a usable file."""
+    from ..config import ConfigError
+    from ..sweep import spec
+    from ..sweep.spec import SweepError
+
+    path = Path(sweeps) / f"{name}.yaml"
+    if not path.is_file():
+        return {}
+    try:
+        return {b: {r.run_id for r in spec.load(str(path), budget=b).runs} for b in BUDGET_ORDER}
+    except (SweepError, ConfigError):
+        return {}
+
+
+def choose_runs(
+    name: str, present: Sequence[str], sweeps: Path | str, budget: str | None, log: Callable[[str], None]
+) -> set[str] | None:
+    """The run ids to export out of `present`; None: all of them (no sweep file to go by)."""
+    defined = defined_runs(name, sweeps)
+    if not defined:
+        return None
+    chosen = budget or next((b for b in BUDGET_ORDER if defined[b] & set(present)), None)
+    if chosen is None:
+        log(f"ablate report export: {name}: none of its {len(present)} runs is one sweeps/{name}.yaml defines "
+            "now; exporting them all")
+        return None
+    keep = defined[chosen] & set(present)
+    if len(keep) < len(present):
+        log(f"ablate report export: {name}: left out {len(present) - len(keep)} run(s) of other budgets or of "
+            f"an older definition of the sweep (exporting budget {chosen})")
+    missing = len(defined[chosen]) - len(keep)
+    if keep and missing:
+        log(f"ablate report export: {name}: {missing} of its {len(defined[chosen])} runs at budget {chosen} "
+            f"have not run yet (`make sweep-{name} BUDGET={chosen}`)")
+    return keep
+
+
+def export_sweep(
+    name: str, runs: Path | str | None, data: Path, sweeps: Path | str, log: Callable[[str], None],
+    budget: str | None = None,
+) -> dict | None:
+    """Write <name>.csv and <name>.npz; return its meta entry, or None when it has no runs to export."""
     from ..results import ResultsError, load, swept_keys
 
     try:
         df = load(name, root=runs, sweeps=sweeps)
+        keep = choose_runs(name, df["run_id"].tolist(), sweeps, budget, log)
+        if keep is not None:
+            df = load(name, root=runs, sweeps=sweeps, only=keep)
     except ResultsError:
         return None
     swept = swept_keys(df)
@@ -254,8 +310,11 @@ def export(
     data: Path | str = "reports/data",
     sweeps: Path | str = "sweeps",
     log: Callable[[str], None] = print,
+    budget: str | None = None,
 ) -> dict[str, str]:
-    """Export every sweep in `names` (default: every sweeps/*.yaml); returns name -> what happened."""
+    """Export every sweep in `names` (default: every sweeps/*.yaml); returns name -> what happened.
+    Per sweep: the runs its file defines now, at `budget` (default: full, else quick, none, smoke —
+    the first that has runs)."""
     data = Path(data)
     data.mkdir(parents=True, exist_ok=True)
     names = list(names) if names else sweep_names(sweeps)
@@ -264,7 +323,7 @@ def export(
     meta.setdefault("sweeps", {})
     outcome = {}
     for name in names:
-        entry = export_sweep(name, runs, data, sweeps, log)
+        entry = export_sweep(name, runs, data, sweeps, log, budget)
         if entry is None:
             kept = (data / f"{name}.csv").is_file()
             outcome[name] = "no runs; kept the exported table" if kept else "no runs"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,13 +133,18 @@ def no_runs(where: str, name: str) -> ResultsError:
     return ResultsError(f"no runs under {where}; run `make sweep-{name}` (or ablate sweep sweeps/{name}.yaml) first")
 
 
-def load(name: str, root: Path | str | None = None, sweeps: Path | str = "sweeps") -> pd.DataFrame:
+def load(
+    name: str, root: Path | str | None = None, sweeps: Path | str = "sweeps", only: Collection[str] | None = None
+) -> pd.DataFrame:
     """The table of sweep `name`: one row per folder of root/name holding a summary.json
-    (root: $ABLATE_RUNS_DIR, default ./runs). `sweeps`: where <name>.yaml may list swept keys."""
+    (root: $ABLATE_RUNS_DIR, default ./runs). `sweeps`: where <name>.yaml may list swept keys.
+    `only`: keep these run ids only (swept keys and the reference commit are computed on them)."""
     where = sweep_dir(name, root)
     records = []
     if name and where.is_dir():
         for run_dir in sorted(p for p in where.iterdir() if p.is_dir()):
+            if only is not None and run_dir.name not in only:
+                continue
             record = read_run(run_dir)
             if record is not None:
                 records.append(record)
