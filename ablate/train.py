@@ -141,6 +141,7 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
         return summary
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
+    torch.set_flush_denormal(cfg.trainer.flush_denormal)  # False where the CPU cannot (no effect on GPUs)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule, task = prepare(cfg)  # data errors surface here, before anything is written
 
