@@ -19,7 +19,7 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
                  "run.probe_batch": 32},
     },
     # This machine (2 cores, 2 workers): each sweep in at most 8 minutes, all of them in about 40.
-    # The default below trains the tutorial's model to about 90 % on MNIST rows (375 steps) and takes
+    # The default below trains the tutorial's model to about 90 % on MNIST rows (376 steps) and takes
     # the copy task past its plateau (near 30 % until about 500 steps, then 100 % within 100 steps);
     # the big sweeps cannot afford it and get less (SWEEPS below).
     "quick": {
@@ -39,10 +39,10 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
 # (1 thread per worker): about 4 s of fixed cost (start, probes, evaluation) plus the training.
 SWEEPS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
     "quick": {
-        # 96 runs with d_head up to 512: MNIST 156 steps, copy 250 (still on its plateau)
+        # 96 runs with d_head up to 512: MNIST 158 steps, copy 189 (still on its plateau)
         "scaling": {"mnist": {"trainer.max_epochs": 2, "data.train_subset": 5000},
-                    "copy": {"trainer.max_epochs": 4}},
-        # 48 runs, copy also evaluated at twice the length: MNIST 234 steps
+                    "copy": {"trainer.max_epochs": 3}},
+        # 48 runs, copy also evaluated at twice the length: MNIST 237 steps
         "pos_enc": {"mnist": {"trainer.max_epochs": 3, "data.train_subset": 5000}},
         # 60 runs up to 16 layers: MNIST 110 steps
         "residual": {"mnist": {"trainer.max_epochs": 2, "data.train_subset": 3500}},
