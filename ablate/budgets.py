@@ -44,10 +44,10 @@ SWEEPS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
                     "copy": {"trainer.max_epochs": 3}},
         # 48 runs, copy also evaluated at twice the length: MNIST 237 steps
         "pos_enc": {"mnist": {"trainer.max_epochs": 3, "data.train_subset": 5000}},
-        # 60 runs up to 16 layers: MNIST 110 steps
-        "residual": {"mnist": {"trainer.max_epochs": 2, "data.train_subset": 3500}},
-        # 54 runs up to 12 layers: MNIST 100 steps
-        "norm": {"mnist": {"trainer.max_epochs": 2, "data.train_subset": 3200}},
+        # 60 runs up to 16 layers: MNIST 96 steps
+        "residual": {"mnist": {"trainer.max_epochs": 2, "data.train_subset": 3000}},
+        # 54 runs up to 12 layers: MNIST 88 steps (3200 images took 479 s, at the limit)
+        "norm": {"mnist": {"trainer.max_epochs": 2, "data.train_subset": 2800}},
     },
 }
 
