@@ -100,7 +100,9 @@ else:
         f"Post-LN and {ratio.a} with Pre-LN. Without warm-up, at {deep} layers, Pre-LN reaches {deep_cold.a} test "
         f"accuracy and Post-LN {deep_cold.b} ({deep_cold}); warm-up ({warm:g} of training) takes Post-LN to "
         f"{rescue.a} ({rescue}). At {shallow} layers with warm-up, Post-LN reaches {shallow_warm.a} against Pre-LN's "
-        f"{shallow_warm.b} ({shallow_warm}). Learning rate: {R.lr_phrase(NORM.df)}. " + R.caveat(norm)
+        f"{shallow_warm.b} ({shallow_warm}). Learning rate: {R.lr_phrase(NORM.df)}. Warm-up {warm:g} is "
+        f"{round(warm * int(norm['global_step'].max()))} of {int(norm['global_step'].max())} optimiser steps here. "
+        + NORM.still_learning(norm) + " " + R.caveat(norm)
     )
     Q_NORM.answer(text.strip(), checks, figure=fig_norm)
 
@@ -159,7 +161,7 @@ else:
         text += (f"Removing it ({params[0]:,} parameters instead of {params[default]:,}) gives {removed.a} test "
                  f"accuracy against {removed.b} ({removed}); ")
     text += (f"widening it to {mults[-1]} × d_model ({params[mults[-1]]:,} parameters) gives {widest.a} ({widest}). "
-             + R.caveat(ffn))
+             + FFN.still_learning(ffn) + " " + R.caveat(ffn))
     checks = []
     if share4 is not None:
         checks.append(GEVA.judge(abs(share4.mean - 2 / 3) < 0.01, f"one layer at 4 × d_model: {share4}"))
@@ -224,7 +226,7 @@ else:
         f"(largest weight {rowmax_hi}, {onehot_hi} one-hot); after training "
         f"{final.b} and {final.a}. Test accuracy is highest at τ = {best_tau:g} ({accs[best_tau]})"
         + (f" (against τ = 1: {acc_gap})" if acc_gap is not None and best_tau != 1.0 else "")
-        + "; by τ: " + ", ".join(f"{t:g}: {accs[t]}" for t in taus) + ". " + R.caveat(tau)
+        + "; by τ: " + ", ".join(f"{t:g}: {accs[t]}" for t in taus) + ". " + TAU.still_learning(tau) + " " + R.caveat(tau)
     )
     checks = [HINTON.expect_greater(entropy, f"layer-0 entropy at initialisation, τ = {taus[-1]:g} vs {taus[0]:g}")]
     Q_TAU.answer(text.strip(), checks, figure=fig_tau)

@@ -207,6 +207,6 @@ else:
         f"gradient of the scaled model ({soft}), while the gradient reaching W_Q itself is "
         f"{R.number(raw.a.mean / raw.b.mean)}× as large ({raw.a} against {raw.b}), since unscaled scores are "
         f"{R.number(dk_max ** 0.5)} (√d_k) times more sensitive to W_Q. After training, {R.lr_phrase(S.df)}, the "
-        f"test accuracy at d_k = {dk_max} is " + "; ".join(accuracy) + ". " + R.caveat(best)
+        f"test accuracy at d_k = {dk_max} is " + "; ".join(accuracy) + ". " + S.still_learning(best[best["data.task"] == "mnist"], "MNIST runs") + " " + R.caveat(best)
     ).strip()
     Q.answer(text, checks, figure=fig_scores)

@@ -136,7 +136,7 @@ else:
         f"gradient past every layer whatever f does, which a plain stack lacks, {fades}. After training, "
         f"{R.lr_phrase(S.df)}, test accuracy at {deep} layers is {acc_deep.a} with skips against {acc_deep.b} without "
         f"({acc_deep}); at {shallow} layer{'s' if shallow != 1 else ''}: {acc_shallow.a} against {acc_shallow.b} "
-        f"({acc_shallow}). " + R.caveat(best)
+        f"({acc_shallow}). " + S.still_learning(best) + " " + R.caveat(best)
     )
     checks = [
         DONG.expect_greater(cos, f"token cosine after the last of {deep} layers at initialisation, no skips vs skips"),

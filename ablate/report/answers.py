@@ -19,6 +19,7 @@ index.html and FINDINGS.md. Each check's verdict is computed from an Effect, nev
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,8 +121,9 @@ class Question:
         }
 
     def answer(self, text: str, checks: Sequence[Check] = (), figure: str | Path | None = None) -> dict[str, Any]:
-        """Show the Answer (Markdown) and hand the builder the same content (JSON); returns it."""
-        data = self.payload(text, checks, figure, "answered")
+        """Show the Answer (Markdown) and hand the builder the same content (JSON); returns it. Runs of
+        spaces (left by optional sentences that came out empty) become one."""
+        data = self.payload(re.sub(r" {2,}", " ", text).strip(), checks, figure, "answered")
         show(data)
         return data
 

@@ -311,13 +311,15 @@ def full_budget_section(costs: dict[str, Cost], meta: dict[str, Any]) -> list[st
 def settle_line(answer: dict[str, Any], unsettled: list[dict], costs: list[Cost], meta: dict[str, Any]) -> str:
     budgets = sorted({str((meta["sweeps"].get(c.sweep) or {}).get("budget")) for c in costs})
     verdicts = {c["verdict"] for c in unsettled}
-    what = " or ".join(p for v, p in ((INCONCLUSIVE, "are inconclusive"), (DISAGREES, "disagree with their anchors"))
-                       if v in verdicts)
+    one = len(unsettled) == 1
+    phrases = ((INCONCLUSIVE, "is inconclusive" if one else "are inconclusive"),
+               (DISAGREES, "disagrees with its anchor" if one else "disagree with their anchors"))
+    what = " or ".join(p for v, p in phrases if v in verdicts)
     parts = [f"`make sweep-{c.sweep} BUDGET=full`, {c.runs} runs (epochs: {c.epochs}), {c.steps / 1e6:.1f} M "
              f"optimiser steps, {_hours(c.gpu_hours[0])}–{_hours(c.gpu_hours[1])} GPU hours at the assumed rate"
              for c in costs]
     return (f"**At budget {', '.join(budgets)}, {len(unsettled)} of {len(answer['checks'])} comparisons {what}.** "
-            "Whether longer training changes them is for the full budget to show: " + "; ".join(parts) + ".")
+            f"Whether longer training changes {'it' if one else 'them'} is for the full budget to show: " + "; ".join(parts) + ".")
 
 
 def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, source: Path, where: Path,

@@ -180,6 +180,26 @@ class Sweep:
         long = pd.DataFrame(rows, columns=["run_id", "step", metric])
         return self._with_config(long)
 
+    def last_gain(self, metric: str = "val/acc") -> pd.Series:
+        """Per run_id: how much `metric` rose over the last logged interval (last value minus the one
+        before; NaN with fewer than two points). A run still gaining at its end had not converged."""
+        curves = self.curves(metric).sort_values(["run_id", "step"], kind="stable")
+        last_two = curves.groupby("run_id")[metric].apply(lambda v: v.iloc[-1] - v.iloc[-2] if len(v) > 1 else np.nan)
+        return last_two.astype(float)
+
+    def still_learning(self, df: pd.DataFrame | None = None, what: str = "runs", metric: str = "val/acc",
+                       threshold: float = 0.02) -> str:
+        """A sentence for the Answer when the runs of `df` (default: all) had not converged: the median
+        run's `metric` still rose by more than `threshold` over its last logged interval; else ""."""
+        df = self.df if df is None else df
+        gains = df["run_id"].map(self.last_gain(metric)).dropna()
+        if gains.empty or gains.median() <= threshold:
+            return ""
+        steps = f" ({int(df['global_step'].max()):,} optimiser steps)" if "global_step" in df else ""
+        return (f"At this budget{steps} the {what} were still learning: over its last epoch the {metric} of the "
+                f"median run rose by {100 * gains.median():.1f} points (from {100 * gains.min():.1f} to "
+                f"{100 * gains.max():.1f} over all runs), so the comparisons are of models early in training.")
+
     def per_layer(self, prefix: str) -> pd.DataFrame:
         """A per-layer probe (`probe/init/cosine` -> columns probe/init/cosine_l0, _l1, ...), long:
         run_id, layer, value, last (True at each run's last layer), then its swept keys and seed."""
