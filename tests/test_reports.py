@@ -40,8 +40,13 @@ def fixture_build(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def committed_build(tmp_path_factory):
-    out = tmp_path_factory.mktemp("committed")
-    return out, build(SOURCES, COMMITTED, out, log=quiet), COMMITTED
+    """What `make report` does without new runs, in a copy of reports/ (and sweeps/) so the committed
+    files stay untouched: the notebooks on the committed data, FINDINGS.md and figures beside them."""
+    root = tmp_path_factory.mktemp("committed")
+    out = root / "reports"
+    shutil.copytree(SOURCES, out, ignore=shutil.ignore_patterns("build", "figures", "FINDINGS.md"))
+    shutil.copytree(ROOT / "sweeps", root / "sweeps")
+    return out, build(out, out / "data", out, log=quiet), out / "data"
 
 
 @pytest.fixture(params=["fixture", "committed"])

@@ -230,7 +230,8 @@ def tables_used(built: list[Built]) -> list[str]:
 
 def provenance_rows(built: list[Built], meta: dict[str, Any]) -> list[list[str]]:
     rows = []
-    for name in tables_used(built):
+    used = tables_used(built)
+    for name in used + [n for n in meta["sweeps"] if n not in used]:
         m = meta["sweeps"].get(name)
         if not m:
             rows.append([name, f"not run yet — run `make {make_target(name)}`", "", "", "", ""])
