@@ -95,7 +95,8 @@ class TrainerConfig:
     precision: str = "32-true"  # Lightning's precision names, e.g. bf16-mixed on GPUs
     threads: int | None = None  # torch.set_num_threads for this run (None: torch's default)
     # CPU: flush denormal floats to zero. A saturated softmax (unscaled scores) fills the backward
-    # pass with them, and each costs the CPU ~100x a normal float: 2.5-3x slower steps, measured
+    # pass with them, and each costs the CPU ~100x a normal float: 2.5-3x slower steps, measured.
+    # It sets the calling thread's flags: certain with trainer.threads=1 (what sweeps use)
     flush_denormal: bool = True
     limit_val_batches: float = 1.0  # fraction (<=1.0) or count of validation batches per epoch
     log_every_n_steps: int = 25

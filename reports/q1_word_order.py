@@ -47,6 +47,7 @@ Q = R.question(
 )
 S = R.sweep("pos_enc")
 PE_ORDER = ["none", "sinusoidal", "learned", "rope"]
+PLATEAU_EXIT = 0.5  # copy accuracy a run must pass to have learned the task (the plateau is near 0.3)
 display(Q)
 
 # %%
@@ -155,16 +156,22 @@ else:
         pes = [pe for pe in PE_ORDER if pe in set(mnist["model.pos_enc"])]
         parts.append("Test accuracy by positional encoding (MNIST rows, bidirectional): " + ", ".join(
             f"{pe} {R.estimate(df, 'test/acc', where('mnist', pe, False))}" for pe in pes) + ".")
-        if learned_vs_sin.measurable and learned_vs_sin.sign != 0:
-            gain = df.assign(**{"val/acc_gain": df["run_id"].map(S.last_gain("val/acc"))})
-            g_learned = R.estimate(gain, "val/acc_gain", where("mnist", "learned", False))
-            g_sin = R.estimate(gain, "val/acc_gain", where("mnist", "sinusoidal", False))
-            parts.append(
-                f"Learned positions start as random vectors and must be trained, sinusoidal ones are fixed from "
-                f"the start: over its last epoch the learned variant's validation accuracy still rose by {g_learned} "
-                f"against {g_sin} for sinusoidal, so at this budget the comparison measures how fast each is "
-                f"learned, not what it reaches; Vaswani et al. compare fully trained models."
-            )
+        if learned_vs_sin.measurable and learned_vs_sin.sign < 0:
+            # Learned positions start random; is the learned variant still catching up? Its last-epoch gain
+            # in validation accuracy (points) against sinusoidal's.
+            gain = df.assign(**{"val/gain_points": 100 * df["run_id"].map(S.last_gain("val/acc"))})
+            catching_up = R.compare(gain, "val/gain_points", where("mnist", "learned", False),
+                                    where("mnist", "sinusoidal", False))
+            why = (f"Learned positions start as random vectors and must be trained, sinusoidal ones are fixed from the "
+                   f"start. Over its last epoch the learned variant's validation accuracy rose by {catching_up.a} "
+                   f"points against {catching_up.b} for sinusoidal ({catching_up})")
+            if catching_up.measurable and catching_up.sign > 0:
+                why += (": it was still catching up, so at this budget the comparison measures how fast each is "
+                        "learned, not what it reaches; Vaswani et al. compare fully trained models.")
+            else:
+                why += ("; whether the learned variant would catch up with more training is not settled at this "
+                        "budget (Vaswani et al. compare fully trained models).")
+            parts.append(why)
     if not copy.empty:
         none_bi = R.estimate(df, "val/acc", where("copy", "none", False))
         none_causal = R.estimate(df, "val/acc", where("copy", "none", True))
@@ -186,7 +193,16 @@ else:
                      f"{test_len} tokens: " + ", ".join(
                          f"{pe} {R.estimate(df, 'val/acc', where('copy', pe, False))} / "
                          f"{R.estimate(df, 'test/acc', where('copy', pe, False))}" for pe in pes) + ".")
-        checks.append(BAG.expect_less(R.effect(none_bi, learned_bi), "copy, training length, no PE vs learned PE (bidirectional)"))
+        what = "copy, training length, no PE vs learned PE (bidirectional)"
+        if learned_bi.mean < PLATEAU_EXIT:
+            # Neither model learned the copy: a gap between two unlearned models tests nothing.
+            effect = R.effect(none_bi, learned_bi)
+            checks.append(BAG.judge(None, f"{what}: {none_bi} vs {learned_bi}, {effect}; learned positions did not "
+                                    f"learn the copy at this budget either (below {100 * PLATEAU_EXIT:g} %)"))
+            parts.append(f"With learned positions the copy was not learned at this budget (below "
+                         f"{100 * PLATEAU_EXIT:g} %), so that pair cannot test the bag-of-tokens claim.")
+        else:
+            checks.append(BAG.expect_less(R.effect(none_bi, learned_bi), what))
         checks.append(CAUSAL.expect_greater(R.effect(none_causal, none_bi), "copy, training length, no PE: causal vs bidirectional"))
     text = " ".join(parts) + " " + S.still_learning(df[df["data.task"] == "mnist"], "MNIST runs") + " " + R.caveat(df)
     Q.answer(text.strip(), checks, figure=fig_maps)

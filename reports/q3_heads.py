@@ -115,13 +115,16 @@ else:
         if t == "copy" and gain.measurable and gain.sign < 0:
             # The copy task sits on a plateau near 30 % before it is learned, then jumps to ~100 %:
             # count the runs of each head count that left it (best validation accuracy above 50 %).
-            left = [f"{h} head{'s' if h > 1 else ''} {int((R.rows(df, at(h))['val/acc_best'] > 0.5).sum())}/{len(R.rows(df, at(h)))}"
-                    for h in heads]
+            learned = {h: (int((R.rows(df, at(h))["val/acc_best"] > 0.5).sum()), len(R.rows(df, at(h))))
+                       for h in heads}
+            left = [f"{h} head{'s' if h > 1 else ''} {k}/{n}" for h, (k, n) in learned.items()]
+            shares = [k / n for k, n in learned.values() if n]
+            fewer_sooner = all(a >= b for a, b in zip(shares, shares[1:])) and shares[0] > shares[-1]
             parts.append(
                 f"the copy task stays on a plateau near 30 % until it is learned and then jumps to about 100 %, so "
-                f"its accuracy says which runs learned it within the budget: runs past 50 % — {', '.join(left)}. "
-                f"At this budget fewer, larger heads learn the copy sooner; the anchor compares fully trained "
-                f"translation models, which this budget does not reach"
+                f"its accuracy says which runs learned it within the budget: runs past 50 % — {', '.join(left)}"
+                + (". At this budget fewer, larger heads learn the copy sooner; the anchor compares fully trained "
+                   "translation models, which this budget does not reach" if fewer_sooner else "")
             )
 
     drop_cols = [c for c in df.columns if c.startswith("probe/final/head_drop_l")]

@@ -295,9 +295,9 @@ def full_budget_section(costs: dict[str, Cost], meta: dict[str, Any]) -> list[st
     return [
         "## What the full budget would take",
         "",
-        "Where an answer above is inconclusive, or disagrees with its anchor, the budget these tables were made",
-        "at may be too small to show the effect. The full budget (`ablate/budgets.py`) trains every run of a",
-        "sweep on the whole training set for many epochs. Optimiser steps come from the sweep files; CPU hours",
+        "Every sweep the answers use, at the full budget (`ablate/budgets.py`: every run on the whole training",
+        "set for many epochs). Where an answer is inconclusive or disagrees with its anchor, the budget these",
+        "tables were made at may be too small to show the effect; the answer then points here. Optimiser steps come from the sweep files; CPU hours",
         "multiply them by the seconds per step each variant measured in these tables (one worker thread);",
         f"GPU hours assume {lo}–{hi} steps per second per run, which is not measured here.",
         "",

@@ -31,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--source", metavar="DIR", default="reports", help="the notebook sources (default reports)")
     p.add_argument("--sweeps", metavar="A,B", help="export these sweeps only (default: every sweeps/*.yaml)")
     p.add_argument("--budget", choices=["full", "quick", "none", "smoke"],
-                   help="export the runs of this budget (default: full, else quick, none, smoke: the first "
+                   help="export the runs of this budget (default: full, else none, quick, smoke: the first "
                    "that has runs)")
     p.add_argument("--only", nargs="+", metavar="NB", help="build these notebooks only (no FINDINGS.md)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per notebook cell (default 900)")

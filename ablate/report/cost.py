@@ -39,7 +39,7 @@ def steps_of(cfg) -> int:
         n = MNIST_TRAIN - data.val_size
         n = min(n, data.train_subset) if data.train_subset else n
     else:
-        n = data.n_train
+        n = min(data.n_train, data.train_subset) if data.train_subset else data.n_train
     steps = cfg.trainer.max_epochs * math.ceil(n / data.batch_size)
     return min(steps, cfg.trainer.max_steps) if cfg.trainer.max_steps > 0 else steps
 

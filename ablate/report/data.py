@@ -197,8 +197,8 @@ class Sweep:
             return ""
         steps = f" ({int(df['global_step'].max()):,} optimiser steps)" if "global_step" in df else ""
         return (f"At this budget{steps} the {what} were still learning: over its last epoch the {metric} of the "
-                f"median run rose by {100 * gains.median():.1f} points (from {100 * gains.min():.1f} to "
-                f"{100 * gains.max():.1f} over all runs), so the comparisons are of models early in training.")
+                f"median run rose by {100 * gains.median():.1f} points (the gains ranged from {100 * gains.min():.1f} "
+                f"to {100 * gains.max():.1f} points across runs), so the comparisons are of models early in training.")
 
     def per_layer(self, prefix: str) -> pd.DataFrame:
         """A per-layer probe (`probe/init/cosine` -> columns probe/init/cosine_l0, _l1, ...), long:

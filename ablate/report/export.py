@@ -15,8 +15,8 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
     meta.json    per sweep: runs, statuses, budget, commit, dirty, machine, date, swept keys, and
                  the dtypes a CSV does not keep
 
-Which runs: those sweeps/<name>.yaml defines now, at one budget (the one with the most training
-that has runs, or --budget): runs of other budgets or of an older grid or budget profile that the
+Which runs: those sweeps/<name>.yaml defines now, at one budget (the first of full, none, quick,
+smoke that has runs, or --budget): runs of other budgets or of an older grid or budget profile that the
 runs folder still holds are left out, and the log says how many.
 
 Nothing else is copied: no checkpoints, no W&B folders. A sweep with no runs keeps the files that
@@ -241,8 +241,9 @@ def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> di
 
 # A runs folder keeps every run a sweep ever made: other budgets, and the runs of an older definition
 # of the sweep (its grid or budget profile since edited) whose ids no longer come out of the file.
-# Export takes the runs the sweep file defines now, at the budget with the most training that has any.
-BUDGET_ORDER = ("full", "quick", "none", "smoke")
+# Export takes the runs the sweep file defines now, at the first budget of BUDGET_ORDER that has any:
+# most training first (none = the defaults: 5 epochs on all of MNIST, more than quick).
+BUDGET_ORDER = ("full", "none", "quick", "smoke")
 
 
 def defined_runs(name: str, sweeps: Path | str) -> dict[str, set[str]]:
@@ -313,7 +314,7 @@ def export(
     budget: str | None = None,
 ) -> dict[str, str]:
     """Export every sweep in `names` (default: every sweeps/*.yaml); returns name -> what happened.
-    Per sweep: the runs its file defines now, at `budget` (default: full, else quick, none, smoke —
+    Per sweep: the runs its file defines now, at `budget` (default: full, else none, quick, smoke —
     the first that has runs)."""
     data = Path(data)
     data.mkdir(parents=True, exist_ok=True)
