@@ -297,8 +297,9 @@ def full_budget_section(costs: dict[str, Cost], meta: dict[str, Any]) -> list[st
         "",
         "Every sweep the answers use, at the full budget (`ablate/budgets.py`: every run on the whole training",
         "set for many epochs). Where an answer is inconclusive or disagrees with its anchor, the budget these",
-        "tables were made at may be too small to show the effect; the answer then points here. Optimiser steps come from the sweep files; CPU hours",
-        "multiply them by the seconds per step each variant measured in these tables (one worker thread);",
+        "tables were made at may be too small to show the effect; the answer then points here. Optimiser",
+        "steps come from the sweep files; CPU hours multiply them by the seconds per step each variant",
+        "measured in these tables (one worker thread);",
         f"GPU hours assume {lo}–{hi} steps per second per run, which is not measured here.",
         "",
         *_md_table(["sweep", "runs", "epochs", "optimiser steps", "CPU thread-hours (measured rate)",
@@ -326,6 +327,7 @@ def settle_line(answer: dict[str, Any], unsettled: list[dict], costs: list[Cost]
 def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, source: Path, where: Path,
                 sweeps: Path | None = None) -> str:
     sweeps = sweeps if sweeps is not None else sweeps_dir(source)
+
     def rel(path: Path) -> str:
         return Path(os.path.relpath(Path(path).resolve(), where.resolve())).as_posix()
 

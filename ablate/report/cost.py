@@ -49,12 +49,13 @@ def _seconds_per_step(df: pd.DataFrame, keys: list[str]) -> dict[tuple, float]:
     if "train_samples_per_s" not in df.columns:
         return {}
     ok = df[df["train_samples_per_s"].notna() & (df["train_samples_per_s"] > 0)]
-    per_step = ok["data.batch_size"] / ok["train_samples_per_s"] if "data.batch_size" in ok else 64 / ok[
-        "train_samples_per_s"]
-    groups = per_step.groupby([ok[k].astype(str) for k in keys]) if keys else None
-    if groups is None:
-        return {(): float(per_step.mean())} if len(per_step) else {}
-    return {(k if isinstance(k, tuple) else (k,)): float(v) for k, v in groups.mean().items()}
+    if ok.empty:
+        return {}
+    per_step = (ok["data.batch_size"] if "data.batch_size" in ok else 64) / ok["train_samples_per_s"]
+    if not keys:
+        return {(): float(per_step.mean())}
+    means = per_step.groupby([ok[k].astype(str) for k in keys]).mean()
+    return {(k if isinstance(k, tuple) else (k,)): float(v) for k, v in means.items()}
 
 
 def sweep_cost(name: str, table: pd.DataFrame | None, sweeps: Path | str = "sweeps", budget: str = "full") -> Cost | None:

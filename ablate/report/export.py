@@ -290,12 +290,12 @@ def export_sweep(
 ) -> dict | None:
     """Write <name>.csv and <name>.npz; return its meta entry, or None when it has no runs to export."""
     from ..results import ResultsError, load, swept_keys
+    from ..results.table import sweep_dir
 
+    where = sweep_dir(name, runs)
+    present = sorted(p.name for p in where.iterdir() if (p / "summary.json").is_file()) if where.is_dir() else []
     try:
-        df = load(name, root=runs, sweeps=sweeps)
-        keep = choose_runs(name, df["run_id"].tolist(), sweeps, budget, log)
-        if keep is not None:
-            df = load(name, root=runs, sweeps=sweeps, only=keep)
+        df = load(name, root=runs, sweeps=sweeps, only=choose_runs(name, present, sweeps, budget, log))
     except ResultsError:
         return None
     swept = swept_keys(df)
