@@ -1,0 +1,67 @@
+"""Reading a YAML file a user hands us: one clear error for every way it can be bad.
+
+Override files and sweep files are small mappings of plain scalars. Anything else is refused with
+a `YamlFileError` naming the file and the fix, before it can cost memory or a traceback: a file
+that is not there, is too big, is not UTF-8 text (a binary file), has a syntax error, or uses
+aliases (`*name`, the "billion laughs" expansion: 700 bytes of nested aliases expand to gigabytes
+when the result is walked).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MAX_BYTES = 1 << 20  # 1 MiB: the largest sweep file here is under 2 KB
+
+
+class YamlFileError(ValueError):
+    """A YAML file that cannot be used; the message names the file, the problem and the fix."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases: anchors are harmless alone, an alias is what expands."""
+
+    def compose_node(self, parent, index):  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "uses an alias (*name)", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def read_yaml(path: str | Path, what: str = "file") -> Any:
+    """The parsed contents of `path` (None for an empty file), or YamlFileError."""
+    path = Path(path)
+    name = f"{what} {str(path)!r}"
+    if not path.is_file():
+        raise YamlFileError(f"{name} does not exist or is not a file; give an existing .yaml file")
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise YamlFileError(f"{name} is {size:,} bytes, over the {MAX_BYTES:,} allowed; give a small YAML file")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise YamlFileError(f"{name} is not UTF-8 text (a binary file?); give a YAML text file") from None
+    if "\x00" in text:
+        raise YamlFileError(f"{name} contains NUL bytes (a binary file?); give a YAML text file")
+    try:
+        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.composer.ComposerError as err:
+        if err.problem == "uses an alias (*name)":
+            line = err.problem_mark.line + 1 if err.problem_mark else "?"
+            raise YamlFileError(f"{name} uses a YAML alias (*name) at line {line}; "
+                                "write the values out instead of anchors and aliases") from None
+        raise YamlFileError(_syntax(name, err)) from None
+    except yaml.YAMLError as err:
+        raise YamlFileError(_syntax(name, err)) from None
+    except RecursionError:
+        raise YamlFileError(f"{name} is nested too deeply; give a flat mapping of key: value") from None
+
+
+def _syntax(name: str, err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}" if mark is not None else ""
+    return f"{name} is not valid YAML{where}; fix its syntax"
