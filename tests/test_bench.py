@@ -9,6 +9,8 @@ import torch
 from ablate.bench import build_parser, main
 from ablate.bench.speed import ENCODERS, Shape, Trainer, build_variants
 
+from .tolerance import assert_close
+
 
 def test_bench_prints_ratio_last(capsys):
     assert build_parser().parse_args([]).what == "train"  # `ablate bench` alone runs this one
@@ -33,7 +35,7 @@ def test_variants_compute_the_same_function():
 
     for _ in range(2):  # before, then after three Adam steps on each
         out = logits()
-        torch.testing.assert_close(out["plain"], out["torch"], atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(out["ablate"], out["torch"], atol=1e-5, rtol=1e-5)
+        assert_close(out["plain"], out["torch"])  # 32 eps * max|logit| (tests/tolerance.py)
+        assert_close(out["ablate"], out["torch"])
         for name in ENCODERS:
             Trainer(models[name], [(x, y)]).run(3)

@@ -36,6 +36,8 @@ from ablate.probes import (
     token_collapse,
 )
 
+from .tolerance import atol, max_abs_logit
+
 ROWS = 28  # MNIST: 28 rows of 28 pixels
 
 
@@ -86,9 +88,10 @@ def test_no_positions_no_mask_is_permutation_equivariant(pooling):
     batches = [_rows(64, seed) for seed in range(4)]
     perm = _row_permutation()
     error = max(equivariance_error(model, x, perm) for x, _ in batches)
+    rounding = min(atol(max_abs_logit(model, x)) for x, _ in batches)  # reordered sums round apart
     order = order_sensitivity(model, batches, perm)
-    print(f"pooling={pooling}: equiv_error={error:.2e} {order}")
-    assert error <= 1e-5
+    print(f"pooling={pooling}: equiv_error={error:.2e} (rounding {rounding:.1e}) {order}")
+    assert error <= rounding < 1e-4
     assert order["perm_agreement"] == 1.0  # every one of the 256 predictions unchanged
     assert order["perm_acc"] == order["acc"]
 
