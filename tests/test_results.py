@@ -163,6 +163,119 @@ def test_no_runs_is_a_clear_error(tmp_path):
         load("empty", root=tmp_path)
 
 
+# A run's files damaged after it ended: (file, how) -> the bytes written over it.
+GARBAGE = bytes(range(128, 256)) * 4  # not UTF-8
+
+
+def damage(run_dir: Path, file: str, how: str) -> None:
+    path = run_dir / file
+    text = path.read_bytes()
+    path.write_bytes({"truncated": text[: len(text) // 2], "garbage": GARBAGE, "empty": b""}[how])
+
+
+DAMAGES = [("summary.json", "truncated"), ("summary.json", "empty"), ("config.yaml", "garbage"),
+           ("config.yaml", "empty"), ("metrics.csv", "truncated"), ("metrics.csv", "empty"),
+           ("probes.json", "truncated"), ("probes.json", "empty")]
+
+
+@pytest.mark.parametrize(("file", "how"), DAMAGES)
+def test_a_run_with_a_broken_file_is_a_corrupt_row_and_named_once(root, tmp_path, monkeypatch, capsys, file, how):
+    """One damaged file of one run: the table still has every run, that one with status corrupt (and its
+    config while config.yaml is readable), the statistics leave it out, and the CLI names it in one line."""
+    dirs = run_dirs(root)
+    for d in dirs[:3]:
+        shutil.copytree(d, tmp_path / "b" / d.name)
+    broken = tmp_path / "b" / dirs[1].name
+    cfg = yaml.safe_load((broken / "config.yaml").read_text())
+    damage(broken, file, how)
+    df = load("b", root=tmp_path).set_index("run_id")
+    assert len(df) == 3 and df["status"].to_dict() == {d.name: "corrupt" if d == dirs[1] else "completed"
+                                                        for d in dirs[:3]}
+    assert df.loc[broken.name, "error"].startswith(file) and df.attrs["corrupt"] == {broken.name: df.loc[broken.name, "error"]}
+    if file == "config.yaml":
+        assert pd.isna(df.loc[broken.name, "model.n_heads"])
+    else:
+        assert df.loc[broken.name, "model.n_heads"] == cfg["model"]["n_heads"] and df.loc[broken.name, "seed"] == cfg["seed"]
+    good = df[df["status"] == "completed"]
+    # the corrupt row's missing values do not count as varying
+    assert swept_keys(df) == [k for k in ("model.n_heads", "seed") if good[k].nunique() > 1]
+    stats = aggregate(load("b", root=tmp_path), by=[], metrics=["test/acc"])
+    assert stats.loc[0, "test/acc_n"] == 2 and stats.loc[0, "test/acc_mean"] == pytest.approx(good["test/acc"].mean())
+
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["results", "b"]) == 0
+    out, err = capsys.readouterr()
+    named = [line for line in err.splitlines() if broken.name in line]
+    assert len(named) == 1 and file in named[0] and "corrupt" in named[0], err
+    assert named[0].startswith("ablate: warning: run ") and len(err.splitlines()) <= 2  # (+ a dirty-tree line)
+    assert [line.split()[2] for line in out.splitlines()[1:]].count("corrupt") == 1
+
+
+def test_corrupt_problems_say_what_is_wrong(root, tmp_path):
+    d = tmp_path / "w" / "r1"
+    shutil.copytree(run_dirs(root)[0], d)
+    (d / "summary.json").write_text('{"status": "completed", "metrics": {"test/acc": 0.9')
+    (d / "metrics.csv").write_text((d / "metrics.csv").read_text().replace(",", ";", 3))
+    error = load("w", root=tmp_path).loc[0, "error"]
+    assert error.startswith("summary.json is not valid JSON at line 1 column") and "truncated?" in error
+    assert "; also metrics.csv " in error
+    (d / "summary.json").write_text("[1, 2]")
+    assert load("w", root=tmp_path).loc[0, "error"].startswith("summary.json holds a JSON list, not an object")
+
+
+# ------------------------------------------------------------------ the printed table
+
+
+def profiled(root: Path, base: Path) -> Path:
+    """Sweep `prof` at budget smoke, both tasks: n_heads {1, 2} x data.task {copy, mnist}, seed 0, each
+    run with its task's smoke profile (what `ablate sweep --budget smoke` gives): the profile keys
+    differ between the tasks without being swept."""
+    from ablate.budgets import profile
+
+    src = run_dirs(base)[0]
+    for heads in (1, 2):
+        for task in ("copy", "mnist"):
+            clone(src, root / "prof" / f"h{heads}-{task}",
+                  {"model.n_heads": heads, "data.task": task, "budget": "smoke", "seed": 0, **profile("smoke", task)})
+    return root
+
+
+def test_budget_profile_keys_are_not_swept(root, tmp_path):
+    df = load("prof", root=profiled(tmp_path, root))
+    assert swept_keys(df) == ["model.n_heads", "data.task"]
+    assert swept_keys(pd.DataFrame(df.to_dict("list"))) == ["model.n_heads", "data.task"]  # a CSV read back
+    # a profile key set by hand to different values within one task and budget is swept
+    clone(run_dirs(tmp_path, "prof")[0], tmp_path / "prof" / "more-data", {"data.n_train": 1024})
+    assert "data.n_train" in swept_keys(load("prof", root=tmp_path))
+
+
+def test_cli_fits_the_terminal_and_says_what_it_hid_and_why_ci95_is_empty(root, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(profiled(tmp_path, root)))
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["results", "prof"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if not line.startswith("(")]
+    assert len(rows) == 5 and max(map(len, rows)) <= 80
+    assert rows[0].split()[:4] == ["n_heads", "task", "seed", "status"] and "test/acc" in rows[0]
+    notes = [line for line in out if line.startswith("(")]
+    assert any("--all-columns" in n and "commit" in n for n in notes), out
+
+    monkeypatch.setenv("COLUMNS", "250")  # wide: nothing hidden, full names, no notes
+    assert main(["results", "prof"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["model.n_heads", "data.task", "seed", "status", "test/acc", "test/seq_acc",
+                              "val/acc_best", "wall_time_s", "commit"] and len(out) == 5
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["results", "prof", "--aggregate"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(map(len, out[:5])) <= 80 and out[0].split()[:5] == ["n_heads", "task", "test/acc_mean", "test/acc_ci95",
+                                                                     "test/acc_n"]
+    assert all(line.split()[3] == "NaN" and line.split()[4] == "1" for line in out[1:5])  # one seed each
+    assert "(ci95 is empty where n < 2: a 95 % interval needs >= 2 seeds per variant (run more seeds))" in out
+
+
 # ------------------------------------------------------------------ statistics
 
 
@@ -263,6 +376,7 @@ def test_diverged_runs_are_left_out_or_counted_as_a_value(root, tmp_path):
 
 def test_cli_prints_the_table_and_writes_csv_and_parquet(root, table, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ABLATE_RUNS_DIR", str(root))
+    monkeypatch.setenv("COLUMNS", "250")  # a wide terminal: the whole short view
     csv, parquet = tmp_path / "out" / "t.csv", tmp_path / "out" / "t.parquet"
     assert main(["results", "mysweep", "--csv", str(csv), "--parquet", str(parquet)]) == 0
     out, err = capsys.readouterr()
@@ -297,6 +411,7 @@ def test_cli_prints_the_table_and_writes_csv_and_parquet(root, table, tmp_path, 
 
 
 def test_cli_warns_about_rows_from_another_commit(root, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "250")
     dirs = run_dirs(root)
     for d in dirs[:3]:
         shutil.copytree(d, tmp_path / "c" / d.name)

@@ -13,17 +13,23 @@ Columns, always in this order (see `table` for each):
     | wall_time_s, train_samples_per_s, global_step, attempts, diverged_step, commit, dirty,
       commit_mismatch, error, run_dir
 
-`ablate results NAME [--csv PATH] [--parquet PATH] [--wandb ENTITY/PROJECT]` prints and writes it.
+A run whose files cannot be read is a row with status `corrupt` (`corrupt_warnings(df)`: one line
+each), never an exception.
+
+`ablate results NAME [--csv PATH] [--parquet PATH] [--wandb ENTITY/PROJECT]` prints and writes it;
+the printed short view fits the terminal (`format_table`).
 """
 
 from .stats import aggregate, best_lr, t_quantile_975
 from .table import (
     ResultsError,
     commit_warnings,
+    corrupt_warnings,
     format_table,
     from_records,
     load,
     swept_keys,
+    table_warnings,
     write,
 )
 from .wandb_runs import load_wandb
@@ -33,11 +39,13 @@ __all__ = [
     "aggregate",
     "best_lr",
     "commit_warnings",
+    "corrupt_warnings",
     "format_table",
     "from_records",
     "load",
     "load_wandb",
     "swept_keys",
+    "table_warnings",
     "t_quantile_975",
     "write",
 ]

@@ -3,7 +3,11 @@
     run_id              the run's id (its folder name; its W&B run id)
     <config keys>       every key of config.yaml, flattened as `ablate train` spells it
                         (model.n_heads, ..., run.group, pooling, budget, tracking), then `seed`
-    status              completed | diverged | failed | running (as summary.json says)
+    status              completed | diverged | failed | running (as summary.json says), or corrupt:
+                        summary.json, config.yaml, probes.json or metrics.csv cannot be read
+                        (truncated, binary garbage, empty; see runfiles.py). The row keeps what
+                        could be read (its config when config.yaml is readable) and `error` says
+                        which file and what is wrong; statistics leave it out.
     <metrics>           final metrics under their logged names: test/*, val/*, train/*
     <probes>            probe scalars: probe/init/*, probe/final/*, then any other point
     params/*            attention, ffn, embedding, other, total
@@ -11,12 +15,15 @@
     commit, dirty       provenance of the run (git HEAD and whether tracked files were modified)
     commit_mismatch     True where `commit` is known and differs from the reference commit: the most
                         common one among completed runs (ties: the one with more rows, then by name)
-    error               last line of the traceback of a failed run
+    error               last line of the traceback of a failed run; a corrupt run's problems
     run_dir             where the run's files are (probes.npz, metrics.csv); empty for W&B rows
 
 Which config keys are *swept* (`swept_keys(df)`): those whose value differs between runs
-(bookkeeping keys such as run.dir or trainer.threads excepted), and those listed with more than
-one value in sweeps/<name>.yaml when that file exists. `df.attrs` holds the sweep name, the source
+(bookkeeping keys such as run.dir or trainer.threads excepted; corrupt rows not counted), and
+those listed with more than one value in sweeps/<name>.yaml when that file exists. A key that
+budget profiles set (ablate.budgets: trainer.max_epochs, data.train_subset, ...) differs between
+the tasks of a sweep because of the profile; it counts only when it differs between runs of the
+same budget, task and sweep. `df.attrs` holds the sweep name, the source
 and the column groups, so notebooks can ask for them.
 
 Rows are sorted by the swept keys, then seed, then run_id.
@@ -25,18 +32,19 @@ Rows are sorted by the swept keys, then seed, then run_id.
 from __future__ import annotations
 
 import io
-import json
 import re
+import shutil
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from ..config import NOT_IDENTITY, SECTIONS, all_keys, flatten_overrides
-from ..rundir import CONFIG, atomic_write, read_summary, runs_root
+from ..rundir import CONFIG, METRICS, SUMMARY, atomic_write, runs_root
+from ..yamlfile import YamlFileError, read_yaml
+from .runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
 
 PARAMS = ("attention", "ffn", "embedding", "other", "total")
 BOOKKEEPING = (
@@ -53,6 +61,8 @@ BOOKKEEPING = (
 )
 METRIC = re.compile(r"^(test|val|train)/")
 MAIN_METRICS = ("val/acc_best",)  # shown by the CLI next to every test/* metric
+PROBES = "probes.json"
+CORRUPT = "corrupt"  # the status of a run whose files cannot be read
 
 
 class ResultsError(ValueError):
@@ -84,42 +94,53 @@ def last_line(text: Any) -> Any:
     return lines[-1] if lines else None
 
 
-def _read_config(run_dir: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
-    except (FileNotFoundError, yaml.YAMLError):
-        return {}
-    return flatten_overrides(data) if isinstance(data, dict) else {}  # {'model.n_heads': 4, ..., 'seed': 0}
-
-
-def _read_probes_json(run_dir: Path) -> dict[str, float]:
-    try:
-        data = json.loads((run_dir / "probes.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def _problem(err: RunFileError) -> str:
+    return f"{err.file} {err.problem}"
 
 
 def read_run(run_dir: Path) -> RunRecord | None:
-    """A run directory -> RunRecord; None when it holds no summary.json (not started)."""
-    summary = read_summary(run_dir)
-    if summary is None:
-        return None
-    provenance = summary.get("provenance") or {}
+    """A run directory -> RunRecord; None when it holds no summary.json (not started). A run whose
+    summary.json, config.yaml, probes.json or metrics.csv cannot be read is a record with status
+    `corrupt` (its config when config.yaml is readable, the problems in `error`), never an exception."""
+    problems: list[str] = []
+
+    def attempt(reader, path: Path):
+        try:
+            return reader(path)
+        except RunFileError as err:
+            problems.append(_problem(err))
+            return None
+
+    summary = attempt(read_json_object, run_dir / SUMMARY)
+    if summary is None and not problems:
+        return None  # no summary.json: not started
+    raw_config = attempt(read_config_mapping, run_dir / CONFIG)
+    if raw_config is None and not any(p.startswith(CONFIG) for p in problems):
+        problems.append(f"{CONFIG} is missing")
+    probes_file = attempt(read_json_object, run_dir / PROBES) or {}
+    attempt(read_metrics_rows, run_dir / METRICS)  # checked only: curves are read by the report export
+    summary = summary or {}
+    provenance = summary.get("provenance") if isinstance(summary.get("provenance"), dict) else {}
     # a run that failed early has no probes in its summary; probes.json holds the init ones
-    probes = summary.get("probes") or _read_probes_json(run_dir)
+    probes = summary.get("probes") if isinstance(summary.get("probes"), dict) else probes_file
+    config = flatten_overrides(raw_config) if raw_config else {}  # {'model.n_heads': 4, ..., 'seed': 0}
+
+    def mapping(key: str) -> dict:
+        value = summary.get(key)
+        return dict(value) if isinstance(value, dict) else {}
+
     return RunRecord(
         run_id=str(summary.get("run_id") or run_dir.name),
-        config=_read_config(run_dir),
-        status=str(summary.get("status", "unknown")),
-        metrics=dict(summary.get("metrics") or {}),
+        config=config,
+        status=CORRUPT if problems else str(summary.get("status", "unknown")),
+        metrics=mapping("metrics"),
         probes={k: v for k, v in probes.items() if isinstance(v, (int, float))},
-        params=dict(summary.get("params") or {}),
+        params=mapping("params"),
         bookkeeping={
             **{k: summary.get(k) for k in ("wall_time_s", "train_samples_per_s", "global_step", "attempts", "diverged_step")},
             "commit": provenance.get("commit"),
             "dirty": provenance.get("dirty"),
-            "error": last_line(summary.get("error")),
+            "error": "; also ".join(problems) if problems else last_line(summary.get("error")),
             "run_dir": str(run_dir),
         },
     )
@@ -200,8 +221,8 @@ def param_columns(names) -> list[str]:
 def sweep_file_keys(path: Path) -> list[str]:
     """Keys a W&B sweep file varies: `values` with more than one entry, or a distribution."""
     try:
-        spec = yaml.safe_load(Path(path).read_text()) or {}
-    except (FileNotFoundError, IsADirectoryError, yaml.YAMLError):
+        spec = read_yaml(path, "sweep file") if Path(path).is_file() else {}
+    except YamlFileError:  # `ablate sweep` names the problem; the table just cannot use the file
         return []
     params = spec.get("parameters") if isinstance(spec, dict) else None
     out = []
@@ -215,6 +236,38 @@ def sweep_file_keys(path: Path) -> list[str]:
 
 def _varies(column: pd.Series) -> bool:
     return column.astype(object).map(repr).nunique() > 1  # None, NaN and unhashables compare by value
+
+
+def profile_keys() -> frozenset[str]:
+    """The keys budget profiles set (ablate.budgets: epochs, subset sizes): a run's value of one
+    follows from its budget, task and sweep, so these differ between the tasks of a sweep without
+    being what the sweep compares."""
+    from ..budgets import BUDGETS, SWEEPS
+
+    tasks = [*BUDGETS.values(), *(t for groups in SWEEPS.values() for t in groups.values())]
+    return frozenset(k for profiles in tasks for settings in profiles.values() for k in settings)
+
+
+PROFILE_CONTEXT = ("budget", "data.task", "run.group")  # what a profile key's value follows from
+
+
+def _swept(df: pd.DataFrame, config_keys: list[str], listed: Collection[str] = ()) -> list[str]:
+    """The config keys that vary between the readable runs (listed ones always): not the bookkeeping
+    keys, and a budget-profile key only when it varies between runs of the same budget, task and sweep."""
+    rows = df
+    if "status" in df.columns and (df["status"] != CORRUPT).any():
+        rows = df[df["status"] != CORRUPT]  # a corrupt row's missing config would make every key vary
+    skip, profiled = set(NOT_IDENTITY), profile_keys()
+    context = [rows[c].astype(object).map(repr) for c in PROFILE_CONTEXT if c in rows.columns]
+
+    def varies(key: str) -> bool:
+        if key in skip or key not in rows.columns:
+            return False
+        if key not in profiled or not context:
+            return _varies(rows[key])
+        return any(_varies(group) for _, group in rows[key].groupby(context, sort=False))
+
+    return [k for k in config_keys if k in listed or varies(k)]
 
 
 def _tidy_config(column: pd.Series) -> pd.Series:
@@ -267,8 +320,7 @@ def from_records(
         df[column] = pd.to_numeric(df[column], errors="coerce").astype(float)
 
     listed = set(sweep_file_keys(Path(sweep_file))) if sweep_file else set()
-    skip = set(NOT_IDENTITY)  # where a run is recorded (run.dir, ...), not what it computes
-    swept = [k for k in config_keys if k in listed or (k not in skip and _varies(df[k]))]
+    swept = _swept(df, config_keys, listed)
 
     reference = reference_commit(df)
     df["commit_mismatch"] = df["commit"].notna() & (df["commit"] != reference) if reference else False
@@ -283,6 +335,7 @@ def from_records(
         "probes": probes,
         "params": params,
         "reference_commit": reference,
+        "corrupt": dict(zip(df.loc[df["status"] == CORRUPT, "run_id"], df.loc[df["status"] == CORRUPT, "error"])),
     }
     return df
 
@@ -293,18 +346,28 @@ def from_records(
 def swept_keys(df: pd.DataFrame) -> list[str]:
     """The config keys the sweep varies (seed included when it varies), in column order.
     From df.attrs when the table came from load(); otherwise (a CSV read back) the config
-    columns whose values differ between rows."""
+    columns whose values differ between rows, by the same rule as load() (see _swept)."""
     keys = df.attrs.get("swept_keys")
     if keys is not None:
         return [k for k in keys if k in df.columns]
-    skip = set(NOT_IDENTITY)
     config = df.attrs.get("config_keys") or [k for k in df.columns if k in set(all_keys())]
-    return [k for k in config if k in df.columns and k not in skip and _varies(df[k])]
+    return _swept(df, [k for k in config if k in df.columns])
+
+
+def corrupt_warnings(df: pd.DataFrame) -> list[str]:
+    """One line per run whose files cannot be read: its id, folder, the file and the problem."""
+    if "status" not in df.columns:
+        return []
+    bad = df[df["status"] == CORRUPT]
+    where = bad["run_dir"] if "run_dir" in bad.columns else pd.Series("", index=bad.index)
+    return [f"run {run_id}{f' ({d})' if isinstance(d, str) and d else ''}: {error}; listed with status "
+            f"{CORRUPT}, left out of the statistics" for run_id, d, error in zip(bad["run_id"], where, bad["error"])]
 
 
 def commit_warnings(df: pd.DataFrame) -> list[str]:
-    """Lines for the CLI: rows at another commit than the rest, rows from a modified tree."""
-    out = []
+    """Lines for the CLI's stderr: runs whose files are broken (corrupt_warnings), rows at another
+    commit than the rest, rows from a modified tree."""
+    out = corrupt_warnings(df)
     if "commit_mismatch" in df.columns and df["commit_mismatch"].any():
         n = int(df["commit_mismatch"].sum())
         ref = df.attrs.get("reference_commit") or reference_commit(df)
@@ -320,14 +383,21 @@ def commit_warnings(df: pd.DataFrame) -> list[str]:
     return out
 
 
+table_warnings = commit_warnings  # the same lines, under the name that says what they are
+
+
 def _main_metrics(metrics: list[str]) -> list[str]:
     return [m for m in metrics if m.startswith("test/") or m in MAIN_METRICS]
+
+
+def _is_aggregate(df: pd.DataFrame) -> bool:
+    return "by" in df.attrs and "status" not in df.columns
 
 
 def display_columns(df: pd.DataFrame) -> list[str]:
     """The CLI's short view. Runs: swept keys, seed, status, test metrics and val/acc_best, wall
     time, commit. An aggregate: its groups, then mean, ci95 and n of those metrics, n_diverged."""
-    if "by" in df.attrs and "status" not in df.columns:
+    if _is_aggregate(df):
         stats = [f"{m}_{s}" for m in _main_metrics(df.attrs["metrics"]) for s in ("mean", "ci95", "n")]
         wanted = [*df.attrs["by"], *stats, "n_diverged"]
     else:
@@ -337,16 +407,80 @@ def display_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in dict.fromkeys(wanted) if c in df.columns]
 
 
-def format_table(df: pd.DataFrame, all_columns: bool = False) -> str:
-    """The table as text: every column with all_columns, else the short view (display_columns)."""
-    view = df if all_columns else df[display_columns(df)].copy()
-    if view is not df and "commit" in view.columns:  # short hash, "!" where it is not the reference
+def _droppable(df: pd.DataFrame, columns: list[str]) -> list[list[str]]:
+    """Groups of the short view's columns to hide, first to last, when it is wider than the terminal:
+    never the swept keys, seed, status or the first metric."""
+    if _is_aggregate(df):
+        metrics = [m for m in _main_metrics(df.attrs["metrics"]) if f"{m}_mean" in columns]
+        groups = [[f"{m}_{s}" for s in ("mean", "ci95", "n")] for m in reversed(metrics[1:])]
+        return [[c for c in g if c in columns] for g in groups]
+    metrics = [c for c in columns if METRIC.match(c)]
+    later = [m for m in reversed(metrics[1:]) if m not in MAIN_METRICS]
+    return [[c] for c in ("commit", "wall_time_s", *[m for m in metrics[1:] if m in MAIN_METRICS], *later) if c in columns]
+
+
+def _render(view: pd.DataFrame) -> str:
+    with pd.option_context("display.max_columns", None, "display.width", 10_000, "display.max_colwidth", 60):
+        return view.to_string(index=False, float_format=lambda x: f"{x:.4g}")
+
+
+def _width(text: str) -> int:
+    return max((len(line) for line in text.splitlines()), default=0)
+
+
+def _short_names(columns: list[str]) -> dict[str, str]:
+    """model.n_heads -> n_heads, where that leaves every header distinct."""
+    short = {c: c.split(".", 1)[1] if c.split(".", 1)[0] in SECTIONS else c for c in columns}
+    counts = pd.Series(list(short.values())).value_counts()
+    return {c: s for c, s in short.items() if s != c and counts[s] == 1}
+
+
+def _ci95_note(df: pd.DataFrame) -> str | None:
+    """Why an aggregate's ci95 is empty: fewer than two seeds in that variant."""
+    if not _is_aggregate(df):
+        return None
+    for column in (c for c in df.columns if c.endswith("_ci95")):
+        n = df.get(column[: -len("_ci95")] + "_n")
+        if n is not None and (df[column].isna() & (n < 2)).any():
+            return "ci95 is empty where n < 2: a 95 % interval needs >= 2 seeds per variant (run more seeds)"
+    return None
+
+
+def format_table(df: pd.DataFrame, all_columns: bool = False, width: int | None = None) -> str:
+    """The table as text: every column with all_columns, else the short view (display_columns) fitted
+    to `width` characters (default: the terminal's, shutil.get_terminal_size): config keys lose their
+    section prefix, then the least needed columns are hidden; notes under the table say what was
+    shortened or hidden, and why an aggregate's ci95 is empty."""
+    if all_columns:
+        return _render(df)
+    width = width or shutil.get_terminal_size().columns
+    columns = display_columns(df)
+    view = df[columns].copy()
+    if "commit" in view.columns:  # short hash, "!" where it is not the reference
         short = view["commit"].map(lambda c: str(c)[:8] if isinstance(c, str) else "")
         if "commit_mismatch" in df.columns:
             short = short + df["commit_mismatch"].map(lambda f: "!" if f else "")
         view["commit"] = short
-    with pd.option_context("display.max_columns", None, "display.width", 250, "display.max_colwidth", 60):
-        return view.to_string(index=False, float_format=lambda x: f"{x:.4g}")
+    notes, text = [], _render(view)
+    renamed = _short_names(columns)
+    if _width(text) > width and renamed:
+        view = view.rename(columns=renamed)
+        text = _render(view)
+        shown = ", ".join(f"{s} = {c}" for c, s in list(renamed.items())[:2])
+        notes.append(f"{shown}{', ...' if len(renamed) > 2 else ''}: config keys shown without their section")
+    hidden: list[str] = []
+    for group in _droppable(df, columns):
+        if _width(text) <= width:
+            break
+        view = view.drop(columns=[renamed.get(c, c) for c in group])
+        hidden.append(group[0] if len(group) == 1 else group[0].rsplit("_", 1)[0] + "_mean/ci95/n")
+        text = _render(view)
+    if hidden:
+        notes.append(f"hidden to fit {width} columns: {', '.join(hidden)}; --all-columns shows every column")
+    ci95 = _ci95_note(df)
+    if ci95:
+        notes.append(ci95)
+    return "\n".join([text, *(f"({note})" for note in notes)])
 
 
 def write(df: pd.DataFrame, path: Path | str) -> Path:
