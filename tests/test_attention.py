@@ -6,12 +6,23 @@ from __future__ import annotations
 
 import copy
 import math
+import typing
 
 import pytest
 import torch
 from torch import nn
 
-from ablate.models import Encoder, EncoderConfig, MultiHeadAttention, RoPE
+from ablate.models import (
+    POS_ENCODINGS,
+    Encoder,
+    EncoderConfig,
+    MultiHeadAttention,
+    NoScoreBias,
+    Positional,
+    RoPE,
+    build_positional,
+)
+from ablate.models.attention import future_mask
 
 from .tolerance import assert_close, atol, max_abs, max_abs_logit
 
@@ -158,8 +169,8 @@ def test_logits_and_weights_match_the_formula(qk_scale, temperature, causal, rop
         pos_enc="rope" if rope else "none",
         dropout=0.0,
     )
-    rotary = RoPE(cfg.head_dim, cfg.max_len) if rope else nn.Identity()
-    attn = MultiHeadAttention(cfg, rotary).eval()
+    attn = MultiHeadAttention(cfg, build_positional(cfg)).eval()
+    assert isinstance(attn.rotary, RoPE) == rope
     x = torch.randn(2, 6, 16)
     with torch.no_grad():
         logits = attn.logits(*attn.project(x)[:2])
@@ -302,3 +313,87 @@ def test_key_bias_gets_no_gradient_without_rope():
     g = attn.qkv.bias.grad
     assert g[8:16].abs().max() <= atol(g.abs().max().item())  # key slice: zero up to rounding
     assert g[:8].abs().max() > 1e-4 and g[16:].abs().max() > 1e-4  # query and value slices
+
+
+# ------------------------------------------------------------------ the positional bundle's score slot
+
+
+class DistanceBias(nn.Module):
+    """A score bias of the plainest kind: -|i - j| / 2 for every head."""
+
+    def forward(self, length: int, like: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(length, device=like.device)
+        return (-(pos[None] - pos[:, None]).abs() / 2).to(like.dtype).expand(2, length, length)
+
+
+def _sdpa_calls(monkeypatch) -> list[dict]:
+    """Record the keyword arguments of every F.scaled_dot_product_attention call attention makes."""
+    calls: list[dict] = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(q, k, v, **kw):
+        calls.append(kw)
+        return real(q, k, v, **kw)
+
+    monkeypatch.setattr("ablate.models.attention.F.scaled_dot_product_attention", recording)
+    return calls
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("pos_enc", ["none", "sinusoidal", "learned", "rope"])
+def test_without_a_score_bias_the_fused_call_is_the_plain_one(pos_enc, causal, monkeypatch):
+    calls = _sdpa_calls(monkeypatch)
+    cfg = EncoderConfig(d_model=8, n_heads=2, n_layers=2, pos_enc=pos_enc, causal=causal)
+    Encoder(cfg)(torch.randn(2, 5, 8))
+    assert len(calls) == 2
+    for kw in calls:
+        assert "attn_mask" not in kw and kw["is_causal"] is causal and kw["scale"] == cfg.score_scale
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_score_bias_reaches_both_paths(causal, monkeypatch):
+    """Explicit logits are q k^T * scale + bias (then the causal -inf); the fused call gets the same
+    bias as a float attn_mask with the causal mask folded in, and is_causal off."""
+    torch.manual_seed(7)
+    cfg = EncoderConfig(d_model=8, n_heads=2, d_head=6, qk_scale=False, temperature=0.5,
+                        causal=causal, pos_enc="none", dropout=0.0)  # fmt: skip
+    attn = MultiHeadAttention(cfg, Positional(scores=DistanceBias())).eval()
+    plain = copy.deepcopy(attn)
+    plain.score_bias = NoScoreBias()
+    x = torch.randn(3, 6, 8)
+    calls = _sdpa_calls(monkeypatch)
+    with torch.no_grad():
+        q, k, _ = attn.project(x)
+        logits = attn.logits(q, k)
+        fused, _ = attn(x)
+        explicit, w = attn(x, need_weights=True)
+        y64 = copy.deepcopy(attn).double()(x.double())[0]
+    pos = torch.arange(6)
+    bias = -(pos[None] - pos[:, None]).abs() / 2
+    expected = plain.logits(q, k).double() + bias
+    if causal:
+        expected = expected.masked_fill(future_mask(6, x.device), float("-inf"))
+    assert_close(logits, expected, max_abs(expected))
+    kw = calls[0]  # the float32 fused call (then the float64 one)
+    assert not kw.get("is_causal", False) and kw["attn_mask"].dtype == torch.float32
+    assert kw["attn_mask"].shape == (2, 6, 6)
+    hidden = future_mask(6, x.device) if causal else torch.zeros(6, 6, dtype=torch.bool)
+    mask = bias.float().expand(2, 6, 6).masked_fill(hidden, float("-inf"))
+    torch.testing.assert_close(kw["attn_mask"], mask, atol=0, rtol=0)
+    scores = max_abs(expected)
+    assert_close(fused, y64, scores)
+    assert_close(explicit, y64, scores)
+    assert (fused - plain(x)[0]).abs().max() > 1e-2  # the bias changes the output
+
+
+def test_attention_rejects_a_bare_module_for_its_positional_bundle():
+    cfg = EncoderConfig(d_model=8, n_heads=2, pos_enc="rope")
+    with pytest.raises(TypeError, match="Positional"):
+        MultiHeadAttention(cfg, RoPE(4, 16))
+
+
+def test_pos_enc_names_come_from_the_registry():
+    hints = typing.get_type_hints(EncoderConfig)
+    assert typing.get_args(hints["pos_enc"]) == tuple(POS_ENCODINGS)
+    with pytest.raises(ValueError, match=", ".join(POS_ENCODINGS)):
+        EncoderConfig(pos_enc="relative")

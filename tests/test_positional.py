@@ -196,12 +196,12 @@ def test_rope_dot_product_depends_only_on_offset():
 
 
 def test_rope_is_applied_to_queries_and_keys_not_values():
-    from ablate.models import MultiHeadAttention
+    from ablate.models import MultiHeadAttention, Positional
 
     torch.manual_seed(5)
     cfg = EncoderConfig(d_model=8, n_heads=2, n_layers=1, pos_enc="rope", dropout=0.0)
     rope = RoPE(cfg.head_dim, cfg.max_len)
-    attn = MultiHeadAttention(cfg, rope)
+    attn = MultiHeadAttention(cfg, Positional(qk=rope))
     x = torch.randn(2, 6, 8)
     q, k, v = attn.project(x)
     raw = attn.qkv(x).view(2, 6, 3, 2, 4).permute(2, 0, 3, 1, 4)

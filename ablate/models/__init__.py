@@ -4,7 +4,16 @@ from .attention import MultiHeadAttention
 from .block import Block, FeedForward, SubLayer
 from .config import EncoderConfig
 from .encoder import Encoder
-from .positional import POS_ENCODINGS, LearnedPE, RoPE, SinusoidalPE, sinusoidal_table
+from .positional import (
+    POS_ENCODINGS,
+    LearnedPE,
+    NoScoreBias,
+    Positional,
+    RoPE,
+    SinusoidalPE,
+    build_positional,
+    sinusoidal_table,
+)
 
 __all__ = [
     "Block",
@@ -13,10 +22,13 @@ __all__ = [
     "FeedForward",
     "LearnedPE",
     "MultiHeadAttention",
+    "NoScoreBias",
     "POS_ENCODINGS",
+    "Positional",
     "RoPE",
     "SinusoidalPE",
     "SubLayer",
+    "build_positional",
     "sinusoidal_table",
 ]
 

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import EncoderConfig
+from .positional import Positional
 
 
 def _default(attn: MultiHeadAttention) -> None:
@@ -35,20 +36,40 @@ def _small(attn: MultiHeadAttention) -> None:
 INITS = {"default": _default, "xavier": _xavier, "small": _small}
 
 
+def future_mask(length: int, device: torch.device) -> torch.Tensor:
+    """(T, T) bool, True where key j lies after query i: what the causal mask hides."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).triu(1)
+
+
 class MultiHeadAttention(nn.Module):
-    """softmax(Q K^T * scale [+ causal mask]) V over n_heads heads of width d_head (Vaswani et al. 2017).
+    """softmax(Q K^T * scale [+ score bias] [+ causal mask]) V over n_heads heads of width d_head
+    (Vaswani et al. 2017).
 
     `scale` = (1/sqrt(d_head) if qk_scale else 1) / temperature is computed once by the config and
     handed to both paths: the fused `F.scaled_dot_product_attention` used for training and the
-    explicit path that also returns the post-softmax weights.
+    explicit path that also returns the post-softmax weights. The positional bundle's `qk` slot
+    rotates q and k, and its `scores` slot may add a bias to the scaled logits (not divided by tau):
+    the explicit path adds it, the fused path receives it as a float `attn_mask` with the causal
+    -inf folded in. Without a bias the fused call is the plain `is_causal=` one.
+
+    Public parts (what probes use): `qkv` ([W_Q; W_K; W_V], heads contiguous), `out` (W_O),
+    `n_heads`, `d_head`, `inner_dim`, `scale`, `project(x)`, `logits(q, k)`.
     """
 
-    def __init__(self, cfg: EncoderConfig, rotary: nn.Module):
+    def __init__(self, cfg: EncoderConfig, positional: Positional | None = None):
         super().__init__()
+        if positional is None or isinstance(positional, nn.Identity):  # an empty slot, as elsewhere
+            positional = Positional()
+        if not isinstance(positional, Positional):
+            raise TypeError(
+                f"positional={type(positional).__name__} is not allowed; pass a Positional bundle "
+                "(ablate.models.build_positional(cfg)) or None"
+            )
         self.n_heads, self.d_head, self.inner_dim = cfg.n_heads, cfg.head_dim, cfg.inner_dim
         self.qkv = nn.Linear(cfg.d_model, 3 * self.inner_dim)  # rows: [W_Q; W_K; W_V], heads contiguous
         self.out = nn.Linear(self.inner_dim, cfg.d_model)  # W_O
-        self.rotary = rotary  # RoPE or nn.Identity
+        self.rotary = positional.qk  # RoPE or nn.Identity
+        self.score_bias = positional.scores  # T -> (nh, T, T) additive bias, or None
         self.scale = cfg.score_scale
         self.causal = cfg.causal
         self.dropout = cfg.dropout
@@ -61,25 +82,36 @@ class MultiHeadAttention(nn.Module):
         return self.rotary(q), self.rotary(k), v
 
     def logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """Pre-softmax scores (B, nh, T, T), scaled and masked exactly as the fused kernel does."""
+        """Pre-softmax scores (B, nh, T, T), scaled, biased and masked exactly as the fused kernel does."""
         scores = (q @ k.transpose(-2, -1)) * self.scale
+        T = scores.shape[-1]
+        bias = self.score_bias(T, scores)  # (nh, T, T) or None
+        if bias is not None:
+            scores = scores + bias
         if self.causal:
-            T = scores.shape[-1]
-            future = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu(1)
-            scores = scores.masked_fill(future, float("-inf"))
+            scores = scores.masked_fill(future_mask(T, scores.device), float("-inf"))
         return scores
 
     def merge(self, y: torch.Tensor) -> torch.Tensor:
         B, _, T, _ = y.shape  # (B, nh, T, hs) -> (B, T, nh*hs) -> (B, T, d_model)
         return self.out(y.transpose(1, 2).reshape(B, T, self.inner_dim))
 
+    def fused(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, p: float) -> torch.Tensor:
+        """F.scaled_dot_product_attention with this layer's scale, bias and mask: (B, nh, T, hs)."""
+        T = q.shape[-2]
+        bias = self.score_bias(T, q)  # (nh, T, T) or None
+        if bias is None:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.causal, scale=self.scale)
+        if self.causal:
+            bias = bias.masked_fill(future_mask(T, bias.device), float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p, scale=self.scale)
+
     def forward(self, x: torch.Tensor, need_weights: bool = False):
         """(B, T, d_model) -> ((B, T, d_model), weights (B, nh, T, T) or None)."""
         q, k, v = self.project(x)
         p = self.dropout if self.training else 0.0
         if not need_weights:
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.causal, scale=self.scale)
-            return self.merge(y), None
+            return self.merge(self.fused(q, k, v, p)), None
         weights = self.logits(q, k).softmax(dim=-1)
         y = F.dropout(weights, p=p, training=self.training) @ v
         return self.merge(y), weights

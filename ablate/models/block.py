@@ -11,6 +11,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .config import EncoderConfig
+from .positional import Positional
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -73,9 +74,9 @@ class Removed(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: EncoderConfig, rotary: nn.Module):
+    def __init__(self, cfg: EncoderConfig, positional: Positional | None = None):
         super().__init__()
-        self.attn = SubLayer(MultiHeadAttention(cfg, rotary), cfg)
+        self.attn = SubLayer(MultiHeadAttention(cfg, positional), cfg)
         self.ffn = SubLayer(FeedForward(cfg), cfg) if cfg.ffn_mult > 0 else Removed()
 
     def forward(self, x: torch.Tensor, need_weights: bool = False):

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from .positional import POS_ENCODINGS
+
 ACTIVATION_NAMES = ("relu", "gelu")
 NORM_NAMES = ("pre", "post", "none")
-POS_ENC_NAMES = ("none", "sinusoidal", "learned", "rope")
+POS_ENC_NAMES = tuple(POS_ENCODINGS)  # the registry in positional.py is the one home of a scheme
 INIT_NAMES = ("default", "xavier", "small")
 
 
@@ -49,7 +51,7 @@ class EncoderConfig:
     temperature: float = 1.0  # tau: scores are also divided by tau
     residual: bool = True  # skip connections around both sub-layers (He et al. 2016)
     norm: Literal["pre", "post", "none"] = "post"  # LayerNorm placement (Xiong et al. 2020)
-    pos_enc: Literal["none", "sinusoidal", "learned", "rope"] = "learned"  # positional encoding
+    pos_enc: Literal[POS_ENC_NAMES] = "learned"  # positional encoding: a key of POS_ENCODINGS
     causal: bool = False  # each position attends only to itself and earlier ones
     init: Literal["default", "xavier", "small"] = "default"  # Q/K/V/O initialisation
     max_len: int = 512  # longest sequence the learned table holds

@@ -18,8 +18,9 @@ class Encoder(nn.Module):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.cfg = cfg
-        self.pos_enc, rotary = build_positional(cfg)  # one is nn.Identity
-        self.blocks = nn.ModuleList(Block(cfg, rotary) for _ in range(cfg.n_layers))
+        self.positional = build_positional(cfg)  # one bundle: input, q/k and score slots
+        self.pos_enc = self.positional.input  # registered here; the q/k and score slots in attention
+        self.blocks = nn.ModuleList(Block(cfg, self.positional) for _ in range(cfg.n_layers))
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
 
     def forward(self, x: torch.Tensor, return_attention: bool = False):

@@ -1,17 +1,52 @@
-"""Positional encodings. Each variant is a pair of slots: one added to the input, one applied to Q and K.
+"""Positional encodings. Each scheme is one `Positional` bundle built from the config, acting wherever
+the scheme acts: on the input tokens, on queries and keys, on the attention scores.
 
-`build_positional(cfg)` returns `(input_slot, qk_slot)`; whichever a variant does not use is
-`nn.Identity`, so the encoder and attention never branch on `pos_enc`.
+`POS_ENCODINGS` is the one registry: its keys are the allowed `pos_enc` names (EncoderConfig takes
+them from here), its values build the bundle. A slot a scheme does not use is `nn.Identity` (input,
+q/k) or `NoScoreBias` (scores), so the encoder and attention never branch on `pos_enc`; a new
+scheme is a class and one registry entry in this file.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from .config import EncoderConfig
+if TYPE_CHECKING:  # config.py imports this registry for its names; at run time cfg is duck-typed
+    from .config import EncoderConfig
+
+
+class NoScoreBias(nn.Module):
+    """The score slot of a scheme that adds nothing to the logits: attention then takes its plain
+    fused call (`is_causal=`, no mask), exactly as without a bias slot."""
+
+    def forward(self, length: int, like: torch.Tensor) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Positional:
+    """One positional scheme's three slots, passed down from the encoder to every attention as one thing.
+
+    input:  (B, T, d_model) -> (B, T, d_model), applied to the tokens before the first block
+    qk:     (B, nh, T, hs) -> (B, nh, T, hs), applied to queries and keys in every attention layer
+    scores: (T, like) -> an additive bias (nh, T, T) in like's dtype and device, or None
+
+    Each module is registered where it acts (the encoder's `pos_enc`, each attention's `rotary` and
+    `score_bias`); the state-dict keys are those of the slot pair this bundle replaced.
+    """
+
+    input: nn.Module = field(default_factory=nn.Identity)
+    qk: nn.Module = field(default_factory=nn.Identity)
+    scores: nn.Module = field(default_factory=NoScoreBias)
+
+    def modules(self) -> tuple[nn.Module, ...]:
+        return (self.input, self.qk, self.scores)
 
 
 def sinusoidal_table(length: int, d_model: int) -> torch.Tensor:
@@ -87,25 +122,32 @@ class RoPE(nn.Module):
         return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
 
-def _none(cfg: EncoderConfig) -> tuple[nn.Module, nn.Module]:
-    return nn.Identity(), nn.Identity()
+def _none(cfg: EncoderConfig) -> Positional:
+    return Positional()
 
 
-def _sinusoidal(cfg: EncoderConfig) -> tuple[nn.Module, nn.Module]:
-    return SinusoidalPE(cfg.d_model, cfg.max_len), nn.Identity()
+def _sinusoidal(cfg: EncoderConfig) -> Positional:
+    return Positional(input=SinusoidalPE(cfg.d_model, cfg.max_len))
 
 
-def _learned(cfg: EncoderConfig) -> tuple[nn.Module, nn.Module]:
-    return LearnedPE(cfg.d_model, cfg.max_len), nn.Identity()
+def _learned(cfg: EncoderConfig) -> Positional:
+    return Positional(input=LearnedPE(cfg.d_model, cfg.max_len))
 
 
-def _rope(cfg: EncoderConfig) -> tuple[nn.Module, nn.Module]:
-    return nn.Identity(), RoPE(cfg.head_dim, cfg.max_len)
+def _rope(cfg: EncoderConfig) -> Positional:
+    return Positional(qk=RoPE(cfg.head_dim, cfg.max_len))
 
 
-POS_ENCODINGS = {"none": _none, "sinusoidal": _sinusoidal, "learned": _learned, "rope": _rope}
+POS_ENCODINGS: dict[str, Callable[[EncoderConfig], Positional]] = {
+    "none": _none,
+    "sinusoidal": _sinusoidal,
+    "learned": _learned,
+    "rope": _rope,
+}
 
 
-def build_positional(cfg: EncoderConfig) -> tuple[nn.Module, nn.Module]:
-    """(added to the input, applied to q and k) for `cfg.pos_enc`."""
+def build_positional(cfg: EncoderConfig) -> Positional:
+    """The bundle for `cfg.pos_enc`."""
+    if cfg.pos_enc not in POS_ENCODINGS:
+        raise ValueError(f"pos_enc={cfg.pos_enc!r} is not allowed; choose one of {', '.join(POS_ENCODINGS)}")
     return POS_ENCODINGS[cfg.pos_enc](cfg)
