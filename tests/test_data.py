@@ -17,7 +17,9 @@ import torch
 from torch import nn
 from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
 
+import ablate.data.copytask as copy_mod
 import ablate.data.mnist as mnist_mod
+from ablate import cli
 from ablate.config import ConfigError, DataConfig
 from ablate.data import (
     IGNORE,
@@ -47,9 +49,9 @@ def no_network(monkeypatch):
     return calls
 
 
-def write_idx(path: Path, data: torch.Tensor) -> None:
+def write_idx(path: Path, data: torch.Tensor, magic: int | None = None) -> None:
     """IDX file: big-endian magic (2051 for 3-d uint8 images, 2049 for 1-d uint8 labels), dims, bytes."""
-    magic = {3: 2051, 1: 2049}[data.dim()]
+    magic = magic or {3: 2051, 1: 2049}[data.dim()]
     header = struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in data.shape)
     path.write_bytes(header + data.to(torch.uint8).numpy().tobytes())
 
@@ -235,7 +237,11 @@ def test_missing_data_is_one_line_naming_the_directory(tmp_path, monkeypatch, no
     message = str(err.value)
     assert "\n" not in message
     assert str(tmp_path / "MNIST" / "raw") in message
-    assert "ABLATE_DATA_DIR=" in message
+    # a generic suggestion, not a path from this project's CI layout
+    assert message.endswith(
+        "; set ABLATE_DATA_DIR to the folder that holds MNIST/raw/ (e.g. ABLATE_DATA_DIR=~/datasets)"
+    )
+    assert "shared" not in message
     assert no_network  # the mirror probe was asked, and said no
     with pytest.raises(DataError):
         dm.setup("fit")  # setup alone (no Trainer) checks too
@@ -379,6 +385,156 @@ def test_trains_with_lightning(fake_mnist, tmp_path):
     assert model.shapes == [((32, 28, 28), (32,))] * 2 + [((16, 28, 28), (16,))]
 
 
+# ------------------------------------------------------------------------------- broken MNIST files
+
+
+def _truncate(raw: Path, images: torch.Tensor, labels: torch.Tensor) -> str:
+    path = raw / "train-images-idx3-ubyte"
+    path.write_bytes(path.read_bytes()[:-100])  # a download cut short
+    return "is 78316 bytes long, but its header declares 100 images (78416 bytes): truncated"
+
+
+def _trailing(raw, images, labels):
+    path = raw / "t10k-labels-idx1-ubyte"
+    path.write_bytes(path.read_bytes() + b"\0\0\0")
+    return "is 31 bytes long, but its header declares 20 labels (28 bytes): 3 bytes too long"
+
+
+def _empty(raw, images, labels):
+    (raw / "t10k-images-idx3-ubyte").write_bytes(b"")
+    return "is 0 bytes long, shorter than its 16-byte IDX header"
+
+
+def _wrong_magic(raw, images, labels):
+    write_idx(raw / "train-images-idx3-ubyte", images, magic=2049)  # a labels magic on images
+    return "has magic number 2049, expected 2051 (IDX images: 3-d unsigned bytes)"
+
+
+def _gzipped(raw, images, labels):
+    (raw / "train-labels-idx1-ubyte").write_bytes(
+        b"\x1f\x8b\x08\x00" + bytes(100)
+    )  # .gz, not gunzipped
+    return "has magic number 529205248, expected 2049 (IDX labels: 1-d unsigned bytes)"
+
+
+def _rows_27(raw, images, labels):
+    write_idx(raw / "train-images-idx3-ubyte", images[:, :27])  # (100, 27, 28)
+    return "holds 27x28 images, expected 28x28"
+
+
+def _count_mismatch(raw, images, labels):
+    write_idx(raw / "train-labels-idx1-ubyte", labels[:99])
+    return "disagree: 100 images but 99 labels"
+
+
+def _label_10(raw, images, labels):
+    bad = labels.clone()
+    bad[[7, 50]] = torch.tensor([10, 255])
+    write_idx(raw / "train-labels-idx1-ubyte", bad)
+    return "holds label 10 at item 7 (and 1 more), expected 0..9"
+
+
+def _no_images(raw, images, labels):
+    write_idx(raw / "t10k-images-idx3-ubyte", images[:0])
+    write_idx(raw / "t10k-labels-idx1-ubyte", labels[:0])
+    return "holds no images"
+
+
+BROKEN = {  # how a file is broken -> (the file the message names, the problem it states)
+    "truncated": (_truncate, "train-images-idx3-ubyte"),
+    "trailing": (_trailing, "t10k-labels-idx1-ubyte"),
+    "empty": (_empty, "t10k-images-idx3-ubyte"),
+    "wrong_magic": (_wrong_magic, "train-images-idx3-ubyte"),
+    "gzipped": (_gzipped, "train-labels-idx1-ubyte"),
+    "rows_27": (_rows_27, "train-images-idx3-ubyte"),
+    "count_mismatch": (_count_mismatch, "train-labels-idx1-ubyte"),
+    "label_10": (_label_10, "train-labels-idx1-ubyte"),
+    "no_images": (_no_images, "t10k-images-idx3-ubyte"),
+}
+FIX = "delete it and let torchvision download it again, or point ABLATE_DATA_DIR at a good copy"
+FIX_BOTH = (
+    "delete them and let torchvision download them again, or point ABLATE_DATA_DIR at a good copy"
+)
+
+
+@pytest.mark.parametrize("how", BROKEN)
+def test_broken_mnist_file_is_one_line_naming_it(fake_mnist, how):
+    breaks, name = BROKEN[how]
+    problem = breaks(fake_mnist["raw"], *fake_mnist["train"])
+    with pytest.raises(DataError) as err:
+        mnist(fake_mnist["root"])
+    raw = fake_mnist["raw"]
+    if how == "count_mismatch":  # both files named
+        subject, fix = f"MNIST files {raw / 'train-images-idx3-ubyte'} and {raw / name}", FIX_BOTH
+    else:
+        subject, fix = f"MNIST file {raw / name}", FIX
+    assert (
+        str(err.value) == f"{subject} {problem}; {fix}"
+    )  # one line: the file, the problem, the fix
+
+
+def test_unreadable_mnist_file_is_one_line(fake_mnist, monkeypatch):
+    """Root reads every file, so the OS's refusal is injected at Path.open."""
+    path = fake_mnist["raw"] / "t10k-labels-idx1-ubyte"
+    real_open = Path.open
+
+    def refuse(self, *args, **kw):
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kw)
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(DataError) as err:
+        mnist(fake_mnist["root"])
+    assert str(err.value) == (
+        f"MNIST file {path} cannot be read (Permission denied); make it readable, "
+        "or point ABLATE_DATA_DIR at a good copy"
+    )
+
+
+@pytest.mark.parametrize("how", ["truncated", "rows_27", "label_10"])
+def test_broken_mnist_exits_2_through_the_cli_and_writes_nothing(
+    fake_mnist, tmp_path, monkeypatch, capsys, how
+):
+    BROKEN[how][0](fake_mnist["raw"], *fake_mnist["train"])
+    before = files_under(fake_mnist["root"])
+    runs = tmp_path / "runs_elsewhere"
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(fake_mnist["root"]))
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(runs))
+    args = [
+        "budget=smoke",
+        "data.train_subset=64",
+        "data.val_size=20",
+        "data.test_subset=20",
+        "tracking=none",
+    ]
+    assert cli.main(["train", *args]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.count("\n") == 0 and err.startswith(
+        f"ablate: MNIST file {fake_mnist['raw'] / BROKEN[how][1]}"
+    )
+    assert err.endswith(FIX) and captured.out == ""
+    assert not runs.exists()  # nothing written for the run
+    assert files_under(fake_mnist["root"]) == before  # and the data left as it was
+
+
+def test_good_mnist_files_pass_the_check(fake_mnist):
+    mnist_mod.check_mnist(fake_mnist["root"])  # no error: labels 0..9, 100 + 20 images of 28x28
+    labels = fake_mnist["train"][1].clone()
+    labels[0] = 9  # the largest label allowed
+    write_idx(fake_mnist["raw"] / "train-labels-idx1-ubyte", labels)
+    assert mnist(fake_mnist["root"]).train_set.y.max().item() == 9
+
+
+def test_test_subset_larger_than_the_test_set_is_a_config_error(fake_mnist):
+    assert len(mnist(fake_mnist["root"], test_subset=N_TEST).test_set) == N_TEST
+    with pytest.raises(
+        ConfigError, match=f"data.test_subset=21 is not allowed; the test set holds {N_TEST} images"
+    ):
+        mnist(fake_mnist["root"], test_subset=N_TEST + 1)
+
+
 # ----------------------------------------------------------------------------------------- copy task
 
 
@@ -454,6 +610,89 @@ def test_copy_train_subset():
     assert torch.equal(sub.val_set.x, full.val_set.x)
     with pytest.raises(ConfigError, match="data.train_subset=301"):
         copy_task(train_subset=301)
+
+
+@pytest.mark.parametrize(
+    "vocab, message",
+    [
+        (
+            1,
+            "data.vocab=1 is not allowed for data.task=copy; expected an integer >= 2 (with one token "
+            "every target is the same and there is nothing to copy)",
+        ),
+        (
+            2**62 + 1,
+            f"data.vocab={2**62 + 1} is not allowed; expected at most 2**62 (token ids are int64)",
+        ),
+        (2**63, f"data.vocab={2**63} is not allowed; expected at most 2**62 (token ids are int64)"),
+    ],
+    ids=["1", "2**62+1", "2**63"],
+)
+def test_copy_vocab_that_cannot_be_built_is_a_config_error(vocab, message):
+    with pytest.raises(ConfigError) as err:
+        CopyTask(DataConfig(task="copy", vocab=vocab, n_train=10, n_val=10, n_test=10))
+    assert str(err.value) == message
+
+
+def test_copy_smallest_and_largest_vocab_build():
+    x, _ = copy_task(vocab=2).train_set.tensors()  # the smallest vocabulary that copies anything
+    assert set(x[:, :4].unique().tolist()) == {0, 1}
+    x, _ = copy_task(vocab=2**62, n_train=3, n_val=1, n_test=1).train_set.tensors()
+    assert (
+        x[:, 4].tolist() == [2**62] * 3 and x[:, 5:].eq(2**62 + 1).all()
+    )  # SEP and BLANK fit int64
+    assert 0 <= x[:, :4].min() and x[:, :4].max() < 2**62
+
+
+def test_copy_sets_bigger_than_memory_are_refused(monkeypatch):
+    cfg = DataConfig(task="copy", n_train=100, n_val=10, n_test=20, length=4, test_length=6)
+    assert copy_mod.copy_bytes(cfg) == 24 * ((100 + 10) * 9 + 20 * 13)  # 30,000 bytes
+    monkeypatch.setattr(
+        copy_mod, "memory_bytes", lambda: 2 * 30_000
+    )  # exactly MEMORY_SHARE: allowed
+    CopyTask(cfg).setup("fit")
+    monkeypatch.setattr(copy_mod, "memory_bytes", lambda: 2 * 30_000 - 2)
+    with pytest.raises(DataError) as err:
+        CopyTask(cfg)
+    assert str(err.value) == (
+        "the copy task's sets need about 2.79e-05 GiB (100 + 10 sequences of 9 tokens, 20 of 13), more "
+        "than 50% of this machine's 5.59e-05 GiB; lower data.n_train, data.n_val, data.n_test, "
+        "data.length or data.test_length"
+    )
+    monkeypatch.setattr(copy_mod, "memory_bytes", lambda: None)  # the OS does not say: no bound
+    CopyTask(cfg)
+
+
+@pytest.mark.parametrize("problem", ["vocab", "memory"])
+def test_copy_task_that_cannot_be_built_exits_2_through_the_cli(
+    tmp_path, monkeypatch, capsys, problem
+):
+    """The data module's own checks, behind whatever ablate.config bounds: one line, nothing written.
+    For "memory" the machine is made small (n_train = 1e9 is refused earlier, by ablate.config)."""
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(runs))
+    args = [
+        "data.task=copy",
+        "data.n_train=512",
+        "data.n_val=64",
+        "data.n_test=64",
+        "tracking=none",
+    ]
+    if problem == "vocab":
+        args.append("data.vocab=1")
+        expect = "ablate: data.vocab=1 is not allowed for data.task=copy; expected an integer >= 2"
+    else:
+        monkeypatch.setattr(
+            copy_mod, "memory_bytes", lambda: 2**18
+        )  # 256 KiB; the sets need 255 KiB
+        expect = (
+            "ablate: the copy task's sets need about 0.000243 GiB (512 + 64 sequences of 17 tokens"
+        )
+    assert cli.main(["train", *args]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.count("\n") == 0 and err.startswith(expect) and captured.out == ""
+    assert not runs.exists()
 
 
 # ------------------------------------------------------------------------------------------ real data

@@ -13,12 +13,21 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class DataError(Exception):
-    """Data that should be on disk is not, and cannot be fetched; the message is one line."""
+    """Data that should be on disk is not (and cannot be fetched), is broken, or cannot be built on
+    this machine; the message is one line: the problem, then after "; " the fix."""
 
 
 def data_dir() -> Path:
     """Where data sets live: $ABLATE_DATA_DIR, else ./data (relative to the working directory)."""
     return Path(os.environ.get("ABLATE_DATA_DIR") or "data").expanduser()
+
+
+def memory_bytes() -> int | None:
+    """This machine's physical memory in bytes, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows), or the name is unknown
+        return None
 
 
 class InMemory(Dataset):

@@ -14,9 +14,44 @@ import hashlib
 import torch
 
 from ..config import ConfigError, DataConfig
-from .common import InMemory, InMemoryDataModule
+from .common import DataError, InMemory, InMemoryDataModule, memory_bytes
 
 IGNORE = -100  # F.cross_entropy's default ignore_index
+MAX_VOCAB = 2**62  # token ids vocab and vocab + 1 (SEP, BLANK) stay far inside int64
+BYTES_PER_TOKEN = 3 * 8  # int64 x and y, and the int64 pieces x is concatenated from, at the peak
+# the sets may take this share of the machine's memory; the model and the trainer need the rest
+MEMORY_SHARE = 0.5
+
+
+def copy_bytes(cfg: DataConfig) -> int:
+    """Peak memory of building the three sets: (n_train + n_val) sequences of 2 * length + 1 tokens
+    and n_test of 2 * eval_length + 1, BYTES_PER_TOKEN each."""
+    tokens = (cfg.n_train + cfg.n_val) * (2 * cfg.length + 1) + cfg.n_test * (
+        2 * cfg.eval_length + 1
+    )
+    return BYTES_PER_TOKEN * tokens
+
+
+def check_copy(cfg: DataConfig) -> None:
+    """Refuse copy-task settings that cannot be built: fewer than 2 tokens (every target the same,
+    nothing to copy), ids past int64, or sets larger than MEMORY_SHARE of this machine's memory."""
+    if cfg.vocab < 2:
+        raise ConfigError(
+            f"data.vocab={cfg.vocab!r} is not allowed for data.task=copy; expected an integer >= 2 "
+            "(with one token every target is the same and there is nothing to copy)"
+        )
+    if cfg.vocab > MAX_VOCAB:
+        raise ConfigError(
+            f"data.vocab={cfg.vocab!r} is not allowed; expected at most 2**62 (token ids are int64)"
+        )
+    need, have = copy_bytes(cfg), memory_bytes()
+    if have is not None and need > MEMORY_SHARE * have:
+        raise DataError(
+            f"the copy task's sets need about {need / 2**30:.3g} GiB ({cfg.n_train} + {cfg.n_val} "
+            f"sequences of {2 * cfg.length + 1} tokens, {cfg.n_test} of {2 * cfg.eval_length + 1}), "
+            f"more than {MEMORY_SHARE:.0%} of this machine's {have / 2**30:.3g} GiB; lower data.n_train, "
+            "data.n_val, data.n_test, data.length or data.test_length"
+        )
 
 
 def split_seed(seed: int, split: str) -> int:
@@ -47,6 +82,7 @@ class CopyTask(InMemoryDataModule):
 
     def __init__(self, cfg: DataConfig):
         super().__init__()
+        check_copy(cfg)
         self.cfg = cfg
         self.sep, self.blank = cfg.vocab, cfg.vocab + 1
         self.n_tokens = cfg.vocab + 2  # embedding rows: vocab, SEP, BLANK

@@ -1,14 +1,18 @@
 """MNIST read as a sequence: 28 steps (the pixel rows) of 28 features each.
 
 The 70k images are read once through torchvision from `<data_dir>/MNIST/raw/` and held as one
-normalised float32 tensor; the splits are index tensors into it. Nothing is written under the data
-folder, except by torchvision's download when the files are missing and the mirror answers.
+normalised float32 tensor; the splits are index tensors into it. Before torchvision parses them the
+four IDX files are checked (`check_mnist`: header, dimensions, length, matching counts, labels 0..9),
+so a truncated or foreign file is one line naming it, not a traceback or a label that fails
+mid-training. Nothing is written under the data folder, except by torchvision's download when the
+files are missing and the mirror answers.
 A fixed permutation of the 28 rows (`data.permute`) asks whether a model relies on row order.
 """
 
 from __future__ import annotations
 
 import socket
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -25,6 +29,16 @@ FILES = (
     "train-labels-idx1-ubyte",
     "t10k-images-idx3-ubyte",
     "t10k-labels-idx1-ubyte",
+)
+# IDX format (LeCun & Cortes): big-endian uint32 magic (0x08 = unsigned bytes, then the number of
+# dimensions), one uint32 per dimension, then the bytes. MNIST's files: what each must hold.
+IDX = {
+    "images": (2051, (ROWS, ROWS)),  # 3-d: count, 28 rows, 28 columns
+    "labels": (2049, ()),  # 1-d: count
+}
+N_CLASSES = 10
+MISSING_HINT = (
+    "set ABLATE_DATA_DIR to the folder that holds MNIST/raw/ (e.g. ABLATE_DATA_DIR=~/datasets)"
 )
 PERMUTE_WHERE = {"none": (), "train": ("train",), "test": ("test",), "both": ("train", "test")}
 
@@ -56,11 +70,10 @@ def ensure_mnist(root: Path, has_network: Callable[[], bool] | None = None) -> N
     raw = (root / "MNIST" / "raw").absolute()
     if all((raw / name).is_file() for name in FILES):
         return
-    hint = (
-        "set ABLATE_DATA_DIR=<folder holding MNIST/raw/>, e.g. ABLATE_DATA_DIR=../shared/datasets"
-    )
     if not (has_network or network_available)():
-        raise DataError(f"MNIST not found in {raw} and its download mirror is unreachable; {hint}")
+        raise DataError(
+            f"MNIST not found in {raw} and its download mirror is unreachable; {MISSING_HINT}"
+        )
     from torchvision.datasets import MNIST
 
     try:
@@ -68,14 +81,92 @@ def ensure_mnist(root: Path, has_network: Callable[[], bool] | None = None) -> N
     except (RuntimeError, OSError) as err:
         reason = " ".join(str(err).split())[:200]
         raise DataError(
-            f"MNIST not found in {raw} and downloading it failed ({reason}); {hint}"
+            f"MNIST not found in {raw} and downloading it failed ({reason}); {MISSING_HINT}"
         ) from None
+
+
+def broken(paths: Path | tuple[Path, ...], problem: str) -> DataError:
+    """The one line for MNIST files that are there but cannot be used."""
+    if isinstance(paths, Path):
+        return DataError(
+            f"MNIST file {paths} {problem}; delete it and let torchvision download it again, "
+            "or point ABLATE_DATA_DIR at a good copy"
+        )
+    return DataError(
+        f"MNIST files {' and '.join(map(str, paths))} {problem}; delete them and let torchvision "
+        "download them again, or point ABLATE_DATA_DIR at a good copy"
+    )
+
+
+def idx_header(path: Path, kind: str) -> tuple[int, int]:
+    """(item count, header bytes) of an MNIST IDX file of `kind` ("images" or "labels"), after
+    checking its magic number, its dimensions and that its length is what the header declares."""
+    magic, item_shape = IDX[kind]
+    header_bytes = 4 * (2 + len(item_shape))  # magic, count, item dimensions
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            header = f.read(header_bytes)
+    except OSError as err:
+        raise DataError(
+            f"MNIST file {path} cannot be read ({err.strerror}); make it readable, "
+            "or point ABLATE_DATA_DIR at a good copy"
+        ) from None
+    if len(header) < header_bytes:
+        raise broken(path, f"is {size} bytes long, shorter than its {header_bytes}-byte IDX header")
+    found, count, *dims = struct.unpack(f">{len(header) // 4}I", header)
+    if found != magic:
+        raise broken(
+            path,
+            f"has magic number {found}, expected {magic} (IDX {kind}: "
+            f"{1 + len(item_shape)}-d unsigned bytes)",
+        )
+    if tuple(dims) != item_shape:
+        shape = "x".join(map(str, dims))
+        raise broken(path, f"holds {shape} images, expected {ROWS}x{ROWS}")
+    if count == 0:
+        raise broken(path, f"holds no {kind}")
+    expected = header_bytes + count * (ROWS * ROWS if item_shape else 1)
+    if size != expected:
+        what = "truncated" if size < expected else f"{size - expected} bytes too long"
+        raise broken(
+            path,
+            f"is {size} bytes long, but its header declares {count} {kind} "
+            f"({expected} bytes): {what}",
+        )
+    return count, header_bytes
+
+
+def check_mnist(root: Path) -> None:
+    """Raise DataError (one line naming the file) unless root/MNIST/raw holds four well-formed IDX
+    files: images 28x28, as many labels as images, each label in 0..9. Reads headers and labels
+    only (about 70 kB); torchvision parses the files afterwards."""
+    raw = (root / "MNIST" / "raw").absolute()
+    for prefix in ("train", "t10k"):
+        images, labels = raw / f"{prefix}-images-idx3-ubyte", raw / f"{prefix}-labels-idx1-ubyte"
+        n_images, _ = idx_header(images, "images")
+        n_labels, offset = idx_header(labels, "labels")
+        if n_images != n_labels:
+            raise broken((images, labels), f"disagree: {n_images} images but {n_labels} labels")
+        values = torch.frombuffer(bytearray(labels.read_bytes()[offset:]), dtype=torch.uint8)
+        bad = (values >= N_CLASSES).nonzero().flatten()  # (n_bad,)
+        if len(bad):
+            first = bad[0].item()
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise broken(
+                labels,
+                f"holds label {values[first].item()} at item {first}{more}, "
+                f"expected 0..{N_CLASSES - 1}",
+            )
 
 
 def read_mnist(root: Path) -> tuple[torch.Tensor, torch.Tensor, int]:
     """All 70k images as one normalised float32 tensor (N, 28, 28), labels (N,) int64, and how many
-    of them (the first ones) are training images; the rest are the official test set."""
+    of them (the first ones) are training images; the rest are the official test set.
+    The files are checked first (`check_mnist`), then parsed by torchvision."""
     from torchvision.datasets import MNIST
+
+    check_mnist(root)
 
     train, test = (MNIST(root, train=flag, download=False) for flag in (True, False))
     images = (
@@ -100,7 +191,7 @@ class MnistRows(InMemoryDataModule):
 
     kind = "classify"
     in_features = ROWS  # pixels per step
-    n_classes = 10
+    n_classes = N_CLASSES
     seq_len = ROWS
 
     def __init__(
@@ -141,6 +232,11 @@ class MnistRows(InMemoryDataModule):
             train_idx = train_idx[: cfg.train_subset]
         test_idx = torch.arange(n_train, len(images))
         if cfg.test_subset is not None:
+            if cfg.test_subset > len(test_idx):
+                raise ConfigError(
+                    f"data.test_subset={cfg.test_subset} is not allowed; the test set holds "
+                    f"{len(test_idx)} images, expected at most that or null"
+                )
             test_idx = test_idx[: cfg.test_subset]  # the first N official test images
         where = PERMUTE_WHERE[cfg.permute]
         train_perm = self.permutation if "train" in where else None
