@@ -47,12 +47,14 @@ results-%: venv
 	$(BIN)/ablate results $*
 
 REPORT_DATA := reports/data
+# FORCE=1: let runs of a smaller budget (smoke < quick < none < full) replace an exported table
+REPORT_FORCE := $(if $(filter 1 yes true,$(FORCE)),--replace-smaller-budget)
 
-report: venv $(REPORT_DATA)/attention_cost.csv ## export the sweeps' results to reports/data, run every report notebook (reports/build/index.html, reports/FINDINGS.md)
-	$(BIN)/ablate report all --data $(REPORT_DATA) --out reports
+report: venv $(REPORT_DATA)/attention_cost.csv ## export the sweeps' results to reports/data (a smaller budget replaces a table only with FORCE=1), run every report notebook (reports/build/index.html, reports/FINDINGS.md)
+	$(BIN)/ablate report all --data $(REPORT_DATA) --out reports $(REPORT_FORCE)
 
-report-export: venv ## copy the results of the sweeps that have runs into reports/data (CSV, NPZ, meta.json)
-	$(BIN)/ablate report export --data $(REPORT_DATA)
+report-export: venv ## copy the results of the sweeps that have runs into reports/data (CSV, NPZ, meta.json; FORCE=1 as for report)
+	$(BIN)/ablate report export --data $(REPORT_DATA) $(REPORT_FORCE)
 
 report-build: venv ## run the report notebooks on reports/data only: HTML, figures, FINDINGS.md
 	$(BIN)/ablate report build --data $(REPORT_DATA) --out reports

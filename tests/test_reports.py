@@ -320,8 +320,148 @@ def test_export_takes_the_runs_the_sweep_file_defines_now_at_one_budget(tmp_path
     assert R.table("tiny", data)["run_id"].tolist() == [ids["quick"]]
     assert json.loads((data / "meta.json").read_text())["sweeps"]["tiny"]["budget"] == "quick"
     assert any("left out 2 run(s)" in line and "budget quick" in line for line in lines), lines
+    # a smaller budget does not replace the exported table unless asked to
+    lines.clear()
     export(["tiny"], runs=tmp_path / "runs", data=data, sweeps=sweeps, log=lines.append, budget="smoke")
+    assert R.table("tiny", data)["run_id"].tolist() == [ids["quick"]]
+    assert len(lines) == 1 and "kept the exported table" in lines[0], lines
+    export(["tiny"], runs=tmp_path / "runs", data=data, sweeps=sweeps, log=lines.append, budget="smoke",
+           replace_smaller_budget=True)
     assert R.table("tiny", data)["run_id"].tolist() == [ids["smoke"]]
+
+
+TINY_FIXED = {"data.task": "copy", "data.n_train": 32, "data.n_val": 16, "data.n_test": 16, "model.d_model": 8,
+              "model.n_heads": 2, "trainer.max_epochs": 1, "tracking": "none", "run.probe_batch": 4,
+              "run.expensive_probes": False}
+
+
+def tiny_sweep(sweeps: Path, name: str, seeds: list[int]) -> Path:
+    """sweeps/<name>.yaml: a tiny copy-task sweep over `seeds` (budget quick unless told otherwise)."""
+    import yaml
+
+    sweeps.mkdir(parents=True, exist_ok=True)
+    path = sweeps / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({
+        "program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
+        "parameters": {"run.group": {"value": name}, "budget": {"value": "quick"},
+                       **{k: {"value": v} for k, v in TINY_FIXED.items()}, "seed": {"values": seeds}}}))
+    return path
+
+
+def run_sweep(path: Path, budget: str) -> list[str]:
+    from ablate.sweep import spec
+    from ablate.train import train
+
+    ids = []
+    for run in spec.load(str(path), budget=budget).runs:
+        assert train(run.cfg, log=quiet)["status"] == "completed"
+        ids.append(run.run_id)
+    return ids
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """Real runs of sweep `tiny` (2 seeds, budget quick): (runs folder, sweeps folder, run ids)."""
+    root = tmp_path_factory.mktemp("two")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABLATE_RUNS_DIR", str(root / "runs"))
+        ids = run_sweep(tiny_sweep(root / "sweeps", "tiny", [0, 1]), "quick")
+    return root / "runs", root / "sweeps", ids
+
+
+@pytest.mark.parametrize(("file", "how"), [("summary.json", "truncated"), ("config.yaml", "garbage"),
+                                           ("metrics.csv", "truncated"), ("probes.json", "empty")])
+def test_export_leaves_out_a_run_with_a_broken_file_and_names_it(two_runs, tmp_path, file, how):
+    from ablate.report.export import export
+
+    from .test_results import damage
+
+    runs, sweeps, (good, bad) = two_runs
+    shutil.copytree(runs, tmp_path / "runs")
+    damage(tmp_path / "runs" / "tiny" / bad, file, how)
+    lines, warned = [], []
+    data = tmp_path / "data"
+    outcome = export(["tiny"], runs=tmp_path / "runs", data=data, sweeps=sweeps, log=lines.append, warn=warned.append)
+    assert R.table("tiny", data)["run_id"].tolist() == [good]
+    assert json.loads((data / "meta.json").read_text())["sweeps"]["tiny"]["runs"] == 1
+    assert len(warned) == 1 and bad in warned[0] and file in warned[0] and "left out of the export" in warned[0], warned
+    assert outcome["tiny"] == "1 runs (quick); left out 1 corrupt run(s) (named above)"
+    assert lines[-1] == f"ablate report export: tiny: {outcome['tiny']}"
+    assert not any(bad in k for k in R.arrays("tiny", data))
+
+
+def test_export_keeps_a_committed_table_of_a_larger_budget(tmp_path, monkeypatch, capsys):
+    """The README's smoke sweep, then `make report`: the committed quick tables stay byte for byte, and
+    one line says which table was kept and why; with --replace-smaller-budget the smoke runs replace it."""
+    from ablate import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    shutil.copytree(COMMITTED, tmp_path / "data")
+    (smoke,) = run_sweep(tiny_sweep(tmp_path / "sweeps", "heads", [0, 1, 2]), "smoke")  # smoke keeps seed 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "data").iterdir()}
+    committed = json.loads(before["meta.json"])["sweeps"]["heads"]
+    assert committed["budget"] == "quick"
+
+    assert cli.main(["report", "export", "--sweeps", "heads", "--data", "data"]) == 0
+    assert {p.name: p.read_bytes() for p in (tmp_path / "data").iterdir()} == before
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"ablate report export: heads: kept the exported table ({committed['runs']} runs at budget quick): "
+                   "the runs here are budget smoke, less training; --replace-smaller-budget (make report FORCE=1) "
+                   "replaces it"]
+
+    assert cli.main(["report", "export", "--sweeps", "heads", "--data", "data", "--replace-smaller-budget"]) == 0
+    assert R.table("heads", tmp_path / "data")["run_id"].tolist() == [smoke]
+    assert json.loads((tmp_path / "data" / "meta.json").read_text())["sweeps"]["heads"]["budget"] == "smoke"
+    after = {p.name: p.read_bytes() for p in (tmp_path / "data").iterdir()}
+    assert {k for k in before if after[k] != before[k]} == {"heads.csv", "heads.npz", "meta.json"}
+
+
+def test_budget_order_smoke_quick_none_full():
+    from ablate.report.export import keep_reason
+
+    order = ["smoke", "quick", "none", "full"]
+    for i, old in enumerate(order):
+        for j, new in enumerate(order):
+            kept = keep_reason({"budget": old, "runs": 3}, [new])
+            assert (kept is not None) == (j < i), (old, new)
+    assert keep_reason({"budget": "quick"}, ["quick", "smoke"]) is not None  # a mix brings smoke runs
+    assert keep_reason({"budget": "unknown"}, ["smoke"]) is None and keep_reason(None, ["smoke"]) is None
+
+
+def test_export_of_a_sweep_without_runs_is_one_true_line(tmp_path):
+    from ablate.report.export import export
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "heads.csv").write_text("kept\n")
+    lines: list[str] = []
+    export(["heads", "ffn"], runs=tmp_path / "runs", data=data, sweeps=ROOT / "sweeps", log=lines.append)
+    assert lines == [f"ablate report export: heads: no runs under {tmp_path / 'runs' / 'heads'}; kept the exported table",
+                     f"ablate report export: ffn: no runs under {tmp_path / 'runs' / 'ffn'}; nothing exported"]
+    assert (data / "heads.csv").read_text() == "kept\n"
+
+
+@pytest.mark.parametrize(("file", "how"), [("meta.json", "truncated"), ("heads.csv", "truncated"),
+                                           ("heads.csv", "garbage"), ("scaling.npz", "truncated")])
+def test_a_broken_data_file_stops_build_and_export_with_one_line(tmp_path, capsys, file, how):
+    from ablate import cli
+
+    from .test_results import damage
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE, data)
+    damage(data, file, how)
+    before = {p.name: p.read_bytes() for p in data.iterdir()}
+    out = tmp_path / "out"
+    assert cli.main(["report", "build", "--data", str(data), "--out", str(out), "--source", str(SOURCES)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"ablate: {data / file} ") and "make report-export" in err[0], err
+    assert not out.exists()  # stopped before any notebook ran
+    if file == "meta.json":  # export reads it too, and stops before writing anything
+        code = cli.main(["report", "export", "--data", str(data), "--runs", str(tmp_path / "runs"), "--sweeps", "heads"])
+        assert code == 2 and len(capsys.readouterr().err.splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == before
 
 
 def test_report_rejects_an_unknown_sweep_before_exporting(tmp_path, capsys):

@@ -31,14 +31,24 @@ from typing import Any
 from ..rundir import atomic_write
 from .answers import ANSWER_MIME, DISAGREES, INCONCLUSIVE, NOT_RUN, markdown
 from .cost import GPU_STEPS_PER_S, Cost, sweep_cost
-from .data import DATA_ENV, FIGURES_ENV, META, TARGETS, NotRunYet, make_target, table
+from .data import (
+    DATA_ENV,
+    FIGURES_ENV,
+    TARGETS,
+    DataFileError,
+    NotRunYet,
+    check_folder,
+    make_target,
+    read_meta,
+    table,
+)
 
 NOTEBOOKS = ("q1_word_order", "q2_scaling", "q3_heads", "q4_residual", "claims")
 KERNEL = "python3"
 
 
 class BuildError(RuntimeError):
-    """A notebook that cannot be found or read."""
+    """A notebook that cannot be found or read, or a data file that cannot be read: one line."""
 
 
 @dataclass
@@ -169,6 +179,10 @@ def build(
     unknown = [n for n in names if not (source / f"{n}.py").is_file()]
     if unknown:
         raise BuildError(f"no notebook {', '.join(unknown)} in {source}; choose from {', '.join(NOTEBOOKS)}")
+    try:
+        check_folder(data)  # a damaged table or meta.json: one line now, not a traceback in a notebook
+    except DataFileError as err:
+        raise BuildError(str(err)) from None
     html_dir, figures = out / "build", (out / "figures").resolve()
     html_dir.mkdir(parents=True, exist_ok=True)
     figures.mkdir(parents=True, exist_ok=True)
@@ -199,10 +213,7 @@ def read_meta_all(data: Path) -> dict[str, Any]:
     """meta.json, plus an entry for the attention benchmark read from its CSV."""
     import csv
 
-    try:
-        meta = json.loads((data / META).read_text())
-    except FileNotFoundError:
-        meta = {}
+    meta = read_meta(data)
     sweeps = dict(meta.get("sweeps", {}))
     bench = data / "attention_cost.csv"
     if bench.is_file():

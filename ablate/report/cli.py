@@ -1,6 +1,6 @@
 """`ablate report [export|build|all]`: run directories -> reports/data -> HTML, figures, FINDINGS.md.
 
-    ablate report export   [--runs DIR] [--data DIR] [--sweeps a,b] [--budget B]
+    ablate report export   [--runs DIR] [--data DIR] [--sweeps a,b] [--budget B] [--replace-smaller-budget]
     ablate report build    [--data DIR] [--out DIR] [--source DIR] [--only NB ...]
     ablate report [all]    export, then build (what `make report` runs)
 
@@ -33,6 +33,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", choices=["full", "quick", "none", "smoke"],
                    help="export the runs of this budget (default: full, else none, quick, smoke: the first "
                    "that has runs)")
+    p.add_argument("--replace-smaller-budget", action="store_true",
+                   help="replace an exported table by runs of a smaller budget (smoke < quick < none < full); "
+                   "without it such a table is kept, and a line says so")
     p.add_argument("--only", nargs="+", metavar="NB", help="build these notebooks only (no FINDINGS.md)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per notebook cell (default 900)")
     return p
@@ -41,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.step in ("export", "all"):
-        from .export import export, sweep_names
+        from .export import ExportError, export, sweep_names
 
         names = [s for s in args.sweeps.split(",") if s] if args.sweeps else None
         unknown = sorted(set(names or ()) - set(sweep_names()))
@@ -49,7 +52,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ablate: --sweeps {','.join(unknown)}: no such sweep; choose from {', '.join(sweep_names())}",
                   file=sys.stderr)
             return 2
-        export(names, runs=args.runs, data=args.data, budget=args.budget)
+        try:
+            export(names, runs=args.runs, data=args.data, budget=args.budget,
+                   replace_smaller_budget=args.replace_smaller_budget)
+        except ExportError as err:
+            print(f"ablate: {err}", file=sys.stderr)
+            return 2
     if args.step in ("build", "all"):
         from .build import BuildError, build
 

@@ -17,11 +17,19 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
 
 Which runs: those sweeps/<name>.yaml defines now, at one budget (the first of full, none, quick,
 smoke that has runs, or --budget): runs of other budgets or of an older grid or budget profile that the
-runs folder still holds are left out, and the log says how many.
+runs folder still holds are left out, and the log says how many. A run whose files cannot be read
+(status `corrupt` in the results table) is left out with one line on stderr naming it, the file and
+the problem; a run whose probes.npz or checkpoint cannot be read is exported without those arrays,
+with one such line.
+
+Committed findings are never replaced by less training: a table already exported at a larger budget
+(smoke < quick < none < full; none, the defaults, trains 5 epochs on all of MNIST, more than quick)
+is kept, with one line saying so, unless --replace-smaller-budget (`make report FORCE=1`).
 
 Nothing else is copied: no checkpoints, no W&B folders. A sweep with no runs keeps the files that
-are already there. Files are written atomically and byte-for-byte reproducibly (the NPZ's zip
-entries carry a fixed date), so exporting the same runs twice changes nothing.
+are already there. One line per sweep says what happened. Files are written atomically and
+byte-for-byte reproducibly (the NPZ's zip entries carry a fixed date), so exporting the same runs
+twice changes nothing, and an export that changes nothing leaves meta.json untouched.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import sys
 import zipfile
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
@@ -38,8 +47,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..rundir import atomic_write, read_metrics, read_summary
-from .data import META
+from ..results.runfiles import RunFileError, read_json_object, read_metrics_rows
+from ..rundir import atomic_write
+from .data import META, DataFileError, read_meta
 
 CURVES = ("train/loss", "val/acc")
 # Sweeps whose figures show attention maps, and at which probe points.
@@ -122,8 +132,9 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def curves(run_dir: Path) -> dict[str, np.ndarray]:
-    """(k, 2) float32 arrays of (step, value) for each of CURVES that the run logged."""
-    rows = read_metrics(run_dir)
+    """(k, 2) float32 arrays of (step, value) for each of CURVES that the run logged (its metrics.csv
+    was checked when the table was loaded: a broken one made the run corrupt)."""
+    rows = read_metrics_rows(run_dir / "metrics.csv") or []
     out = {}
     for metric in CURVES:
         points = [(float(r["step"]), float(r[metric])) for r in rows if r.get(metric) not in (None, "")]
@@ -147,15 +158,25 @@ def quantise(weights: np.ndarray) -> np.ndarray:
 
 
 def probe_maps(run_dir: Path, points: Sequence[str]) -> dict[str, np.ndarray]:
+    """The first layer's attention maps at `points` from probes.npz; {} without one (probes off).
+    A damaged probes.npz raises RunFileError."""
+    path = run_dir / "probes.npz"
+    if not path.is_file():
+        return {}
     try:
-        with np.load(run_dir / "probes.npz") as f:
+        with np.load(path, allow_pickle=False) as f:
             return {
                 f"{p}/attention": quantise(f[f"{p}/attention"][:ATTENTION_LAYERS])
                 for p in points
                 if f"{p}/attention" in f.files
             }
-    except (FileNotFoundError, OSError, ValueError):
-        return {}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        raise RunFileError(path.name, f"cannot be read ({type(err).__name__}: {_first_line(err)})") from None
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    return lines[0].strip() if lines else type(err).__name__
 
 
 def permuted_maps(run_dir: Path) -> dict[str, np.ndarray]:
@@ -177,20 +198,26 @@ def permuted_maps(run_dir: Path) -> dict[str, np.ndarray]:
     return {"final/attention_perm": quantise(permuted.numpy()), "perm": perm.numpy().astype(np.int16)}
 
 
-def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], log: Callable[[str], None]) -> dict[str, np.ndarray]:
+def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[[str], None]) -> dict[str, np.ndarray]:
+    """The arrays of `df`'s runs. A run whose file cannot be read (a probes.npz cut short, a crafted or
+    corrupt checkpoint) loses those arrays only, with one line naming the run and the file."""
     out: dict[str, np.ndarray] = {}
+
+    def get(run_id: str, what: Callable[[], dict[str, np.ndarray]], wanted: str) -> None:
+        try:
+            out.update({f"{run_id}/{k}": v for k, v in what().items()})
+        except RunFileError as err:
+            warn(f"{PREFIX}{name}: run {run_id}: {err}; exported without its {wanted}")
+        except Exception as err:  # load_task: a missing dataset, an old, corrupt or crafted checkpoint
+            warn(f"{PREFIX}{name}: run {run_id}: no {wanted} ({type(err).__name__}: {_first_line(err)})")
+
     for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
-        out.update({f"{run_id}/{k}": v for k, v in curves(Path(run_dir)).items()})
+        get(run_id, lambda d=Path(run_dir): curves(d), "curves")
     if name in ATTENTION:
         for run_id, run_dir in zip(*(first_seeds(df, keys)[c] for c in ("run_id", "run_dir"))):
-            out.update({f"{run_id}/{k}": v for k, v in probe_maps(Path(run_dir), ATTENTION[name]).items()})
+            get(run_id, lambda d=Path(run_dir): probe_maps(d, ATTENTION[name]), "attention maps")
             if name in PERMUTED:
-                try:
-                    maps = permuted_maps(Path(run_dir))
-                except Exception as err:  # a missing dataset, an old checkpoint: the figure says so
-                    log(f"ablate report: {name}/{run_id}: no permuted attention maps ({type(err).__name__}: {err})")
-                    maps = {}
-                out.update({f"{run_id}/{k}": v for k, v in maps.items()})
+                get(run_id, lambda d=Path(run_dir): permuted_maps(d), "permuted attention maps")
     return out
 
 
@@ -212,9 +239,16 @@ def machine(summary: dict[str, Any] | None) -> str:
     return ", ".join(parts)
 
 
+def _summary(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return read_json_object(run_dir / "summary.json")
+    except RunFileError:  # damaged since the table was read: no provenance from it
+        return None
+
+
 def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> dict[str, Any]:
     run_dirs = [Path(d) for d in df["run_dir"]]
-    summaries = [read_summary(d) for d in run_dirs]
+    summaries = [_summary(d) for d in run_dirs]
     completed = [s for s in summaries if s and s.get("status") == "completed"] or [s for s in summaries if s]
     stamps = [(d / "summary.json").stat().st_mtime for d in run_dirs if (d / "summary.json").exists()]
     date = datetime.fromtimestamp(max(stamps), tz=timezone.utc).strftime("%Y-%m-%d") if stamps else None
@@ -234,9 +268,6 @@ def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> di
     }
 
 
-# ------------------------------------------------------------------ export
-
-
 # ------------------------------------------------------------------ which runs
 
 # A runs folder keeps every run a sweep ever made: other budgets, and the runs of an older definition
@@ -244,6 +275,13 @@ def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> di
 # Export takes the runs the sweep file defines now, at the first budget of BUDGET_ORDER that has any:
 # most training first (none = the defaults: 5 epochs on all of MNIST, more than quick).
 BUDGET_ORDER = ("full", "none", "quick", "smoke")
+# How much training, least first: the order in which a table may replace another (see keep_reason).
+BUDGET_RANK = {b: i for i, b in enumerate(reversed(BUDGET_ORDER))}  # smoke 0 < quick 1 < none 2 < full 3
+PREFIX = "ablate report export: "
+
+
+class ExportError(ValueError):
+    """Export cannot start (a broken meta.json); the message is the one line to print."""
 
 
 def defined_runs(name: str, sweeps: Path | str) -> dict[str, set[str]]:
@@ -264,45 +302,98 @@ def defined_runs(name: str, sweeps: Path | str) -> dict[str, set[str]]:
 def choose_runs(
     name: str, present: Sequence[str], sweeps: Path | str, budget: str | None, log: Callable[[str], None]
 ) -> set[str] | None:
-    """The run ids to export out of `present`; None: all of them (no sweep file to go by)."""
+    """The run ids to export out of `present` (not empty); None: all of them (no sweep file to go by).
+    Says in a line how many it left out, and how many of the chosen budget have not run yet."""
     defined = defined_runs(name, sweeps)
     if not defined:
         return None
     chosen = budget or next((b for b in BUDGET_ORDER if defined[b] & set(present)), None)
     if chosen is None:
-        log(f"ablate report export: {name}: none of its {len(present)} runs is one sweeps/{name}.yaml defines "
-            "now; exporting them all")
+        log(f"{PREFIX}{name}: none of its {len(present)} runs is one sweeps/{name}.yaml defines now; "
+            "exporting them all")
         return None
     keep = defined[chosen] & set(present)
     if len(keep) < len(present):
-        log(f"ablate report export: {name}: left out {len(present) - len(keep)} run(s) of other budgets or of "
+        log(f"{PREFIX}{name}: left out {len(present) - len(keep)} run(s) of other budgets or of "
             f"an older definition of the sweep (exporting budget {chosen})")
     missing = len(defined[chosen]) - len(keep)
     if keep and missing:
-        log(f"ablate report export: {name}: {missing} of its {len(defined[chosen])} runs at budget {chosen} "
+        log(f"{PREFIX}{name}: {missing} of its {len(defined[chosen])} runs at budget {chosen} "
             f"have not run yet (`make sweep-{name} BUDGET={chosen}`)")
     return keep
 
 
+def _budgets(text: Any) -> list[str]:
+    """meta.json's 'quick' or 'quick, smoke' -> the known budgets in it."""
+    return [b for b in (part.strip() for part in str(text or "").split(",")) if b in BUDGET_RANK]
+
+
+def keep_reason(old: dict[str, Any] | None, new_budgets: Sequence[str]) -> str | None:
+    """Why an exported table (its meta entry `old`) must not be replaced by runs of `new_budgets`:
+    they trained less (the smallest of them is below the largest budget of the table). None: replace."""
+    before, after = _budgets((old or {}).get("budget")), [b for b in new_budgets if b in BUDGET_RANK]
+    if not before or not after:
+        return None  # nothing to compare: an unknown budget on either side
+    have = max(before, key=BUDGET_RANK.__getitem__)
+    bring = min(after, key=BUDGET_RANK.__getitem__)
+    if BUDGET_RANK[bring] >= BUDGET_RANK[have]:
+        return None
+    return (f"kept the exported table ({old.get('runs')} runs at budget {old.get('budget')}): the runs here are "
+            f"budget {', '.join(sorted(set(after), key=BUDGET_RANK.__getitem__))}, less training; "
+            "--replace-smaller-budget (make report FORCE=1) replaces it")
+
+
+# ------------------------------------------------------------------ export
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def export_sweep(
     name: str, runs: Path | str | None, data: Path, sweeps: Path | str, log: Callable[[str], None],
-    budget: str | None = None,
-) -> dict | None:
-    """Write <name>.csv and <name>.npz; return its meta entry, or None when it has no runs to export."""
-    from ..results import ResultsError, load, swept_keys
-    from ..results.table import sweep_dir
+    budget: str | None = None, old: dict[str, Any] | None = None, replace_smaller_budget: bool = False,
+    warn: Callable[[str], None] = _stderr,
+) -> tuple[dict | None, str]:
+    """Write <name>.csv and <name>.npz. Returns (its meta entry, or None when nothing was written;
+    the one line that says what happened). `old`: the table's meta entry as exported before."""
+    from ..results import ResultsError, corrupt_warnings, load, swept_keys
+    from ..results.table import CORRUPT, sweep_dir
 
+    kept = "kept the exported table" if (data / f"{name}.csv").is_file() else "nothing exported"
     where = sweep_dir(name, runs)
     present = sorted(p.name for p in where.iterdir() if (p / "summary.json").is_file()) if where.is_dir() else []
+    if not present:
+        return None, f"no runs under {where}; {kept}"
+    notes: list[str] = []
     try:
-        df = load(name, root=runs, sweeps=sweeps, only=choose_runs(name, present, sweeps, budget, log))
-    except ResultsError:
-        return None
-    swept = swept_keys(df)
-    text, dtypes = tidy(df)
+        df = load(name, root=runs, sweeps=sweeps, only=choose_runs(name, present, sweeps, budget, notes.append))
+    except ResultsError as err:
+        return None, f"{err}; {kept}"
+    corrupt = df["status"] == CORRUPT
+    good = df[~corrupt]
+    budgets = sorted({str(b) for b in good["budget"].dropna()}) if "budget" in good.columns else []
+    reason = None if replace_smaller_budget else keep_reason(old, budgets)
+    if reason:
+        return None, reason
+    for line in notes:
+        log(line)
+    for line in corrupt_warnings(df):
+        warn(f"{PREFIX}{name}: {line.replace('left out of the statistics', 'left out of the export')}")
+    if good.empty:
+        return None, f"all {len(df)} runs are corrupt (named above); {kept}"
+    table = good.reset_index(drop=True)
+    table.attrs = dict(df.attrs)
+    swept = swept_keys(table)
+    text, dtypes = tidy(table)
+    arrays = run_arrays(table, name, swept, warn)
     atomic_write(data / f"{name}.csv", text)
-    write_npz(data / f"{name}.npz", run_arrays(df, name, swept, log))
-    return provenance(df, swept, dtypes)
+    write_npz(data / f"{name}.npz", arrays)
+    entry = provenance(table, swept, dtypes)
+    line = f"{entry['runs']} runs ({entry['budget']})"
+    if corrupt.any():
+        line += f"; left out {int(corrupt.sum())} corrupt run(s) (named above)"
+    return entry, line
 
 
 def export(
@@ -312,26 +403,34 @@ def export(
     sweeps: Path | str = "sweeps",
     log: Callable[[str], None] = print,
     budget: str | None = None,
+    replace_smaller_budget: bool = False,
+    warn: Callable[[str], None] = _stderr,
 ) -> dict[str, str]:
-    """Export every sweep in `names` (default: every sweeps/*.yaml); returns name -> what happened.
-    Per sweep: the runs its file defines now, at `budget` (default: full, else none, quick, smoke —
-    the first that has runs)."""
+    """Export every sweep in `names` (default: every sweeps/*.yaml); returns name -> what happened,
+    also logged, one line per sweep. Per sweep: the runs its file defines now, at `budget` (default:
+    full, else none, quick, smoke — the first that has runs). A table exported at a larger budget is
+    kept unless `replace_smaller_budget`. Runs whose files cannot be read are left out, one line each
+    on `warn` (default stderr). ExportError, before anything is written, when the folder's meta.json
+    cannot be read."""
     data = Path(data)
+    try:
+        meta = read_meta(data)
+    except DataFileError as err:
+        raise ExportError(str(err)) from None
     data.mkdir(parents=True, exist_ok=True)
     names = list(names) if names else sweep_names(sweeps)
     meta_path = data / META
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    before = meta_path.read_text() if meta_path.is_file() else None
     meta.setdefault("sweeps", {})
     outcome = {}
     for name in names:
-        entry = export_sweep(name, runs, data, sweeps, log, budget)
-        if entry is None:
-            kept = (data / f"{name}.csv").is_file()
-            outcome[name] = "no runs; kept the exported table" if kept else "no runs"
-        else:
+        entry, outcome[name] = export_sweep(name, runs, data, sweeps, log, budget, meta["sweeps"].get(name),
+                                            replace_smaller_budget, warn)
+        if entry is not None:
             meta["sweeps"][name] = entry
-            outcome[name] = f"{entry['runs']} runs ({entry['budget']})"
-        log(f"ablate report export: {name}: {outcome[name]}")
+        log(f"{PREFIX}{name}: {outcome[name]}")
     meta["sweeps"] = dict(sorted(meta["sweeps"].items()))
-    atomic_write(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    after = json.dumps(meta, indent=1, sort_keys=True) + "\n"
+    if after != before:  # an export that changed nothing leaves the folder byte for byte as it was
+        atomic_write(meta_path, after)
     return outcome
