@@ -390,6 +390,27 @@ def test_export_leaves_out_a_run_with_a_broken_file_and_names_it(two_runs, tmp_p
     assert not any(bad in k for k in R.arrays("tiny", data))
 
 
+def test_export_names_a_run_whose_checkpoint_or_probes_npz_is_broken_and_goes_on(tmp_path, monkeypatch):
+    """pos_enc's export rebuilds the model from last.ckpt (permuted attention maps) and reads probes.npz:
+    garbage in either costs that run those arrays only, with one line on stderr naming it."""
+    from ablate.report.export import export
+
+    from .test_results import damage
+
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    (run,) = run_sweep(tiny_sweep(tmp_path / "sweeps", "pos_enc", [0]), "quick")
+    folder = tmp_path / "runs" / "pos_enc" / run
+    damage(folder, "last.ckpt", "garbage")
+    damage(folder, "probes.npz", "truncated")
+    warned: list[str] = []
+    outcome = export(["pos_enc"], data=tmp_path / "data", sweeps=tmp_path / "sweeps", log=quiet, warn=warned.append)
+    assert outcome["pos_enc"] == "1 runs (quick)" and R.table("pos_enc", tmp_path / "data")["run_id"].tolist() == [run]
+    assert len(warned) == 2 and all(line.startswith(f"ablate report export: pos_enc: run {run}: ") for line in warned)
+    assert "probes.npz cannot be read" in warned[0] and "no permuted attention maps" in warned[1], warned
+    kept = {k.split("/", 1)[1] for k in R.arrays("pos_enc", tmp_path / "data")}
+    assert "val_acc" in kept and kept <= {"train_loss", "val_acc"}  # the curves, no maps
+
+
 def test_export_keeps_a_committed_table_of_a_larger_budget(tmp_path, monkeypatch, capsys):
     """The README's smoke sweep, then `make report`: the committed quick tables stay byte for byte, and
     one line says which table was kept and why; with --replace-smaller-budget the smoke runs replace it."""
