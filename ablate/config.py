@@ -10,28 +10,172 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import hashlib
+import importlib.util
+import inspect
+import io
 import json
+import math
+import textwrap
+import tokenize
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from . import limits
 from .models import EncoderConfig
+from .yamlfile import YamlFileError, read_yaml
 
 
 class ConfigError(ValueError):
     """Bad user input: unknown key, wrong type, impossible combination."""
 
 
+def _shown(value: Any) -> str:
+    """repr(value), cut to a readable length (a YAML file can hand over a long list)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a numeric key allows: `ok(value)` and the words for it ("an integer >= 1")."""
+
+    ok: Callable[[Any], bool]
+    text: str
+
+
+def at_least(low: int) -> Rule:
+    return Rule(lambda v: v >= low, f"an integer >= {low}")
+
+
+SEED = Rule(lambda v: 0 <= v < 2**32, "an integer in [0, 2**32)")  # numpy's and torch's seed range
+POSITIVE = Rule(lambda v: 0 < v < math.inf, "a finite number > 0")
+MAX_LAYERS = 10_000
+
+# Every numeric key's bounds, checked by its section's __post_init__ (the model's own checks live in
+# ablate/models/config.py and run first; these repeat them for `ablate keys` and add the upper caps).
+RULES: dict[str, Rule] = {
+    "model.d_model": at_least(1),
+    "model.n_heads": at_least(1),
+    "model.d_head": at_least(1),
+    "model.n_layers": Rule(lambda v: 1 <= v <= MAX_LAYERS, f"an integer in [1, {MAX_LAYERS}]"),
+    "model.ffn_mult": at_least(0),
+    "model.temperature": POSITIVE,
+    "model.max_len": at_least(1),
+    "model.dropout": Rule(lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "data.seed": SEED,
+    "data.batch_size": at_least(1),
+    "data.train_subset": at_least(1),
+    "data.test_subset": at_least(1),
+    "data.val_size": at_least(1),
+    "data.permute_seed": SEED,
+    "data.vocab": at_least(1),
+    "data.length": at_least(1),
+    "data.test_length": at_least(1),
+    "data.n_train": at_least(1),
+    "data.n_val": at_least(1),
+    "data.n_test": at_least(1),
+    "optim.lr": POSITIVE,
+    "optim.weight_decay": Rule(lambda v: 0 <= v < math.inf, "a finite number >= 0"),
+    "optim.warmup": Rule(lambda v: 0 <= v < 1, "a fraction in [0, 1)"),
+    "optim.grad_clip": POSITIVE,
+    "trainer.max_epochs": at_least(1),
+    "trainer.max_steps": Rule(lambda v: v == -1 or v >= 1, "-1 (max_epochs decides) or an integer >= 1"),
+    "trainer.threads": at_least(1),
+    "trainer.limit_val_batches": Rule(lambda v: 0 < v <= 1 or (v > 1 and float(v).is_integer()),
+                                      "a fraction in (0, 1] or a count > 1"),
+    "trainer.log_every_n_steps": at_least(1),
+    "trainer.ckpt_every_n_steps": at_least(0),
+    "run.probe_every": at_least(0),
+    "run.probe_batch": at_least(1),
+    "seed": SEED,
+}
+
+
+def _check_rules(obj: Any, section: str) -> None:
+    """Raise ConfigError for the first field of `obj` outside its RULES entry (None passes: the
+    field's type decides whether it may be null)."""
+    for f in fields(obj):
+        key = f"{section}.{f.name}" if section else f.name
+        rule, value = RULES.get(key), getattr(obj, f.name)
+        if rule is None or value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not rule.ok(value):
+            nullable = type(None) in typing.get_args(_hints(type(obj))[f.name])
+            raise ConfigError(f"{key}={_shown(value)} is not allowed; expected {rule.text}{' or null' if nullable else ''}")
+
+
+NAME_FORBIDDEN = '/\\#?%:'  # W&B's project-name rule; '/' and '\\' also keep it one folder
+NAME_MAX = 128  # W&B's longest project and group name
+
+
+def _check_name(key: str, value: str, what: str) -> None:
+    """run.group and run.project name a folder under the runs directory and a W&B group/project."""
+    bad = (not value or len(value) > NAME_MAX or value in (".", "..") or value != value.strip()
+           or any(c in NAME_FORBIDDEN or not c.isprintable() for c in value))
+    if bad:
+        raise ConfigError(
+            f"{key}={_shown(value)} is not allowed; expected {what}: 1-{NAME_MAX} printable characters, "
+            f"none of {' '.join(NAME_FORBIDDEN)}, not . or .., no space at either end"
+        )
+
+
+def _check_path(key: str, value: str | None) -> None:
+    if value is None:
+        return
+    parts = Path(value).parts
+    if (not value.isprintable() or len(value.encode()) > 4096
+            or any(len(p.encode()) > 255 for p in parts)):
+        raise ConfigError(
+            f"{key}={_shown(value)} is not allowed; expected a path of printable characters, at most "
+            "4096 bytes and 255 per folder name"
+        )
+
+
+# Lightning's defaults; anything else is checked against Lightning's own lists (importing it costs
+# about 2 s, so only then).
+LIGHTNING_DEFAULTS = {"trainer.accelerator": "auto", "trainer.strategy": "auto", "trainer.precision": "32-true"}
+
+
+@functools.cache
+def lightning_names(key: str) -> tuple[str, ...]:
+    """The names Lightning accepts for trainer.accelerator, trainer.strategy or trainer.precision."""
+    if key == "trainer.accelerator":
+        from pytorch_lightning.accelerators import AcceleratorRegistry
+
+        return ("auto", "gpu", *sorted(AcceleratorRegistry.available_accelerators()))
+    if key == "trainer.strategy":
+        from pytorch_lightning.strategies import StrategyRegistry
+
+        return ("auto", *StrategyRegistry.available_strategies())
+    try:  # Lightning keeps this list in a type alias of its connector
+        from lightning_fabric.connector import _PRECISION_INPUT_STR, _PRECISION_INPUT_STR_ALIAS
+
+        names = typing.get_args(_PRECISION_INPUT_STR) + typing.get_args(_PRECISION_INPUT_STR_ALIAS)
+        return tuple(sorted(names, key=lambda n: n.startswith("transformer")))  # those need a package
+    except ImportError:  # its list in Lightning 2.0-2.6
+        return ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true",
+                "bf16-mixed", "32-true", "64-true", "64", "32", "16", "bf16")
+
+
+def _check_lightning_name(key: str, value: str) -> None:
+    if value == LIGHTNING_DEFAULTS[key]:
+        return
+    names = lightning_names(key)
+    if value not in names:
+        raise ConfigError(f"{key}={_shown(value)} is not allowed; choose one of {', '.join(names)} (Lightning's names)")
+
+
 @dataclass(frozen=True)
 class DataConfig:
     task: Literal["mnist", "copy"] = "mnist"  # MNIST as 28 rows of 28 pixels, or a synthetic copy task
     seed: int = 0  # fixes the validation split and every evaluation set
-    batch_size: int = 64
+    batch_size: int = 64  # examples per optimiser step (and per evaluation batch)
     train_subset: int | None = None  # train on the first N examples of the training split only
     test_subset: int | None = None  # MNIST: evaluate on the first N official test images only
     # MNIST
@@ -44,17 +188,25 @@ class DataConfig:
     test_length: int | None = None  # tokens per test sequence (None = length): length generalisation
     reverse: bool = False  # emit the tokens in reverse order
     n_train: int = 20000  # training sequences
-    n_val: int = 1000
-    n_test: int = 2000
+    n_val: int = 1000  # validation sequences
+    n_test: int = 2000  # test sequences (at test_length)
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "val_size", "vocab", "length", "n_train", "n_val", "n_test"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"data.{name}={getattr(self, name)!r} is not allowed; expected an integer >= 1")
-        for name in ("train_subset", "test_subset", "test_length"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"data.{name}={value!r} is not allowed; expected an integer >= 1 or null")
+        _check_rules(self, "data")
+        if self.task == "copy" and self.train_subset is not None and self.train_subset > self.n_train:
+            raise ConfigError(f"data.train_subset={self.train_subset} is not allowed; expected at most "
+                              f"data.n_train={self.n_train} or null")
+        if self.task == "mnist":  # MNIST's official split: 60,000 training and 10,000 test images
+            train, test = limits.MNIST_TRAIN, limits.MNIST_IMAGES - limits.MNIST_TRAIN
+            if self.val_size >= train:
+                raise ConfigError(f"data.val_size={self.val_size} is not allowed; MNIST has {train} training "
+                                  f"images, expected fewer than {train}")
+            if self.train_subset is not None and self.train_subset > train - self.val_size:
+                raise ConfigError(f"data.train_subset={self.train_subset} is not allowed; the training split "
+                                  f"holds {train - self.val_size} images, expected at most that or null")
+            if self.test_subset is not None and self.test_subset > test:
+                raise ConfigError(f"data.test_subset={self.test_subset} is not allowed; the test set holds "
+                                  f"{test} images, expected at most that or null")
 
     @property
     def eval_length(self) -> int:
@@ -67,46 +219,46 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    name: Literal["adam", "adamw"] = "adam"
-    lr: float = 1e-3
-    weight_decay: float = 0.0
+    name: Literal["adam", "adamw"] = "adam"  # optimiser: Adam (L2 weight decay) or AdamW (decoupled)
+    lr: float = 1e-3  # learning rate (its peak, after any warm-up)
+    weight_decay: float = 0.0  # weight decay of the optimiser
     warmup: float = 0.0  # fraction of all training steps spent warming the lr up linearly from 0
     schedule: Literal["constant", "cosine"] = "constant"  # after warm-up
     grad_clip: float | None = None  # clip the gradient norm to this value
 
     def __post_init__(self) -> None:
-        if not self.lr > 0:
-            raise ConfigError(f"optim.lr={self.lr!r} is not allowed; expected a number > 0")
-        if not 0 <= self.warmup < 1:
-            raise ConfigError(f"optim.warmup={self.warmup!r} is not allowed; expected a fraction in [0, 1)")
-        if self.weight_decay < 0:
-            raise ConfigError(f"optim.weight_decay={self.weight_decay!r} is not allowed; expected >= 0")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise ConfigError(f"optim.grad_clip={self.grad_clip!r} is not allowed; expected a number > 0 or null")
+        _check_rules(self, "optim")
+
+
+MAX_DEVICES = 1024
+DEVICES_TEXT = f"a count in [1, {MAX_DEVICES}] or auto"
 
 
 @dataclass(frozen=True)
 class TrainerConfig:
-    max_epochs: int = 5
+    max_epochs: int = 5  # passes over the training set
     max_steps: int = -1  # stop after this many optimiser steps (-1: epochs decide)
-    accelerator: str = "auto"  # cpu | gpu | cuda | mps | auto (Lightning's names)
+    accelerator: str = "auto"  # where to train, by Lightning's name (auto: a GPU if there is one)
     devices: str = "1"  # a count or "auto"; >1 with strategy=ddp trains data-parallel
-    strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
-    precision: str = "32-true"  # Lightning's precision names, e.g. bf16-mixed on GPUs
+    strategy: str = "auto"  # how to spread training over devices, by Lightning's name (e.g. ddp)
+    precision: str = "32-true"  # number format, by Lightning's name, e.g. bf16-mixed on GPUs
     threads: int | None = None  # torch.set_num_threads for this run (None: torch's default)
-    # CPU: flush denormal floats to zero. A saturated softmax (unscaled scores) fills the backward
-    # pass with them, and each costs the CPU ~100x a normal float: 2.5-3x slower steps, measured.
+    # A saturated softmax (unscaled scores) fills the backward pass with denormal floats, and each costs the CPU ~100x a normal float: 2.5-3x slower steps, measured.
     # It sets the calling thread's flags: certain with trainer.threads=1 (what sweeps use)
-    flush_denormal: bool = True
-    limit_val_batches: float = 1.0  # fraction (<=1.0) or count of validation batches per epoch
-    log_every_n_steps: int = 25
+    flush_denormal: bool = True  # CPU: flush denormal floats to zero (torch.set_flush_denormal)
+    limit_val_batches: float = 1.0  # validation batches per epoch: a fraction (<= 1.0) or a count (> 1)
+    log_every_n_steps: int = 25  # log train/loss every N optimiser steps
     ckpt_every_n_steps: int = 0  # also save last.ckpt every N steps (0: end of each epoch only)
 
     def __post_init__(self) -> None:
-        if self.max_epochs < 1:
-            raise ConfigError(f"trainer.max_epochs={self.max_epochs!r} is not allowed; expected >= 1")
-        if self.devices != "auto" and not (self.devices.isdigit() and int(self.devices) >= 1):
-            raise ConfigError(f"trainer.devices={self.devices!r} is not allowed; expected a count >= 1 or auto")
+        _check_rules(self, "trainer")
+        if self.devices != "auto" and not (self.devices.isdigit() and 1 <= int(self.devices) <= MAX_DEVICES):
+            raise ConfigError(f"trainer.devices={_shown(self.devices)} is not allowed; expected {DEVICES_TEXT}")
+        for key in LIGHTNING_DEFAULTS:
+            _check_lightning_name(key, getattr(self, key.partition(".")[2]))
+        # Lightning reads a float as a fraction of the batches and an int as a count of them
+        count = self.limit_val_batches > 1
+        object.__setattr__(self, "limit_val_batches", (int if count else float)(self.limit_val_batches))
 
 
 @dataclass(frozen=True)
@@ -118,6 +270,12 @@ class RunConfig:
     probe_every: int = 0  # also probe every N steps (0: off)
     probe_batch: int = 64  # validation examples in the fixed probe batch
     expensive_probes: bool = True  # head masking and full-test permutation at the end
+
+    def __post_init__(self) -> None:
+        _check_rules(self, "run")
+        _check_path("run.dir", self.dir)
+        _check_name("run.group", self.group, "a group name (a folder of the runs directory)")
+        _check_name("run.project", self.project, "a W&B project name")
 
 
 @dataclass(frozen=True)
@@ -133,6 +291,8 @@ class Config:
     tracking: Literal["wandb", "none"] = "wandb"  # W&B (offline without account/network) or nothing
 
     def __post_init__(self) -> None:
+        _check_rules(self, "")
+        _check_rules(self.model, "model")
         need = self.data.seq_len() + (1 if self.pooling == "cls" else 0)
         if self.model.pos_enc == "learned" and self.model.max_len < need:
             raise ConfigError(
@@ -158,6 +318,7 @@ def all_keys() -> list[str]:
 
 
 _NULLS = ("null", "none", "~", "")
+INT_LIMIT = 2**63
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 
@@ -175,7 +336,7 @@ def _describe(tp: Any) -> str:
 def convert(key: str, value: Any, tp: Any) -> Any:
     """Convert a raw value (string or YAML scalar) to the field type `tp`, or raise ConfigError."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    bad = ConfigError(f"{key}={value!r} is not allowed; expected {_describe(tp)}")
+    bad = ConfigError(f"{key}={_shown(value)} is not allowed; expected {_describe(tp)}")
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
         if value is None or (isinstance(value, str) and value.strip().lower() in _NULLS):
@@ -198,20 +359,27 @@ def convert(key: str, value: Any, tp: Any) -> Any:
     if tp is int:
         if isinstance(value, bool):
             raise bad
-        try:
-            number = float(value) if isinstance(value, str) else value
+        try:  # "12345678901234567890" exactly; "1e3" and 8.0 through a float
+            number = int(value.strip()) if isinstance(value, str) and value.strip().lstrip("+-").isdigit() else value
+            number = float(number) if isinstance(number, str) else number
             if isinstance(number, float) and not number.is_integer():
                 raise bad
-            return int(number)
+            number = int(number)
         except (TypeError, ValueError, OverflowError):
             raise bad from None
+        if not -INT_LIMIT <= number < INT_LIMIT:  # no setting can use more; torch's int64 cannot hold it
+            raise ConfigError(f"{key}={_shown(value)} is not allowed; expected an integer below 2**63")
+        return number
     if tp is float:
         if isinstance(value, bool):
             raise bad
         try:
-            return float(value)
-        except (TypeError, ValueError):
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
             raise bad from None
+        if not math.isfinite(number):  # nan and inf reach Lightning and torch as nonsense
+            raise ConfigError(f"{key}={_shown(value)} is not allowed; expected a finite number")
+        return number
     if tp is str:
         if isinstance(value, (dict, list)) or value is None:
             raise bad
@@ -220,9 +388,9 @@ def convert(key: str, value: Any, tp: Any) -> Any:
 
 
 def _unknown(key: str) -> ConfigError:
-    close = difflib.get_close_matches(key, all_keys(), n=1)
+    close = difflib.get_close_matches(key[:100], all_keys(), n=1)
     hint = f"did you mean {close[0]}?" if close else "run `ablate keys` for the list"
-    return ConfigError(f"unknown key {key!r}; {hint}")
+    return ConfigError(f"unknown key {_shown(key)}; {hint}")
 
 
 def flatten_overrides(mapping: dict, prefix: str = "") -> dict[str, Any]:
@@ -254,14 +422,12 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def load_yaml_overrides(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"override file {str(path)!r} does not exist; give an existing .yaml file")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        line = getattr(getattr(err, "problem_mark", None), "line", None)
-        where = f" at line {line + 1}" if line is not None else ""
-        raise ConfigError(f"override file {str(path)!r} is not valid YAML{where}; fix its syntax") from None
+        data = read_yaml(path, "override file")
+    except YamlFileError as err:
+        raise ConfigError(str(err)) from None
+    if data is None:
+        return {}
     if not isinstance(data, dict):
         raise ConfigError(f"override file {str(path)!r} must hold a mapping of key: value")
     return flatten_overrides(data)
@@ -279,9 +445,18 @@ def with_budget(overrides: dict[str, Any], base: Config) -> dict[str, Any]:
     return {**profile(budget, task, None if group is None else str(group)), **overrides}
 
 
-def build(overrides: dict[str, Any] | None = None, base: Config | None = None) -> Config:
+def build(overrides: dict[str, Any] | None = None, base: Config | None = None, machine: bool = True) -> Config:
     """Apply dotted overrides (strings or typed values) to `base` (defaults), converting and checking.
-    A `budget` override first fills in its profile (see ablate.budgets); explicit keys win over it."""
+    A `budget` override first fills in its profile (see ablate.budgets); explicit keys win over it.
+    `machine`: also check that this machine can run it (accelerator, packages, memory); off for a
+    saved config that is only read (`from_dict`)."""
+    cfg = _build(overrides, base)
+    if machine:
+        check_machine(cfg)
+    return cfg
+
+
+def _build(overrides: dict[str, Any] | None, base: Config | None) -> Config:
     base = base or Config()
     overrides = with_budget(dict(overrides or {}), base)
     per_section: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
@@ -296,6 +471,8 @@ def build(overrides: dict[str, Any] | None = None, base: Config | None = None) -
             per_section[section][name] = convert(key, raw, hints[name])
         elif not name and key in top_hints and key not in SECTIONS:
             top[key] = convert(key, raw, top_hints[key])
+        elif key in SECTIONS:
+            raise ConfigError(f"{key}={_shown(raw)} is not allowed; give its keys, e.g. {key}.{fields(SECTIONS[key])[0].name}=...")
         else:
             raise _unknown(key)
     sections = {}
@@ -314,6 +491,115 @@ def build(overrides: dict[str, Any] | None = None, base: Config | None = None) -
         raise ConfigError(str(err)) from None
 
 
+# The keys that size a run, named in the message when it does not fit.
+SIZE_KEYS = ("model.d_model", "model.n_heads", "model.d_head", "model.n_layers", "model.ffn_mult", "model.max_len",
+             "data.batch_size", "data.vocab", "data.length", "data.test_length", "data.n_train", "data.n_val",
+             "data.n_test", "data.train_subset")
+# What each accelerator needs, checked without initialising it (Lightning's fork-based DDP needs that).
+ACCELERATORS: dict[str, Callable[[], bool]] = {
+    "cuda": lambda: _torch().cuda.is_available(),
+    "gpu": lambda: _torch().cuda.is_available() or _torch().backends.mps.is_available(),
+    "mps": lambda: _torch().backends.mps.is_available(),
+    "tpu": lambda: importlib.util.find_spec("torch_xla") is not None,
+}
+PACKAGES = {"deepspeed": "deepspeed", "xla": "torch_xla", "single_xla": "torch_xla", "single_tpu": "torch_xla",
+            "transformer-engine": "transformer_engine"}  # name prefix -> the package it needs
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def check_machine(cfg: Config) -> None:
+    """Raise ConfigError if this machine cannot run `cfg`: an accelerator it lacks, more GPUs than it
+    has, a strategy or precision whose package is missing, or more memory than it has."""
+    t = cfg.trainer
+    if t.accelerator in ACCELERATORS and not ACCELERATORS[t.accelerator]():
+        raise ConfigError(f"trainer.accelerator={t.accelerator!r} is not available on this machine; "
+                          "use trainer.accelerator=auto (or cpu)")
+    if limits.trains_on_gpu(t.accelerator) and t.devices.isdigit():
+        count = _torch().cuda.device_count()
+        if int(t.devices) > count:
+            raise ConfigError(f"trainer.devices={t.devices} is more than the {count} GPU(s) this machine has; "
+                              f"use trainer.devices={count} or auto")
+    for key, name in (("trainer.strategy", t.strategy), ("trainer.precision", t.precision)):
+        package = next((p for prefix, p in PACKAGES.items() if name.startswith(prefix)), None)
+        if package and importlib.util.find_spec(package) is None:
+            raise ConfigError(f"{key}={name!r} needs the {package} package, which is not installed; "
+                              "install it or choose another")
+    if t.strategy.startswith("fsdp") and not limits.trains_on_gpu(t.accelerator):
+        raise ConfigError(f"trainer.strategy={t.strategy!r} runs on GPUs only; choose another strategy")
+    values, defaults = flat(cfg), flat(Config())
+    named = [f"{k}={values[k]}" for k in SIZE_KEYS if values[k] != defaults[k]]
+    problem = limits.check_fits(cfg, ", ".join(named) or "the default sizes")
+    if problem:
+        raise ConfigError(problem)
+
+
+def field_help(cls: type) -> dict[str, str]:
+    """{field: its trailing `# comment`} of a dataclass, read from its source with tokenize: the
+    one-line description each field carries where it is declared."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):  # no source (a frozen executable): no descriptions
+        return {}
+    names = {f.name for f in fields(cls)}
+    out: dict[str, str] = {}
+    current, start = None, True  # the field declared on this logical line; at a line's start
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in (tokenize.NEWLINE, tokenize.NL):
+            current, start = None, True
+            continue
+        if tok.type in (tokenize.INDENT, tokenize.DEDENT):
+            continue
+        if start and tok.type == tokenize.NAME and tok.start[1] == 4 and tok.string in names:
+            current = tok.string
+        elif tok.type == tokenize.COMMENT and current is not None:
+            out[current] = tok.string.lstrip("#").strip()
+        start = False
+    return out
+
+
+def allowed(key: str) -> str:
+    """What `key` accepts, in words: its choices, bounds or form."""
+    section, _, name = key.rpartition(".")
+    tp = _hints(SECTIONS[section] if section else Config)[name]
+    nullable = type(None) in typing.get_args(tp)
+    if key in LIGHTNING_DEFAULTS:
+        names, shown = lightning_names(key), []
+        for i, name in enumerate(names):  # as many as fit a column, then how many more
+            if len(" | ".join([*shown, name])) > 30 and i < len(names) - 1:
+                return " | ".join(shown) + f" | ... ({len(names) - i} more)"
+            shown.append(name)
+        return " | ".join(shown)
+    special = {"trainer.devices": DEVICES_TEXT, "run.dir": "a path or null",
+               "run.group": f"a name without {' '.join(NAME_FORBIDDEN)}",
+               "run.project": f"a name without {' '.join(NAME_FORBIDDEN)}"}
+    if key in special:
+        return special[key]
+    if key in RULES:
+        return RULES[key].text + (" or null" if nullable else "")
+    if typing.get_origin(tp) is Literal:
+        return " | ".join(typing.get_args(tp))
+    return _describe(tp).replace("true or false", "true | false")
+
+
+def key_table() -> list[tuple[str, str, str, str]]:
+    """(key, default, allowed, description) for every key, in `ablate keys` order."""
+    helps = {s: field_help(cls) for s, cls in SECTIONS.items()}
+    helps[""] = field_help(Config)
+    defaults = flat(Config())
+    rows = []
+    for key in all_keys():
+        section, _, name = key.rpartition(".")
+        default = defaults[key]
+        shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+        rows.append((key, shown, allowed(key), helps[section].get(name, "")))
+    return rows
+
+
 def to_dict(cfg: Config) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
@@ -330,8 +616,9 @@ def flat(cfg: Config) -> dict[str, Any]:
 
 
 def from_dict(data: dict[str, Any]) -> Config:
-    """Inverse of to_dict (as saved in a run directory's config.yaml)."""
-    return build(flatten_overrides(data))
+    """Inverse of to_dict (as saved in a run directory's config.yaml); no machine checks: a saved
+    config is read here, whichever machine trained it."""
+    return build(flatten_overrides(data), machine=False)
 
 
 def run_id(cfg: Config) -> str:

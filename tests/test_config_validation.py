@@ -29,8 +29,8 @@ BAD = {
     "norm": (dict(norm="sandwich"), ["norm", "'sandwich'", "pre", "post", "none"]),
     "norm_none_object": (dict(norm=None), ["norm", "None", "pre", "post", "none"]),
     "pos_enc": (
-        dict(pos_enc="alibi"),
-        ["pos_enc", "'alibi'", "none", "sinusoidal", "learned", "rope"],
+        dict(pos_enc="fourier"),
+        ["pos_enc", "'fourier'", "none", "sinusoidal", "learned", "rope"],
     ),
     "init": (dict(init="kaiming"), ["init", "'kaiming'", "default", "xavier", "small"]),
     "temperature_zero": (dict(temperature=0.0), ["temperature", "0.0", "> 0"]),
@@ -120,3 +120,163 @@ def test_tutorial_defaults():
     assert (cfg.d_model, cfg.n_heads, cfg.ffn_dim, cfg.n_layers) == (64, 4, 128, 2)
     assert (cfg.pos_enc, cfg.norm, cfg.activation, cfg.dropout) == ("learned", "post", "relu", 0.1)
     assert (cfg.qk_scale, cfg.temperature, cfg.residual, cfg.causal) == (True, 1.0, True, False)
+
+
+# --- every key of `ablate train`: bad input exits 2 with one line, before anything is written ---
+
+from ablate import cli  # noqa: E402
+from ablate import config as C  # noqa: E402
+
+# (key, bad value, extra overrides). Every key of issue 11's list, then one bad value for every
+# other key; `test_every_key_has_a_bad_value` keeps the table complete as keys are added.
+BAD_VALUES = [
+    # issue 11
+    ("optim.lr", "inf", ()),
+    ("optim.weight_decay", "inf", ()),
+    ("optim.weight_decay", "nan", ()),
+    ("trainer.accelerator", "foo", ()),
+    ("trainer.precision", "foo", ()),
+    ("trainer.strategy", "foo", ()),
+    ("trainer.limit_val_batches", "-1", ()),
+    ("trainer.limit_val_batches", "nan", ()),
+    ("trainer.max_steps", "-5", ()),
+    ("trainer.ckpt_every_n_steps", "-1", ()),
+    ("run.probe_batch", "0", ()),
+    ("run.probe_batch", "-1", ()),
+    ("run.probe_every", "-1", ()),
+    ("trainer.log_every_n_steps", "-1", ()),
+    ("trainer.threads", "-1", ()),
+    ("seed", "-1", ()),
+    ("seed", "1e20", ()),
+    ("run.project", "a/b", ()),
+    # every other key
+    ("model.d_model", "0", ()),
+    ("model.n_heads", "0", ()),
+    ("model.d_head", "0", ()),
+    ("model.n_layers", "0", ()),
+    ("model.n_layers", "1e30", ()),
+    ("model.ffn_mult", "-1", ()),
+    ("model.activation", "tanh", ()),
+    ("model.qk_scale", "maybe", ()),
+    ("model.temperature", "inf", ()),
+    ("model.temperature", "nan", ()),
+    ("model.residual", "2", ()),
+    ("model.norm", "middle", ()),
+    ("model.pos_enc", "fourier", ()),
+    ("model.causal", "maybe", ()),
+    ("model.init", "kaiming", ()),
+    ("model.max_len", "0", ()),
+    ("model.dropout", "1", ()),
+    ("model.dropout", "nan", ()),
+    ("data.task", "imagenet", ()),
+    ("data.seed", "-1", ()),
+    ("data.batch_size", "0", ()),
+    ("data.train_subset", "0", ()),
+    ("data.train_subset", "65", ()),  # more than data.n_train=64 below
+    ("data.test_subset", "0", ()),
+    ("data.val_size", "0", ()),
+    ("data.val_size", "60000", ("data.task=mnist",)),  # MNIST has 60,000 training images
+    ("data.permute", "rows", ()),
+    ("data.permute_seed", "4294967296", ()),
+    ("data.vocab", "0", ()),
+    ("data.length", "0", ()),
+    ("data.test_length", "0", ()),
+    ("data.reverse", "maybe", ()),
+    ("data.n_train", "0", ()),
+    ("data.n_val", "0", ()),
+    ("data.n_test", "0", ()),
+    ("optim.name", "sgd", ()),
+    ("optim.lr", "0", ()),
+    ("optim.warmup", "1", ()),
+    ("optim.schedule", "linear", ()),
+    ("optim.grad_clip", "inf", ()),
+    ("trainer.max_epochs", "0", ()),
+    ("trainer.max_steps", "0", ()),
+    ("trainer.devices", "0", ()),
+    ("trainer.flush_denormal", "maybe", ()),
+    ("trainer.limit_val_batches", "1.5", ()),
+    ("run.dir", "a\x00b", ()),
+    ("run.group", "../x", ()),
+    ("run.group", "/abs", ()),
+    ("run.group", "a/b", ()),
+    ("run.project", "..", ()),
+    ("run.project", "a#b", ()),
+    ("run.probes", "maybe", ()),
+    ("run.expensive_probes", "maybe", ()),
+    ("pooling", "max", ("data.task=mnist",)),
+    ("budget", "huge", ()),
+    ("tracking", "maybe", ()),
+]
+
+# a run that would finish in seconds if a bad value slipped through (the old code trained these)
+FAST = ("data.task=copy", "data.n_train=64", "data.n_val=32", "data.n_test=32", "trainer.max_epochs=1",
+        "tracking=none", "run.probes=false", "model.d_model=16", "model.n_heads=2")
+
+
+def test_every_key_has_a_bad_value():
+    assert set(C.all_keys()) <= {key for key, _, _ in BAD_VALUES}
+
+
+@pytest.mark.parametrize("key, value, extra", BAD_VALUES, ids=[f"{k}={v!r}" for k, v, _ in BAD_VALUES])
+def test_bad_value_exits_2_with_one_line_and_writes_nothing(key, value, extra, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    code = cli.main(["train", *FAST, *extra, f"{key}={value}"])
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("ablate: "), err
+    assert key in lines[0], lines[0]
+    assert out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value, expected", [("0.25", 0.25), ("1", 1.0), ("1.0", 1.0), ("4", 4), ("4.0", 4)])
+def test_limit_val_batches_is_a_fraction_or_a_count(value, expected):
+    got = C.build({"trainer.limit_val_batches": value}).trainer.limit_val_batches
+    assert got == expected and type(got) is type(expected)  # Lightning reads a float as a fraction
+
+
+@pytest.mark.parametrize("item", ["seed=4294967295", "seed=0", "data.seed=4294967295", "trainer.max_steps=-1",
+                                  "trainer.max_steps=10", "trainer.ckpt_every_n_steps=0", "run.probe_every=0",
+                                  "trainer.threads=null", "run.group=pos_enc", "run.project=my-project.v2",
+                                  "trainer.accelerator=cpu", "trainer.precision=bf16-mixed",
+                                  "trainer.strategy=ddp", "optim.weight_decay=0", "run.dir=runs/x y"])
+def test_good_values_still_build(item):
+    key, value = item.split("=", 1)
+    C.build({key: value})
+
+
+def test_integers_convert_exactly():
+    assert C.convert("k", "9007199254740993", int) == 2**53 + 1  # not rounded through a float
+    assert C.build({"seed": "4294967295"}).seed == 2**32 - 1
+    assert C.build({"seed": "1e3"}).seed == 1000
+
+
+def test_sweep_dry_run_refuses_a_non_finite_value(tmp_path, capsys):
+    from ablate import sweep
+
+    f = tmp_path / "lr.yaml"
+    f.write_text("program: ablate\ncommand: [ablate, train, \"${args_no_hyphens}\"]\nmethod: grid\n"
+                 "parameters:\n  optim.lr: {value: inf}\n  seed: {values: [0, 1, 2]}\n")
+    assert sweep.main([str(f), "--dry-run"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("ablate: ") and "optim.lr" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lr.yaml"]
+
+
+def test_yaml_alias_bomb_and_binary_file_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    bomb = tmp_path / "bomb.yaml"
+    lines = ["seed:", "  - &a [x, x, x, x, x, x, x, x, x, x]"]  # a real key: converting or printing
+    lines += [f"  - &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]" for i in range(8)]  # 10**9 leaves
+    bomb.write_text("\n".join(lines) + "\n")  # ~440 bytes
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    for f, words in ((bomb, "alias"), (binary, "not UTF-8")):
+        assert cli.main(["train", str(f)]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith("ablate: ") and words in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["binary.yaml", "bomb.yaml"]

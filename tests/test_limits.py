@@ -1,0 +1,93 @@
+"""The memory estimate: exact parameter counts, and runs too big for the machine refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from ablate import cli, limits
+from ablate import config as C
+from ablate.tasks import ClassifyRows, CopyTokens
+
+
+def built_parameters(cfg: C.Config) -> int:
+    """sum(p.numel()) of the model ablate.tasks builds for cfg."""
+    config = C.to_dict(cfg)
+    if cfg.data.task == "mnist":
+        task = ClassifyRows(config, in_features=28, n_classes=10)
+    else:
+        task = CopyTokens(config, n_tokens=cfg.data.vocab + 2, n_out=cfg.data.vocab)
+    return sum(p.numel() for p in task.model.parameters())
+
+
+@pytest.mark.parametrize("items", [
+    (),
+    ("pooling=cls",),
+    ("model.norm=pre", "model.pos_enc=sinusoidal", "model.ffn_mult=0"),
+    ("model.norm=none", "model.pos_enc=rope", "model.d_head=6", "model.n_heads=3", "model.n_layers=3"),
+    ("model.pos_enc=none", "model.d_model=24", "model.n_heads=2", "model.d_head=40", "model.ffn_mult=3"),
+    ("data.task=copy", "data.vocab=13", "model.max_len=40"),
+    ("data.task=copy", "model.pos_enc=rope", "model.norm=pre", "data.length=5", "data.test_length=9"),
+])
+def test_closed_form_parameter_count_equals_the_built_model(items):
+    cfg = C.build(C.parse_overrides(list(items)))
+    assert limits.parameter_count(cfg) == built_parameters(cfg)
+
+
+def test_estimate_grows_with_each_size():
+    base = limits.estimate(C.build({"data.task": "copy"}))
+    assert limits.estimate(C.build({"data.task": "copy", "model.n_layers": 4})).activation_bytes > base.activation_bytes
+    assert limits.estimate(C.build({"data.task": "copy", "data.batch_size": 4096})).activation_bytes > base.activation_bytes
+    assert limits.estimate(C.build({"data.task": "copy", "model.d_model": 128})).model_bytes > base.model_bytes
+    # copy data: (n_train + n_val) sequences of 2L+1 tokens and n_test of 2*test_length+1, int64 x and y
+    # and their temporaries: 24 bytes a token
+    cfg = C.build({"data.task": "copy", "data.n_train": 100, "data.n_val": 10, "data.n_test": 20, "data.length": 4,
+                   "data.test_length": 6})
+    assert limits.data_bytes(cfg) == 24 * (110 * 9 + 20 * 13)
+
+
+def test_check_fits_names_estimate_limit_and_keys():
+    cfg = C.build({"model.d_model": 20000}, machine=False)  # ~3e9 parameters
+    problem = limits.check_fits(cfg, "model.d_model=20000", host=8 * 10**9)
+    assert problem.startswith("the run needs about ") and "over the 8 GB this machine has available" in problem
+    assert "model.d_model=20000" in problem and problem.endswith("make it smaller")
+    assert limits.check_fits(C.Config(), "the default sizes", host=8 * 10**9) is None
+    assert limits.check_fits(C.Config(), "the default sizes", host=10**8) is not None  # MNIST alone is 276 MB
+
+
+def test_on_a_gpu_the_model_is_checked_against_the_gpus_memory():
+    cfg = C.build({"trainer.accelerator": "cuda", "model.n_layers": 200, "model.d_model": 1024,
+                   "model.n_heads": 8}, machine=False)
+    est = limits.estimate(cfg)
+    problem = limits.check_fits(cfg, "model.n_layers=200", host=10**12, device=est.device_bytes - 1)
+    assert "of GPU memory" in problem and "this GPU has" in problem
+    assert limits.check_fits(cfg, "model.n_layers=200", host=10**12, device=est.device_bytes) is None
+    # the data stays in host memory
+    assert limits.check_fits(cfg, "model.n_layers=200", host=est.data_bytes, device=10**12) is not None
+
+
+def test_machine_memory_is_read():
+    assert limits.host_memory() > 10**8
+
+
+@pytest.mark.parametrize("items, key", [
+    (("model.n_layers=1e30",), "model.n_layers"),
+    (("model.d_model=1e5",), "model.d_model"),
+    (("model.d_head=1e6",), "model.d_head"),
+    (("model.max_len=1e9",), "model.max_len"),
+    (("model.max_len=1e9", "model.pos_enc=sinusoidal"), "model.max_len"),  # a buffer, not a parameter
+    (("data.task=copy", "data.vocab=1e9"), "data.vocab"),
+    (("data.task=copy", "data.n_train=1e9"), "data.n_train"),
+])
+def test_too_big_for_this_machine_exits_2_before_anything_is_written(items, key, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    assert cli.main(["train", "tracking=none", *items]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("ablate: ") and key in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("n, text", [(512, "512 bytes"), (2.76e8, "276 MB"), (23.5e9, "23.5 GB"),
+                                     (2.91e12, "2,910 GB"), (4e41, "4e+32 GB")])
+def test_sizes_read_well(n, text):
+    assert limits.size(n) == text
