@@ -55,8 +55,12 @@ def cmd_train(argv: list[str]) -> int:
 def cmd_keys(argv: list[str]) -> int:
     from . import config as C
 
-    for key, value in C.flat(C.Config()).items():
-        print(f"{key}={value}")
+    if argv:
+        return fail(f"`ablate keys` takes no arguments, got {' '.join(argv)!r}; run `ablate keys`")
+    rows = [("key", "default", "allowed", "description"), *C.key_table()]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)] + [min(44, max(len(row[2]) for row in rows))]
+    for key, default, allowed, description in rows:
+        print(f"{key:<{widths[0]}}  {default:<{widths[1]}}  {allowed:<{widths[2]}}  {description}".rstrip())
     return 0
 
 

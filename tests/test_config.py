@@ -96,3 +96,40 @@ def test_round_trip_through_the_saved_dict():
     cfg = build("model.d_head=16", "model.pos_enc=rope", "data.task=copy", "optim.grad_clip=1")
     assert C.from_dict(C.to_dict(cfg)) == cfg
     assert C.flat(cfg)["model.pos_enc"] == "rope"
+
+
+def test_ablate_keys_lists_every_key_with_default_allowed_values_and_description(capsys):
+    import typing
+
+    from ablate import cli
+
+    assert cli.main(["keys"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, rows = lines[0], lines[1:]
+    assert header.split() == ["key", "default", "allowed", "description"]
+    columns = [header.index(word) for word in ("default", "allowed", "description")]
+    by_key = {}
+    for line in rows:
+        key = line[: columns[0]].strip()
+        by_key[key] = (line[columns[0]:columns[1]].strip(), line[columns[1]:columns[2]].strip(), line[columns[2]:].strip())
+    assert list(by_key) == C.all_keys()
+    for key, (default, allowed, description) in by_key.items():
+        assert default and allowed and description, key  # aligned columns, each one filled
+    assert by_key["model.norm"][:2] == ("post", "pre | post | none")
+    assert by_key["model.d_head"][0] == "null"
+    assert by_key["data.batch_size"] == ("64", "an integer >= 1", "examples per optimiser step (and per evaluation batch)")
+    assert by_key["model.d_model"][2] == "width of the residual stream"  # EncoderConfig's own comment
+    for key in C.all_keys():  # every Literal key shows its choices
+        section, _, name = key.rpartition(".")
+        tp = typing.get_type_hints(C.SECTIONS[section] if section else C.Config)[name]
+        if typing.get_origin(tp) is typing.Literal:
+            assert by_key[key][1] == " | ".join(typing.get_args(tp)), key
+    assert "cpu" in by_key["trainer.accelerator"][1]
+
+
+def test_every_field_has_a_description():
+    for cls in (*C.SECTIONS.values(), C.Config):
+        helps = C.field_help(cls)
+        for f in C.fields(cls):
+            if f.name not in C.SECTIONS:
+                assert helps.get(f.name), f"{cls.__name__}.{f.name} has no trailing # comment"
