@@ -37,7 +37,7 @@ HEAD_SHAPES = {
 @pytest.mark.parametrize("shape", list(HEAD_SHAPES))
 @pytest.mark.parametrize("residual", [True, False])
 @pytest.mark.parametrize("norm", ["pre", "post", "none"])
-@pytest.mark.parametrize("pos_enc", ["none", "sinusoidal", "learned", "rope"])
+@pytest.mark.parametrize("pos_enc", list(POS_ENCODINGS))
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("temperature", [0.1, 1.0, 10.0])
 @pytest.mark.parametrize("qk_scale", [True, False])
@@ -241,7 +241,7 @@ def test_no_positions_no_mask_is_permutation_equivariant(norm, residual):
     assert map_err <= rounding
 
 
-@pytest.mark.parametrize("pos_enc", ["sinusoidal", "learned", "rope"])
+@pytest.mark.parametrize("pos_enc", [p for p in POS_ENCODINGS if p != "none"])
 def test_any_positional_encoding_breaks_equivariance(pos_enc):
     out_err, map_err, _ = _perm_error(_perm_cfg(pos_enc=pos_enc))
     assert out_err > 1e-3
@@ -339,8 +339,11 @@ def _sdpa_calls(monkeypatch) -> list[dict]:
     return calls
 
 
+UNBIASED = [p for p in POS_ENCODINGS if isinstance(build_positional(EncoderConfig(pos_enc=p)).scores, NoScoreBias)]
+
+
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("pos_enc", ["none", "sinusoidal", "learned", "rope"])
+@pytest.mark.parametrize("pos_enc", UNBIASED)
 def test_without_a_score_bias_the_fused_call_is_the_plain_one(pos_enc, causal, monkeypatch):
     calls = _sdpa_calls(monkeypatch)
     cfg = EncoderConfig(d_model=8, n_heads=2, n_layers=2, pos_enc=pos_enc, causal=causal)

@@ -98,7 +98,7 @@ def test_no_positions_no_mask_is_permutation_equivariant(pooling):
 
 @pytest.mark.parametrize(
     "pos_enc, causal",
-    [("sinusoidal", False), ("learned", False), ("rope", False), ("none", True)],
+    [("sinusoidal", False), ("learned", False), ("rope", False), ("alibi", False), ("none", True)],
 )
 def test_positions_or_causal_mask_break_equivariance(pos_enc, causal):
     errors = []
@@ -179,9 +179,10 @@ def test_score_stats_of_uniform_attention_are_exact():
         assert stats["logit_std_l0"] == 0.0 and stats["logit_max_l0"] == 0.0
 
 
-def test_probe_logits_match_the_models_own_attention():
+@pytest.mark.parametrize("pos_enc", ["rope", "alibi"])
+def test_probe_logits_match_the_models_own_attention(pos_enc):
     torch.manual_seed(0)
-    model = SequenceClassifier(_config(pos_enc="rope", causal=True, temperature=0.5), ROWS, 10)
+    model = SequenceClassifier(_config(pos_enc=pos_enc, causal=True, temperature=0.5), ROWS, 10)
     x, _ = _rows(4, 0)
     maps = attention_maps(model, x)  # (B, L, H, T, T)
     for layer, scores in enumerate(layer_logits(model, x)):

@@ -8,7 +8,7 @@ import itertools
 import pytest
 import torch
 
-from ablate.models import Encoder, EncoderConfig
+from ablate.models import POS_ENCODINGS, Encoder, EncoderConfig
 
 B, T, D, MAX_LEN = 2, 5, 8, 7
 
@@ -16,7 +16,7 @@ GRID = list(
     itertools.product(
         ["pre", "post", "none"],  # norm
         [True, False],  # residual
-        ["none", "sinusoidal", "learned", "rope"],  # pos_enc
+        list(POS_ENCODINGS),  # pos_enc: every registered scheme
         [True, False],  # qk_scale
         [False, True],  # causal
         ["relu", "gelu"],  # activation

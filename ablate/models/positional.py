@@ -122,6 +122,36 @@ class RoPE(nn.Module):
         return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
 
+def alibi_slopes(n_heads: int) -> list[float]:
+    """m_h = 2^(-8h/H) for h = 1..H when H is a power of two; otherwise the slopes for the largest power
+    of two P < H followed by every other slope for 2P, the first H - P of them. As the reference code
+    computes them (Press et al. 2022, github.com/ofirpress/attention_with_linear_biases,
+    fairseq/models/transformer.py, get_slopes)."""
+    if n_heads & (n_heads - 1) == 0:
+        return [2.0 ** (-8.0 * h / n_heads) for h in range(1, n_heads + 1)]
+    p = 2 ** math.floor(math.log2(n_heads))
+    return alibi_slopes(p) + alibi_slopes(2 * p)[0::2][: n_heads - p]
+
+
+class ALiBi(nn.Module):
+    """Attention with Linear Biases (Press et al. 2022): no position embedding; head h adds -m_h * |i - j|
+    to the score of query i for key j, after the scale (the bias is not divided by tau).
+
+    Causal, the future is masked and what is left is the paper's -m_h * (i - j), j <= i; bidirectional,
+    the same distance penalty on both sides. Any length works: there is no table and no max_len.
+    """
+
+    def __init__(self, n_heads: int):
+        super().__init__()
+        self.register_buffer("slopes", torch.tensor(alibi_slopes(n_heads)), persistent=False)  # (nh,)
+
+    def forward(self, length: int, like: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(length, device=self.slopes.device)
+        distance = (pos[None, :] - pos[:, None]).abs()  # (T, T): |i - j|
+        bias = -self.slopes[:, None, None] * distance  # (nh, T, T)
+        return bias.to(device=like.device, dtype=like.dtype)
+
+
 def _none(cfg: EncoderConfig) -> Positional:
     return Positional()
 
@@ -138,11 +168,16 @@ def _rope(cfg: EncoderConfig) -> Positional:
     return Positional(qk=RoPE(cfg.head_dim, cfg.max_len))
 
 
+def _alibi(cfg: EncoderConfig) -> Positional:
+    return Positional(scores=ALiBi(cfg.n_heads))
+
+
 POS_ENCODINGS: dict[str, Callable[[EncoderConfig], Positional]] = {
     "none": _none,
     "sinusoidal": _sinusoidal,
     "learned": _learned,
     "rope": _rope,
+    "alibi": _alibi,
 }
 
 
