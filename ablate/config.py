@@ -256,9 +256,6 @@ class TrainerConfig:
             raise ConfigError(f"trainer.devices={_shown(self.devices)} is not allowed; expected {DEVICES_TEXT}")
         for key in LIGHTNING_DEFAULTS:
             _check_lightning_name(key, getattr(self, key.partition(".")[2]))
-        # Lightning reads a float as a fraction of the batches and an int as a count of them
-        count = self.limit_val_batches > 1
-        object.__setattr__(self, "limit_val_batches", (int if count else float)(self.limit_val_batches))
 
 
 @dataclass(frozen=True)

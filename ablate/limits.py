@@ -19,6 +19,7 @@ The estimate is deliberately simple and on the generous side:
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -140,6 +141,7 @@ def host_memory() -> int | None:
     return None
 
 
+@functools.cache  # a sweep builds every configuration: ask once
 def gpu_memory() -> int | None:
     """Total memory of the smallest visible GPU, without initialising CUDA in this process
     (Lightning's ddp_fork and ddp_notebook refuse to start after that): torch's own numbers if
