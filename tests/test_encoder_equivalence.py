@@ -71,10 +71,9 @@ def _copy_weights(
 ) -> list[tuple[nn.Parameter, nn.Parameter]]:
     """Copy ours -> ref (after randomising our norms); return the (ours, theirs) parameter pairs."""
     pairs = []
-    norm_slot = "pre_norm" if ours.cfg.norm == "pre" else "post_norm"
     for block, layer in zip(ours.blocks, ref.layers, strict=True):
-        attn, ffn = block.attn.fn, block.ffn.fn
-        n1, n2 = getattr(block.attn, norm_slot), getattr(block.ffn, norm_slot)
+        attn, ffn = block.attention, block.feed_forward
+        n1, n2 = block.norms  # pre or post, as torch's norm1 / norm2 with norm_first or not
         for ln in (n1, n2):  # LayerNorm starts at (1, 0): perturb so the copy is really tested
             ln.weight.add_(0.1 * torch.randn_like(ln.weight))
             ln.bias.add_(0.1 * torch.randn_like(ln.bias))

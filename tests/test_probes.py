@@ -169,8 +169,8 @@ def test_score_stats_of_uniform_attention_are_exact():
     for causal in (False, True):
         model = BareEncoder(_config(n_layers=1, causal=causal))
         with torch.no_grad():
-            model.encoder.blocks[0].attn.fn.qkv.weight.zero_()
-            model.encoder.blocks[0].attn.fn.qkv.bias.zero_()
+            model.encoder.blocks[0].attention.qkv.weight.zero_()
+            model.encoder.blocks[0].attention.qkv.bias.zero_()
         stats = score_stats(model, torch.randn(3, T, 32))
         keys = range(2, T + 1) if causal else [T] * T
         assert stats["entropy_l0"] == pytest.approx(1.0, abs=1e-6)
@@ -233,13 +233,13 @@ def test_gradient_groups_match_a_plain_backward():
     F.cross_entropy(reference(x), y).backward()
     inner = 32
     for layer, block in enumerate(reference.encoder.blocks):
-        qkv = block.attn.fn.qkv
+        qkv = block.attention.qkv
         for i, group in enumerate(("wq", "wk", "wv")):
             rows = slice(i * inner, (i + 1) * inner)
             expected = torch.cat((qkv.weight.grad[rows].flatten(), qkv.bias.grad[rows])).norm()
             assert grads[f"grad_{group}_l{layer}"] == pytest.approx(expected.item(), rel=1e-5)
-        wo = torch.cat([p.grad.flatten() for p in block.attn.fn.out.parameters()]).norm()
-        ffn = torch.cat([p.grad.flatten() for p in block.ffn.fn.parameters()]).norm()
+        wo = torch.cat([p.grad.flatten() for p in block.attention.out.parameters()]).norm()
+        ffn = torch.cat([p.grad.flatten() for p in block.feed_forward.parameters()]).norm()
         whole = torch.cat([p.grad.flatten() for p in block.parameters()]).norm()
         assert grads[f"grad_wo_l{layer}"] == pytest.approx(wo.item(), rel=1e-5)
         assert grads[f"grad_ffn_l{layer}"] == pytest.approx(ffn.item(), rel=1e-5)
@@ -273,7 +273,7 @@ def test_post_ln_residual_stream_norm_is_sqrt_d_model():
 def _zeroed_columns(model: nn.Module, layer: int, head: int) -> nn.Module:
     """A copy whose W_O ignores that head: its d_head columns set to zero."""
     other = copy.deepcopy(model)
-    attn = other.encoder.blocks[layer].attn.fn
+    attn = other.encoder.blocks[layer].attention
     with torch.no_grad():
         attn.out.weight[:, head * attn.d_head : (head + 1) * attn.d_head] = 0
     return other.eval()

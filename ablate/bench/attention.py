@@ -38,7 +38,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
 from ablate.models import EncoderConfig, MultiHeadAttention
 from ablate.rundir import atomic_write
@@ -90,7 +89,7 @@ def parse_lengths(text: str) -> list[int]:
 
 def layer(device: torch.device) -> MultiHeadAttention:
     cfg = EncoderConfig(d_model=D_MODEL, n_heads=N_HEADS, pos_enc="none", dropout=0.0)
-    return MultiHeadAttention(cfg, nn.Identity()).to(device).train()
+    return MultiHeadAttention(cfg).to(device).train()
 
 
 def step(module: MultiHeadAttention, x: torch.Tensor, path: str) -> None:

@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ablate.models import EncoderConfig, SequenceClassifier
+from ablate.models import Encoder, EncoderConfig, SequenceClassifier
 
-from .reference import ReferenceEncoder
+from .reference import ReferenceEncoder, ReferenceLayer
 
 ENCODERS = ("torch", "plain", "ablate")
 DROPOUTS = (0.1, 0.0)
@@ -96,34 +96,49 @@ BUILDERS: dict[str, Callable[[Shape, float], nn.Module]] = {
     "ablate": _ablate_model,
 }
 
-# Per-layer parameter names: nn.TransformerEncoderLayer -> the reference layer / ablate's Block.
-_LAYER_NAMES = {
-    "self_attn.in_proj_weight": ("qkv.weight", "attn.fn.qkv.weight"),
-    "self_attn.in_proj_bias": ("qkv.bias", "attn.fn.qkv.bias"),
-    "self_attn.out_proj.weight": ("out.weight", "attn.fn.out.weight"),
-    "self_attn.out_proj.bias": ("out.bias", "attn.fn.out.bias"),
-    "linear1.weight": ("fc1.weight", "ffn.fn.fc1.weight"),
-    "linear1.bias": ("fc1.bias", "ffn.fn.fc1.bias"),
-    "linear2.weight": ("fc2.weight", "ffn.fn.fc2.weight"),
-    "linear2.bias": ("fc2.bias", "ffn.fn.fc2.bias"),
-    "norm1.weight": ("norm1.weight", "attn.post_norm.weight"),
-    "norm1.bias": ("norm1.bias", "attn.post_norm.bias"),
-    "norm2.weight": ("norm2.weight", "ffn.post_norm.weight"),
-    "norm2.bias": ("norm2.bias", "ffn.post_norm.bias"),
-}
-_LAYERS_AT = {"plain": "encoder.layers.", "ablate": "encoder.blocks."}
+def _layer_pairs(src: nn.TransformerEncoderLayer, dst: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(destination, source) parameters of one layer, found through modules: `dst` is a ReferenceLayer
+    or an ablate Block (its `attention`, `feed_forward` and `norms` accessors)."""
+    if isinstance(dst, ReferenceLayer):
+        attn, ffn, (norm1, norm2) = dst, dst, (dst.norm1, dst.norm2)
+    else:
+        attn, ffn, (norm1, norm2) = dst.attention, dst.feed_forward, dst.norms
+    return [
+        (attn.qkv.weight, src.self_attn.in_proj_weight),
+        (attn.qkv.bias, src.self_attn.in_proj_bias),
+        (attn.out.weight, src.self_attn.out_proj.weight),
+        (attn.out.bias, src.self_attn.out_proj.bias),
+        (ffn.fc1.weight, src.linear1.weight),
+        (ffn.fc1.bias, src.linear1.bias),
+        (ffn.fc2.weight, src.linear2.weight),
+        (ffn.fc2.bias, src.linear2.bias),
+        (norm1.weight, src.norm1.weight),
+        (norm1.bias, src.norm1.bias),
+        (norm2.weight, src.norm2.weight),
+        (norm2.bias, src.norm2.bias),
+    ]
 
 
-def copy_from_torch(torch_model: nn.Module, encoder: str, model: nn.Module) -> None:
-    """Load the torch variant's weights into the `encoder` ("plain" or "ablate") variant, strictly."""
-    column = 0 if encoder == "plain" else 1
-    state = {}
-    for name, tensor in torch_model.state_dict().items():
-        if name.startswith("encoder.layers."):
-            i, rest = name.removeprefix("encoder.layers.").split(".", 1)
-            name = f"{_LAYERS_AT[encoder]}{i}.{_LAYER_NAMES[rest][column]}"
-        state[name] = tensor
-    model.load_state_dict(state, strict=True)
+def _layers(encoder: nn.Module) -> list[nn.Module]:
+    return list(encoder.blocks if isinstance(encoder, Encoder) else encoder.layers)
+
+
+@torch.no_grad()
+def copy_from_torch(torch_model: nn.Module, model: nn.Module) -> None:
+    """Copy the torch variant's weights into a "plain" or "ablate" variant; every parameter of `model`
+    must receive one (strict, like load_state_dict)."""
+    pairs = [
+        (d, s)
+        for part in ("embed", "head")
+        for d, s in zip(getattr(model, part).parameters(), getattr(torch_model, part).parameters(), strict=True)
+    ]
+    for src, dst in zip(_layers(torch_model.encoder), _layers(model.encoder), strict=True):
+        pairs += _layer_pairs(src, dst)
+    missing = {id(p) for p in model.parameters()} - {id(d) for d, _ in pairs}
+    if missing or len(pairs) != len({id(d) for d, _ in pairs}):
+        raise ValueError(f"copy_from_torch: {len(missing)} parameters of {type(model).__name__} not mapped")
+    for dst, src in pairs:
+        dst.copy_(src)
 
 
 def build_variants(shape: Shape, dropout: float, seed: int = 0) -> dict[str, nn.Module]:
@@ -131,7 +146,7 @@ def build_variants(shape: Shape, dropout: float, seed: int = 0) -> dict[str, nn.
     torch.manual_seed(seed)
     models = {name: BUILDERS[name](shape, dropout) for name in ENCODERS}
     for name in ("plain", "ablate"):
-        copy_from_torch(models["torch"], name, models[name])
+        copy_from_torch(models["torch"], models[name])
     return models
 
 

@@ -6,6 +6,7 @@ from .config import EncoderConfig
 from .encoder import Encoder
 from .positional import (
     POS_ENCODINGS,
+    ALiBi,
     LearnedPE,
     NoScoreBias,
     Positional,
@@ -16,6 +17,7 @@ from .positional import (
 )
 
 __all__ = [
+    "ALiBi",
     "Block",
     "Encoder",
     "EncoderConfig",
@@ -32,6 +34,13 @@ __all__ = [
     "sinusoidal_table",
 ]
 
-from .heads import POOLINGS, SequenceClassifier, TokenModel, parameter_groups  # noqa: E402
+from .heads import (  # noqa: E402
+    EMBEDDINGS,
+    POOLINGS,
+    RowEmbedding,
+    SequenceClassifier,
+    TokenModel,
+    parameter_groups,
+)
 
-__all__ += ["POOLINGS", "SequenceClassifier", "TokenModel", "parameter_groups"]
+__all__ += ["EMBEDDINGS", "POOLINGS", "RowEmbedding", "SequenceClassifier", "TokenModel", "parameter_groups"]

@@ -74,10 +74,35 @@ class Removed(nn.Module):
 
 
 class Block(nn.Module):
+    """Attention sub-layer, then FFN sub-layer. Probes and tools reach the parts through the accessors
+    `attention`, `feed_forward`, `norms` and `sublayers`, never through attribute names."""
+
     def __init__(self, cfg: EncoderConfig, positional: Positional | None = None):
         super().__init__()
         self.attn = SubLayer(MultiHeadAttention(cfg, positional), cfg)
         self.ffn = SubLayer(FeedForward(cfg), cfg) if cfg.ffn_mult > 0 else Removed()
+
+    @property
+    def attention(self) -> MultiHeadAttention:
+        """The block's MultiHeadAttention (its W_Q/W_K/W_V `qkv`, W_O `out`, `project`, `logits`)."""
+        return self.attn.fn
+
+    @property
+    def feed_forward(self) -> FeedForward | None:
+        """The block's FeedForward, or None when the FFN is removed (ffn_mult=0)."""
+        return self.ffn.fn if isinstance(self.ffn, SubLayer) else None
+
+    @property
+    def norms(self) -> tuple[nn.LayerNorm, ...]:
+        """The block's LayerNorms in order: the attention sub-layer's, then the FFN's (pre or post, per
+        `norm`); nn.TransformerEncoderLayer's norm1, norm2. Empty with norm='none'."""
+        return tuple(m for m in self.modules() if isinstance(m, nn.LayerNorm))
+
+    @property
+    def sublayers(self) -> dict[str, nn.Module]:
+        """{"attn": ..., "ffn": ...}: modules whose output[0] is the hidden state (B, T, d) after that
+        sub-layer, norm and residual included (a removed FFN passes its input on)."""
+        return {"attn": self.attn, "ffn": self.ffn}
 
     def forward(self, x: torch.Tensor, need_weights: bool = False):
         """(B, T, d) -> ((B, T, d), attention weights (B, nh, T, T) or None)."""

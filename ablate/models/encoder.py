@@ -13,7 +13,10 @@ from .positional import build_positional
 class Encoder(nn.Module):
     """(B, T, d_model) -> (B, T, d_model). At defaults with pos_enc='none', numerically
     `nn.TransformerEncoder` of `nn.TransformerEncoderLayer`s (norm='pre' adds the final LayerNorm
-    that every Pre-LN model ends with)."""
+    that every Pre-LN model ends with).
+
+    Public parts: `blocks` (the Blocks, in order), `positional` (the Positional bundle), `final_norm`.
+    """
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()

@@ -9,8 +9,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .attention import MultiHeadAttention
+from .block import FeedForward
 from .config import EncoderConfig
 from .encoder import Encoder
+
+
+class RowEmbedding(nn.Linear):
+    """Linear(in_features, d_model): the input embedding of real-valued tokens (an MNIST row)."""
 
 
 class MeanPool(nn.Module):
@@ -51,7 +57,7 @@ class SequenceClassifier(nn.Module):
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r} is not allowed; choose one of {', '.join(POOLINGS)}")
-        self.embed = nn.Linear(in_features, cfg.d_model)
+        self.embed = RowEmbedding(in_features, cfg.d_model)
         self.pool = POOLINGS[pooling](cfg.d_model)
         self.encoder = Encoder(cfg)
         self.head = nn.Linear(cfg.d_model, n_classes)
@@ -80,19 +86,33 @@ class TokenModel(nn.Module):
         return self.head(out)
 
 
+EMBEDDINGS = (nn.Embedding, RowEmbedding, ClsPool)  # input embeddings and the CLS token
+
+
 def parameter_groups(model: nn.Module) -> dict[str, int]:
-    """Parameter counts split into attention / ffn / embedding (input embedding, positional table,
-    CLS token) / other (norms, output head). Works on a whole model or a bare Encoder."""
+    """Parameter counts split into attention / ffn / embedding (input embedding, positional
+    encodings, CLS token) / other (norms, output head), by module type: MultiHeadAttention,
+    FeedForward, an encoder's Positional slots and EMBEDDINGS; a parameter is counted once, in the
+    first group that claims it. Works on a whole model or a bare Encoder."""
+    group: dict[int, str] = {}
+
+    def claim(module: nn.Module, name: str) -> None:
+        for p in module.parameters():
+            group.setdefault(id(p), name)
+
+    for m in model.modules():
+        if isinstance(m, Encoder):
+            for slot in m.positional.modules():
+                claim(slot, "embedding")
+    for m in model.modules():
+        if isinstance(m, MultiHeadAttention):
+            claim(m, "attention")
+        elif isinstance(m, FeedForward):
+            claim(m, "ffn")
+        elif isinstance(m, EMBEDDINGS):
+            claim(m, "embedding")
     counts = {"attention": 0, "ffn": 0, "embedding": 0, "other": 0}
-    for name, p in model.named_parameters():
-        if ".attn.fn." in f".{name}":
-            group = "attention"
-        elif ".ffn.fn." in f".{name}":
-            group = "ffn"
-        elif name.startswith(("embed.", "pool.")) or ".pos_enc." in f".{name}":
-            group = "embedding"
-        else:
-            group = "other"
-        counts[group] += p.numel()
+    for p in model.parameters():
+        counts[group.get(id(p), "other")] += p.numel()
     counts["total"] = sum(counts.values())
     return counts

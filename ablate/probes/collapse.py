@@ -30,9 +30,9 @@ def sublayer_outputs(model: nn.Module, x: torch.Tensor) -> list[tuple[torch.Tens
         return hook
 
     handles = [
-        getattr(b, slot).register_forward_hook(keep(i, slot))
+        sublayer.register_forward_hook(keep(i, slot))
         for i, b in enumerate(blocks)
-        for slot in ("attn", "ffn")
+        for slot, sublayer in b.sublayers.items()
     ]
     with removing(handles):
         model(x)

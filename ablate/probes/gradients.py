@@ -11,26 +11,28 @@ import math
 import torch
 from torch import nn
 
+from ..models import Block
 from .common import blocks_of, probe, ratio, task_loss, to_device
 
 GROUPS = ("wq", "wk", "wv", "wo", "ffn", "norm")  # W_Q, W_K, W_V, W_O, FFN, LayerNorms
 
 
-def _group_squares(block: nn.Module, grads: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Sum of squared gradients of each group of one block. W_Q/W_K/W_V are the row slices of the
-    fused qkv projection, each with its slice of the bias; W_O includes its bias."""
-    inner = block.attn.fn.inner_dim
+def _group_squares(block: Block, grads: list[tuple[nn.Parameter, torch.Tensor]]) -> dict[str, float]:
+    """Sum of squared gradients of each group of one block, by the module each parameter belongs to.
+    W_Q/W_K/W_V are the row slices of the fused qkv projection, each with its slice of the bias; W_O
+    includes its bias; everything else in the block (its LayerNorms) is `norm`."""
+    attn, ffn = block.attention, block.feed_forward
+    inner = attn.inner_dim
+    qkv = {id(p) for p in attn.qkv.parameters()}
+    group = {id(p): "wo" for p in attn.out.parameters()}
+    group |= {id(p): "ffn" for p in (ffn.parameters() if ffn is not None else ())}
     sq = dict.fromkeys(GROUPS, 0.0)
-    for name, g in grads.items():
-        if name.startswith("attn.fn.qkv."):
-            for i, group in enumerate(("wq", "wk", "wv")):
-                sq[group] += g[i * inner : (i + 1) * inner].double().square().sum().item()
-        elif name.startswith("attn.fn.out."):
-            sq["wo"] += g.double().square().sum().item()
-        elif name.startswith("ffn.fn."):
-            sq["ffn"] += g.double().square().sum().item()
-        else:  # pre_norm / post_norm LayerNorms of either sub-layer
-            sq["norm"] += g.double().square().sum().item()
+    for p, g in grads:
+        if id(p) in qkv:
+            for i, name in enumerate(("wq", "wk", "wv")):
+                sq[name] += g[i * inner : (i + 1) * inner].double().square().sum().item()
+        else:
+            sq[group.get(id(p), "norm")] += g.double().square().sum().item()
     return sq
 
 
@@ -40,18 +42,15 @@ def gradient_flow(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) ->
     last layer, and batch_loss, for one backward pass of the task loss on `batch` in eval mode."""
     x, y = to_device(model, *batch)
     blocks = blocks_of(model)
-    named = [
-        (layer, name, p)
-        for layer, block in enumerate(blocks)
-        for name, p in block.named_parameters()
-        if p.requires_grad
+    params = [
+        (layer, p) for layer, block in enumerate(blocks) for p in block.parameters() if p.requires_grad
     ]
     with torch.enable_grad():
         loss = task_loss(model(x), y)
-        grads = torch.autograd.grad(loss, [p for _, _, p in named], allow_unused=True)
-    per_layer: list[dict[str, torch.Tensor]] = [{} for _ in blocks]
-    for (layer, name, p), g in zip(named, grads):
-        per_layer[layer][name] = g if g is not None else torch.zeros_like(p)
+        grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+    per_layer: list[list[tuple[nn.Parameter, torch.Tensor]]] = [[] for _ in blocks]
+    for (layer, p), g in zip(params, grads):
+        per_layer[layer].append((p, g if g is not None else torch.zeros_like(p)))
     out: dict[str, float] = {"batch_loss": loss.item()}
     for layer, (block, grads_l) in enumerate(zip(blocks, per_layer)):
         sq = _group_squares(block, grads_l)

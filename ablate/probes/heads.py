@@ -1,7 +1,7 @@
 """Head importance (Michel et al. 2019, "Are Sixteen Heads Really Better than One?"): the drop in
 validation accuracy when one head alone is masked.
 
-A head is masked by a forward pre-hook on its layer's W_O (`attn.fn.out`) that zeroes the head's
+A head is masked by a forward pre-hook on its layer's W_O (`block.attention.out`) that zeroes the head's
 slice h*d_head:(h+1)*d_head of the concatenated heads; W_O's bias still goes through.
 """
 
@@ -23,7 +23,7 @@ def masked_heads(model: nn.Module, heads: Iterable[tuple[int, int]]) -> Iterator
     blocks = blocks_of(model)
     by_layer: dict[int, list[int]] = defaultdict(list)
     for layer, head in heads:
-        n_heads = blocks[layer].attn.fn.n_heads
+        n_heads = blocks[layer].attention.n_heads
         if not 0 <= head < n_heads:
             raise ValueError(
                 f"head={head} is not allowed in layer {layer}; it has heads 0..{n_heads - 1}"
@@ -39,10 +39,9 @@ def masked_heads(model: nn.Module, heads: Iterable[tuple[int, int]]) -> Iterator
 
         return hook
 
+    attention = [block.attention for block in blocks]
     handles = [
-        blocks[layer].attn.fn.out.register_forward_pre_hook(
-            zero(blocks[layer].attn.fn.d_head, drop)
-        )
+        attention[layer].out.register_forward_pre_hook(zero(attention[layer].d_head, drop))
         for layer, drop in by_layer.items()
     ]
     with removing(handles):
@@ -55,7 +54,7 @@ def head_importance(model: nn.Module, loader: Iterable) -> dict[str, float]:
     base = accuracy(model, loader)
     out = {"acc": base}
     for layer, block in enumerate(blocks_of(model)):
-        for head in range(block.attn.fn.n_heads):
+        for head in range(block.attention.n_heads):
             with masked_heads(model, [(layer, head)]):
                 out[f"head_drop_l{layer}_h{head}"] = base - accuracy(model, loader)
     return out

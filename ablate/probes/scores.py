@@ -1,7 +1,7 @@
 """Attention maps and pre-softmax score statistics per layer.
 
 The scores are the model's own `MultiHeadAttention.logits(q, k)` (after the √d_head scale, the
-temperature and the causal mask) on the input each attention layer actually receives, captured
+temperature, any positional score bias and the causal mask) on the input each attention layer actually receives, captured
 with a forward pre-hook; the weights are their softmax, exactly the explicit attention path.
 """
 
@@ -38,12 +38,12 @@ def layer_logits(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
 
         return hook
 
-    with removing(b.attn.fn.register_forward_pre_hook(keep(i)) for i, b in enumerate(blocks)):
+    with removing(b.attention.register_forward_pre_hook(keep(i)) for i, b in enumerate(blocks)):
         model(x)
     scores = []
     for block, h in zip(blocks, inputs):
-        q, k, _ = block.attn.fn.project(h)  # (B, H, T, hs) each
-        scores.append(block.attn.fn.logits(q, k))  # (B, H, T, T)
+        q, k, _ = block.attention.project(h)  # (B, H, T, hs) each
+        scores.append(block.attention.logits(q, k))  # (B, H, T, T)
     return scores
 
 

@@ -25,8 +25,8 @@ def parameter_shares(model: nn.Module) -> dict[str, float]:
     out = {f"share_{g}": counts[g] / total for g in ("attention", "ffn", "embedding", "other")}
     out["params_total"] = float(total)
     for layer, block in enumerate(blocks_of(model)):
-        attn = _matrices(block.attn.fn)
-        ffn = _matrices(getattr(block.ffn, "fn", None))  # a removed FFN has none
+        attn = _matrices(block.attention)
+        ffn = _matrices(block.feed_forward)  # None when the FFN is removed
         out[f"share_attention_l{layer}"] = attn / (attn + ffn)
         out[f"share_ffn_l{layer}"] = ffn / (attn + ffn)
     return out
