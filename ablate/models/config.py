@@ -51,7 +51,7 @@ class EncoderConfig:
     temperature: float = 1.0  # tau: scores are also divided by tau
     residual: bool = True  # skip connections around both sub-layers (He et al. 2016)
     norm: Literal["pre", "post", "none"] = "post"  # LayerNorm placement (Xiong et al. 2020)
-    pos_enc: Literal[POS_ENC_NAMES] = "learned"  # positional encoding: a key of POS_ENCODINGS
+    pos_enc: Literal[POS_ENC_NAMES] = "learned"  # positional encoding (each scheme: models/positional.py)
     causal: bool = False  # each position attends only to itself and earlier ones
     init: Literal["default", "xavier", "small"] = "default"  # Q/K/V/O initialisation
     max_len: int = 512  # longest sequence the learned table holds
