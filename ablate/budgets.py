@@ -55,6 +55,15 @@ SWEEPS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
 
 SMOKE_SEEDS = [0]
 
+# The one home of the budget names: the `budget` key, `ablate sweep --budget`, `ablate report export
+# --budget` and the export's preference all read them from here.
+NAMES: tuple[str, ...] = tuple(BUDGETS)
+# Least training first. `none` (the defaults, 5 epochs of the whole training set) trains more than
+# quick and less than full. Export prefers the last present and never silently replaces a table
+# with one from an earlier name.
+BY_TRAINING: tuple[str, ...] = ("smoke", "quick", "none", "full")
+assert sorted(BY_TRAINING) == sorted(NAMES), "every budget has its place in BY_TRAINING"
+
 
 def profile(budget: str, task: str, group: str | None = None) -> dict[str, Any]:
     """The settings `budget` gives a run of `task` in sweep `group` (explicit overrides win over them)."""

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import limits
+from .budgets import NAMES as BUDGET_NAMES
+from .budgets import profile as budget_profile
 from .models import EncoderConfig
 from .yamlfile import YamlFileError, read_yaml
 
@@ -284,7 +286,7 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     seed: int = 0  # initialisation and data order
     pooling: Literal["mean", "cls"] = "mean"  # how MNIST classification reads the sequence
-    budget: Literal["none", "smoke", "quick", "full"] = "none"  # sweep budget profile (see ablate.budgets)
+    budget: Literal[BUDGET_NAMES] = "none"  # sweep budget profile (see ablate.budgets)
     tracking: Literal["wandb", "none"] = "wandb"  # W&B (offline without account/network) or nothing
 
     def __post_init__(self) -> None:
@@ -432,30 +434,30 @@ def load_yaml_overrides(path: Path) -> dict[str, Any]:
 
 def with_budget(overrides: dict[str, Any], base: Config) -> dict[str, Any]:
     """Insert the budget profile's settings under the explicit overrides (explicit ones win)."""
-    from .budgets import profile
-
     if "budget" not in overrides:
         return overrides
     budget = convert("budget", overrides["budget"], _hints(Config)["budget"])
     task = convert("data.task", overrides.get("data.task", base.data.task), _hints(DataConfig)["task"])
     group = overrides.get("run.group", base.run.group)
-    return {**profile(budget, task, None if group is None else str(group)), **overrides}
+    return {**budget_profile(budget, task, None if group is None else str(group)), **overrides}
 
 
-def build(overrides: dict[str, Any] | None = None, base: Config | None = None, machine: bool = True) -> Config:
+def build(overrides: dict[str, Any] | None = None, base: Config | None = None, machine: bool = True,
+          profile: bool = True) -> Config:
     """Apply dotted overrides (strings or typed values) to `base` (defaults), converting and checking.
     A `budget` override first fills in its profile (see ablate.budgets); explicit keys win over it.
     `machine`: also check that this machine can run it (accelerator, packages, memory); off for a
-    saved config that is only read (`from_dict`)."""
-    cfg = _build(overrides, base)
+    saved config that is only read (`from_dict`). `profile`: off for a config whose every key is
+    already resolved (`from_dict`): its budget's profile was applied when it was built."""
+    cfg = _build(overrides, base, profile)
     if machine:
         check_machine(cfg)
     return cfg
 
 
-def _build(overrides: dict[str, Any] | None, base: Config | None) -> Config:
+def _build(overrides: dict[str, Any] | None, base: Config | None, profile: bool = True) -> Config:
     base = base or Config()
-    overrides = with_budget(dict(overrides or {}), base)
+    overrides = with_budget(dict(overrides or {}), base) if profile else dict(overrides or {})
     per_section: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
     top: dict[str, Any] = {}
     top_hints = _hints(Config)
@@ -615,7 +617,7 @@ def flat(cfg: Config) -> dict[str, Any]:
 def from_dict(data: dict[str, Any]) -> Config:
     """Inverse of to_dict (as saved in a run directory's config.yaml); no machine checks: a saved
     config is read here, whichever machine trained it."""
-    return build(flatten_overrides(data), machine=False)
+    return build(flatten_overrides(data), machine=False, profile=False)
 
 
 def run_id(cfg: Config) -> str:

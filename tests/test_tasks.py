@@ -1,6 +1,7 @@
 """Optimiser, schedule and metrics of the Lightning tasks."""
 
 import math
+import typing
 
 import pytest
 import torch
@@ -54,3 +55,29 @@ def test_cls_pooling_adds_one_position():
     x = torch.randn(2, 28, 28)
     logits, maps = task.model(x, return_attention=True)
     assert logits.shape == (2, 10) and maps[0].shape == (2, 4, 29, 29)
+
+
+def test_the_typed_config_crosses_the_lightning_boundary_and_the_budget_applies_once(monkeypatch):
+    import ablate.config as config_module
+
+    calls = []
+    real = config_module.budget_profile
+    monkeypatch.setattr(config_module, "budget_profile", lambda *a: calls.append(a) or real(*a))
+    cfg = C.build({"budget": "quick", "data.task": "copy", "trainer.max_epochs": "3"})
+    task = CopyTokens(cfg, n_tokens=12, n_out=10)
+    assert task.cfg is cfg  # no round trip through a dict
+    assert len(calls) == 1  # the profile was applied when the config was built, and only then
+    saved = task.hparams["config"]
+    assert type(saved) is dict and saved["trainer"]["max_epochs"] == 3 and saved["data"]["n_train"] == 4000
+    # what the checkpoint keeps rebuilds the same config, without applying the profile again
+    assert C.from_dict(saved) == cfg and len(calls) == 1
+    assert CopyTokens(saved, n_tokens=12, n_out=10).cfg == cfg
+
+
+def test_budget_names_have_one_home():
+    from ablate import budgets
+
+    assert budgets.NAMES == tuple(budgets.BUDGETS) == ("none", "smoke", "quick", "full")
+    assert typing.get_args(typing.get_type_hints(C.Config)["budget"]) == budgets.NAMES
+    with pytest.raises(C.ConfigError, match="budget='huge' is not allowed; expected one of none, smoke, quick, full"):
+        C.build({"budget": "huge"})

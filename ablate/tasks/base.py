@@ -9,7 +9,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
-from ..config import Config, from_dict
+from ..config import Config, from_dict, to_dict
 
 
 def lr_lambda(warmup_steps: int, total_steps: int, schedule: str):
@@ -30,12 +30,13 @@ OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
 
 
 class EncoderTask(pl.LightningModule):
-    """Receives the run config as a plain dict (so `load_from_checkpoint` rebuilds it) and the task's sizes."""
+    """Receives the typed run config and the task's sizes. The checkpoint keeps the config as a plain
+    dict (it loads with weights_only=True), from which `load_from_checkpoint` rebuilds it."""
 
-    def __init__(self, config: dict[str, Any], **sizes: int):
+    def __init__(self, config: Config | dict[str, Any], **sizes: int):
         super().__init__()
-        self.save_hyperparameters()
-        self.cfg: Config = from_dict(config)
+        self.cfg: Config = config if isinstance(config, Config) else from_dict(config)
+        self.save_hyperparameters({"config": to_dict(self.cfg), **sizes})
         self.model = self.build_model(self.cfg, **sizes)
 
     def build_model(self, cfg: Config, **sizes: int) -> nn.Module:

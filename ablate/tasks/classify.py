@@ -16,7 +16,7 @@ class ClassifyRows(EncoderTask):
     """Logs train/loss, val/acc, val/acc_best, test/acc and test/acc_perm (test rows in a fixed
     permuted order: the word-order experiment)."""
 
-    def __init__(self, config: dict, in_features: int = 28, n_classes: int = 10):
+    def __init__(self, config: Config | dict, in_features: int = 28, n_classes: int = 10):
         super().__init__(config, in_features=in_features, n_classes=n_classes)
         self.val_acc = MulticlassAccuracy(n_classes, average="micro")
         self.val_acc_best = MaxMetric()

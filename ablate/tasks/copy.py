@@ -17,7 +17,7 @@ IGNORE = -100
 class CopyTokens(EncoderTask):
     """Accuracy over blank positions only: per token (…/acc) and per whole sequence (…/seq_acc)."""
 
-    def __init__(self, config: dict, n_tokens: int, n_out: int):
+    def __init__(self, config: Config | dict, n_tokens: int, n_out: int):
         super().__init__(config, n_tokens=n_tokens, n_out=n_out)
         self.n_out = n_out
         self.val_acc = MulticlassAccuracy(n_out, average="micro", ignore_index=IGNORE)
