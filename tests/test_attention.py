@@ -89,7 +89,7 @@ def test_paths_agree_also_at_a_single_layer_level_with_sharp_softmax():
     cfg = EncoderConfig(
         d_model=16, n_heads=4, qk_scale=False, temperature=0.01, dropout=0.0, pos_enc="none"
     )
-    attn = MultiHeadAttention(cfg, nn.Identity()).eval()
+    attn = MultiHeadAttention(cfg).eval()
     x = torch.randn(3, 9, 16)
     with torch.no_grad():
         y_fused, _ = attn(x)
@@ -201,7 +201,7 @@ def test_temperature_divides_the_logits():
     for tau in (0.5, 1.0, 4.0):
         torch.manual_seed(4)  # identical weights for every tau
         cfg = EncoderConfig(d_model=8, n_heads=2, temperature=tau, pos_enc="none", dropout=0.0)
-        attn = MultiHeadAttention(cfg, nn.Identity())
+        attn = MultiHeadAttention(cfg)
         with torch.no_grad():
             out[tau] = attn.logits(*attn.project(x)[:2])
     torch.testing.assert_close(out[0.5], 2 * out[1.0], atol=1e-5, rtol=1e-5)
@@ -271,7 +271,7 @@ def _logit_std(d_head: int, init: str, qk_scale: bool, seeds=range(6)) -> float:
             pos_enc="none",
             dropout=0.0,
         )
-        attn = MultiHeadAttention(cfg, nn.Identity())
+        attn = MultiHeadAttention(cfg)
         x = torch.randn(8, 32, 64)
         with torch.no_grad():
             stds.append(attn.logits(*attn.project(x)[:2]).std().item())
@@ -307,7 +307,7 @@ def test_key_bias_gets_no_gradient_without_rope():
     """Softmax is shift-invariant per query, and q.b_K is the same shift for every key."""
     torch.manual_seed(5)
     cfg = EncoderConfig(d_model=8, n_heads=2, pos_enc="none", dropout=0.0)
-    attn = MultiHeadAttention(cfg, nn.Identity())
+    attn = MultiHeadAttention(cfg)
     x = torch.randn(2, 5, 8)
     (attn(x)[0] * torch.randn(2, 5, 8)).sum().backward()
     g = attn.qkv.bias.grad

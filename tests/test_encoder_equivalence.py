@@ -203,7 +203,7 @@ def _torch_mha(attn: MultiHeadAttention, d_model: int, n_heads: int) -> nn.Multi
 def test_attention_matches_nn_multihead_attention(n_heads, causal):
     torch.manual_seed(3)
     cfg = _config(1, n_heads, "post", "relu", d_model=32, causal=causal)
-    attn = MultiHeadAttention(cfg, nn.Identity()).eval()
+    attn = MultiHeadAttention(cfg).eval()
     mha = _torch_mha(attn, cfg.d_model, n_heads).eval()
     x = torch.randn(3, 8, cfg.d_model)
     mask = torch.ones(8, 8, dtype=torch.bool).triu(1) if causal else None

@@ -103,7 +103,7 @@ def test_no_residual_sublayer_is_exactly_f_of_x_for_real_layers():
     torch.manual_seed(0)
     cfg = _cfg(norm="none", residual=False, dropout=0.1)
     x = torch.randn(2, 5, 8)
-    for fn in (MultiHeadAttention(cfg, nn.Identity()), FeedForward(cfg)):
+    for fn in (MultiHeadAttention(cfg), FeedForward(cfg)):
         sub = SubLayer(fn, cfg).eval()
         torch.testing.assert_close(sub(x)[0], fn(x)[0], atol=0, rtol=0)
 
@@ -133,7 +133,7 @@ def test_default_init_is_nn_linear_fan_in_uniform():
     torch.manual_seed(2)
     d, inner = 64, 96
     enc = Encoder(_cfg(d_model=d, n_heads=2, d_head=48, ffn_mult=2, init="default", n_layers=1))
-    attn, ffn = enc.blocks[0].attn.fn, enc.blocks[0].ffn.fn
+    attn, ffn = enc.blocks[0].attention, enc.blocks[0].feed_forward
     for lin, fan_in in ((attn.qkv, d), (attn.out, inner), (ffn.fc1, d), (ffn.fc2, 2 * d)):
         _uniform_bound_ok(lin.weight, 1 / math.sqrt(fan_in))
         assert lin.bias.abs().max() <= 1 / math.sqrt(fan_in)
@@ -143,7 +143,7 @@ def test_default_init_is_nn_linear_fan_in_uniform():
 def test_xavier_init_zero_biases_and_per_slice_bounds():
     torch.manual_seed(3)
     d, inner = 64, 96  # fan_in != fan_out, so a whole-matrix Xavier would give another bound
-    attn = MultiHeadAttention(_cfg(d_model=d, n_heads=2, d_head=48, init="xavier"), nn.Identity())
+    attn = MultiHeadAttention(_cfg(d_model=d, n_heads=2, d_head=48, init="xavier"))
     assert (attn.qkv.bias == 0).all() and (attn.out.bias == 0).all()
     per_slice = math.sqrt(6 / (d + inner))
     assert per_slice != pytest.approx(math.sqrt(6 / (d + 3 * inner)), rel=0.1)
@@ -156,7 +156,7 @@ def test_xavier_init_zero_biases_and_per_slice_bounds():
 def test_small_init_is_gpt2_normal():
     torch.manual_seed(4)
     enc = Encoder(_cfg(d_model=64, n_heads=4, init="small", n_layers=1))
-    attn, ffn = enc.blocks[0].attn.fn, enc.blocks[0].ffn.fn
+    attn, ffn = enc.blocks[0].attention, enc.blocks[0].feed_forward
     for lin in (attn.qkv, attn.out, ffn.fc1, ffn.fc2):
         assert lin.weight.std().item() == pytest.approx(0.02, rel=0.1)
         assert (lin.bias == 0).all()
@@ -206,9 +206,8 @@ def test_parameter_groups_token_model_and_ffn_free():
 
 
 def test_parameter_groups_of_a_bare_encoder_counts_learned_positions_as_embedding():
-    """parameter_groups accepts any nn.Module and matches ".attn.fn." on f".{name}" so that a bare
-    Encoder's attention is found; its learned table ("pos_enc.weight") must likewise be embedding,
-    not "other" (as it is inside a SequenceClassifier, "encoder.pos_enc.weight")."""
+    """parameter_groups accepts any nn.Module and groups by module type, so a bare Encoder's attention
+    is found and its learned table is embedding, as it is inside a SequenceClassifier."""
     cfg = EncoderConfig(
         d_model=16, n_heads=2, n_layers=1, ffn_mult=0, pos_enc="learned", max_len=10
     )

@@ -58,7 +58,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, cfg: EncoderConfig, positional: Positional | None = None):
         super().__init__()
-        if positional is None or isinstance(positional, nn.Identity):  # an empty slot, as elsewhere
+        if positional is None:
             positional = Positional()
         if not isinstance(positional, Positional):
             raise TypeError(
