@@ -46,7 +46,7 @@ Q = R.question(
     sweeps=["pos_enc"],
 )
 S = R.sweep("pos_enc")
-PE_ORDER = ["none", "sinusoidal", "learned", "rope"]
+PE_ORDER = ["none", "sinusoidal", "learned", "rope", "alibi"]
 PLATEAU_EXIT = 0.5  # copy accuracy a run must pass to have learned the task (the plateau is near 0.3)
 display(Q)
 
