@@ -328,6 +328,10 @@ def test_export_takes_the_runs_the_sweep_file_defines_now_at_one_budget(tmp_path
     export(["tiny"], runs=tmp_path / "runs", data=data, sweeps=sweeps, log=lines.append, budget="smoke",
            replace_smaller_budget=True)
     assert R.table("tiny", data)["run_id"].tolist() == [ids["smoke"]]
+    lines.clear()
+    export(["tiny"], runs=tmp_path / "runs", data=data, sweeps=sweeps, log=lines.append, budget="full")
+    assert lines == [f"ablate report export: tiny: none of its 3 runs under {tmp_path / 'runs' / 'tiny'} is at budget "
+                     "full; kept the exported table"]
 
 
 TINY_FIXED = {"data.task": "copy", "data.n_train": 32, "data.n_val": 16, "data.n_test": 16, "model.d_model": 8,

@@ -357,7 +357,7 @@ def export_sweep(
 ) -> tuple[dict | None, str]:
     """Write <name>.csv and <name>.npz. Returns (its meta entry, or None when nothing was written;
     the one line that says what happened). `old`: the table's meta entry as exported before."""
-    from ..results import ResultsError, corrupt_warnings, load, swept_keys
+    from ..results import ResultsError, load, swept_keys
     from ..results.table import CORRUPT, sweep_dir
 
     kept = "kept the exported table" if (data / f"{name}.csv").is_file() else "nothing exported"
@@ -366,10 +366,13 @@ def export_sweep(
     if not present:
         return None, f"no runs under {where}; {kept}"
     notes: list[str] = []
+    only = choose_runs(name, present, sweeps, budget, notes.append)
+    if only is not None and not only:
+        return None, f"none of its {len(present)} runs under {where} is at budget {budget}; {kept}"
     try:
-        df = load(name, root=runs, sweeps=sweeps, only=choose_runs(name, present, sweeps, budget, notes.append))
-    except ResultsError as err:
-        return None, f"{err}; {kept}"
+        df = load(name, root=runs, sweeps=sweeps, only=only)
+    except ResultsError as err:  # not reached: every present run has a summary.json
+        return None, f"{str(err).split('; ')[0]}; {kept}"
     corrupt = df["status"] == CORRUPT
     good = df[~corrupt]
     budgets = sorted({str(b) for b in good["budget"].dropna()}) if "budget" in good.columns else []
@@ -378,8 +381,8 @@ def export_sweep(
         return None, reason
     for line in notes:
         log(line)
-    for line in corrupt_warnings(df):
-        warn(f"{PREFIX}{name}: {line.replace('left out of the statistics', 'left out of the export')}")
+    for run_id, run_dir, error in zip(*(df.loc[corrupt, c] for c in ("run_id", "run_dir", "error"))):
+        warn(f"{PREFIX}{name}: run {run_id} ({run_dir}): {error}; left out of the export")
     if good.empty:
         return None, f"all {len(df)} runs are corrupt (named above); {kept}"
     table = good.reset_index(drop=True)
