@@ -220,6 +220,12 @@ def test_corrupt_problems_say_what_is_wrong(root, tmp_path):
     error = load("w", root=tmp_path).loc[0, "error"]
     assert error.startswith("summary.json is not valid JSON at line 1 column") and "truncated?" in error
     assert "; also metrics.csv " in error
+    for name in ("summary.json", "metrics.csv"):
+        shutil.copy(run_dirs(root)[0] / name, d / name)
+    assert load("w", root=tmp_path).loc[0, "status"] == "completed"
+    lines = (d / "metrics.csv").read_text().splitlines(keepends=True)
+    (d / "metrics.csv").write_text("".join(lines[:2]))  # cut at a line end: the test row is gone
+    assert "metrics.csv has no test/acc though summary.json says completed (truncated?)" in load("w", root=tmp_path).loc[0, "error"]
     (d / "summary.json").write_text("[1, 2]")
     assert load("w", root=tmp_path).loc[0, "error"].startswith("summary.json holds a JSON list, not an object")
 

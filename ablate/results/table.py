@@ -118,8 +118,13 @@ def read_run(run_dir: Path) -> RunRecord | None:
     if raw_config is None and not any(p.startswith(CONFIG) for p in problems):
         problems.append(f"{CONFIG} is missing")
     probes_file = attempt(read_json_object, run_dir / PROBES) or {}
-    attempt(read_metrics_rows, run_dir / METRICS)  # checked only: curves are read by the report export
+    logged = attempt(read_metrics_rows, run_dir / METRICS)  # curves are read by the report export
     summary = summary or {}
+    if logged is not None and summary.get("status") == "completed":  # cut at a line end: rows are missing
+        have = {k for row in logged for k, v in row.items() if v}
+        lost = [k for k in (summary.get("metrics") or {}) if k.startswith("test/") and k not in have]
+        if lost:
+            problems.append(f"{METRICS} has no {lost[0]} though summary.json says completed (truncated?)")
     provenance = summary.get("provenance") if isinstance(summary.get("provenance"), dict) else {}
     # a run that failed early has no probes in its summary; probes.json holds the init ones
     probes = summary.get("probes") if isinstance(summary.get("probes"), dict) else probes_file
