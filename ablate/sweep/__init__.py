@@ -40,7 +40,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    """The `ablate sweep` command; returns its exit status (0 ok, 1 a run failed, 2 bad input)."""
+    """The `ablate sweep` command; returns its exit status (0 every run completed or diverged, 1 a run
+    failed or was stopped, or the runs folder cannot be written, 2 bad input, 130/143 interrupted)."""
     try:
         args = parser().parse_args(argv)
     except SystemExit as stop:  # --help (0) or a bad option (2, one line)
@@ -68,6 +69,8 @@ def _run(args: argparse.Namespace, out, err) -> int:
         gpus = runner.visible_gpus()
         sweep = load(args.file, budget=args.budget, tracking=args.tracking, threads=args.threads,
                      seed=args.sweep_seed, default_threads=runner.default_threads(args.workers, gpus, args.gpus_per_run))
+        for note in sweep.notes:
+            print(f"note: {note}", file=err)
         if args.dry_run:
             return runner.dry_run(sweep, out)
         threads = max(r.cfg.trainer.threads or 1 for r in sweep.runs)

@@ -3,11 +3,14 @@
 The same file works for `wandb sweep FILE` + `wandb agent` and for `ablate sweep FILE`, so nothing
 outside W&B's schema is accepted: top-level keys and parameter keys are W&B's, parameter names are
 `ablate train` keys. Everything that can be wrong with a file is found here, before any run: YAML
-syntax, unknown keys, an unsupported method, an empty grid, and any expanded configuration that
-does not build (`ablate.config.build` is run on every one of them).
+syntax, a binary or oversized file, unknown keys, an unsupported method, an empty grid, a grid of
+more than MAX_RUNS runs, a distribution that cannot be drawn from (text or infinite bounds, min > max,
+a log scale that reaches 0, probabilities that are negative or do not sum to 1), and any expanded
+configuration that does not build (`ablate.config.build` is run on every one of them).
 
-Expansion: `grid` is the product of every parameter's values, in file order; `random` draws
-`run_cap` configurations with a fixed seed (reproducible), without repeating one.
+Expansion: `grid` is the product of every parameter's values, in file order (counted before it is
+expanded); `random` draws `run_cap` configurations with a fixed seed (reproducible), without
+repeating one: a space with fewer distinct configurations gives each once, and says so.
 """
 
 from __future__ import annotations
@@ -16,14 +19,14 @@ import difflib
 import itertools
 import math
 import random
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .. import config as C
 from ..budgets import SMOKE_SEEDS
+from ..yamlfile import YamlFileError, read_yaml
 
 # https://docs.wandb.ai/models/sweeps/sweep-config-keys
 TOP_LEVEL_KEYS = ("program", "command", "method", "metric", "parameters", "name", "description",
@@ -36,6 +39,9 @@ RESERVED = {
     "run.dir": "every run of a sweep gets its own directory ($ABLATE_RUNS_DIR/<sweep>/<run id>)",
 }
 SWEEPS_DIR = Path("sweeps")
+# The most runs one sweep may expand to. Checking a configuration takes ~0.35 ms, so this many take
+# ~35 s before anything runs; and at a second a run it is more than a day of training on any machine.
+MAX_RUNS = 100_000
 
 
 class SweepError(ValueError):
@@ -64,6 +70,7 @@ class Sweep:
     spec: dict[str, Any]  # the file as loaded
     runs: list[Run]
     varying: list[str]  # parameter names that take more than one value (for short labels)
+    notes: tuple[str, ...] = ()  # what the expansion changed and the user should hear (a smaller random space)
 
 
 def resolve(name_or_path: str) -> Path:
@@ -82,13 +89,10 @@ def resolve(name_or_path: str) -> Path:
 
 
 def read(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or "syntax error"
-        raise SweepError(f"{path} is not valid YAML{where} ({problem}); fix its syntax") from None
+    try:  # missing, oversized, binary, malformed or aliased (a YAML bomb): one line each
+        data = read_yaml(path, "sweep file")
+    except YamlFileError as err:
+        raise SweepError(str(err)) from None
     if not isinstance(data, dict):
         raise SweepError(f"{path} must hold a mapping (program, method, parameters, ...); "
                          "see sweeps/*.yaml for examples")
@@ -197,12 +201,22 @@ DISTRIBUTIONS = {
     "log_normal": lambda p, rng: math.exp(rng.gauss(p.get("mu", 0.0), p.get("sigma", 1.0))),
     "q_log_normal": lambda p, rng: _quantise(math.exp(rng.gauss(p.get("mu", 0.0), p.get("sigma", 1.0))), _q(p)),
 }
+# The keys each distribution reads (W&B's schema allows no others beside `distribution`), and those it needs.
+USES = {name: ("min", "max", "q") if name.startswith("q_") else ("min", "max")
+        for name in DISTRIBUTIONS if "uniform" in name}
+USES.update(normal=("mu", "sigma"), q_normal=("mu", "sigma", "q"), log_normal=("mu", "sigma"),
+            q_log_normal=("mu", "sigma", "q"), categorical=("values", "probabilities"), constant=("value",))
 NEEDS = {name: ("min", "max") for name in DISTRIBUTIONS if "uniform" in name}
 NEEDS.update(categorical=("values",), constant=("value",))
+POSITIVE_BOUNDS = ("log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values")  # draw log(min)
+EXPONENT_BOUNDS = ("log_uniform", "q_log_uniform", "inv_log_uniform")  # min, max are exponents of e
+MAX_EXPONENT = math.log(sys.float_info.max)  # ~709.8: exp() of more overflows
+MAX_REPEATS = 10_000  # random: give up after this many draws in a row that repeat earlier ones
 
 
 def distribution(path: Path, name: str, p: dict) -> str:
-    """The W&B distribution of a random parameter (W&B's inference when none is named)."""
+    """The W&B distribution of a random parameter (W&B's inference when none is named), with every
+    value it reads checked (see check_distribution)."""
     if "distribution" in p:
         dist = p["distribution"]
     elif "values" in p:
@@ -215,39 +229,167 @@ def distribution(path: Path, name: str, p: dict) -> str:
     else:
         raise SweepError(f"{path}: parameter {name!r} needs value, values or a distribution with "
                          "min and max; add them")
-    if dist not in DISTRIBUTIONS:
+    if not isinstance(dist, str) or dist not in DISTRIBUTIONS:
         raise SweepError(f"{path}: parameter {name!r}: distribution {dist!r} is not supported by the "
                          f"local runner; use one of {', '.join(DISTRIBUTIONS)}, or a W&B agent")
-    for key in NEEDS.get(dist, ()):
-        if key not in p:
-            raise SweepError(f"{path}: parameter {name!r}: distribution {dist} needs {key}; add it")
-    probs = p.get("probabilities")
-    if probs is not None and (not isinstance(probs, list) or len(probs) != len(p.get("values", []))):
-        raise SweepError(f"{path}: parameter {name!r}: probabilities must be a list as long as values; fix it")
+    check_distribution(f"{path}: parameter {name!r}", p, dist)
     return dist
 
 
-def grid(params: dict[str, dict]) -> list[dict[str, Any]]:
-    names = list(params)
-    axes = [params[n]["values"] if "values" in params[n] else [params[n]["value"]] for n in names]
-    return [dict(zip(names, combo)) for combo in itertools.product(*axes)]
+def _number(where: str, key: str, value: Any, integer: bool = False) -> float:
+    """`value` as a finite number (an integer if asked), or SweepError naming the key."""
+    kind = "an integer" if integer else "a finite number"
+    ok = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
+    if ok and (isinstance(value, int) or math.isfinite(value)):
+        return value
+    hint = ""
+    if isinstance(value, str):
+        try:
+            hint = f" (YAML reads {value} as text; write {float(value)!r})"
+        except ValueError:
+            pass
+    raise SweepError(f"{where}: {key}={value!r} is not {kind}{hint}; write {key} as {kind}")
 
 
-def draw(path: Path, params: dict[str, dict], run_cap: int, seed: int) -> list[dict[str, Any]]:
-    """run_cap distinct draws (fewer only when the space is smaller), reproducible for a given seed."""
-    dists = {n: distribution(path, n, p) for n, p in params.items()}
+def check_distribution(where: str, p: dict, dist: str) -> None:
+    """Everything a distribution reads can be drawn from: numbers (not text, not inf), min <= max,
+    a positive min where its log is taken, exponents exp() can take, q > 0, sigma >= 0, and
+    probabilities >= 0 that sum to 1 (W&B's schema, and what drawing needs)."""
+    for key in p:
+        if key != "distribution" and key not in USES[dist]:
+            raise SweepError(f"{where}: {key!r} has no meaning for distribution {dist} (it reads "
+                             f"{', '.join(USES[dist])}); remove it or choose another distribution")
+    for key in NEEDS.get(dist, ()):
+        if key not in p:
+            raise SweepError(f"{where}: distribution {dist} needs {key}; add it")
+    if "min" in USES[dist]:
+        low, high = (_number(where, k, p[k], integer=dist == "int_uniform") for k in ("min", "max"))
+        if low > high:
+            raise SweepError(f"{where}: min={low!r} is greater than max={high!r}; swap them")
+        if dist in POSITIVE_BOUNDS and low <= 0:
+            raise SweepError(f"{where}: {dist} draws between log(min) and log(max), so min must be > 0, "
+                             f"got min={low!r}; give a positive min (e.g. 1.0e-6)")
+        if dist in EXPONENT_BOUNDS and max(abs(low), abs(high)) > MAX_EXPONENT:
+            raise SweepError(f"{where}: {dist} draws exp(uniform(min, max)) and exp({max(abs(low), abs(high))!r}) "
+                             f"overflows; keep min and max within ±{int(MAX_EXPONENT)} (they are exponents), "
+                             f"or use {dist}_values to give the values themselves")
+    if "q" in p and _number(where, "q", p["q"]) <= 0:
+        raise SweepError(f"{where}: q={p['q']!r} must be > 0 (values are rounded to multiples of q); fix it")
+    if "mu" in p:
+        _number(where, "mu", p["mu"])
+    if "sigma" in p and _number(where, "sigma", p["sigma"]) < 0:
+        raise SweepError(f"{where}: sigma={p['sigma']!r} must be >= 0; fix it")
+    probs = p.get("probabilities")
+    if probs is not None:
+        if not isinstance(probs, list) or len(probs) != len(p["values"]):
+            raise SweepError(f"{where}: probabilities must be a list as long as values ({len(p['values'])}); fix it")
+        for i, x in enumerate(probs):
+            if _number(where, f"probabilities[{i}]", x) < 0:
+                raise SweepError(f"{where}: probabilities[{i}]={x!r} is negative; give each value a probability >= 0")
+        if abs(sum(probs) - 1) > 1e-6:
+            raise SweepError(f"{where}: probabilities sum to {sum(probs):g}, not 1; make them sum to 1 "
+                             f"(e.g. {[round(1 / len(probs), 3)] * len(probs)})")
+
+
+def _support(p: dict, dist: str) -> list[Any] | None:
+    """Every value a distribution can draw, for the discrete ones of at most MAX_RUNS values (None:
+    a continuum, or more values than a sweep may run)."""
+    if dist == "constant":
+        return [p["value"]]
+    if dist == "categorical":
+        weights = p.get("probabilities") or [1] * len(p["values"])
+        distinct: dict[str, Any] = {}
+        for value, weight in zip(p["values"], weights):
+            if weight > 0:
+                distinct.setdefault(repr(value), value)
+        return list(distinct.values())
+    if dist == "int_uniform":
+        low, high = int(p["min"]), int(p["max"])
+        return list(range(low, high + 1)) if high - low < MAX_RUNS else None
+    if dist == "q_uniform":
+        q = _q(p)
+        low, high = p["min"] / q, p["max"] / q
+        if not (math.isfinite(low) and math.isfinite(high)) or high - low >= MAX_RUNS:
+            return None
+        return [k * q for k in range(round(low), round(high) + 1)]
+    return None
+
+
+def _count(axes: list[list[Any] | None]) -> int | None:
+    """How many combinations the axes make (None if any axis is a continuum)."""
+    if any(axis is None for axis in axes):
+        return None
+    return math.prod(len(axis) for axis in axes)
+
+
+def _axes(params: dict[str, dict]) -> dict[str, list[Any]]:
+    return {n: p["values"] if "values" in p else [p["value"]] for n, p in params.items()}
+
+
+def check_grid_size(path: Path, params: dict[str, dict]) -> None:
+    """The grid's size, counted before anything is expanded: above MAX_RUNS it is refused."""
+    axes = _axes(params)
+    n = math.prod(len(a) for a in axes.values())
+    if n > MAX_RUNS:
+        shape = " x ".join(str(len(a)) for a in axes.values() if len(a) > 1)
+        raise SweepError(f"{path}: the grid has {n:,} runs ({shape}), over the {MAX_RUNS:,} one sweep may run; "
+                         "split it into several files, or use method: random with a run_cap")
+
+
+def grid(params: dict[str, dict]):
+    """The grid's configurations, one at a time (never the whole list at once)."""
+    axes = _axes(params)
+    names = list(axes)
+    for combo in itertools.product(*axes.values()):
+        yield dict(zip(names, combo))
+
+
+def _draw_one(path: Path, name: str, dist: str, p: dict, rng: random.Random) -> Any:
+    try:
+        value = DISTRIBUTIONS[dist](p, rng)
+    except (ArithmeticError, ValueError) as err:  # exp() overflow of a far normal tail, ...
+        raise SweepError(f"{path}: parameter {name!r}: a draw from {dist} failed ({err}); "
+                         "narrow its bounds (mu, sigma, min, max)") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SweepError(f"{path}: parameter {name!r}: {dist} drew {value}; narrow its bounds (mu, sigma, min, max)")
+    return value
+
+
+def draw(path: Path, params: dict[str, dict], run_cap: int, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """run_cap distinct draws, reproducible for a given seed, and notes for the user. A space of at
+    most run_cap distinct configurations (discrete parameters only) gives each of them once."""
+    dists = {n: distribution(path, n, p) for n, p in params.items()}  # every parameter checked first
+    supports = {n: _support(params[n], d) for n, d in dists.items()}
+    space = _count(list(supports.values()))
+    notes: list[str] = []
+    if space is not None and space <= run_cap:
+        if space > MAX_RUNS:
+            raise SweepError(f"{path}: its parameters make {space:,} distinct configurations, over the "
+                             f"{MAX_RUNS:,} one sweep may run; lower run_cap below {MAX_RUNS:,}")
+        if space < run_cap:
+            notes.append(f"{path}: run_cap {run_cap:,} is more than the {space:,} distinct configurations "
+                         f"its parameters make; each of them runs once")
+        names = list(supports)
+        return [dict(zip(names, combo)) for combo in itertools.product(*supports.values())], notes
+    if run_cap > MAX_RUNS:
+        raise SweepError(f"{path}: run_cap {run_cap:,} is over the {MAX_RUNS:,} runs one sweep may have; lower it")
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for _ in range(100 * run_cap):
-        if len(out) == run_cap:
-            break
-        combo = {n: DISTRIBUTIONS[d](params[n], rng) for n, d in dists.items()}
+    repeats = 0
+    while len(out) < run_cap and repeats < MAX_REPEATS:
+        combo = {n: _draw_one(path, n, d, params[n], rng) for n, d in dists.items()}
         key = repr(sorted(combo.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(combo)
-    return out
+        if key in seen:
+            repeats += 1
+            continue
+        seen.add(key)
+        out.append(combo)
+        repeats = 0
+    if len(out) < run_cap:
+        notes.append(f"{path}: drew {len(out):,} distinct configurations, not run_cap {run_cap:,}: the last "
+                     f"{MAX_REPEATS:,} draws all repeated earlier ones (a small space, or tiny probabilities)")
+    return out, notes
 
 
 def load(name_or_path: str, budget: str | None = None, tracking: str | None = None,
@@ -265,10 +407,12 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
     for key, p in params.items():
         check_parameter(path, str(key), p, method)
     check_group(path, name, params)
+    notes: list[str] = []
     if method == "grid":
+        check_grid_size(path, params)
         combos = grid(params)
     else:
-        combos = draw(path, params, spec["run_cap"], seed)
+        combos, notes = draw(path, params, spec["run_cap"], seed)
     runner_keys: dict[str, Any] = {"run.group": name}
     if tracking is not None:
         runner_keys["tracking"] = tracking
@@ -292,7 +436,7 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
     if not runs:
         raise SweepError(f"{path}: the sweep expands to no runs; give each parameter at least one value")
     varying = [k for k in params if len({repr(r.params.get(k)) for r in runs}) > 1]
-    return Sweep(name=name, path=path, method=method, spec=spec, runs=runs, varying=varying)
+    return Sweep(name=name, path=path, method=method, spec=spec, runs=runs, varying=varying, notes=tuple(notes))
 
 
 def _smoke_seeds(combo: dict[str, Any], overrides: dict[str, Any]) -> list[dict[str, Any]]:
