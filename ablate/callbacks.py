@@ -1,5 +1,6 @@
-"""Lightning pieces the harness adds: exact resume, divergence stop, throughput, atomic checkpoints,
-and a metrics.csv that survives resumption."""
+"""Lightning pieces the harness adds: exact resume, divergence stop, throughput, atomic weights-only
+checkpoints written at every epoch end, progress lines for logs, and a metrics.csv that survives
+resumption."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from lightning_fabric.plugins import TorchCheckpointIO
+from pytorch_lightning.callbacks import Checkpoint
 from pytorch_lightning.loggers.logger import Logger, rank_zero_experiment
 from pytorch_lightning.utilities import rank_zero_only
 
-from .rundir import atomic_write
+from .rundir import atomic_write, load_checkpoint
 
 
 class Diverged(RuntimeError):
@@ -94,12 +96,66 @@ class Throughput(pl.Callback):
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """torch.save into memory, then temp file + rename: a kill mid-save never leaves a broken last.ckpt."""
+    """torch.save into memory, then temp file + rename: a kill mid-save never leaves a broken last.ckpt.
+    Loading is weights-only whatever the caller asks (Trainer.fit(ckpt_path=...) comes through here):
+    a checkpoint holds tensors and plain values, and a crafted pickle must not run code."""
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)
         atomic_write(Path(path), buffer.getvalue())
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
+        return load_checkpoint(Path(path), map_location=map_location or "cpu")
+
+
+class LastCheckpoint(Checkpoint):
+    """last.ckpt at the end of every training epoch and every `every_n_steps` optimiser steps.
+
+    Lightning's `ModelCheckpoint(save_last=True, save_top_k=0)` writes nothing until the run ends
+    (its "last" copy follows a top-k save, and there are none), so a run killed in epoch 3 restarted
+    at step 0. The epoch-end checkpoint is taken after the epoch's validation, with the RNG states
+    (`RngState`), so a run resumed from it continues exactly as the uninterrupted one. Being a
+    `Checkpoint`, Lightning runs it after every other callback. It also carries the metrics known at
+    its step, so a run resumed at its last step (killed while probing or testing) reports them.
+    `after_epoch(trainer)` is called once an epoch's checkpoint is on disk (progress lines)."""
+
+    def __init__(self, path: Path, every_n_steps: int = 0, after_epoch=None):
+        self.path = Path(path)
+        self.every = every_n_steps
+        self.after_epoch = after_epoch
+        self.metrics: dict[str, float] = {}  # callback_metrics of the checkpoint resumed from
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if self.every and trainer.global_step % self.every == 0:
+            trainer.save_checkpoint(self.path)
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        trainer.save_checkpoint(self.path)
+        if self.after_epoch is not None and trainer.is_global_zero:
+            self.after_epoch(trainer)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        checkpoint["callback_metrics"] = {k: float(v) for k, v in trainer.callback_metrics.items()}
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        self.metrics = dict(checkpoint.get("callback_metrics", {}))
+
+
+class ProgressLines:
+    """One line per epoch through `log` (where there is no progress bar: logs, pipes, sweep workers),
+    once the epoch's checkpoint is saved: epoch, step, losses, val/acc, time since this attempt began."""
+
+    def __init__(self, log) -> None:
+        self.say = log
+        self.started = time.monotonic()
+
+    def __call__(self, trainer: pl.Trainer) -> None:
+        m = trainer.callback_metrics
+        parts = [f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}", f"step {trainer.global_step}"]
+        parts += [f"{k} {float(m[k]):.4f}" for k in ("train/loss", "val/loss", "val/acc") if k in m]
+        parts.append(f"{time.monotonic() - self.started:.0f} s")
+        self.say("ablate: " + "  ".join(parts))
 
 
 class RunCSVLogger(Logger):

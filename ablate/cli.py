@@ -36,15 +36,27 @@ def cmd_train(argv: list[str]) -> int:
         cfg = C.build(C.parse_overrides(argv))
     except C.ConfigError as err:
         return fail(str(err))
+    import signal
+
     from .data import DataError
-    from .train import RunBusy, is_ddp_child, train
+    from .rundir import RunDirError
+    from .train import Interrupted, RunBusy, is_ddp_child, run_dir_for, train
+
+    def say(line: str) -> None:  # stdout carries only the final JSON line (scripts parse it)
+        print(line, file=sys.stderr, flush=True)
 
     try:
-        summary = train(cfg)
-    except (DataError, C.ConfigError) as err:
+        summary = train(cfg, log=say)
+    except (DataError, C.ConfigError, RunDirError) as err:
         return fail(str(err))
     except RunBusy as err:
         return fail(str(err), 1)
+    except Interrupted as err:
+        return fail(f"interrupted by {signal.Signals(err.signum).name}; {run_dir_for(cfg)} is recorded as interrupted: "
+                    "the same command resumes it from its last.ckpt", err.code)
+    except OSError as err:
+        return fail(f"cannot write the run into {run_dir_for(cfg)}: {err}; free some space or make the folder "
+                    "writable (or choose another with ABLATE_RUNS_DIR or run.dir), then run the same command again", 1)
     if is_ddp_child():
         return 0
     metrics = {k: round(v, 4) for k, v in summary.get("metrics", {}).items() if k.startswith(("test/", "val/"))}
@@ -82,11 +94,13 @@ def cmd_probe(argv: list[str]) -> int:
     from .data import DataError
     from .probes import format_probes
     from .probing import ProbeRecorder, probe_batch, probe_permutation
-    from .tasks import load_task
+    from .tasks import CheckpointError, load_task
 
     try:
         task, datamodule = load_task(ckpt)
         datamodule.setup("fit")
+    except CheckpointError as err:
+        return fail(f"{err}; give a last.ckpt written by `ablate train`")
     except DataError as err:
         return fail(str(err))
     batch = probe_batch(datamodule, args.batch)

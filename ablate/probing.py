@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,24 @@ class ProbeRecorder(pl.Callback):
         self.arrays: dict[str, np.ndarray] = {}
         self.seconds = 0.0  # spent probing (summary.json: probe_time_s)
 
+    def restart_curve(self, resume_step: int | None) -> None:
+        """probes.csv keeps the rows up to the checkpoint resumed from (the rest is measured again);
+        a run started afresh starts it afresh."""
+        path = self.run_dir / "probes.csv"
+        if not path.is_file():
+            return
+        kept: list[str] = []
+        if resume_step is not None:
+            try:
+                lines = path.read_text().splitlines(keepends=True)
+                kept = lines[:1] + [r for r in lines[1:] if int(r.split(",", 1)[0]) <= resume_step]
+            except (OSError, ValueError):
+                kept = []  # unreadable: the curve restarts at the resume point
+        if len(kept) > 1:
+            atomic_write(path, "".join(kept))
+        else:
+            path.unlink()
+
     # state survives resume, so init probes are those of the real initialisation
     def state_dict(self) -> dict[str, Any]:
         return {"scalars": dict(self.scalars)}
@@ -75,7 +94,7 @@ class ProbeRecorder(pl.Callback):
         try:
             with np.load(self.run_dir / "probes.npz") as f:
                 self.arrays = {k: f[k] for k in f.files}
-        except (FileNotFoundError, OSError, ValueError):
+        except Exception:  # missing, truncated (BadZipFile), garbage: the init arrays are lost, not the run
             self.arrays = {}
 
     def _measure(self, model, point: str, trainer: pl.Trainer | None, **kw) -> dict[str, float]:
@@ -128,7 +147,8 @@ class ProbeRecorder(pl.Callback):
         path = self.run_dir / "probes.csv"
         row = {"step": step, **{k.removeprefix("probe/step/"): v for k, v in named.items()}}
         new = not path.exists()
-        with open(path, "a", newline="") as f:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)  # never through a link
+        with open(fd, "a", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(row))
             if new:
                 writer.writeheader()

@@ -2,16 +2,23 @@
 
 Every file is written atomically (temp file + os.replace), so a run killed at any moment leaves
 either the old or the new version, never half of one; concurrent sweep workers never corrupt each
-other's files.
+other's files. A write that fails (a full disk, a read-only folder) removes its temp file and raises
+an OSError naming the file. Files get the usual 0666 & ~umask permissions.
+
+A file of the run that cannot be read (truncated, garbage, a checkpoint holding more than tensors
+and plain values) is set aside as `<name>.corrupt-<time>` and the run carries on as interrupted.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import fcntl
 import json
 import os
+import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +26,62 @@ import yaml
 
 CONFIG, SUMMARY, METRICS, CKPT, LOCK = "config.yaml", "summary.json", "metrics.csv", "last.ckpt", ".lock"
 FINISHED = ("completed", "diverged")  # terminal: never run again
+# what a run directory may hold besides its own set-aside (*.corrupt-*) and temp (.*.tmp) files
+RUN_FILES = frozenset({CONFIG, SUMMARY, METRICS, CKPT, LOCK, "probes.json", "probes.npz", "probes.csv", "wandb",
+                       "train.log"})
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be used as asked; the message names it, the problem and the fix."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded safely: missing, truncated, garbage, or holding objects
+    other than tensors and plain values (whose unpickling could run code)."""
 
 
 def runs_root() -> Path:
     return Path(os.environ.get("ABLATE_RUNS_DIR", "runs"))
 
 
+def _umask() -> int:
+    """The process umask, read without changing it where Linux allows (threads may be creating files)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)  # restrictive while it is read
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, text: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write `path` as a whole or not at all. On failure the temp file is removed and the OSError
+    (ENOSPC, EROFS, ...) is raised again naming `path`."""
+    path = Path(path)
+    data = text if isinstance(text, bytes) else text.encode()
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 -> what open() would give
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as err:
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -40,10 +89,125 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """summary.json, or None when it is missing or unreadable (`summary_problem` says which)."""
     try:
-        return json.loads((run_dir / SUMMARY).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        data = json.loads((Path(run_dir) / SUMMARY).read_text())
+    except (OSError, ValueError):  # missing, a folder, not UTF-8, not JSON
         return None
+    return data if isinstance(data, dict) and isinstance(data.get("status"), str) else None
+
+
+def json_problem(path: Path, required: str | None = None) -> str | None:
+    """Why a JSON object file of the run cannot be used (None when it is fine or absent)."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        return "is not text"
+    except OSError as err:
+        return f"cannot be read ({err.strerror or err})"
+    except ValueError as err:
+        return f"is not valid JSON ({err})"
+    if not isinstance(data, dict):
+        return "is not a JSON object"
+    if required and not isinstance(data.get(required), str):
+        return f"has no {required}"
+    return None
+
+
+def config_problem(run_dir: Path) -> str | None:
+    """Why config.yaml cannot be read back as a config (None when it is fine or absent)."""
+    from .config import ConfigError, from_dict
+    from .yamlfile import YamlFileError, read_yaml
+
+    path = Path(run_dir) / CONFIG
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        data = read_yaml(path, "config")
+        if not isinstance(data, dict):
+            return "is not a mapping of config keys"
+        from_dict(data)
+    except YamlFileError as err:  # "config '<path>' is not valid YAML at line 3; fix ..." -> "is not ..."
+        return str(err).split("; ")[0].removeprefix(f"config {str(path)!r} ")
+    except (ConfigError, TypeError, ValueError) as err:
+        return f"is not a valid config ({str(err).split('; ')[0]})"
+    return None
+
+
+def metrics_problem(run_dir: Path) -> str | None:
+    """Why metrics.csv cannot be resumed from (None when it is fine)."""
+    path = Path(run_dir) / METRICS
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            if not reader.fieldnames or reader.fieldnames[0] != "step":
+                return "has no step column"
+            for row in reader:
+                int(row["step"])
+                for key, value in row.items():
+                    if key is None or value is None:
+                        return f"has a malformed row (step {row['step']})"
+                    if value != "":
+                        float(value)
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as err:
+        return f"cannot be read ({err.strerror or err})"
+    except UnicodeDecodeError:
+        return "is not text"
+    except (ValueError, TypeError, csv.Error) as err:
+        return f"is malformed ({err})"
+    return None
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a broken file to `<name>.corrupt-<time>` (kept for inspection, never read again)."""
+    path = Path(path)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while target.exists():
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+        n += 1
+    os.replace(path, target)
+    return target
+
+
+def load_checkpoint(path: Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """A Lightning checkpoint written by a run, loaded weights-only: tensors and plain values, never
+    an arbitrary object (a crafted pickle is refused, not run). CheckpointError says why not."""
+    import pickle
+
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist or is not a file")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"checkpoint {path} is empty")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        if blocked := [line for line in lines if "GLOBAL" in line]:  # "unsupported GLOBAL posix.system ..."
+            raise CheckpointError(f"checkpoint {path} holds objects other than tensors and plain values "
+                                  f"({blocked[0].rstrip('.')}; refused: loading it could run code)") from None
+        detail = next((line for line in lines if line.startswith("Unsupported")), _first_line(err))
+        raise CheckpointError(f"checkpoint {path} is truncated, garbage or not a plain checkpoint ({detail}; "
+                              "refused by the weights-only loader)") from None
+    except Exception as err:  # torch.load's many ways to fail on a truncated or garbage file
+        raise CheckpointError(f"checkpoint {path} is truncated or not a checkpoint ({_first_line(err)})") from None
+    if not isinstance(ckpt, dict) or not {"state_dict", "global_step", "hyper_parameters"} <= set(ckpt):
+        raise CheckpointError(f"checkpoint {path} is not a checkpoint of an ablate run")
+    return ckpt
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
 def write_config(run_dir: Path, config: dict[str, Any]) -> None:
@@ -55,8 +219,49 @@ def is_finished(run_dir: Path) -> bool:
     return bool(summary and summary.get("status") in FINISHED)
 
 
+def check_run_dir(run_dir: Path, run_id: str) -> None:
+    """Refuse (RunDirError) a run directory that is not ours to write: an existing file, or a
+    non-empty folder that is neither a run directory of this config (its config.yaml or summary.json
+    names `run_id`) nor only a run directory's own files."""
+    run_dir = Path(run_dir)
+    fix = "choose a new or empty folder (or leave run.dir unset)"
+    if run_dir.is_symlink() and not run_dir.is_dir():
+        raise RunDirError(f"run.dir={str(run_dir)!r} is a link to nothing usable; {fix}")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"run.dir={str(run_dir)!r} is an existing file, not a folder; {fix}")
+    if not run_dir.exists():
+        return
+    names = sorted(os.listdir(run_dir))
+    ids = {_config_run_id(run_dir), (read_summary(run_dir) or {}).get("run_id")} - {None}
+    if ids and ids != {run_id}:
+        other = ", ".join(sorted(str(i) for i in ids - {run_id}))
+        raise RunDirError(f"run.dir={str(run_dir)!r} holds the run {other}, not this config's {run_id}; {fix}")
+    foreign = [n for n in names if n not in RUN_FILES and ".corrupt-" not in n
+               and not (n.startswith(".") and n.endswith(".tmp"))]
+    if foreign and not ids:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise RunDirError(f"run.dir={str(run_dir)!r} is a folder of other files ({shown}), not an ablate run "
+                          f"directory; {fix}")
+
+
+def _config_run_id(run_dir: Path) -> str | None:
+    """The run id of the config saved in run_dir (None if there is none or it cannot be read)."""
+    from .config import ConfigError, from_dict, run_id
+    from .yamlfile import YamlFileError, read_yaml
+
+    if not (run_dir / CONFIG).is_file():
+        return None
+    try:
+        data = read_yaml(run_dir / CONFIG, "config")
+        return run_id(from_dict(data)) if isinstance(data, dict) else None
+    except (YamlFileError, ConfigError, TypeError, ValueError):
+        return None
+
+
 class RunLock:
-    """An exclusive flock on run_dir/.lock; released by the OS if the process dies (even kill -9)."""
+    """An exclusive flock on run_dir/.lock; released by the OS if the process dies (even kill -9).
+    The lock file is opened without following links, and must be a regular file: a planted
+    `.lock -> somewhere` is refused (RunDirError), never truncated through."""
 
     def __init__(self, run_dir: Path):
         self.path = run_dir / LOCK
@@ -64,15 +269,24 @@ class RunLock:
 
     def acquire(self) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise RunDirError(f"{self.path} is a symbolic link; remove it (a run's lock is a plain file)") from None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise RunDirError(f"{self.path} is not a regular file; remove it (a run's lock is a plain file)")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(self.fd)
-            self.fd = None
+            os.close(fd)
             return False
-        os.ftruncate(self.fd, 0)
-        os.write(self.fd, str(os.getpid()).encode())
+        self.fd = fd
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
         return True
 
     def release(self) -> None:

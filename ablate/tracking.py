@@ -57,7 +57,7 @@ def wandb_logger(run_dir: Path, name: str, group: str, project: str, config: dic
 
     mode = wandb_mode()
     os.environ.setdefault("WANDB_SILENT", "true")
-    return WandbLogger(
+    logger = WandbLogger(
         project=project,
         name=name,
         id=name,
@@ -67,3 +67,8 @@ def wandb_logger(run_dir: Path, name: str, group: str, project: str, config: dic
         config=config,
         log_model=False,
     )
+    # Lightning passes anonymous=None to wandb.init unconditionally; wandb (0.31 here) warns "The anonymous
+    # setting has no effect" for any value given, None included (wandb/wandb#10909). Not giving it is
+    # what wandb asks for, and changes nothing else.
+    logger._wandb_init.pop("anonymous", None)
+    return logger

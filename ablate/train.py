@@ -11,9 +11,13 @@ config -> data + task -> Lightning Trainer -> run directory:
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +28,65 @@ from .callbacks import (
     AtomicCheckpointIO,
     Diverged,
     DivergenceGuard,
+    LastCheckpoint,
+    ProgressLines,
     RngState,
     RunCSVLogger,
     Throughput,
 )
-from .rundir import CKPT, RunLock, is_finished, read_summary, runs_root, write_config, write_json
+from .rundir import (
+    CKPT,
+    CONFIG,
+    METRICS,
+    SUMMARY,
+    CheckpointError,
+    RunDirError,
+    RunLock,
+    check_run_dir,
+    config_problem,
+    is_finished,
+    json_problem,
+    load_checkpoint,
+    metrics_problem,
+    read_summary,
+    runs_root,
+    set_aside,
+    write_config,
+    write_json,
+)
 
 
 class RunBusy(RuntimeError):
     """Another process holds the run directory's lock."""
+
+
+class Interrupted(SystemExit):
+    """SIGTERM (a scheduler preempting the job, the sweep runner stopping): the run is recorded as
+    `interrupted` and resumes from last.ckpt next time. A SystemExit with status 128 + 15 = 143, so
+    an uncaught one ends the process as a killed one would be read, never as a success."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises `Interrupted` wherever the run is (setup, training, probes, test). Lightning's
+    own handler only sets a flag that its loops turn into a SystemExit with status 0 (and not at
+    all outside `fit`); it calls this one after its own."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def is_ddp_child() -> bool:
@@ -58,7 +112,17 @@ def quiet() -> None:
 
 
 def run_dir_for(cfg: C.Config) -> Path:
-    return Path(cfg.run.dir) if cfg.run.dir else runs_root() / cfg.run.group / C.run_id(cfg)
+    """run.dir, or $ABLATE_RUNS_DIR/<group>/<run id>. The group must stay inside the runs folder
+    (checked on the path's words, so a runs folder that is itself a link, or holds linked group
+    folders, still works): `run.group=../../x` is refused with RunDirError."""
+    if cfg.run.dir:
+        return Path(cfg.run.dir)
+    root = runs_root()
+    group = os.path.normpath(cfg.run.group)
+    if os.path.isabs(cfg.run.group) or group in (".", "..") or group.startswith(".." + os.sep):
+        raise RunDirError(f"run.group={cfg.run.group!r} would put the run outside the runs folder {str(root)!r}; "
+                          "use a plain name such as run.group=my_sweep")
+    return root / group / C.run_id(cfg)
 
 
 def prepare(cfg: C.Config):
@@ -75,16 +139,8 @@ def prepare(cfg: C.Config):
 
 def _trainer(cfg: C.Config, run_dir: Path, loggers: list, callbacks: list):
     import pytorch_lightning as pl
-    from pytorch_lightning.callbacks import ModelCheckpoint
 
     t = cfg.trainer
-    checkpoint = ModelCheckpoint(
-        dirpath=run_dir,
-        save_last=True,
-        save_top_k=0,
-        every_n_train_steps=t.ckpt_every_n_steps or None,
-        enable_version_counter=False,
-    )
     strategy: Any = t.strategy
     if t.strategy == "ddp" and (t.accelerator == "cpu" or not torch.cuda.is_available()):
         from pytorch_lightning.strategies import DDPStrategy
@@ -101,7 +157,7 @@ def _trainer(cfg: C.Config, run_dir: Path, loggers: list, callbacks: list):
         limit_val_batches=t.limit_val_batches,
         log_every_n_steps=t.log_every_n_steps,
         logger=loggers,
-        callbacks=[checkpoint, *callbacks],
+        callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],
         default_root_dir=str(run_dir),
         enable_progress_bar=_progress_bar(),
@@ -124,9 +180,76 @@ def _scalars(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _take_stock(run_dir: Path, log) -> int | None:
+    """Before a (re)start: the step last.ckpt resumes from (None: start afresh). A file of the run
+    that cannot be read is set aside as `<name>.corrupt-<time>`, named in one line, and the run goes
+    on as an interrupted one:
+      last.ckpt    truncated, garbage, or holding more than tensors and plain values: start afresh;
+      metrics.csv  unreadable while resuming: the rows before the checkpoint cannot be trusted, so
+                   last.ckpt is set aside too and the run starts afresh (a deterministic rerun gives
+                   the same numbers, and a metrics.csv that silently lacks its first epochs would not);
+      summary.json unreadable: a completed run cannot be told from an interrupted one, so it is
+                   finished again from last.ckpt (at its last step: probes and test only);
+      config.yaml, probes.json: rewritten from the config and the checkpoint."""
+    ckpt, step = run_dir / CKPT, None
+    if ckpt.exists() or ckpt.is_symlink():
+        try:
+            step = int(load_checkpoint(ckpt)["global_step"])
+        except (CheckpointError, TypeError, ValueError) as err:
+            aside = set_aside(ckpt)
+            log(f"ablate: {err}; set aside as {aside.name}; {run_dir} starts afresh")
+    metrics = run_dir / METRICS
+    if step is not None and not metrics.exists():  # deleted, or no row was logged before the checkpoint
+        log(f"ablate: {metrics} is missing: rows before step {step}, if there were any, are not in it")
+    elif step is not None and (problem := metrics_problem(run_dir)):
+        names = [set_aside(p).name for p in (metrics, ckpt)]
+        log(f"ablate: {metrics} {problem}: its rows before step {step} cannot be kept; set aside as "
+            f"{' and '.join(names)}; {run_dir} starts afresh")
+        step = None
+    for name, problem, after in (
+        (SUMMARY, json_problem(run_dir / SUMMARY, "status"), "the run is treated as interrupted"
+         + (f" (resumed from {CKPT}, step {step})" if step is not None else " (started afresh)")),
+        (CONFIG, config_problem(run_dir), "it is written again from this config"),
+        ("probes.json", json_problem(run_dir / "probes.json"), "it is written again at the next probes"),
+    ):
+        if problem:
+            aside = set_aside(run_dir / name)
+            log(f"ablate: {run_dir / name} {problem}; set aside as {aside.name}; {after}")
+    return step
+
+
+def _record(run_dir: Path, log, **fields: Any) -> None:
+    """Update summary.json's status; a folder that cannot be written any more (full disk) is said,
+    not raised: the caller is already on its way out with the first error."""
+    try:
+        write_json(run_dir / SUMMARY, {**(read_summary(run_dir) or {}), **fields})
+    except OSError as err:
+        log(f"ablate: could not record status {fields.get('status')!r} in {run_dir / SUMMARY}: {err}")
+
+
+def _wandb_location() -> str | None:
+    """Where the W&B run went, and how to upload it if it is offline."""
+    import wandb
+
+    run = wandb.run
+    if run is None or run.settings.mode == "disabled":
+        return None
+    if run.offline:
+        where = run.settings.sync_dir
+        return f"ablate: W&B run saved offline in {where}; upload it with: wandb sync {where}"
+    return f"ablate: W&B run: {run.url}"
+
+
 def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, Any]:
     """Run `cfg` to completion (or resume it); returns the summary. Finished runs are not repeated.
-    `callbacks` are extra Lightning callbacks (notebooks, tests)."""
+    `callbacks` are extra Lightning callbacks (notebooks, tests). Raises RunDirError (a run.dir that
+    is not ours to write, before anything is written), RunBusy, Interrupted (SIGTERM: recorded as
+    interrupted), OSError (the folder cannot be written: recorded as failed when it still can)."""
+    with _sigterm_interrupts():
+        return _train(cfg, log, callbacks)
+
+
+def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
     import pytorch_lightning as pl
 
     from .models import parameter_groups
@@ -135,10 +258,12 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
     quiet()
     run_dir = run_dir_for(cfg)
     child = is_ddp_child()
-    if not child and is_finished(run_dir):
-        summary = read_summary(run_dir)
-        log(f"ablate: {run_dir} already {summary['status']}; not run again (delete it to re-run)")
-        return summary
+    if not child:
+        check_run_dir(run_dir, C.run_id(cfg))
+        if is_finished(run_dir):
+            summary = read_summary(run_dir)
+            log(f"ablate: {run_dir} already {summary['status']}; not run again (delete it to re-run)")
+            return summary
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
     torch.set_flush_denormal(cfg.trainer.flush_denormal)  # False where the CPU cannot (no effect on GPUs)
@@ -153,13 +278,16 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
         summary = read_summary(run_dir)
         log(f"ablate: {run_dir} already {summary['status']}; not run again (delete it to re-run)")
         return summary
+    started = time.time()
+    previous: dict[str, Any] = {}
     try:
         ckpt = run_dir / CKPT
-        resume_step = None
-        if ckpt.exists():
-            resume_step = int(torch.load(ckpt, map_location="cpu", weights_only=False)["global_step"])
+        if child:  # rank 0 has checked (and set aside) the run's files before it started this one
+            resume_step = int(load_checkpoint(ckpt)["global_step"]) if ckpt.exists() else None
+        else:
+            resume_step = _take_stock(run_dir, log)
+        if resume_step is not None:
             log(f"ablate: resuming {run_dir} from {CKPT} (step {resume_step})")
-        started = time.time()
         previous = read_summary(run_dir) or {}
         summary: dict[str, Any] = {
             "run_id": C.run_id(cfg),
@@ -172,59 +300,80 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
         }
         if not child:
             write_config(run_dir, C.to_dict(cfg))
-            write_json(run_dir / "summary.json", summary)
-        loggers: list = [RunCSVLogger(run_dir, resume_step)]
-        if cfg.tracking == "wandb":
-            from .tracking import wandb_logger
-
-            loggers.append(wandb_logger(run_dir, C.run_id(cfg), cfg.run.group, cfg.run.project, C.flat(cfg)))
-        throughput = Throughput()
-        extra = [RngState(), DivergenceGuard(), throughput, *(callbacks or [])]
-        recorder = None
-        if cfg.run.probes:
-            from .probing import ProbeRecorder, probe_batch, probe_permutation
-
-            batch = probe_batch(datamodule, cfg.run.probe_batch)
-            perm = probe_permutation(datamodule, batch[0].shape[1])
-            recorder = ProbeRecorder(run_dir, batch, perm, cfg.run.probe_every)
-            extra.append(recorder)
-        trainer = _trainer(cfg, run_dir, loggers, extra)
-        try:
-            trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt.exists() else None)
-            metrics = _scalars(trainer.callback_metrics)
-            if recorder is not None and trainer.is_global_zero:
-                recorder.final(trainer, task.model, datamodule, cfg.run.expensive_probes)
-            trainer.test(task, datamodule=datamodule, verbose=False)
-            summary["status"] = "completed"
-        except Diverged as err:
-            metrics = {}
-            summary.update(status="diverged", diverged_step=err.step, diverged_loss=str(err.loss))
-            log(f"ablate: run diverged: {err}")
-        summary["metrics"] = {**metrics, **_scalars(trainer.callback_metrics)}
-        summary["wall_time_s"] = previous.get("wall_time_s", 0.0) + (time.time() - started)
-        summary["train_samples_per_s"] = throughput.samples_per_s
-        summary["global_step"] = trainer.global_step
-        if recorder is not None:
-            summary["probes"] = recorder.scalars
-            summary["probe_time_s"] = previous.get("probe_time_s", 0.0) + recorder.seconds
-        for logger in loggers:
-            logger.finalize("success")
-        if cfg.tracking == "wandb" and trainer.is_global_zero:
-            import wandb
-
-            if wandb.run is not None:
-                keys = ("status", "wall_time_s", "train_samples_per_s", "global_step", "attempts", "diverged_step")
-                wandb.run.summary.update({k: summary[k] for k in keys if k in summary})
-                wandb.run.summary.update({f"params/{k}": v for k, v in summary["params"].items()})
-                wandb.run.summary.update({"commit": summary["provenance"]["commit"]})
-                wandb.finish()
-        if not child and trainer.is_global_zero:
-            write_json(run_dir / "summary.json", summary)
-        return summary
-    except Exception as err:
-        if not child and not isinstance(err, RunBusy):
-            failed = {**(read_summary(run_dir) or {}), "status": "failed", "error": traceback.format_exc(limit=-8)}
-            write_json(run_dir / "summary.json", failed)
+            write_json(run_dir / SUMMARY, summary)
+        return _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started, log, callbacks)
+    except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C (Lightning: exit 1), SIGTERM (Interrupted)
+        if not child:
+            how = f"signal {signal.Signals(err.signum).name}" if isinstance(err, Interrupted) else type(err).__name__
+            _record(run_dir, log, status="interrupted", interrupted_by=how,
+                    wall_time_s=previous.get("wall_time_s", 0.0) + (time.time() - started))
+        raise
+    except Exception:
+        if not child:
+            _record(run_dir, log, status="failed", error=traceback.format_exc(limit=-8))
         raise
     finally:
         lock.release()
+
+
+def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started, log, callbacks) -> dict[str, Any]:
+    child = is_ddp_child()
+    ckpt = run_dir / CKPT
+    progress = not _progress_bar()  # logs and pipes get one line per epoch instead of the bar
+    loggers: list = [RunCSVLogger(run_dir, resume_step)]
+    if cfg.tracking == "wandb":
+        from .tracking import wandb_logger
+
+        loggers.append(wandb_logger(run_dir, C.run_id(cfg), cfg.run.group, cfg.run.project, C.flat(cfg)))
+    throughput = Throughput()
+    last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=ProgressLines(log) if progress else None)
+    extra = [last, RngState(), DivergenceGuard(), throughput, *(callbacks or [])]
+    recorder = None
+    if cfg.run.probes:
+        from .probing import ProbeRecorder, probe_batch, probe_permutation
+
+        batch = probe_batch(datamodule, cfg.run.probe_batch)
+        perm = probe_permutation(datamodule, batch[0].shape[1])
+        recorder = ProbeRecorder(run_dir, batch, perm, cfg.run.probe_every)
+        if not child:
+            recorder.restart_curve(resume_step)
+        extra.append(recorder)
+    trainer = _trainer(cfg, run_dir, loggers, extra)
+    try:
+        trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if resume_step is not None else None,
+                    weights_only=True)
+        metrics = {**last.metrics, **_scalars(trainer.callback_metrics)}
+        if recorder is not None and trainer.is_global_zero:
+            if progress:
+                log("ablate: probing the final model" + (" (with head masking)" if cfg.run.expensive_probes else ""))
+            recorder.final(trainer, task.model, datamodule, cfg.run.expensive_probes)
+        trainer.test(task, datamodule=datamodule, verbose=False)
+        summary["status"] = "completed"
+    except Diverged as err:
+        metrics = {}
+        summary.update(status="diverged", diverged_step=err.step, diverged_loss=str(err.loss))
+        log(f"ablate: run diverged: {err}")
+    summary["metrics"] = {**metrics, **_scalars(trainer.callback_metrics)}
+    summary["wall_time_s"] = previous.get("wall_time_s", 0.0) + (time.time() - started)
+    summary["train_samples_per_s"] = throughput.samples_per_s
+    summary["global_step"] = trainer.global_step
+    if recorder is not None:
+        summary["probes"] = recorder.scalars
+        summary["probe_time_s"] = previous.get("probe_time_s", 0.0) + recorder.seconds
+    for logger in loggers:
+        logger.finalize("success")
+    if cfg.tracking == "wandb" and trainer.is_global_zero:
+        import wandb
+
+        if wandb.run is not None:
+            keys = ("status", "wall_time_s", "train_samples_per_s", "global_step", "attempts", "diverged_step")
+            wandb.run.summary.update({k: summary[k] for k in keys if k in summary})
+            wandb.run.summary.update({f"params/{k}": v for k, v in summary["params"].items()})
+            wandb.run.summary.update({"commit": summary["provenance"]["commit"]})
+            where = _wandb_location()
+            wandb.finish()
+            if where:
+                log(where)
+    if not child and trainer.is_global_zero:
+        write_json(run_dir / SUMMARY, summary)
+    return summary

@@ -33,8 +33,8 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
 
 
-def run(*items, callbacks=None):
-    return train(C.build(C.parse_overrides(list(items))), log=lambda *a: None, callbacks=callbacks)
+def run(*items, callbacks=None, log=None):
+    return train(C.build(C.parse_overrides(list(items))), log=log or (lambda *a: None), callbacks=callbacks)
 
 
 def rows(run_dir) -> list[dict]:
@@ -92,13 +92,14 @@ def test_same_seed_same_metrics_other_seed_other(tmp_path):
 
 
 class StopAt(pl.Callback):
-    """Simulate Ctrl-C: at the end of an epoch (after last.ckpt) or after a given step."""
+    """Simulate Ctrl-C: just after epoch `epoch` ended (its last.ckpt written, the next epoch begun)
+    or after a given step."""
 
     def __init__(self, epoch=None, step=None):
         self.epoch, self.step = epoch, step
 
-    def on_train_epoch_end(self, trainer, pl_module):
-        if trainer.current_epoch == self.epoch:
+    def on_train_epoch_start(self, trainer, pl_module):
+        if self.epoch is not None and trainer.current_epoch == self.epoch + 1:
             raise KeyboardInterrupt
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -107,14 +108,19 @@ class StopAt(pl.Callback):
 
 
 def test_resume_from_end_of_epoch_equals_uninterrupted_run(tmp_path):
-    """Lightning's test_restart_parity, with RNG states restored: every logged number is equal."""
+    """Lightning's test_restart_parity, with RNG states restored: every logged number is equal.
+    Stopped in the middle of epoch 2 (8 steps per epoch), the run resumes from the end of epoch 1."""
     items = [*TINY_COPY, "trainer.max_epochs=3"]
     full = run(*items, f"run.dir={tmp_path / 'full'}")
     with pytest.raises(SystemExit):  # Lightning turns KeyboardInterrupt into exit(1)
-        run(*items, f"run.dir={tmp_path / 'cut'}", callbacks=[StopAt(epoch=0)])
-    assert read_summary(tmp_path / "cut")["status"] == "running"
-    resumed = run(*items, f"run.dir={tmp_path / 'cut'}")
-    assert resumed["attempts"] == 2
+        run(*items, f"run.dir={tmp_path / 'cut'}", callbacks=[StopAt(step=11)])
+    cut = read_summary(tmp_path / "cut")
+    assert cut["status"] == "interrupted" and cut["interrupted_by"] == "SystemExit"
+    assert torch.load(tmp_path / "cut" / "last.ckpt", weights_only=True)["global_step"] == 8
+    said: list[str] = []
+    resumed = run(*items, f"run.dir={tmp_path / 'cut'}", log=said.append)
+    assert f"ablate: resuming {tmp_path / 'cut'} from last.ckpt (step 8)" in said
+    assert resumed["attempts"] == 2 and resumed["global_step"] == 24
     assert rows(tmp_path / "cut") == rows(tmp_path / "full")
     assert resumed["metrics"] == full["metrics"]
 
@@ -123,7 +129,7 @@ def test_resume_mid_epoch_completes_the_run(tmp_path):
     items = [*TINY_COPY, "trainer.ckpt_every_n_steps=3"]
     with pytest.raises(SystemExit):
         run(*items, f"run.dir={tmp_path / 'r'}", callbacks=[StopAt(step=4)])
-    step = torch.load(tmp_path / "r" / "last.ckpt", weights_only=False)["global_step"]
+    step = torch.load(tmp_path / "r" / "last.ckpt", weights_only=True)["global_step"]
     assert step == 3
     s = run(*items, f"run.dir={tmp_path / 'r'}")
     assert s["status"] == "completed" and s["global_step"] == 16
@@ -218,6 +224,11 @@ def test_short_real_run_on_mnist_rows(tmp_path):
     # no positional encoding + mean pooling: a bag of rows, so permuting them changes nothing
     assert m["test/acc_perm"] == pytest.approx(m["test/acc"], abs=1e-3)
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["metrics"] == m
+    from ablate.tasks import ClassifyRows, load_task
+
+    task, datamodule = load_task(tmp_path / "r" / "last.ckpt")  # weights-only, as `ablate probe` loads it
+    assert isinstance(task, ClassifyRows) and datamodule.kind == "classify"
+    assert sum(p.numel() for p in task.parameters()) == s["params"]["total"]
 
 
 def test_ddp_two_cpu_processes_sync_metrics_and_make_one_wandb_run(tmp_path):

@@ -1,5 +1,6 @@
 """LightningModules: loss, metrics and optimiser around the encoder, one per task."""
 
+from ..rundir import CheckpointError, load_checkpoint
 from .base import EncoderTask
 from .classify import ClassifyRows
 from .copy import CopyTokens
@@ -15,16 +16,21 @@ def build_task(config: dict, datamodule) -> EncoderTask:
 
 
 def load_task(checkpoint, map_location="cpu") -> tuple[EncoderTask, object]:
-    """(task, datamodule) from a last.ckpt: the config saved in it rebuilds both."""
-    import torch
-
-    from ..config import from_dict
+    """(task, datamodule) from a last.ckpt: the config saved in it rebuilds both. Loaded weights-only
+    (tensors and plain values: a crafted pickle is refused, never run); CheckpointError (a
+    ValueError, one line) for a missing, truncated, garbage or unsafe checkpoint, or one whose
+    config this version cannot build."""
+    from ..config import ConfigError, from_dict
     from ..data import build_datamodule
 
-    hparams = torch.load(checkpoint, map_location=map_location, weights_only=False)["hyper_parameters"]
-    datamodule = build_datamodule(from_dict(hparams["config"]).data)
+    hparams = load_checkpoint(checkpoint, map_location)["hyper_parameters"]
+    try:
+        datamodule = build_datamodule(from_dict(hparams["config"]).data)
+    except (ConfigError, KeyError, TypeError) as err:
+        raise CheckpointError(f"checkpoint {checkpoint} holds a config this version cannot build "
+                              f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
     cls = TASKS[datamodule.kind]
-    return cls.load_from_checkpoint(checkpoint, map_location=map_location), datamodule
+    return cls.load_from_checkpoint(checkpoint, map_location=map_location, weights_only=True), datamodule
 
 
-__all__ = ["TASKS", "ClassifyRows", "CopyTokens", "EncoderTask", "build_task", "load_task"]
+__all__ = ["TASKS", "CheckpointError", "ClassifyRows", "CopyTokens", "EncoderTask", "build_task", "load_task"]
