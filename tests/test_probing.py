@@ -54,8 +54,22 @@ def test_init_probes_survive_resume(tmp_path):
     full = run(*items, f"run.dir={tmp_path / 'full'}")
     with pytest.raises(SystemExit):
         run(*items, f"run.dir={tmp_path / 'cut'}", callbacks=[StopAt(epoch=0)])
-    resumed = run(*items, f"run.dir={tmp_path / 'cut'}")
+    said: list[str] = []
+    resumed = run(*items, f"run.dir={tmp_path / 'cut'}", log=said.append)
+    assert f"ablate: resuming {tmp_path / 'cut'} from last.ckpt (step 8)" in said
     assert resumed["probes"] == full["probes"]
+
+
+def test_probe_curve_after_a_resume_equals_the_uninterrupted_one(tmp_path):
+    """Rows measured after the checkpoint are measured again on resume, not appended twice."""
+    items = [*TINY_COPY, "trainer.max_epochs=2", "run.probe_every=3"]
+    run(*items, f"run.dir={tmp_path / 'full'}")
+    with pytest.raises(SystemExit):
+        run(*items, f"run.dir={tmp_path / 'cut'}", callbacks=[StopAt(step=13)])  # rows 3..12 written
+    run(*items, f"run.dir={tmp_path / 'cut'}")
+    curve = (tmp_path / "full" / "probes.csv").read_text()
+    assert [int(r.split(",")[0]) for r in curve.splitlines()[1:]] == [3, 6, 9, 12, 15]
+    assert (tmp_path / "cut" / "probes.csv").read_text() == curve
 
 
 def test_probe_command_prints_every_family(tmp_path, capsys):
