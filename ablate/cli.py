@@ -54,6 +54,9 @@ def cmd_train(argv: list[str]) -> int:
     except Interrupted as err:
         return fail(f"interrupted by {signal.Signals(err.signum).name}; {run_dir_for(cfg)} is recorded as interrupted: "
                     "the same command resumes it from its last.ckpt", err.code)
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into exit 1 during fit)
+        return fail(f"interrupted; {run_dir_for(cfg)} is recorded as interrupted: the same command resumes it "
+                    "from its last.ckpt", 130)
     except OSError as err:
         return fail(f"cannot write the run into {run_dir_for(cfg)}: {err}; free some space or make the folder "
                     "writable (or choose another with ABLATE_RUNS_DIR or run.dir), then run the same command again", 1)

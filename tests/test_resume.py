@@ -127,11 +127,18 @@ def test_sigterm_exits_143_records_interrupted_and_resumes(tmp_path, capsys):
     assert read_summary(cut)["metrics"] == full["metrics"]
 
 
-def test_ctrl_c_is_recorded_as_interrupted(tmp_path):
-    with pytest.raises(SystemExit):  # Lightning turns KeyboardInterrupt into exit(1)
-        run(*COPY, f"run.dir={tmp_path / 'r'}", callbacks=[StopAt(step=3)])
-    assert read_summary(tmp_path / "r")["status"] == "interrupted"
-    assert not (tmp_path / "r" / "last.ckpt").exists()  # nothing to resume from before the first epoch end
+def test_ctrl_c_is_recorded_as_interrupted_and_exits_130(tmp_path, monkeypatch, capsys):
+    import ablate.train as T
+
+    real = T.train
+    monkeypatch.setattr(T, "train", lambda cfg, log=print, callbacks=None: real(cfg, log, [StopAt(step=3)]))
+    d = tmp_path / "r"
+    assert cli.main(["train", *COPY, f"run.dir={d}"]) == 130  # Lightning turned Ctrl-C into exit(1)
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.splitlines()[-1] == (
+        f"ablate: interrupted; {d} is recorded as interrupted: the same command resumes it from its last.ckpt")
+    assert read_summary(d)["status"] == "interrupted"
+    assert not (d / "last.ckpt").exists()  # nothing to resume from before the first epoch end
 
 
 @pytest.mark.parametrize("content", [b"", b"garbage, not a checkpoint\n", "truncated"])
