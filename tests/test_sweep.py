@@ -4,6 +4,7 @@ and exactly-once after the runner is killed with SIGKILL in the middle of a swee
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -278,14 +279,17 @@ def test_divergence_is_recorded_the_sweep_exits_0_and_a_second_call_reruns_nothi
 
 
 def test_a_crashing_run_is_failed_with_its_error_the_others_go_on_and_a_rerun_retries_it(tmp_path, capsys):
-    # trainer.strategy is Lightning's open set of names: only the Trainer rejects a bad one, at run time
-    path = write(tmp_path, "crash", {**TINY, "trainer.strategy": {"values": ["auto", "no_such_strategy"]}})
+    # every key is checked before a run now, so the crash comes from the run's folder: its metrics.csv
+    # is a directory, which writing it fails on at the end of training (an OSError, not a full disk)
+    path = write(tmp_path, "crash", {**TINY, "seed": {"values": [0, 1]}})
+    second = spec.load(str(path)).runs[1]
+    (tmp_path / "runs" / "crash" / second.run_id / "metrics.csv").mkdir(parents=True)
     assert cli.main(["sweep", str(path)]) == 1
     err = capsys.readouterr().err
-    assert "ablate: 1 of 2 runs failed" in err and "no_such_strategy" in err
+    assert "ablate: 1 of 2 runs failed" in err and "Is a directory" in err
     runs = statuses(tmp_path, "crash")
     failed = [s for s in runs.values() if s["status"] == "failed"]
-    assert len(failed) == 1 and "invalid strategy name" in failed[0]["error"].strip().splitlines()[-1]
+    assert len(failed) == 1 and "Is a directory" in failed[0]["error"].strip().splitlines()[-1]
     assert [s["status"] for s in runs.values()].count("completed") == 1
     assert cli.main(["sweep", str(path)]) == 1  # the failed run is tried again, the completed one is not
     again = statuses(tmp_path, "crash")
@@ -448,7 +452,8 @@ def test_ctrl_c_stops_the_workers_and_leaves_the_run_to_resume(tmp_path, capsys)
     assert "interrupted" in err and "run the same command again" in err
     (name,) = statuses(tmp_path, "intr")
     pid = int((root / name / ".lock").read_text())
-    assert not _alive(pid) and read_summary(root / name)["status"] == "running"
+    # the worker got SIGTERM from the runner: `ablate train` records it interrupted (it resumes)
+    assert not _alive(pid) and read_summary(root / name)["status"] == "interrupted"
 
 
 @pytest.mark.slow
@@ -471,3 +476,164 @@ def test_runs_log_to_wandb_with_the_sweep_as_group_and_the_flat_config(tmp_path,
     assert "'group': 'wb'" in (offline[0] / "logs" / "debug.log").read_text()
     record = next(offline[0].glob("run-*.wandb")).read_bytes()
     assert b"model.d_model" in record and b'"wb"' in record
+
+
+# -- busy is not failed; full disks; SIGTERM; temporary folders ----------------------------------
+
+def _json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_two_identical_sweeps_at_once_both_exit_0_and_each_run_is_trained_once(tmp_path):
+    """Busy is not failed: a run another process holds is waited for and counts as it ended. Two
+    sweeps start at once; this test holds the first run's lock meanwhile (a third trainer), so both
+    meet a busy run for certain, and both then race for it when it is let go."""
+    from ablate.rundir import RunLock
+
+    path = write(tmp_path, "twice", {**TINY, "data.n_train": {"value": 64}, "seed": {"values": [0, 1]}})
+    first, second = spec.load(str(path)).runs
+    root = tmp_path / "runs" / "twice"
+    held = RunLock(root / first.run_id)
+    assert held.acquire()
+    try:
+        a, b = (_sweep_process(path, tmp_path, "--workers", "2") for _ in range(2))
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and (read_summary(root / second.run_id) or {}).get("status") != "completed":
+            time.sleep(0.2)
+        time.sleep(3)  # both have met the busy run by now (and the old runner had given up on it)
+    finally:
+        held.release()
+    (out_a, err_a), (out_b, err_b) = a.communicate(timeout=180), b.communicate(timeout=180)
+    assert (a.returncode, b.returncode) == (0, 0), err_a + err_b
+    results = [_json(out_a), _json(out_b)]
+    assert [r["completed"] for r in results] == [2, 2] and [r["failed"] for r in results] == [0, 0]
+    # a worker may start on a run the other process has just finished: it finds it done and trains
+    # nothing (attempts stays 1, below), so run_now (workers started) can exceed the runs trained
+    assert sum(r["run_now"] for r in results) >= 2
+    for r in results:  # each process accounts for both runs: its own, skipped, or the other's
+        assert r["skipped"] + r["by_other_process"] + r["run_now"] == 2, r
+    assert "waiting   " in err_a and "waiting   " in err_b  # both met the held run
+    runs = statuses(tmp_path, "twice")
+    assert len(runs) == 2 and all(s["status"] == "completed" and s["attempts"] == 1 for s in runs.values())
+
+
+def test_a_runs_folder_the_runner_cannot_write_stops_the_sweep_with_one_line(tmp_path, monkeypatch, capsys):
+    """ENOSPC in the runner itself (creating a run's folder): the sweep stops, exit 1, one line naming
+    the error and the folder; the run completed before stays, the next ones never start."""
+    path = write(tmp_path, "full", {**TINY, "seed": {"values": [0, 1, 2]}})
+    first, second, third = spec.load(str(path)).runs
+    real_mkdir = Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if self.name == second.run_id:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    assert cli.main(["sweep", str(path), "--workers", "1"]) == 1
+    captured = capsys.readouterr()
+    last = captured.err.strip().splitlines()[-1]
+    assert last == (f"ablate: cannot write to {tmp_path / 'runs' / 'full'}: [Errno 28] No space left on device; "
+                    "free space or set ABLATE_RUNS_DIR, then run the same command again"), captured.err
+    assert "Traceback" not in captured.err
+    assert _json(captured.out)["completed"] == 1
+    root = tmp_path / "runs" / "full"
+    assert read_summary(root / first.run_id)["status"] == "completed"
+    assert not (root / second.run_id).exists() and not (root / third.run_id).exists()
+
+
+def test_a_dead_worker_whose_failure_cannot_be_recorded_stops_the_sweep_with_one_line(tmp_path, monkeypatch, capsys):
+    """The runner records a worker killed by a signal as failed; when the runs folder is full that
+    write fails (ENOSPC, simulated in the runner process): one line and exit 1, not a traceback."""
+    from ablate import rundir
+
+    path = write(tmp_path, "dead", {**TINY, "data.n_train": {"value": 4096}, "trainer.max_epochs": {"value": 50}})
+    real = rundir.atomic_write
+    full = threading.Event()
+
+    def atomic_write(target, text):
+        if full.is_set():
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+        return real(target, text)
+
+    monkeypatch.setattr(rundir, "atomic_write", atomic_write)
+    codes: list[int] = []
+    sweep = threading.Thread(target=lambda: codes.append(cli.main(["sweep", str(path)])))
+    sweep.start()
+    root = tmp_path / "runs" / "dead"
+    deadline = time.monotonic() + 60
+    lock = None
+    while lock is None and time.monotonic() < deadline and sweep.is_alive():
+        locks = list(root.glob("*/.lock")) if root.exists() else []
+        lock = locks[0] if locks and locks[0].read_text().strip() else None
+        time.sleep(0.05)
+    assert lock is not None, capsys.readouterr().err
+    full.set()  # the disk fills up, then the run's process is killed (the OOM killer)
+    os.kill(int(lock.read_text()), signal.SIGKILL)
+    sweep.join(60)
+    assert codes == [1]
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (
+        f"ablate: cannot write to {root}: [Errno 28] No space left on device; free space or set ABLATE_RUNS_DIR, "
+        "then run the same command again"), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux) for a real ENOSPC")
+def test_a_worker_whose_disk_is_full_stops_the_sweep_instead_of_starting_run_after_run(tmp_path, capsys):
+    """A real ENOSPC in a worker: the second run's log is /dev/full (every write: 'No space left on
+    device'). The run is recorded failed with the error, the sweep stops before the third run."""
+    path = write(tmp_path, "full", {**TINY, "seed": {"values": [0, 1, 2]}})
+    first, second, third = spec.load(str(path)).runs
+    root = tmp_path / "runs" / "full"
+    (root / second.run_id).mkdir(parents=True)
+    (root / second.run_id / "train.log").symlink_to("/dev/full")
+    assert cli.main(["sweep", str(path), "--workers", "1"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1] == (
+        f"ablate: cannot write to {root}: [Errno 28] No space left on device; free space or set ABLATE_RUNS_DIR, "
+        "then run the same command again"), captured.err
+    result = _json(captured.out)
+    assert result["completed"] == 1 and result["failed"] == 1 and result["run_now"] == 2
+    assert read_summary(root / first.run_id)["status"] == "completed"
+    summary = read_summary(root / second.run_id)
+    assert summary["status"] == "failed" and "No space left on device" in summary["error"]
+    assert not (root / third.run_id).exists()
+
+
+def test_a_run_stopped_by_sigterm_is_interrupted_and_resumable_not_failed(tmp_path, capsys):
+    path = write(tmp_path, "term", {**TINY, "data.n_train": {"value": 2048}, "trainer.max_epochs": {"value": 20},
+                                    "trainer.ckpt_every_n_steps": {"value": 4}})
+    root = tmp_path / "runs" / "term"
+    codes: list[int] = []
+    sweep = threading.Thread(target=lambda: codes.append(cli.main(["sweep", str(path)])))
+    sweep.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sweep.is_alive() and not list(root.glob("*/last.ckpt")):
+        time.sleep(0.05)
+    (lock,) = root.glob("*/.lock")
+    os.kill(int(lock.read_text()), signal.SIGTERM)  # a scheduler preempting the run, not the sweep
+    sweep.join(60)
+    assert codes == [1]
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "stopped by a signal; run the same command again to resume it" in err
+    assert err.strip().splitlines()[-1] == ("ablate: 1 of 1 runs were stopped by SIGTERM (interrupted, resumable); "
+                                            "run the same command again to resume them")
+    assert "failed:" not in err
+    assert read_summary(lock.parent)["status"] == "interrupted" and (lock.parent / "last.ckpt").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_leaves_nothing_in_the_temporary_folder(tmp_path):
+    """W&B makes wandb-media and wandb-artifacts folders when it is imported (the forkserver imports
+    it for the runs); the sweep's own temporary folder holds them and goes at the end."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    path = write(tmp_path, "clean", TINY)
+    env = {**os.environ, "ABLATE_RUNS_DIR": str(tmp_path / "runs"), "TMPDIR": str(temp)}
+    done = subprocess.run([sys.executable, "-m", "ablate", "sweep", str(path)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert _json(done.stdout)["completed"] == 1
+    assert sorted(p.name for p in temp.iterdir()) == []

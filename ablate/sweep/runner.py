@@ -9,12 +9,20 @@ Exactly once: a run's directory is $ABLATE_RUNS_DIR/<sweep>/<run id>; finished r
 diverged) are skipped, a running one holds the directory's lock, an interrupted one resumes from its
 last.ckpt, a failed one is retried. Workers die with the runner (see ablate.sweep.worker), so the
 same command after Ctrl-C or kill -9 finishes exactly the missing runs.
+
+Busy is not failed: a run whose lock another process holds (the same sweep started twice) is waited
+for, and counts as whatever that process made of it. A runs folder that is full or read-only
+(ENOSPC, EROFS, EDQUOT, in a worker or here) stops the sweep with one line instead of failing run
+after run; a run stopped by SIGTERM is interrupted (it resumes), not failed.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import config as C
-from ..rundir import FINISHED, read_summary, runs_root
+from ..rundir import FINISHED, LOCK, read_summary, runs_root
 from . import worker
 from .progress import Progress, duration
 from .spec import Run, Sweep, SweepError
@@ -111,6 +119,23 @@ def finished(run: Run) -> bool:
     return (read_summary(run_dir(run)) or {}).get("status") in FINISHED
 
 
+def locked(run: Run) -> bool:
+    """Another process holds the run's lock (trains it now). Never blocks, never writes; a shared
+    lock taken and dropped at once, so that a worker's exclusive one can only lose a race to it and
+    then wait like this process does."""
+    try:
+        fd = os.open(run_dir(run) / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # no lock file (never run), or not a plain file: nobody trains it
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def check_data(runs: list[Run]) -> None:
     """The data of every run is there (downloaded now if it can be) before any run starts: a missing
     data set is bad input (one line, exit 2), not one failed run per configuration, and parallel
@@ -148,6 +173,7 @@ class Active:
     conn: Any = None
     forked_s: float | None = None  # until the worker process runs
     first_step_s: float | None = None  # until its first training step
+    disk: str | None = None  # the worker's OSError when the runs folder is full or read-only
 
     def exitcode(self) -> int | None:
         if isinstance(self.process, subprocess.Popen):
@@ -165,6 +191,8 @@ def _env(threads: int | None, gpus: str | None) -> dict[str, str]:
     env = dict(os.environ)
     env.update(ABLATE_PROGRESS="0", ABLATE_RUNS_DIR=str(runs_root().resolve()), OMP_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads), WANDB_SILENT=env.get("WANDB_SILENT", "true"))
+    if worker.temp_dir() is not None:  # removed with the forkserver: nothing a run leaves in TMPDIR stays
+        env["TMPDIR"] = worker.temp_dir()
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
     return env
@@ -189,18 +217,32 @@ def _last_line(text: str | None) -> str:
     return lines[-1].strip() if lines else "no error recorded"
 
 
+def cannot_write(err: OSError, folder: Path) -> str:
+    """The one line that stops a sweep on an OSError: what failed, where, and what to do."""
+    fix = {errno.ENOSPC: "free space", errno.EDQUOT: "free space (disk quota)",
+           errno.EROFS: "make it writable"}.get(err.errno)
+    what = f"[Errno {err.errno}] {err.strerror}" if err.errno is not None else str(err)
+    if fix is None:
+        return f"sweep stopped by an OS error in {folder}: {what}; fix it and run the same command again"
+    return f"cannot write to {folder}: {what}; {fix} or set ABLATE_RUNS_DIR, then run the same command again"
+
+
 @dataclass
 class Report:
     total: int
     skipped: dict[str, int] = field(default_factory=dict)  # finished before this invocation
-    outcomes: dict[str, list[Run]] = field(default_factory=dict)
+    outcomes: dict[str, list[Run]] = field(default_factory=dict)  # of the runs this invocation ran
+    elsewhere: dict[str, list[Run]] = field(default_factory=dict)  # ended by another process meanwhile
     forked_s: list[float] = field(default_factory=list)
     first_step_s: list[float] = field(default_factory=list)
     wall_s: float = 0.0
     interrupted: bool = False
+    signal: int = signal.SIGINT  # what interrupted the sweep
+    stopped: str | None = None  # why the sweep stopped early (the runs folder cannot be written)
 
     def count(self, outcome: str) -> int:
-        return self.skipped.get(outcome, 0) + len(self.outcomes.get(outcome, []))
+        return (self.skipped.get(outcome, 0) + len(self.outcomes.get(outcome, []))
+                + len(self.elsewhere.get(outcome, [])))
 
 
 class Runner:
@@ -218,12 +260,16 @@ class Runner:
         self.max_runs = max_runs
         self.stream = stream or sys.stderr
         self.active: dict[str, Active] = {}
+        self.waiting: dict[str, Run] = {}  # runs another process is training: their results count here
         self.interrupted = False
+        self.stop: str | None = None  # set when the runs folder cannot be written: start nothing more
 
     # -- starting and ending one run -------------------------------------------------------------
     def _start(self, run: Run, slot: int) -> Active:
         env = _env(run.cfg.trainer.threads, self.plan.slots[slot])
         active = Active(run=run, slot=slot, spawned_at=time.time())
+        directory = run_dir(run)
+        directory.mkdir(parents=True, exist_ok=True)  # a full or read-only runs folder stops the sweep here
         if forked(run):
             ctx = worker.forkserver()
             reader, writer = ctx.Pipe(duplex=False)
@@ -233,17 +279,62 @@ class Runner:
             writer.close()
             active.process, active.conn = process, reader
         else:
-            directory = run_dir(run)
-            directory.mkdir(parents=True, exist_ok=True)
             with open(directory / worker.LOG, "ab") as log:
                 active.process = subprocess.Popen(worker_command(run), stdout=log, stderr=log,
                                                   stdin=subprocess.DEVNULL, env=env,
                                                   preexec_fn=worker.die_with_parent)
         return active
 
-    def _launch(self, run: Run, slot: int, progress: Progress) -> None:
+    def _label(self, run: Run) -> str:
+        return f"{run.run_id} {run.label(self.sweep.varying)}".strip()
+
+    def _launch(self, run: Run, slot: int, progress: Progress, report: Report) -> bool:
+        """Start `run` in `slot`; False (the slot stays free) when another process has finished it
+        meanwhile or is training it now."""
+        if finished(run):
+            progress.pending = max(0, progress.pending - 1)
+            self._elsewhere(run, report, progress)
+            return False
+        if locked(run):
+            self.waiting[run.run_id] = run
+            progress.wait(run.run_id, self._label(run))
+            return False
         self.active[run.run_id] = self._start(run, slot)
-        progress.start(run.run_id)
+        progress.start(run.run_id, self._label(run))
+        return True
+
+    def _fill(self, queue: list[Run], free: list[int], progress: Progress, report: Report) -> None:
+        while queue and free and self.stop is None:
+            try:
+                launched = self._launch(queue[0], free[0], progress, report)
+            except OSError as err:  # the runs folder cannot take the run's folder: start nothing more
+                self.stop = cannot_write(err, runs_root() / self.sweep.name)
+                return
+            if launched:
+                free.pop(0)
+            queue.pop(0)
+
+    def _elsewhere(self, run: Run, report: Report, progress: Progress) -> None:
+        """Another process ended `run` (finished or failed): its outcome counts here, once."""
+        summary = read_summary(run_dir(run)) or {}
+        status = summary.get("status")
+        report.elsewhere.setdefault(status, []).append(run)
+        note = f": {_last_line(summary.get('error'))}" if status == "failed" else ""
+        progress.finish(run.run_id, status, f"{self._label(run)} (by another process){note}")
+
+    def _check_waiting(self, queue: list[Run], report: Report, progress: Progress) -> None:
+        """Runs another process was training: once its lock is free, count what it made of them, or
+        (it left them unfinished: killed, interrupted) run them here."""
+        for rid, run in list(self.waiting.items()):
+            if locked(run):
+                continue
+            del self.waiting[rid]
+            status = (read_summary(run_dir(run)) or {}).get("status")
+            if status in FINISHED or status == "failed":
+                self._elsewhere(run, report, progress)
+            else:
+                queue.insert(0, run)
+                progress.requeue(rid)
 
     def _read(self, active: Active) -> None:
         while active.conn is not None:
@@ -259,9 +350,12 @@ class Runner:
                 active.forked_s = float(message[1])
             elif message[0] == "started":
                 active.first_step_s = float(message[1])
+            elif message[0] == "disk":
+                active.disk = str(message[1])
 
     def _outcome(self, active: Active, code: int) -> tuple[str, str]:
-        """(completed|diverged|failed|busy|interrupted, one line to show) for an ended process."""
+        """(completed|diverged|failed|busy|interrupted, one line to show) for an ended process.
+        A worker whose runs folder is full or read-only sets self.stop."""
         run, directory = active.run, run_dir(active.run)
         summary = read_summary(directory) or {}
         status = summary.get("status")
@@ -271,7 +365,13 @@ class Runner:
             return "busy", "another process holds its lock"
         if self.interrupted:
             return "interrupted", ""
-        if code == worker.FAILED and status == "failed":
+        if code == worker.DISK:
+            error = active.disk or _last_line(summary.get("error"))
+            self.stop = self.stop or cannot_write(_oserror(error), runs_root() / self.sweep.name)
+            return "failed", error
+        if status == "interrupted" or code in (worker.TERMINATED, worker.CTRL_C, -signal.SIGTERM, -signal.SIGINT):
+            return "interrupted", "stopped by a signal; run the same command again to resume it"
+        if code in (worker.FAILED, worker.OK) and status == "failed":
             return "failed", _last_line(summary.get("error"))
         how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
         error = f"worker process {how} before recording a result"
@@ -311,14 +411,13 @@ class Runner:
         queue = list(todo)
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
         try:
-            while queue or self.active:
-                while queue and free:
-                    self._launch(queue.pop(0), free.pop(0), progress)
+            while (queue or self.active or self.waiting) and self.stop is None:
+                self._fill(queue, free, progress, report)
                 progress.draw()
                 waitables = [w for a in self.active.values() for w in a.waitables()]
                 if waitables:  # a run ended or reported, or a second passed (redraw the ETA)
                     wait(waitables, timeout=1.0)
-                else:  # only DDP runs (subprocesses): poll them
+                else:  # only DDP runs (subprocesses) or runs another process trains: poll them
                     time.sleep(0.5)
                 ended = []
                 for rid, active in list(self.active.items()):
@@ -331,15 +430,30 @@ class Runner:
                     del self.active[rid]
                     free.append(active.slot)
                     ended.append((active, code))
-                while queue and free:  # the next runs first, so the counts shown are current
-                    self._launch(queue.pop(0), free.pop(0), progress)
+                for active, code in ended:  # a worker that found the disk full stops the rest first
+                    if code == worker.DISK:
+                        self._read(active)
+                        self.stop = self.stop or cannot_write(_oserror(active.disk), runs_root() / self.sweep.name)
+                self._check_waiting(queue, report, progress)
+                self._fill(queue, free, progress, report)  # the next runs first, so the counts shown are current
                 for active, code in ended:
-                    self._finish(active, code, report, progress)
-        except KeyboardInterrupt:
+                    try:
+                        self._finish(active, code, report, progress)
+                    except OSError as err:  # recording a dead worker's failure: the folder takes nothing
+                        self.stop = self.stop or cannot_write(err, runs_root() / self.sweep.name)
+                        report.outcomes.setdefault("failed", []).append(active.run)
+        except KeyboardInterrupt as stop:
             self.interrupted = report.interrupted = True
+            report.signal = getattr(stop, "signum", signal.SIGINT)
             progress.say(f"ablate sweep {self.sweep.name}: interrupted; stopping {len(self.active)} runs")
             self._stop_all(report, progress)
+        except OSError as err:  # this process cannot write the runs folder (a run's record, a log)
+            self.stop = self.stop or cannot_write(err, runs_root() / self.sweep.name)
         finally:
+            if self.stop is not None:
+                report.stopped = self.stop
+                progress.say(f"ablate sweep {self.sweep.name}: stopping: {self.stop}")
+                self._stop_all(report, progress)
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
             progress.close()
@@ -351,12 +465,15 @@ class Runner:
         if active.conn is not None:
             active.conn.close()
         outcome, note = self._outcome(active, code)
+        if outcome == "busy":  # another process trains it: wait for its result
+            self.waiting[active.run.run_id] = active.run
+            progress.wait(active.run.run_id, self._label(active.run))
+            return
         report.outcomes.setdefault(outcome, []).append(active.run)
         if active.first_step_s is not None and active.forked_s is not None:
             report.forked_s.append(active.forked_s)
             report.first_step_s.append(active.first_step_s)
-        label = f"{active.run.run_id} {active.run.label(self.sweep.varying)}".strip()
-        progress.finish(active.run.run_id, outcome, f"{label}" + (f": {note}" if note else ""))
+        progress.finish(active.run.run_id, outcome, self._label(active.run) + (f": {note}" if note else ""))
 
     def _stop_all(self, report: Report, progress: Progress) -> None:
         for active in self.active.values():  # SIGTERM: a worker dies at once (its DDP ranks with it)
@@ -378,10 +495,23 @@ class Runner:
             report.outcomes.setdefault("interrupted", []).append(active.run)
             progress.running.pop(active.run.run_id, None)
         self.active.clear()
+        self.waiting.clear()  # another process's runs: it goes on with them
+
+
+class _Terminated(KeyboardInterrupt):
+    signum = signal.SIGTERM
 
 
 def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
+    raise _Terminated
+
+
+def _oserror(text: str | None) -> OSError:
+    """An OSError back from a worker's message ('[Errno 28] No space left on device')."""
+    match = re.search(r"\[Errno (\d+)\] ([^:\n]*)", text or "")
+    if match is None:
+        return OSError(errno.ENOSPC, text or "no room left")
+    return OSError(int(match.group(1)), match.group(2).strip())
 
 
 def _main_thread() -> bool:
@@ -395,32 +525,39 @@ def _median(values: list[float]) -> float:
 
 
 def summarise(sweep: Sweep, report: Report, stream: TextIO, out: TextIO) -> int:
-    """Print what failed (with its error's last line), the start-up cost, one JSON line; exit status."""
-    for run in report.outcomes.get("failed", []):
+    """Print what failed (with its error's last line), the start-up cost, one JSON line; exit status:
+    0 when every run ended completed or diverged (whoever ran it), 1 when one failed or was stopped
+    (SIGTERM), or the folder cannot be written, 130 / 143 when the sweep itself was interrupted."""
+    for run in report.outcomes.get("failed", []) + report.elsewhere.get("failed", []):
         summary = read_summary(run_dir(run)) or {}
         stream.write(f"failed: {run_dir(run)} ({run.label(sweep.varying)}): {_last_line(summary.get('error'))}\n")
     if report.first_step_s:  # the first runs also wait for the forkserver's imports
         forked, first = sorted(report.forked_s), sorted(report.first_step_s)
         stream.write(f"start-up of a run: process {_median(forked):.2f} s, first training step "
                      f"{_median(first):.2f} s (medians; max {first[-1]:.2f} s) over {len(first)} runs\n")
-    counts = {k: report.count(k) for k in ("completed", "diverged", "failed")}
-    busy = len(report.outcomes.get("busy", []))
+    counts = {k: report.count(k) for k in ("completed", "diverged", "failed", "interrupted")}
     result = {"sweep": sweep.name, "runs": report.total, **counts,
               "left": report.total - counts["completed"] - counts["diverged"],
               "skipped": sum(report.skipped.values()), "run_now": sum(len(v) for v in report.outcomes.values()),
+              "by_other_process": sum(len(v) for v in report.elsewhere.values()),
               "wall_s": round(report.wall_s, 1), "runs_dir": str(runs_root() / sweep.name)}
     out.write(json.dumps(result) + "\n")
     out.flush()
+    if report.stopped:
+        stream.write(f"ablate: {report.stopped}\n")
+        return 1
     if report.interrupted:
         stream.write(f"ablate: sweep {sweep.name} interrupted after {duration(report.wall_s)}; run the same "
                      "command again to finish it (interrupted runs resume from last.ckpt)\n")
-        return 130
-    if counts["failed"] or busy:
+        return 128 + int(report.signal) if report.signal == signal.SIGTERM else 130
+    if counts["failed"] or counts["interrupted"]:
         parts = [f"{counts['failed']} of {report.total} runs failed"] if counts["failed"] else []
-        if busy:
-            parts.append(f"{busy} runs are being trained by another process")
-        stream.write(f"ablate: {', '.join(parts)}; fix the cause (the errors above, each run's "
-                     "summary.json and train.log) and run the same command again to retry them\n")
+        if counts["interrupted"]:
+            parts.append(f"{counts['interrupted']} of {report.total} runs were stopped by SIGTERM (interrupted, "
+                         "resumable)")
+        stream.write(f"ablate: {', '.join(parts)}; run the same command again to resume "
+                     + ("and retry them (the errors above, each run's summary.json and train.log say why they failed)\n"
+                        if counts["failed"] else "them\n"))
         return 1
     return 0
 

@@ -4,7 +4,12 @@ started as `python -m ablate.sweep.worker key=value ...` so Lightning's DDP laun
 Either way the process dies with the runner (Ctrl-C, kill, kill -9): it asks the kernel for SIGKILL
 when its parent dies (PR_SET_PDEATHSIG), and a forked worker also watches the runner itself, because
 its parent is the forkserver. Its output goes to the run directory's train.log; its result is the
-run directory's summary.json, and its exit status says how it ended (OK, FAILED, BUSY).
+run directory's summary.json, and its exit status says how it ended (OK, FAILED, BUSY, DISK: the
+runs folder is full or read-only, TERMINATED: stopped by SIGTERM, resumable).
+
+The forkserver gets a temporary folder of its own (TMPDIR): what it and the runs leave in temporary
+files (W&B makes `wandb-media` and `wandb-artifacts` folders when it is imported) is removed with it
+when the sweep ends, even when the server is killed.
 
 This module stays light to import: the runner imports it; the heavy modules are in PRELOAD, which
 the forkserver imports once so that a run starts training in about a second instead of ~7.
@@ -12,16 +17,23 @@ the forkserver imports once so that a run starts training in about a second inst
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import errno
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from pathlib import Path
 
-OK, FAILED, BUSY = 0, 3, 4  # exit statuses; anything else means the process died without a result
+# Exit statuses; anything else means the process died without a result. TERMINATED is the shell's
+# 128 + SIGTERM, which `ablate train` also exits with when it is stopped.
+OK, FAILED, BUSY, DISK, CTRL_C, TERMINATED = 0, 3, 4, 5, 130, 143
+DISK_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT)  # the runs folder cannot take more: stop the sweep
 LOG = "train.log"
 # Imported once by the forkserver, so that a run forked from it imports nothing heavy. Imports only:
 # no torch op runs there. The wandb, pandas, pyarrow, opentelemetry entries are what wandb.init
@@ -46,20 +58,30 @@ FORKSERVER_ENV = {
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 _PR_SET_PDEATHSIG = 1
 _CONTEXT = None
+_TMPDIR: str | None = None  # the running forkserver's temporary folder
+TMPDIR_KEY = "ABLATE_FORKSERVER_TMPDIR"  # set in the forkserver's environment only
+
+if os.environ.get(TMPDIR_KEY):  # imported by the forkserver (PRELOAD): its folder goes when it exits
+    atexit.register(shutil.rmtree, os.environ[TMPDIR_KEY], True)
 
 
 def forkserver():
     """The forkserver context, its server started now: it imports PRELOAD while the caller goes on
     (the runner starts it before importing torch itself)."""
-    global _CONTEXT
+    global _CONTEXT, _TMPDIR
     import multiprocessing
     from multiprocessing import forkserver as server
 
     if _CONTEXT is None:
         _CONTEXT = multiprocessing.get_context("forkserver")
         _CONTEXT.set_forkserver_preload(PRELOAD)
-    saved = {k: os.environ.get(k) for k in FORKSERVER_ENV}
-    os.environ.update(FORKSERVER_ENV)
+    if _TMPDIR is None or not os.path.isdir(_TMPDIR) or not forkserver_running():  # a server starts now
+        if _TMPDIR is not None:
+            shutil.rmtree(_TMPDIR, ignore_errors=True)
+        _TMPDIR = tempfile.mkdtemp(prefix="ablate-sweep-")
+    env = {**FORKSERVER_ENV, "TMPDIR": _TMPDIR, TMPDIR_KEY: _TMPDIR}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         server.ensure_running()
     finally:
@@ -69,6 +91,11 @@ def forkserver():
             else:
                 os.environ[key] = value
     return _CONTEXT
+
+
+def temp_dir() -> str | None:
+    """The forkserver's temporary folder (None when none runs): runs use it as their TMPDIR too."""
+    return _TMPDIR if forkserver_running() else None
 
 
 def forkserver_running() -> bool:
@@ -82,14 +109,17 @@ def stop_forkserver() -> None:
     running, after a sweep the command exits without waiting for the server's own shutdown."""
     from multiprocessing import forkserver as server
 
+    global _TMPDIR
     pid = getattr(server._forkserver, "_forkserver_pid", None)
-    if pid is None:
-        return
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    server._forkserver._stop()
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        server._forkserver._stop()
+    if _TMPDIR is not None:  # killed: its atexit did not run
+        shutil.rmtree(_TMPDIR, ignore_errors=True)
+        _TMPDIR = None
 
 
 def die_with_parent() -> None:
@@ -149,6 +179,25 @@ def _first_step_callback(conn, spawned_at: float):
     return FirstStep()
 
 
+def disk_error(err: BaseException | None) -> OSError | None:
+    """The OSError in `err`'s chain that says the disk is full or read-only (None if there is none)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in DISK_ERRNOS:
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _say(text: str) -> None:
+    """Print to the run's log, which may be on the full disk: then say nothing."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
 def record_failure(run_dir: Path, error: str, identity: dict) -> bool:
     """summary.json says failed, with `error`; under the run's lock (False if another process holds it)."""
     from ..rundir import RunLock, read_summary, write_json
@@ -172,7 +221,8 @@ def identity(cfg) -> dict:
 
 
 def run(cfg, conn=None, spawned_at: float | None = None) -> int:
-    """Train `cfg` here; returns OK, FAILED (summary.json records the error) or BUSY."""
+    """Train `cfg` here; returns OK, FAILED (summary.json records the error), BUSY, DISK (the runs
+    folder is full or read-only; the runner stops the sweep) or TERMINATED (SIGTERM; resumable)."""
     import torch
 
     from .. import config as C
@@ -189,20 +239,37 @@ def run(cfg, conn=None, spawned_at: float | None = None) -> int:
     try:
         summary = train(cfg, log=print, callbacks=callbacks)
     except RunBusy as err:
-        print(f"ablate: {err}", file=sys.stderr)
+        _say(f"ablate: {err}")
         return BUSY
-    except Exception:
+    except SystemExit as stop:  # SIGTERM: train's Interrupted (143), Lightning's SIGTERMException (None)
+        _say(f"ablate: run stopped ({type(stop).__name__}); it resumes when run again")
+        return stop.code if isinstance(stop.code, int) and stop.code else TERMINATED
+    except KeyboardInterrupt:  # SIGINT to the worker alone (Ctrl-C reaches the runner too)
+        _say("ablate: run stopped (KeyboardInterrupt); it resumes when run again")
+        return CTRL_C
+    except Exception as err:
         error = traceback.format_exc(limit=-8)
-        print(error, file=sys.stderr)
+        _say(error)
         run_dir = run_dir_for(cfg)
         if not is_ddp_child():
-            if not (run_dir / CONFIG).exists():  # failed before training: keep the run self-describing
-                write_config(run_dir, C.to_dict(cfg))
-            record_failure(run_dir, error, identity(cfg))
+            try:
+                if not (run_dir / CONFIG).exists():  # failed before training: keep the run self-describing
+                    write_config(run_dir, C.to_dict(cfg))
+                record_failure(run_dir, error, identity(cfg))
+            except OSError as unwritten:  # e.g. the disk that failed the run cannot take its record either
+                if disk_error(err) is None:
+                    err = unwritten
+        disk = disk_error(err)
+        if disk is not None:
+            _send(conn, ("disk", f"[Errno {disk.errno}] {disk.strerror}"))
+            return DISK
         return FAILED
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except OSError:
+                pass
     _send(conn, ("finished", summary["status"]))
     return OK
 
@@ -215,6 +282,8 @@ def _redirect_output(path: Path) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    if hasattr(sys.stdout, "reconfigure"):  # the log reads as it happens (and a full disk shows at once)
+        sys.stdout.reconfigure(line_buffering=True)
 
 
 def run_forked(cfg, env: dict[str, str], cwd: str, conn, spawned_at: float) -> None:
@@ -227,7 +296,12 @@ def run_forked(cfg, env: dict[str, str], cwd: str, conn, spawned_at: float) -> N
     os.environ.update(env)
     from ..train import run_dir_for
 
-    _redirect_output(run_dir_for(cfg) / LOG)
+    try:
+        _redirect_output(run_dir_for(cfg) / LOG)
+    except OSError as err:  # the runs folder cannot take the run's log: nothing can be recorded
+        _send(conn, ("disk" if disk_error(err) else "error", f"[Errno {err.errno}] {err.strerror}: {err.filename}"))
+        conn.close()
+        os._exit(DISK if disk_error(err) else FAILED)
     code = run(cfg, conn, spawned_at)
     conn.close()
     sys.exit(code)
