@@ -430,18 +430,13 @@ class Runner:
                     del self.active[rid]
                     free.append(active.slot)
                     ended.append((active, code))
-                for active, code in ended:  # a worker that found the disk full stops the rest first
-                    if code == worker.DISK:
-                        self._read(active)
-                        self.stop = self.stop or cannot_write(_oserror(active.disk), runs_root() / self.sweep.name)
-                self._check_waiting(queue, report, progress)
-                self._fill(queue, free, progress, report)  # the next runs first, so the counts shown are current
-                for active, code in ended:
+                for active, code in ended:  # before the next runs start: a full disk stops them
                     try:
                         self._finish(active, code, report, progress)
                     except OSError as err:  # recording a dead worker's failure: the folder takes nothing
                         self.stop = self.stop or cannot_write(err, runs_root() / self.sweep.name)
                         report.outcomes.setdefault("failed", []).append(active.run)
+                self._check_waiting(queue, report, progress)
         except KeyboardInterrupt as stop:
             self.interrupted = report.interrupted = True
             report.signal = getattr(stop, "signum", signal.SIGINT)
