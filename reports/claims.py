@@ -142,9 +142,8 @@ else:
 if not FFN.ready:
     Q_FFN.not_run_yet(FFN)
 else:
-    from ablate.models import EncoderConfig  # pure nn config: the harness's default width
-
-    default = EncoderConfig().ffn_mult if EncoderConfig().ffn_mult in mults else mults[len(mults) // 2]
+    harness = R.config_defaults()["model.ffn_mult"]  # the harness's default width
+    default = harness if harness in mults else mults[len(mults) // 2]
     share4 = R.estimate(ffn, "probe/init/share_ffn_l0", {"model.ffn_mult": 4}) if 4 in mults else None
     share_default = R.estimate(ffn, "probe/init/share_ffn_l0", {"model.ffn_mult": default})
     whole = R.estimate(ffn, "probe/init/share_ffn", {"model.ffn_mult": default})
@@ -258,7 +257,8 @@ if COST.ready:
         for path, g in cost.groupby("path"):
             upper = g[g["n"] >= g["fit_from_n"].iloc[0]]
             slope = R.loglog_slope(upper["n"], upper[y])
-            fit = np.exp(np.polyval(np.polyfit(np.log(upper["n"]), np.log(upper[y]), 1), np.log(upper["n"])))
+            # rounded: LAPACK's last bits vary between runs, which must not move a pixel of the figure
+            fit = np.exp(np.round(np.polyval(np.polyfit(np.log(upper["n"]), np.log(upper[y]), 1), np.log(upper["n"])), 9))
             ax.plot(upper["n"], fit, ls="--", lw=1, color="grey")
             ax.annotate(f"slope {slope:.2f}", (upper["n"].iloc[-1], upper[y].iloc[-1]), fontsize="small",
                         xytext=(-60, 6 if path == "explicit" else -14), textcoords="offset points")

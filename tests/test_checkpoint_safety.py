@@ -101,7 +101,7 @@ def test_probe_refuses_a_crafted_checkpoint_with_one_line(crafted, capsys):
 
 
 def test_load_task_as_export_uses_it_refuses_a_crafted_checkpoint(crafted):
-    from ablate.report.export import permuted_maps
+    from ablate.results.export import permuted_maps
     from ablate.tasks import load_task
 
     ckpt, marker = crafted

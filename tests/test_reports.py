@@ -258,7 +258,7 @@ def test_export_is_reproducible_and_keeps_data_of_sweeps_without_runs(tmp_path, 
     """A real tiny copy-task run exported twice gives the same bytes; exporting a sweep that has no
     runs leaves its committed table alone."""
     from ablate import config as C
-    from ablate.report.export import export
+    from ablate.results.export import export
     from ablate.train import train
 
     monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
@@ -291,7 +291,7 @@ def test_export_takes_the_runs_the_sweep_file_defines_now_at_one_budget(tmp_path
     import yaml
 
     from ablate import config as C
-    from ablate.report.export import export
+    from ablate.results.export import export
     from ablate.sweep import spec
     from ablate.train import train
 
@@ -376,7 +376,7 @@ def two_runs(tmp_path_factory):
 @pytest.mark.parametrize(("file", "how"), [("summary.json", "truncated"), ("config.yaml", "garbage"),
                                            ("metrics.csv", "truncated"), ("probes.json", "empty")])
 def test_export_leaves_out_a_run_with_a_broken_file_and_names_it(two_runs, tmp_path, file, how):
-    from ablate.report.export import export
+    from ablate.results.export import export
 
     from .test_results import damage
 
@@ -397,7 +397,7 @@ def test_export_leaves_out_a_run_with_a_broken_file_and_names_it(two_runs, tmp_p
 def test_export_names_a_run_whose_checkpoint_or_probes_npz_is_broken_and_goes_on(tmp_path, monkeypatch):
     """pos_enc's export rebuilds the model from last.ckpt (permuted attention maps) and reads probes.npz:
     garbage in either costs that run those arrays only, with one line on stderr naming it."""
-    from ablate.report.export import export
+    from ablate.results.export import export
 
     from .test_results import damage
 
@@ -443,7 +443,7 @@ def test_export_keeps_a_committed_table_of_a_larger_budget(tmp_path, monkeypatch
 
 
 def test_budget_order_smoke_quick_none_full():
-    from ablate.report.export import keep_reason
+    from ablate.results.export import keep_reason
 
     order = ["smoke", "quick", "none", "full"]
     for i, old in enumerate(order):
@@ -455,7 +455,7 @@ def test_budget_order_smoke_quick_none_full():
 
 
 def test_export_of_a_sweep_without_runs_is_one_true_line(tmp_path):
-    from ablate.report.export import export
+    from ablate.results.export import export
 
     data = tmp_path / "data"
     data.mkdir()
@@ -505,7 +505,7 @@ def test_full_budget_cost_counts_steps_from_the_configs_and_rates_from_the_table
 
     from ablate import config as C
     from ablate.budgets import SWEEPS as SWEEP_BUDGETS
-    from ablate.report.cost import GPU_STEPS_PER_S, steps_of, sweep_cost
+    from ablate.results.cost import GPU_STEPS_PER_S, steps_of, sweep_cost
 
     assert steps_of(C.build({"budget": "full"})) == 20 * math.ceil(55_000 / 64)
     assert steps_of(C.build({"budget": "full", "data.task": "copy"})) == 30 * math.ceil(100_000 / 64)

@@ -18,10 +18,13 @@ What a notebook uses (`from ablate import report as R`):
     Q.answer(text, checks=[anchor.expect_greater(effect), ...], figure=R.savefig(fig, "q2_scores"))
     Q.not_run_yet(S)                        "not run yet — run `make sweep-scaling`"
 
-The layer rule holds: this package reads the exported tables and never imports training code
-(only `export` reads run directories, and, for the permuted attention maps, their checkpoints).
+The layer rule holds (tests/test_layering.py): this package imports only ablate.results and the
+leaf utilities (fileio): it reads the exported tables and never imports training code. Export, which
+reads run directories (and, for the permuted attention maps, their checkpoints), lives in the results
+layer (ablate.results.export), as do the data folder's format and the cost estimate.
 """
 
+from ..results import config_defaults
 from .answers import (
     AGREES,
     ANSWER_MIME,
@@ -83,6 +86,7 @@ __all__ = [
     "number",
     "question",
     "read_meta",
+    "config_defaults",
     "rows",
     "savefig",
     "seeds_per_variant",

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..rundir import atomic_write
+from ..fileio import atomic_write
+from ..results.cost import GPU_STEPS_PER_S, Cost, sweep_cost
 from .answers import ANSWER_MIME, DISAGREES, INCONCLUSIVE, NOT_RUN, markdown
-from .cost import GPU_STEPS_PER_S, Cost, sweep_cost
 from .data import (
     DATA_ENV,
     FIGURES_ENV,

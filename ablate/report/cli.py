@@ -44,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.step in ("export", "all"):
-        from .export import ExportError, export, sweep_names
+        from ..results.export import ExportError, export, sweep_names
 
         names = [s for s in args.sweeps.split(",") if s] if args.sweeps else None
         unknown = sorted(set(names or ()) - set(sweep_names()))

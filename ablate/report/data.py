@@ -15,8 +15,6 @@ the one line a report shows in its place: "not run yet — run `make sweep-<name
 
 from __future__ import annotations
 
-import io
-import json
 import os
 from functools import cached_property
 from pathlib import Path
@@ -25,26 +23,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..results.exported import (  # noqa: F401 - the data folder's format, re-exported for the notebooks
+    META,
+    TARGETS,
+    DataFileError,
+    check_folder,
+    make_target,
+    read_csv,
+)
+from ..results.exported import read_meta as _read_meta
+
 DATA_ENV = "ABLATE_REPORT_DATA"
 FIGURES_ENV = "ABLATE_REPORT_FIGURES"
-META = "meta.json"
-# Tables that are not sweeps, and the make target that produces each.
-TARGETS = {"attention_cost": "bench-attention"}
-
-
-def make_target(name: str) -> str:
-    return TARGETS.get(name, f"sweep-{name}")
-
-
-class DataFileError(ValueError):
-    """A file of the data folder that cannot be read; str() is one line naming it and the fix."""
-
-    def __init__(self, path: Path, problem: str):
-        self.path = path
-        super().__init__(f"{path} {problem}; restore it (`git checkout -- {path}`) or export it again "
-                         "(`make report-export`)")
-
-
 class NotRunYet(LookupError):
     """The table of `name` is not in the data folder; str() is the line a report shows instead."""
 
@@ -73,69 +63,16 @@ def figures_dir() -> Path:
 
 
 def read_meta(data: Path | str | None = None) -> dict[str, Any]:
-    """meta.json ({} when there is none); DataFileError when it is not what export writes."""
-    path = Path(data if data is not None else data_dir()) / META
-    try:
-        meta = json.loads(path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        return {}
-    except UnicodeDecodeError:
-        raise DataFileError(path, "is not UTF-8 text (binary garbage?)") from None
-    except json.JSONDecodeError as err:
-        raise DataFileError(path, f"is not valid JSON ({err.msg} at line {err.lineno} column {err.colno}, "
-                            "truncated?)") from None
-    sweeps = meta.get("sweeps", {}) if isinstance(meta, dict) else None
-    if not isinstance(sweeps, dict) or not all(isinstance(v, dict) for v in sweeps.values()):
-        raise DataFileError(path, "is not an export's meta.json (an object whose `sweeps` maps names to objects)")
-    return meta
-
-
-def read_csv(path: Path, columns: tuple[str, ...] = ()) -> pd.DataFrame:
-    """An exported table; DataFileError when it is empty, cut short, not a CSV, or lacks `columns`."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise DataFileError(path, f"cannot be read ({err.strerror or err})") from None
-    if raw and not raw.endswith(b"\n"):
-        raise DataFileError(path, "ends in the middle of a line (truncated?)")
-    try:
-        df = pd.read_csv(io.BytesIO(raw))
-    except UnicodeDecodeError:
-        raise DataFileError(path, "is not UTF-8 text (binary garbage?)") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as err:
-        first = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
-        raise DataFileError(path, f"is not a readable CSV table ({first.strip()})") from None
-    missing = [c for c in columns if c not in df.columns]
-    if missing or df.empty:
-        what = f"has no {', '.join(missing)} column" if missing else "has no rows"
-        raise DataFileError(path, f"{what} (truncated?)")
-    return df
-
-
-def check_folder(data: Path | str) -> None:
-    """Read every file a build uses from `data` (meta.json, the tables, the arrays), so a damaged one
-    stops the build with one line before any notebook runs (DataFileError)."""
-    import zipfile
-
-    data = Path(data)
-    read_meta(data)
-    for path in sorted(data.glob("*.csv")):
-        read_csv(path, ("n",) if path.stem in TARGETS else ("run_id", "status"))
-    for path in sorted(data.glob("*.npz")):
-        try:
-            with zipfile.ZipFile(path) as z:
-                bad = z.testzip()
-        except (zipfile.BadZipFile, OSError, EOFError) as err:
-            raise DataFileError(path, f"is not a readable NPZ archive ({err})") from None
-        if bad is not None:
-            raise DataFileError(path, f"is damaged (entry {bad} fails its checksum)")
+    """meta.json of `data` (default: the data folder) ({} when there is none); DataFileError when it
+    is not what export writes."""
+    return _read_meta(data if data is not None else data_dir())
 
 
 def _column_groups(df: pd.DataFrame) -> dict[str, list[str]]:
     """df.attrs as ablate.results.load sets them, recovered from the column names."""
-    from ..config import all_keys
+    from ..results import config_keys
 
-    keys = set(all_keys())
+    keys = set(config_keys())
     return {
         "config_keys": [c for c in df.columns if c in keys],
         "metrics": [c for c in df.columns if c.split("/")[0] in ("test", "val", "train")],

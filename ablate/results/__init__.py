@@ -20,6 +20,7 @@ each), never an exception.
 the printed short view fits the terminal (`format_table`).
 """
 
+from ..config import all_keys as config_keys
 from .stats import aggregate, best_lr, t_quantile_975
 from .table import (
     ResultsError,
@@ -34,8 +35,19 @@ from .table import (
 )
 from .wandb_runs import load_wandb
 
+
+def config_defaults() -> dict:
+    """Every config key with its default ({'model.ffn_mult': 2, ...}): what a report needs to know
+    of the harness's defaults, without importing it."""
+    from ..config import Config, flat
+
+    return flat(Config())
+
+
 __all__ = [
     "ResultsError",
+    "config_defaults",
+    "config_keys",
     "aggregate",
     "best_lr",
     "commit_warnings",

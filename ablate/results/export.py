@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..results.runfiles import RunFileError, read_json_object, read_metrics_rows
-from ..rundir import atomic_write
-from .data import META, DataFileError, read_meta
+from ..fileio import atomic_write
+from .exported import META, DataFileError, read_meta
+from .runfiles import RunFileError, read_json_object, read_metrics_rows
 
 CURVES = ("train/loss", "val/acc")
 # Sweeps whose figures show attention maps, and at which probe points.
@@ -357,8 +357,8 @@ def export_sweep(
 ) -> tuple[dict | None, str]:
     """Write <name>.csv and <name>.npz. Returns (its meta entry, or None when nothing was written;
     the one line that says what happened). `old`: the table's meta entry as exported before."""
-    from ..results import ResultsError, load, swept_keys
-    from ..results.table import CORRUPT, sweep_dir
+    from . import ResultsError, load, swept_keys
+    from .table import CORRUPT, sweep_dir
 
     kept = "kept the exported table" if (data / f"{name}.csv").is_file() else "nothing exported"
     where = sweep_dir(name, runs)
