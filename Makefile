@@ -13,7 +13,7 @@ SWEEPS := $(basename $(notdir $(wildcard sweeps/*.yaml)))
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_%-]+:.*?## ' $(MAKEFILE_LIST) | sort | \
 		awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
-	@echo "  sweep-<name>     run sweeps/<name>.yaml (BUDGET=smoke|quick|full, default quick): $(SWEEPS)"
+	@echo "  sweep-<name>     run sweeps/<name>.yaml (BUDGET=<budget>, default quick; ablate sweep --help lists them): $(SWEEPS)"
 	@echo "  results-<name>   print the results table of a sweep"
 
 $(VENV)/.installed: pyproject.toml
@@ -40,7 +40,7 @@ bench: venv ## training speed: torch's encoder vs a plain encoder vs ablate's
 sweep-%: venv
 	$(BIN)/ablate sweep sweeps/$*.yaml --budget $(BUDGET)
 
-sweeps: venv ## run every sweep in sweeps/ (BUDGET=smoke|quick|full, default quick)
+sweeps: venv ## run every sweep in sweeps/ (BUDGET=<budget>, default quick; ablate sweep --help lists them)
 	@set -e; for s in $(SWEEPS); do echo "== sweep $$s ($(BUDGET))"; $(BIN)/ablate sweep sweeps/$$s.yaml --budget $(BUDGET); done
 
 results-%: venv

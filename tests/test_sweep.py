@@ -298,9 +298,9 @@ def test_a_crashing_run_is_failed_with_its_error_the_others_go_on_and_a_rerun_re
         s for s in runs.values() if s["status"] == "completed"]
 
 
-def test_a_run_whose_data_cannot_be_read_is_recorded_failed(tmp_path, monkeypatch, capsys):
-    """Data is read in the worker, before training and before train() writes anything: the worker
-    records the failure itself (config.yaml included, so the run directory says what it was)."""
+def test_broken_data_files_are_bad_input_found_before_any_run(tmp_path, monkeypatch, capsys):
+    """MNIST files that are there but cannot be read are one line naming the file and exit 2, before
+    any run starts (not one failed run per configuration)."""
     path = write(tmp_path, "early", {"tracking": {"value": "none"}, "run.probes": {"value": False}})
     raw = tmp_path / "broken" / "MNIST" / "raw"
     raw.mkdir(parents=True)
@@ -308,12 +308,22 @@ def test_a_run_whose_data_cannot_be_read_is_recorded_failed(tmp_path, monkeypatc
                  "t10k-labels-idx1-ubyte"):
         (raw / name).write_bytes(b"")  # present, so nothing is downloaded, but unreadable
     monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "broken"))
-    assert cli.main(["sweep", str(path)]) == 1
-    assert "1 of 1 runs failed" in capsys.readouterr().err
-    (summary,) = statuses(tmp_path, "early").values()
-    assert summary["status"] == "failed" and summary["error"].strip()
-    assert summary["run_id"] and summary["group"] == "early"
-    assert (Path(summary["run_dir"]) / "config.yaml").exists()
+    assert cli.main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("ablate: data.task=mnist: MNIST file ")
+    assert str(raw / "train-images-idx3-ubyte") in err
+    assert not (tmp_path / "runs" / "early").exists() or not any((tmp_path / "runs" / "early").iterdir())
+
+
+def test_every_distinct_data_config_is_checked_before_any_run(tmp_path, capsys):
+    """The first configuration of a task builds; a later one of the same task cannot: still exit 2
+    before anything runs (every distinct data config is built, not one per task)."""
+    path = write(tmp_path, "vocab", {"data.task": {"value": "copy"}, "data.vocab": {"values": [10, 1]},
+                                     "tracking": {"value": "none"}})
+    assert cli.main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("ablate: data.task=copy: data.vocab=1 is not allowed")
+    assert not (tmp_path / "runs" / "vocab").exists() or not any((tmp_path / "runs" / "vocab").iterdir())
 
 
 def test_missing_data_is_bad_input_found_before_any_run(tmp_path, monkeypatch, capsys):

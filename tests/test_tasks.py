@@ -81,3 +81,12 @@ def test_budget_names_have_one_home():
     assert typing.get_args(typing.get_type_hints(C.Config)["budget"]) == budgets.NAMES
     with pytest.raises(C.ConfigError, match="budget='huge' is not allowed; expected one of none, smoke, quick, full"):
         C.build({"budget": "huge"})
+    from ablate.report.cli import parser as report_parser
+    from ablate.results.export import BUDGET_ORDER
+    from ablate.sweep import parser as sweep_parser
+
+    def choices(p):
+        return next(a.choices for a in p._actions if a.dest == "budget")
+
+    assert tuple(choices(sweep_parser())) == budgets.NAMES
+    assert tuple(choices(report_parser())) == BUDGET_ORDER == tuple(reversed(budgets.BY_TRAINING))

@@ -95,10 +95,11 @@ def harness_epoch(limit: int | None) -> tuple[float, float, float]:
 
 def run(args: argparse.Namespace) -> int:
     from ablate.data import DataError, data_dir
-    from ablate.data.mnist import ensure_mnist
+    from ablate.data.mnist import check_mnist, ensure_mnist
 
     try:
         ensure_mnist(data_dir())
+        check_mnist(data_dir())
     except DataError as err:
         print(f"ablate: {err}", file=sys.stderr)
         return 2

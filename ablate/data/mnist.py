@@ -209,7 +209,10 @@ class MnistRows(InMemoryDataModule):
         self.train_set = self.val_set = self.test_set = None
 
     def prepare_data(self) -> None:
+        """The four files are there (downloaded if they can be) and well formed: a sweep calls this
+        once before any run, so a broken file is one line and exit 2, not one failed run each."""
         ensure_mnist(self.root, self.has_network)
+        check_mnist(self.root)
 
     def setup(self, stage: str | None = None) -> None:
         if self.images is not None:

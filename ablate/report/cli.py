@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..results.export import BUDGET_ORDER
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
@@ -30,8 +32,8 @@ def parser() -> argparse.ArgumentParser:
                    help="where build/, figures/ and FINDINGS.md go (default reports)")
     p.add_argument("--source", metavar="DIR", default="reports", help="the notebook sources (default reports)")
     p.add_argument("--sweeps", metavar="A,B", help="export these sweeps only (default: every sweeps/*.yaml)")
-    p.add_argument("--budget", choices=["full", "quick", "none", "smoke"],
-                   help="export the runs of this budget (default: full, else none, quick, smoke: the first "
+    p.add_argument("--budget", choices=BUDGET_ORDER,
+                   help=f"export the runs of this budget (default: the first of {', '.join(BUDGET_ORDER)} "
                    "that has runs)")
     p.add_argument("--replace-smaller-budget", action="store_true",
                    help="replace an exported table by runs of a smaller budget (smoke < quick < none < full); "

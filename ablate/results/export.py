@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..budgets import BY_TRAINING
 from ..fileio import atomic_write
 from .exported import META, DataFileError, read_meta
 from .runfiles import RunFileError, read_json_object, read_metrics_rows
@@ -274,7 +275,7 @@ def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> di
 # of the sweep (its grid or budget profile since edited) whose ids no longer come out of the file.
 # Export takes the runs the sweep file defines now, at the first budget of BUDGET_ORDER that has any:
 # most training first (none = the defaults: 5 epochs on all of MNIST, more than quick).
-BUDGET_ORDER = ("full", "none", "quick", "smoke")
+BUDGET_ORDER = tuple(reversed(BY_TRAINING))  # ("full", "none", "quick", "smoke")
 # How much training, least first: the order in which a table may replace another (see keep_reason).
 BUDGET_RANK = {b: i for i, b in enumerate(reversed(BUDGET_ORDER))}  # smoke 0 < quick 1 < none 2 < full 3
 PREFIX = "ablate report export: "

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..budgets import NAMES as BUDGETS
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, like every other bad input
@@ -24,8 +26,8 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ablate sweep", allow_abbrev=False, description="Run every configuration of a W&B sweep file here, "
                 "each once, in parallel; the same command again finishes what is missing.")
     p.add_argument("file", help="a sweep .yaml file, or NAME for sweeps/NAME.yaml")
-    p.add_argument("--budget", choices=["smoke", "quick", "full", "none"], metavar="B",
-                   help="smoke|quick|full|none for every run (overrides the file's; smoke also keeps seed 0 only)")
+    p.add_argument("--budget", choices=BUDGETS, metavar="B",
+                   help=f"{'|'.join(BUDGETS)} for every run (overrides the file's; smoke also keeps seed 0 only)")
     p.add_argument("--workers", type=int, metavar="W", help="runs at once (default: one per core / per --threads "
                    "cores; with GPUs, one per group of --gpus-per-run GPUs)")
     p.add_argument("--threads", type=int, metavar="T", help="torch threads per run (default 1, or the cores shared "

@@ -145,11 +145,11 @@ def check_data(runs: list[Run]) -> None:
     # imports Lightning (~2 s), while the forkserver imports too
     from ..data import DataError, build_datamodule
 
-    for task, run in {r.cfg.data.task: r for r in runs}.items():
+    for data in dict.fromkeys(r.cfg.data for r in runs):  # every distinct data config, once each
         try:
-            build_datamodule(run.cfg.data).prepare_data()
-        except DataError as err:
-            raise SweepError(f"data.task={task}: {err}") from None
+            build_datamodule(data).prepare_data()
+        except (DataError, C.ConfigError) as err:
+            raise SweepError(f"data.task={data.task}: {err}") from None
 
 
 def forked(run: Run) -> bool:
