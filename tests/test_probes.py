@@ -36,7 +36,15 @@ from ablate.probes import (
     token_collapse,
 )
 
-from .tolerance import atol, max_abs_logit
+from .tolerance import (
+    assert_accuracy_close,
+    assert_close,
+    atol,
+    max_abs,
+    max_abs_logit,
+    near_tie_mask,
+    output_atol,
+)
 
 ROWS = 28  # MNIST: 28 rows of 28 pixels
 
@@ -90,10 +98,16 @@ def test_no_positions_no_mask_is_permutation_equivariant(pooling):
     error = max(equivariance_error(model, x, perm) for x, _ in batches)
     rounding = min(atol(max_abs_logit(model, x)) for x, _ in batches)  # reordered sums round apart
     order = order_sensitivity(model, batches, perm)
-    print(f"pooling={pooling}: equiv_error={error:.2e} (rounding {rounding:.1e}) {order}")
+    with torch.no_grad():  # a prediction whose top-2 margin is within the two orders' rounding may flip
+        ties = sum(
+            int((near_tie_mask(model(x), output_atol(model, x))
+                 | near_tie_mask(model(x[:, perm]), output_atol(model, x[:, perm]))).sum())
+            for x, _ in batches
+        )  # fmt: skip
+    print(f"pooling={pooling}: equiv_error={error:.2e} (rounding {rounding:.1e}) {order}, {ties} near ties")
     assert error <= rounding < 1e-4
-    assert order["perm_agreement"] == 1.0  # every one of the 256 predictions unchanged
-    assert order["perm_acc"] == order["acc"]
+    assert order["perm_agreement"] >= 1 - ties / 256  # each of the 256 predictions unchanged but a near tie
+    assert_accuracy_close(order["perm_acc"], order["acc"], ties, 256)
 
 
 @pytest.mark.parametrize(
@@ -118,9 +132,15 @@ def test_order_sensitivity_token_model_compares_moved_predictions():
     x, y = _copy_batch(16, 5, 8, seed=0)
     perm = torch.randperm(x.shape[1], generator=torch.Generator().manual_seed(1))
     order = order_sensitivity(model, [(x, y)], perm)
-    assert order["perm_agreement"] == 1.0
-    assert order["perm_acc"] == pytest.approx(order["acc"])
-    assert order["acc"] == pytest.approx(accuracy(model, [(x, y)]))
+    with torch.no_grad():  # position i of the permuted batch holds token perm[i]
+        close = near_tie_mask(model(x), output_atol(model, x))[:, perm]
+        close |= near_tie_mask(model(x[:, perm]), output_atol(model, x[:, perm]))
+    counted = y[:, perm] != -100
+    ties, total = int((close & counted).sum()), int(counted.sum())
+    assert total == 16 * 5
+    assert order["perm_agreement"] >= 1 - ties / total
+    assert_accuracy_close(order["perm_acc"], order["acc"], ties, total)
+    assert order["acc"] == accuracy(model, [(x, y)])  # one batch through one model: the same kernels
 
 
 # --- scores: the √d_head growth of unscaled logits ----------------------------------------------
@@ -173,8 +193,9 @@ def test_score_stats_of_uniform_attention_are_exact():
             model.encoder.blocks[0].attention.qkv.bias.zero_()
         stats = score_stats(model, torch.randn(3, T, 32))
         keys = range(2, T + 1) if causal else [T] * T
-        assert stats["entropy_l0"] == pytest.approx(1.0, abs=1e-6)
-        assert stats["rowmax_l0"] == pytest.approx(sum(1 / n for n in keys) / len(keys), abs=1e-6)
+        sums = atol(T)  # each row sums T terms, each rounded by eps
+        assert stats["entropy_l0"] == pytest.approx(1.0, abs=sums)
+        assert stats["rowmax_l0"] == pytest.approx(sum(1 / n for n in keys) / len(keys), abs=sums)
         assert stats["onehot_frac_l0"] == 0.0
         assert stats["logit_std_l0"] == 0.0 and stats["logit_max_l0"] == 0.0
 
@@ -186,7 +207,10 @@ def test_probe_logits_match_the_models_own_attention(pos_enc):
     x, _ = _rows(4, 0)
     maps = attention_maps(model, x)  # (B, L, H, T, T)
     for layer, scores in enumerate(layer_logits(model, x)):
-        torch.testing.assert_close(scores.softmax(-1), maps[:, layer])
+        # a score's rounding, eps * max|score|, is a relative error of that size in its weight
+        print(f"layer {layer}: max|softmax - map| {(scores.softmax(-1) - maps[:, layer]).abs().max():.1e}, "
+              f"tol {atol(max_abs(scores)):.1e}")
+        assert_close(scores.softmax(-1), maps[:, layer], max_abs(scores))
     assert maps.shape == (4, 2, 4, ROWS, ROWS)
 
 
@@ -232,18 +256,20 @@ def test_gradient_groups_match_a_plain_backward():
     reference = copy.deepcopy(model).eval()
     F.cross_entropy(reference(x), y).backward()
     inner = 32
+
+    def assert_norm(name: str, entries: torch.Tensor) -> None:
+        # two summation orders of n squares: a relative rounding of about sqrt(n) eps (measured <= 1 eps)
+        rel = atol(math.sqrt(entries.numel()))
+        assert grads[name] == pytest.approx(entries.norm().item(), rel=rel), name
+
     for layer, block in enumerate(reference.encoder.blocks):
         qkv = block.attention.qkv
         for i, group in enumerate(("wq", "wk", "wv")):
             rows = slice(i * inner, (i + 1) * inner)
-            expected = torch.cat((qkv.weight.grad[rows].flatten(), qkv.bias.grad[rows])).norm()
-            assert grads[f"grad_{group}_l{layer}"] == pytest.approx(expected.item(), rel=1e-5)
-        wo = torch.cat([p.grad.flatten() for p in block.attention.out.parameters()]).norm()
-        ffn = torch.cat([p.grad.flatten() for p in block.feed_forward.parameters()]).norm()
-        whole = torch.cat([p.grad.flatten() for p in block.parameters()]).norm()
-        assert grads[f"grad_wo_l{layer}"] == pytest.approx(wo.item(), rel=1e-5)
-        assert grads[f"grad_ffn_l{layer}"] == pytest.approx(ffn.item(), rel=1e-5)
-        assert grads[f"grad_l{layer}"] == pytest.approx(whole.item(), rel=1e-5)
+            assert_norm(f"grad_{group}_l{layer}", torch.cat((qkv.weight.grad[rows].flatten(), qkv.bias.grad[rows])))
+        assert_norm(f"grad_wo_l{layer}", torch.cat([p.grad.flatten() for p in block.attention.out.parameters()]))
+        assert_norm(f"grad_ffn_l{layer}", torch.cat([p.grad.flatten() for p in block.feed_forward.parameters()]))
+        assert_norm(f"grad_l{layer}", torch.cat([p.grad.flatten() for p in block.parameters()]))
         assert grads[f"grad_norm_l{layer}"] > 0  # pre-LN: two LayerNorms per block
     assert grads["grad_ratio"] == pytest.approx(grads["grad_l0"] / grads["grad_l1"])
 
@@ -295,7 +321,10 @@ def test_masking_the_only_head_zeroes_attentions_contribution():
     x, _ = _rows(8, 0)
     for layer in range(2):
         expected = _zeroed_columns(model, layer, 0)(x)
-        torch.testing.assert_close(masked_output(model, x, [(layer, 0)]), expected)
+        masked = masked_output(model, x, [(layer, 0)])
+        print(f"layer {layer}: max|masked - zeroed W_O| {(masked - expected).abs().max():.1e}, "
+              f"tol {atol(max_abs(expected), max_abs_logit(model, x)):.1e}")
+        assert_close(masked, expected, max_abs_logit(model, x))  # tests/tolerance.py
 
 
 def test_head_importance_is_the_accuracy_drop_of_each_head():
@@ -408,7 +437,7 @@ def test_run_probes_names_arrays_and_format():
         assert name in scalars, name
     assert all(isinstance(v, float) and math.isfinite(v) for v in scalars.values())
     assert arrays["attention"].shape == (2, 4, ROWS, ROWS)
-    assert arrays["attention"].sum(-1) == pytest.approx(1.0, abs=1e-5)
+    assert arrays["attention"].sum(-1) == pytest.approx(1.0, abs=atol(ROWS))  # 28 weights, each rounded
     assert arrays["resid_norm"].shape == (4,) and arrays["head_drop"].shape == (2, 4)
 
     text = format_probes(scalars)

@@ -61,3 +61,33 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, *scales: float, f
     coarse, fine = sorted((actual.dtype, expected.dtype), key=lambda d: torch.finfo(d).eps, reverse=True)
     tol = atol(max_abs(expected), *scales, dtype=coarse, factor=factor)
     torch.testing.assert_close(actual.to(fine), expected.to(fine), atol=tol, rtol=0)
+
+
+@torch.no_grad()
+def output_atol(model: nn.Module, x: torch.Tensor, factor: float = FACTOR) -> float:
+    """Rounding allowance for model(x): atol(max|model(x)|, max|attention score|), what two kernels
+    (another batch shape, another CPU) may give apart for one output entry."""
+    return atol(max_abs(model(x)), max_abs_logit(model, x), factor=factor)
+
+
+def near_tie_mask(logits: torch.Tensor, tol: float) -> torch.Tensor:
+    """True where argmax(logits, -1) has a top-2 margin of at most 2 * tol: an error of tol in each
+    of the two logits (another kernel's rounding) can flip that prediction."""
+    top2 = logits.topk(2, dim=-1).values  # (..., 2)
+    return top2[..., 0] - top2[..., 1] <= 2 * tol
+
+
+def near_ties(logits: torch.Tensor, tol: float, counted: torch.Tensor | None = None) -> int:
+    """How many predictions (those where `counted`, if given) are near ties (`near_tie_mask`)."""
+    close = near_tie_mask(logits, tol)
+    return int((close & counted).sum() if counted is not None else close.sum())
+
+
+def assert_accuracy_close(actual: float, expected: float, ties: int, total: int) -> None:
+    """Two accuracies over `total` predictions from kernels that round apart: each near tie
+    (`near_ties`) may flip one prediction, so they may differ by ties / total and no more."""
+    allowed = ties / total + 1e-9  # + float rounding of the two quotients
+    assert abs(actual - expected) <= allowed, (
+        f"accuracy {actual} vs {expected}: |diff| {abs(actual - expected):.3g} > {allowed:.3g} "
+        f"({ties} near ties of {total})"
+    )
