@@ -133,7 +133,7 @@ def prepare(cfg: C.Config):
     datamodule = build_datamodule(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("fit")
-    task = build_task(C.to_dict(cfg), datamodule)
+    task = build_task(cfg, datamodule)
     return datamodule, task
 
 

@@ -25,7 +25,7 @@ def test_warmup_then_cosine_closed_form():
 def test_optimizer_and_scheduler_follow_the_config():
     cfg = C.build({"optim.name": "adamw", "optim.weight_decay": "0.1", "optim.warmup": "0.05",
                    "optim.schedule": "cosine", "optim.lr": "3e-4"})
-    task = ClassifyRows(C.to_dict(cfg))
+    task = ClassifyRows(cfg)
 
     class FakeTrainer:  # only what configure_optimizers reads
         estimated_stepping_batches = 200

@@ -1,5 +1,6 @@
 """LightningModules: loss, metrics and optimiser around the encoder, one per task."""
 
+from ..config import Config
 from ..rundir import CheckpointError, load_checkpoint
 from .base import EncoderTask
 from .classify import ClassifyRows
@@ -8,7 +9,7 @@ from .copy import CopyTokens
 TASKS = {"classify": ClassifyRows, "tokens": CopyTokens}
 
 
-def build_task(config: dict, datamodule) -> EncoderTask:
+def build_task(config: Config, datamodule) -> EncoderTask:
     """The LightningModule for a datamodule's `kind`, sized from its attributes."""
     if datamodule.kind == "classify":
         return ClassifyRows(config, in_features=datamodule.in_features, n_classes=datamodule.n_classes)
