@@ -7,6 +7,7 @@ import dataclasses
 import re
 
 import pytest
+import yaml
 
 from ablate.models import Encoder, EncoderConfig
 
@@ -245,7 +246,7 @@ def test_limit_val_batches_is_a_fraction_or_a_whole_count(value):
                                   "trainer.strategy=ddp", "optim.weight_decay=0", "run.dir=runs/x y"])
 def test_good_values_still_build(item):
     key, value = item.split("=", 1)
-    C.build({key: value})
+    assert C.flat(C.build({key: value}))[key] == yaml.safe_load(value)  # the value given, typed
 
 
 def test_integers_convert_exactly():
