@@ -20,7 +20,8 @@ from pytorch_lightning.callbacks import Checkpoint
 from pytorch_lightning.loggers.logger import Logger, rank_zero_experiment
 from pytorch_lightning.utilities import rank_zero_only
 
-from .rundir import atomic_write, load_checkpoint
+from .checkpoint import load_checkpoint
+from .fileio import atomic_write
 
 
 class Diverged(RuntimeError):

@@ -23,8 +23,8 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
+from .fileio import atomic_write
 from .probes import order_sensitivity, run_probes
-from .rundir import atomic_write
 
 EXPENSIVE_EXAMPLES = 2048  # head masking evaluates L*H times: on at most this many validation examples
 

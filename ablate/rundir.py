@@ -36,11 +36,6 @@ class RunDirError(ValueError):
     """A run directory that cannot be used as asked; the message names it, the problem and the fix."""
 
 
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded safely: missing, truncated, garbage, or holding objects
-    other than tensors and plain values (whose unpickling could run code)."""
-
-
 def runs_root() -> Path:
     return Path(os.environ.get("ABLATE_RUNS_DIR", "runs"))
 
@@ -135,40 +130,6 @@ def set_aside(path: Path) -> Path:
         n += 1
     os.replace(path, target)
     return target
-
-
-def load_checkpoint(path: Path, map_location: Any = "cpu") -> dict[str, Any]:
-    """A Lightning checkpoint written by a run, loaded weights-only: tensors and plain values, never
-    an arbitrary object (a crafted pickle is refused, not run). CheckpointError says why not."""
-    import pickle
-
-    import torch
-
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist or is not a file")
-    if path.stat().st_size == 0:
-        raise CheckpointError(f"checkpoint {path} is empty")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        if blocked := [line for line in lines if "GLOBAL" in line]:  # "unsupported GLOBAL posix.system ..."
-            raise CheckpointError(f"checkpoint {path} holds objects other than tensors and plain values "
-                                  f"({blocked[0].rstrip('.')}; refused: loading it could run code)") from None
-        detail = next((line for line in lines if line.startswith("Unsupported")), _first_line(err))
-        raise CheckpointError(f"checkpoint {path} is truncated, garbage or not a plain checkpoint ({detail}; "
-                              "refused by the weights-only loader)") from None
-    except Exception as err:  # torch.load's many ways to fail on a truncated or garbage file
-        raise CheckpointError(f"checkpoint {path} is truncated or not a checkpoint ({_first_line(err)})") from None
-    if not isinstance(ckpt, dict) or not {"state_dict", "global_step", "hyper_parameters"} <= set(ckpt):
-        raise CheckpointError(f"checkpoint {path} is not a checkpoint of an ablate run")
-    return ckpt
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
 def write_config(run_dir: Path, config: dict[str, Any]) -> None:

@@ -34,19 +34,18 @@ from .callbacks import (
     RunCSVLogger,
     Throughput,
 )
+from .checkpoint import CheckpointError, load_checkpoint
 from .rundir import (
     CKPT,
     CONFIG,
     METRICS,
     SUMMARY,
-    CheckpointError,
     RunDirError,
     RunLock,
     check_run_dir,
     config_problem,
     is_finished,
     json_problem,
-    load_checkpoint,
     metrics_problem,
     read_summary,
     runs_root,

@@ -1,7 +1,9 @@
 """The project's layers as data, and a checker that walks every import of every module.
 
-    models  <-  data, tasks, probes  <-  train  <-  sweep  <-  results  <-  report  <-  notebooks
-    (fileio, yamlfile: leaf utilities, importing nothing of ablate, usable by every layer)
+    models  <-  data, tasks, probes  <-  train (rundir, callbacks, tracking, probing)  <-  sweep
+            <-  results  <-  report  <-  notebooks
+    (fileio, yamlfile, checkpoint: leaf utilities, importing nothing of ablate, usable by every layer;
+     a name is imported from its home, never through a module that merely uses it)
 
 Each rule names a layer (a module prefix) and the ablate modules it must never import. The checker
 reads source with `ast`, so it sees every import statement wherever it stands — at the top, inside a
@@ -24,12 +26,19 @@ class Rule:
     why: str = ""
 
 
-ABOVE_TASKS = ("ablate.train", "ablate.probing", "ablate.sweep", "ablate.results", "ablate.report",
-               "ablate.bench", "ablate.cli")
+ABOVE_TASKS = ("ablate.train", "ablate.rundir", "ablate.callbacks", "ablate.tracking", "ablate.probing",
+               "ablate.sweep", "ablate.results", "ablate.report", "ablate.bench", "ablate.cli")
+# names whose home is a leaf module; rundir imports some of them for its own use, and importing them
+# through it would tie the importer to the run directory's layer
+HOMES = {"atomic_write": "ablate.fileio", "load_checkpoint": "ablate.checkpoint", "CheckpointError": "ablate.checkpoint"}
 
 RULES = (
     Rule("ablate.fileio", allowed=("ablate.fileio",), why="a leaf utility every layer may use"),
     Rule("ablate.yamlfile", allowed=("ablate.yamlfile",), why="a leaf utility every layer may use"),
+    Rule("ablate.checkpoint", allowed=("ablate.checkpoint",),
+         why="a leaf utility: tasks below the run directory and everything above it load checkpoints"),
+    Rule("ablate", forbidden=tuple(f"ablate.rundir.{name}" for name in HOMES),
+         why=f"import these from their homes ({', '.join(f'{n}: {h}' for n, h in HOMES.items())})"),
     Rule("ablate.models", allowed=("ablate.models",),
          why="pure nn.Modules: a notebook can use them alone"),
     Rule("ablate.probes", allowed=("ablate.probes", "ablate.models"),

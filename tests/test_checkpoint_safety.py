@@ -17,14 +17,9 @@ import torch
 
 from ablate import cli
 from ablate import config as C
-from ablate.rundir import (
-    CheckpointError,
-    RunDirError,
-    RunLock,
-    atomic_write,
-    load_checkpoint,
-    read_summary,
-)
+from ablate.checkpoint import CheckpointError, load_checkpoint
+from ablate.fileio import atomic_write
+from ablate.rundir import RunDirError, RunLock, read_summary
 from tests.test_train import rows, run
 
 COPY = [

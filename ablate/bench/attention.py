@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ablate.fileio import atomic_write
 from ablate.models import EncoderConfig, MultiHeadAttention
-from ablate.rundir import atomic_write
 
 from .speed import resolve_device
 

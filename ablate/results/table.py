@@ -42,7 +42,8 @@ from typing import Any
 import pandas as pd
 
 from ..config import NOT_IDENTITY, SECTIONS, all_keys, flatten_overrides
-from ..rundir import CONFIG, METRICS, SUMMARY, atomic_write, runs_root
+from ..fileio import atomic_write
+from ..rundir import CONFIG, METRICS, SUMMARY, runs_root
 from ..yamlfile import YamlFileError, read_yaml
 from .runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
 

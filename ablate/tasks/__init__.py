@@ -1,7 +1,7 @@
 """LightningModules: loss, metrics and optimiser around the encoder, one per task."""
 
+from ..checkpoint import CheckpointError, load_checkpoint
 from ..config import Config
-from ..rundir import CheckpointError, load_checkpoint
 from .base import EncoderTask
 from .classify import ClassifyRows
 from .copy import CopyTokens
