@@ -47,10 +47,11 @@ results-%: venv
 	$(BIN)/ablate results $*
 
 REPORT_DATA := reports/data
-# FORCE=1: let runs of a smaller budget (smoke < quick < none < full) replace an exported table
-REPORT_FORCE := $(if $(filter 1 yes true,$(FORCE)),--replace-smaller-budget)
+# FORCE=1: let runs of a smaller budget (smoke < quick < none < full), or fewer runs (a sweep stopped
+# part way), replace an exported table
+REPORT_FORCE := $(if $(filter 1 yes true,$(FORCE)),--replace)
 
-report: venv $(REPORT_DATA)/attention_cost.csv ## export the sweeps' results to reports/data (a smaller budget replaces a table only with FORCE=1), run every report notebook (reports/build/index.html, reports/FINDINGS.md)
+report: venv $(REPORT_DATA)/attention_cost.csv ## export the sweeps' results to reports/data (a smaller budget or fewer runs replace a table only with FORCE=1), run every report notebook (reports/build/index.html, reports/FINDINGS.md)
 	$(BIN)/ablate report all --data $(REPORT_DATA) --out reports $(REPORT_FORCE)
 
 report-export: venv ## copy the results of the sweeps that have runs into reports/data (CSV, NPZ, meta.json; FORCE=1 as for report)

@@ -7,8 +7,10 @@ its slopes. The statistics behind the Answers are checked against hand-computed 
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -326,7 +328,7 @@ def test_export_takes_the_runs_the_sweep_file_defines_now_at_one_budget(tmp_path
     assert R.table("tiny", data)["run_id"].tolist() == [ids["quick"]]
     assert len(lines) == 1 and "kept the exported table" in lines[0], lines
     export(["tiny"], runs=tmp_path / "runs", data=data, sweeps=sweeps, log=lines.append, budget="smoke",
-           replace_smaller_budget=True)
+           replace=True)
     assert R.table("tiny", data)["run_id"].tolist() == [ids["smoke"]]
     lines.clear()
     export(["tiny"], runs=tmp_path / "runs", data=data, sweeps=sweeps, log=lines.append, budget="full")
@@ -417,7 +419,7 @@ def test_export_names_a_run_whose_checkpoint_or_probes_npz_is_broken_and_goes_on
 
 def test_export_keeps_a_committed_table_of_a_larger_budget(tmp_path, monkeypatch, capsys):
     """The README's smoke sweep, then `make report`: the committed quick tables stay byte for byte, and
-    one line says which table was kept and why; with --replace-smaller-budget the smoke runs replace it."""
+    one line says which table was kept and why; with --replace the smoke runs replace it."""
     from ablate import cli
 
     monkeypatch.chdir(tmp_path)
@@ -432,7 +434,7 @@ def test_export_keeps_a_committed_table_of_a_larger_budget(tmp_path, monkeypatch
     assert {p.name: p.read_bytes() for p in (tmp_path / "data").iterdir()} == before
     out = capsys.readouterr().out.splitlines()
     assert out == [f"ablate report export: heads: kept the exported table ({committed['runs']} runs at budget quick): "
-                   "the runs here are budget smoke, less training; --replace-smaller-budget (make report FORCE=1) "
+                   "the runs here are budget smoke, less training; --replace (make report FORCE=1) "
                    "replaces it"]
 
     assert cli.main(["report", "export", "--sweeps", "heads", "--data", "data", "--replace-smaller-budget"]) == 0
@@ -440,6 +442,106 @@ def test_export_keeps_a_committed_table_of_a_larger_budget(tmp_path, monkeypatch
     assert json.loads((tmp_path / "data" / "meta.json").read_text())["sweeps"]["heads"]["budget"] == "smoke"
     after = {p.name: p.read_bytes() for p in (tmp_path / "data").iterdir()}
     assert {k for k in before if after[k] != before[k]} == {"heads.csv", "heads.npz", "meta.json"}
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file of `folder` (hidden ones too: a temp file left behind shows)."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def export_cli(*extra: str) -> int:
+    from ablate import cli
+
+    return cli.main(["report", "export", "--sweeps", "tiny", "--data", "data", *extra])
+
+
+@pytest.fixture
+def tiny_here(two_runs, tmp_path, monkeypatch):
+    """A copy of `two_runs` in tmp_path, the working directory (sweeps/, runs/): its run ids."""
+    runs, sweeps, ids = two_runs
+    shutil.copytree(runs, tmp_path / "runs")
+    shutil.copytree(sweeps, tmp_path / "sweeps")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    return ids
+
+
+@pytest.mark.parametrize("failing", ["tiny.csv", "tiny.npz", "meta.json"])
+def test_a_full_data_folder_stops_export_with_one_line_and_leaves_the_tables_in_step(
+        tiny_here, tmp_path, monkeypatch, capsys, failing):
+    """ENOSPC while writing any of the sweep's three files (simulated in-process: tests run as root, which a
+    read-only folder does not stop): `ablate report export` exits 1 with one line, no traceback, and
+    the CSV, NPZ and meta.json are all as they were (none new beside an old one), no temp file left."""
+    first, second = tiny_here
+    aside = tmp_path / "aside"
+    (tmp_path / "runs" / "tiny" / second).rename(aside)
+    assert export_cli() == 0  # one run exported
+    before = snapshot(tmp_path / "data")
+    assert R.table("tiny", tmp_path / "data")["run_id"].tolist() == [first]
+    aside.rename(tmp_path / "runs" / "tiny" / second)
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if f".{failing}." in os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[-1]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    capsys.readouterr()
+    assert export_cli() == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("ablate: cannot export into data: [Errno 28] No space left on device: ")
+    assert err[0].endswith("; free some space or make the folder writable, then run the same command again"), err
+    assert f"{failing}" in err[0]
+    assert snapshot(tmp_path / "data") == before
+    monkeypatch.setattr(os, "fsync", real_fsync)  # space again: the same command exports both runs
+    assert export_cli() == 0
+    assert sorted(R.table("tiny", tmp_path / "data")["run_id"]) == sorted([first, second])
+    assert {k.split("/")[0] for k in R.arrays("tiny", tmp_path / "data")} == {first, second}
+    assert json.loads((tmp_path / "data" / "meta.json").read_text())["sweeps"]["tiny"]["runs"] == 2
+
+
+def test_export_keeps_a_table_of_more_runs_than_a_partial_sweep_brings(tiny_here, tmp_path, capsys):
+    """A sweep stopped part way (1 of its 2 runs), then `make report`: the exported 2-run table of the same
+    budget stays byte for byte, with one line saying which and why; --replace (make report FORCE=1)
+    replaces it. A sweep file since cut to fewer runs, all of them run, replaces it without a flag."""
+    first, second = tiny_here
+    assert export_cli() == 0
+    tiny_sweep(tmp_path / "sweeps", "tiny", [0])  # the grid now holds seed 0 only (the same run id)
+    capsys.readouterr()
+    assert export_cli() == 0
+    assert R.table("tiny", tmp_path / "data")["run_id"].tolist() == [first]
+    assert capsys.readouterr().out.splitlines()[-1] == "ablate report export: tiny: 1 runs (quick)"
+
+    tiny_sweep(tmp_path / "sweeps", "tiny", [0, 1])
+    assert export_cli() == 0
+    before = snapshot(tmp_path / "data")
+    assert json.loads(before["meta.json"])["sweeps"]["tiny"]["runs"] == 2
+    shutil.rmtree(tmp_path / "runs" / "tiny" / second)  # as if the sweep had stopped after its first run
+    capsys.readouterr()
+    assert export_cli() == 0
+    assert snapshot(tmp_path / "data") == before
+    assert capsys.readouterr().out.splitlines() == [
+        "ablate report export: tiny: kept the exported table (2 runs at budget quick): the runs here are only 1 of "
+        "the 2 sweeps/tiny.yaml defines at budget quick; --replace (make report FORCE=1) replaces it"]
+    assert export_cli("--replace") == 0
+    assert R.table("tiny", tmp_path / "data")["run_id"].tolist() == [first]
+    assert json.loads((tmp_path / "data" / "meta.json").read_text())["sweeps"]["tiny"]["runs"] == 1
+    for path, content in before.items():  # the 2-run table back, then its CSV deleted by hand:
+        (tmp_path / "data" / path).write_bytes(content)
+    (tmp_path / "data" / "tiny.csv").unlink()
+    assert export_cli() == 0  # no table left to keep, so the runs here are exported
+    assert R.table("tiny", tmp_path / "data")["run_id"].tolist() == [first]
+
+
+def test_make_report_force_passes_replace():
+    import subprocess
+
+    for target in ("report", "report-export"):
+        dry = subprocess.run(["make", "-n", target, "FORCE=1"], cwd=ROOT, capture_output=True, text=True, check=True)
+        assert any("ablate report" in line and line.rstrip().endswith(" --replace") for line in dry.stdout.splitlines())
+        plain = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True)
+        assert "--replace" not in plain.stdout
 
 
 def test_budget_order_smoke_quick_none_full():
@@ -452,6 +554,20 @@ def test_budget_order_smoke_quick_none_full():
             assert (kept is not None) == (j < i), (old, new)
     assert keep_reason({"budget": "quick"}, ["quick", "smoke"]) is not None  # a mix brings smoke runs
     assert keep_reason({"budget": "unknown"}, ["smoke"]) is None and keep_reason(None, ["smoke"]) is None
+
+
+def test_a_table_is_kept_against_fewer_runs_unless_the_sweep_defines_no_more():
+    from ablate.results.export import keep_reason
+
+    old = {"budget": "quick", "runs": 96}
+    assert keep_reason(old, ["quick"], runs=10, defined=96) is not None  # a sweep stopped part way
+    assert keep_reason(old, ["full"], runs=10, defined=96) is not None  # more training, but 86 runs fewer
+    assert keep_reason(old, ["quick"], runs=10) is not None  # no sweep file to go by: the count alone
+    assert keep_reason(old, ["quick"], runs=95, defined=96) is not None  # one run corrupt or not run yet
+    assert keep_reason(old, ["quick"], runs=10, defined=10) is None  # the sweep file now defines 10 runs
+    assert keep_reason(old, ["quick"], runs=96, defined=96) is None
+    assert keep_reason({"budget": "quick", "runs": 10}, ["quick"], runs=20, defined=96) is None  # progress
+    assert keep_reason({"budget": "quick"}, ["quick"], runs=1, defined=96) is None  # no count to compare
 
 
 def test_export_of_a_sweep_without_runs_is_one_true_line(tmp_path):

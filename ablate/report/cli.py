@@ -1,10 +1,11 @@
 """`ablate report [export|build|all]`: run directories -> reports/data -> HTML, figures, FINDINGS.md.
 
-    ablate report export   [--runs DIR] [--data DIR] [--sweeps a,b] [--budget B] [--replace-smaller-budget]
+    ablate report export   [--runs DIR] [--data DIR] [--sweeps a,b] [--budget B] [--replace]
     ablate report build    [--data DIR] [--out DIR] [--source DIR] [--only NB ...]
     ablate report [all]    export, then build (what `make report` runs)
 
-Exit status: 0, 1 when a notebook failed or showed no Answer, 2 for bad input.
+Exit status: 0, 1 when a notebook failed or showed no Answer or export could not write (a full or
+read-only disk), 2 for bad input.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", choices=BUDGET_ORDER,
                    help=f"export the runs of this budget (default: the first of {', '.join(BUDGET_ORDER)} "
                    "that has runs)")
-    p.add_argument("--replace-smaller-budget", action="store_true",
-                   help="replace an exported table by runs of a smaller budget (smoke < quick < none < full); "
-                   "without it such a table is kept, and a line says so")
+    p.add_argument("--replace", "--replace-smaller-budget", dest="replace", action="store_true",
+                   help="replace an exported table by runs of a smaller budget (smoke < quick < none < full) or "
+                   "by fewer runs than it has (a sweep stopped part way); without it such a table is kept, "
+                   "and a line says so")
     p.add_argument("--only", nargs="+", metavar="NB", help="build these notebooks only (no FINDINGS.md)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per notebook cell (default 900)")
     return p
@@ -55,11 +57,14 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         try:
-            export(names, runs=args.runs, data=args.data, budget=args.budget,
-                   replace_smaller_budget=args.replace_smaller_budget)
+            export(names, runs=args.runs, data=args.data, budget=args.budget, replace=args.replace)
         except ExportError as err:
             print(f"ablate: {err}", file=sys.stderr)
             return 2
+        except OSError as err:  # each sweep's files were written together: all old or all new
+            print(f"ablate: cannot export into {args.data}: {err}; free some space or make the folder writable, "
+                  "then run the same command again", file=sys.stderr)
+            return 1
     if args.step in ("build", "all"):
         from .build import BuildError, build
 

@@ -22,14 +22,19 @@ runs folder still holds are left out, and the log says how many. A run whose fil
 the problem; a run whose probes.npz or checkpoint cannot be read is exported without those arrays,
 with one such line.
 
-Committed findings are never replaced by less training: a table already exported at a larger budget
-(smoke < quick < none < full; none, the defaults, trains 5 epochs on all of MNIST, more than quick)
-is kept, with one line saying so, unless --replace-smaller-budget (`make report FORCE=1`).
+Committed findings are never replaced by less: a table already exported is kept, with one line saying
+which and why, unless --replace (`make report FORCE=1`), when the runs here are of a smaller budget
+(smoke < quick < none < full; none, the defaults, trains 5 epochs on all of MNIST, more than quick), or
+when they are fewer than the table's and fewer than the sweep file defines (a sweep stopped part way;
+a sweep file cut to fewer runs, all of them run, does replace it).
 
 Nothing else is copied: no checkpoints, no W&B folders. A sweep with no runs keeps the files that
 are already there. One line per sweep says what happened. Files are written atomically and
 byte-for-byte reproducibly (the NPZ's zip entries carry a fixed date), so exporting the same runs
-twice changes nothing, and an export that changes nothing leaves meta.json untouched.
+twice changes nothing, and an export that changes nothing leaves meta.json untouched. A sweep's CSV,
+NPZ and meta.json are written together: all three are first written whole beside their targets, then
+moved into place, so a full or read-only disk (OSError, naming the file) leaves each sweep's three
+files all old or all new, never a new table beside old arrays or an old meta.json.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import sys
 import zipfile
 from collections.abc import Callable, Sequence
@@ -119,8 +125,8 @@ def tidy(df: pd.DataFrame) -> tuple[str, dict[str, str]]:
 # ------------------------------------------------------------------ the arrays
 
 
-def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """np.savez_compressed, but reproducible: sorted keys, fixed entry dates."""
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """np.savez_compressed's file, but reproducible: sorted keys, fixed entry dates."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as z:
         for key in sorted(arrays):
@@ -129,7 +135,30 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
             info.external_attr = 0o644 << 16
             with z.open(info, "w") as f:
                 np.lib.format.write_array(f, np.ascontiguousarray(arrays[key]), allow_pickle=False)
-    atomic_write(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def write_together(files: dict[Path, str | bytes]) -> None:
+    """Write every file or none: each is first written whole beside its target (`.<name>.export`, by
+    atomic_write), then all are moved into place, which takes no space. A write that fails (ENOSPC,
+    EROFS) leaves every target as it was and no staged file behind, and raises the OSError naming
+    the target."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, content in files.items():
+            tmp = path.with_name(f".{path.name}.export")
+            try:
+                atomic_write(tmp, content)
+            except OSError as err:
+                raise OSError(err.errno, err.strerror or str(err), str(path)) from err
+            staged.append((tmp, path))
+        while staged:
+            tmp, path = staged[0]
+            os.replace(tmp, path)
+            staged.pop(0)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
 
 
 def curves(run_dir: Path) -> dict[str, np.ndarray]:
@@ -302,17 +331,18 @@ def defined_runs(name: str, sweeps: Path | str) -> dict[str, set[str]]:
 
 def choose_runs(
     name: str, present: Sequence[str], sweeps: Path | str, budget: str | None, log: Callable[[str], None]
-) -> set[str] | None:
-    """The run ids to export out of `present` (not empty); None: all of them (no sweep file to go by).
-    Says in a line how many it left out, and how many of the chosen budget have not run yet."""
+) -> tuple[set[str] | None, int | None]:
+    """The run ids to export out of `present` (not empty), None: all of them (no sweep file to go by);
+    and how many runs the sweep file defines at the chosen budget (None without one). Says in a line
+    how many it left out, and how many of the chosen budget have not run yet."""
     defined = defined_runs(name, sweeps)
     if not defined:
-        return None
+        return None, None
     chosen = budget or next((b for b in BUDGET_ORDER if defined[b] & set(present)), None)
     if chosen is None:
         log(f"{PREFIX}{name}: none of its {len(present)} runs is one sweeps/{name}.yaml defines now; "
             "exporting them all")
-        return None
+        return None, None
     keep = defined[chosen] & set(present)
     if len(keep) < len(present):
         log(f"{PREFIX}{name}: left out {len(present) - len(keep)} run(s) of other budgets or of "
@@ -321,7 +351,7 @@ def choose_runs(
     if keep and missing:
         log(f"{PREFIX}{name}: {missing} of its {len(defined[chosen])} runs at budget {chosen} "
             f"have not run yet (`make sweep-{name} BUDGET={chosen}`)")
-    return keep
+    return keep, len(defined[chosen])
 
 
 def _budgets(text: Any) -> list[str]:
@@ -329,19 +359,30 @@ def _budgets(text: Any) -> list[str]:
     return [b for b in (part.strip() for part in str(text or "").split(",")) if b in BUDGET_RANK]
 
 
-def keep_reason(old: dict[str, Any] | None, new_budgets: Sequence[str]) -> str | None:
-    """Why an exported table (its meta entry `old`) must not be replaced by runs of `new_budgets`:
-    they trained less (the smallest of them is below the largest budget of the table). None: replace."""
-    before, after = _budgets((old or {}).get("budget")), [b for b in new_budgets if b in BUDGET_RANK]
-    if not before or not after:
-        return None  # nothing to compare: an unknown budget on either side
-    have = max(before, key=BUDGET_RANK.__getitem__)
-    bring = min(after, key=BUDGET_RANK.__getitem__)
-    if BUDGET_RANK[bring] >= BUDGET_RANK[have]:
+def keep_reason(
+    old: dict[str, Any] | None, new_budgets: Sequence[str], runs: int | None = None, defined: int | None = None,
+    where: str = "the sweep file",
+) -> str | None:
+    """Why an exported table (its meta entry `old`) must not be replaced by `runs` runs of `new_budgets`,
+    None: replace it. They trained less (the smallest of their budgets is below the largest budget of
+    the table), or they are fewer than the table's runs and fewer than the `defined` runs the sweep
+    file (`where`) has at their budget (a sweep stopped part way; with all the runs it defines, a
+    sweep file cut to fewer runs replaces the table)."""
+    old = old or {}
+    table = f"kept the exported table ({old.get('runs')} runs at budget {old.get('budget')}): the runs here are"
+    replace = "--replace (make report FORCE=1) replaces it"
+    before, after = _budgets(old.get("budget")), [b for b in new_budgets if b in BUDGET_RANK]
+    if before and after:  # else nothing to compare: an unknown budget on either side
+        have = max(before, key=BUDGET_RANK.__getitem__)
+        bring = min(after, key=BUDGET_RANK.__getitem__)
+        if BUDGET_RANK[bring] < BUDGET_RANK[have]:
+            return f"{table} budget {', '.join(sorted(set(after), key=BUDGET_RANK.__getitem__))}, less training; {replace}"
+    count = old.get("runs")
+    if runs is None or not isinstance(count, int) or runs >= count or (defined is not None and runs >= defined):
         return None
-    return (f"kept the exported table ({old.get('runs')} runs at budget {old.get('budget')}): the runs here are "
-            f"budget {', '.join(sorted(set(after), key=BUDGET_RANK.__getitem__))}, less training; "
-            "--replace-smaller-budget (make report FORCE=1) replaces it")
+    if defined is None:
+        return f"{table} only {runs}; {replace}"
+    return f"{table} only {runs} of the {defined} {where} defines at budget {', '.join(after) or 'unknown'}; {replace}"
 
 
 # ------------------------------------------------------------------ export
@@ -353,51 +394,53 @@ def _stderr(line: str) -> None:
 
 def export_sweep(
     name: str, runs: Path | str | None, data: Path, sweeps: Path | str, log: Callable[[str], None],
-    budget: str | None = None, old: dict[str, Any] | None = None, replace_smaller_budget: bool = False,
+    budget: str | None = None, old: dict[str, Any] | None = None, replace: bool = False,
     warn: Callable[[str], None] = _stderr,
-) -> tuple[dict | None, str]:
-    """Write <name>.csv and <name>.npz. Returns (its meta entry, or None when nothing was written;
-    the one line that says what happened). `old`: the table's meta entry as exported before."""
+) -> tuple[dict | None, str, dict[Path, str | bytes]]:
+    """The sweep's export, not yet written: (its meta entry, or None when nothing is to be written; the
+    one line that says what happened; <name>.csv's and <name>.npz's paths and contents). `old`: the
+    table's meta entry as exported before, kept (see keep_reason) unless `replace`."""
     from . import ResultsError, load, swept_keys
     from .table import CORRUPT, sweep_dir
 
-    kept = "kept the exported table" if (data / f"{name}.csv").is_file() else "nothing exported"
+    exported = (data / f"{name}.csv").is_file()
+    kept = "kept the exported table" if exported else "nothing exported"
+    old = old if exported else None  # a table deleted by hand is exported again
     where = sweep_dir(name, runs)
     present = sorted(p.name for p in where.iterdir() if (p / "summary.json").is_file()) if where.is_dir() else []
     if not present:
-        return None, f"no runs under {where}; {kept}"
+        return None, f"no runs under {where}; {kept}", {}
     notes: list[str] = []
-    only = choose_runs(name, present, sweeps, budget, notes.append)
+    only, defined = choose_runs(name, present, sweeps, budget, notes.append)
     if only is not None and not only:
-        return None, f"none of its {len(present)} runs under {where} is at budget {budget}; {kept}"
+        return None, f"none of its {len(present)} runs under {where} is at budget {budget}; {kept}", {}
     try:
         df = load(name, root=runs, sweeps=sweeps, only=only)
     except ResultsError as err:  # not reached: every present run has a summary.json
-        return None, f"{str(err).split('; ')[0]}; {kept}"
+        return None, f"{str(err).split('; ')[0]}; {kept}", {}
     corrupt = df["status"] == CORRUPT
     good = df[~corrupt]
     budgets = sorted({str(b) for b in good["budget"].dropna()}) if "budget" in good.columns else []
-    reason = None if replace_smaller_budget else keep_reason(old, budgets)
-    if reason:
-        return None, reason
-    for line in notes:
-        log(line)
     for run_id, run_dir, error in zip(*(df.loc[corrupt, c] for c in ("run_id", "run_dir", "error"))):
         warn(f"{PREFIX}{name}: run {run_id} ({run_dir}): {error}; left out of the export")
+    reason = None if replace else keep_reason(old, budgets, len(good), defined, f"sweeps/{name}.yaml")
+    if reason:  # a corrupt run named above may be why there are fewer
+        return None, reason, {}
+    for line in notes:
+        log(line)
     if good.empty:
-        return None, f"all {len(df)} runs are corrupt (named above); {kept}"
+        return None, f"all {len(df)} runs are corrupt (named above); {kept}", {}
     table = good.reset_index(drop=True)
     table.attrs = dict(df.attrs)
     swept = swept_keys(table)
     text, dtypes = tidy(table)
-    arrays = run_arrays(table, name, swept, warn)
-    atomic_write(data / f"{name}.csv", text)
-    write_npz(data / f"{name}.npz", arrays)
+    files: dict[Path, str | bytes] = {data / f"{name}.csv": text,
+                                      data / f"{name}.npz": npz_bytes(run_arrays(table, name, swept, warn))}
     entry = provenance(table, swept, dtypes)
     line = f"{entry['runs']} runs ({entry['budget']})"
     if corrupt.any():
         line += f"; left out {int(corrupt.sum())} corrupt run(s) (named above)"
-    return entry, line
+    return entry, line, files
 
 
 def export(
@@ -407,15 +450,16 @@ def export(
     sweeps: Path | str = "sweeps",
     log: Callable[[str], None] = print,
     budget: str | None = None,
-    replace_smaller_budget: bool = False,
+    replace: bool = False,
     warn: Callable[[str], None] = _stderr,
 ) -> dict[str, str]:
     """Export every sweep in `names` (default: every sweeps/*.yaml); returns name -> what happened,
     also logged, one line per sweep. Per sweep: the runs its file defines now, at `budget` (default:
-    full, else none, quick, smoke — the first that has runs). A table exported at a larger budget is
-    kept unless `replace_smaller_budget`. Runs whose files cannot be read are left out, one line each
-    on `warn` (default stderr). ExportError, before anything is written, when the folder's meta.json
-    cannot be read."""
+    full, else none, quick, smoke — the first that has runs). An exported table is kept against runs of
+    a smaller budget or fewer runs (keep_reason) unless `replace`. Runs whose files cannot be read are
+    left out, one line each on `warn` (default stderr). ExportError, before anything is written, when
+    the folder's meta.json cannot be read; OSError (naming the file) when one cannot be written: each
+    sweep's CSV, NPZ and meta.json entry are written together, so every sweep's files stay in step."""
     data = Path(data)
     try:
         meta = read_meta(data)
@@ -424,17 +468,25 @@ def export(
     data.mkdir(parents=True, exist_ok=True)
     names = list(names) if names else sweep_names(sweeps)
     meta_path = data / META
-    before = meta_path.read_text() if meta_path.is_file() else None
+    written = meta_path.read_text() if meta_path.is_file() else None
     meta.setdefault("sweeps", {})
     outcome = {}
+
+    def meta_text() -> str:
+        meta["sweeps"] = dict(sorted(meta["sweeps"].items()))
+        return json.dumps(meta, indent=1, sort_keys=True) + "\n"
+
     for name in names:
-        entry, outcome[name] = export_sweep(name, runs, data, sweeps, log, budget, meta["sweeps"].get(name),
-                                            replace_smaller_budget, warn)
+        entry, outcome[name], files = export_sweep(name, runs, data, sweeps, log, budget,
+                                                   meta["sweeps"].get(name), replace, warn)
         if entry is not None:
             meta["sweeps"][name] = entry
+            text = meta_text()
+            if text != written:  # an export that changed nothing leaves meta.json byte for byte as it was
+                files[meta_path] = text
+            write_together(files)
+            written = text
         log(f"{PREFIX}{name}: {outcome[name]}")
-    meta["sweeps"] = dict(sorted(meta["sweeps"].items()))
-    after = json.dumps(meta, indent=1, sort_keys=True) + "\n"
-    if after != before:  # an export that changed nothing leaves the folder byte for byte as it was
-        atomic_write(meta_path, after)
+    if meta_text() != written:  # no meta.json yet, or one not in export's order
+        atomic_write(meta_path, meta_text())
     return outcome
