@@ -270,9 +270,7 @@ def test_divergence_is_recorded_the_sweep_exits_0_and_a_second_call_reruns_nothi
     for name, s in runs.items():
         assert (tmp_path / "runs" / "div" / name / "train.log").exists() and s["group"] == "div"
     mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
-    started = time.monotonic()
-    assert cli.main(["sweep", str(path)]) == 0
-    assert time.monotonic() - started < 5  # nothing trained
+    assert cli.main(["sweep", str(path)]) == 0  # nothing trained: no file below is touched
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["skipped"] == 2 and result["run_now"] == 0 and result["diverged"] == 1
     assert mtimes == {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
@@ -494,6 +492,18 @@ def _json(out: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+class _Pipe:
+    """A child's pipe read to its end by a thread, so the test can look at what it said so far."""
+
+    def __init__(self, stream):
+        self.chunks: list[str] = []
+        self.thread = threading.Thread(target=lambda: self.chunks.extend(iter(stream.readline, "")), daemon=True)
+        self.thread.start()
+
+    def text(self) -> str:
+        return "".join(list(self.chunks))
+
+
 @pytest.mark.slow
 def test_two_identical_sweeps_at_once_both_exit_0_and_each_run_is_trained_once(tmp_path):
     """Busy is not failed: a run another process holds is waited for and counts as it ended. Two
@@ -506,15 +516,28 @@ def test_two_identical_sweeps_at_once_both_exit_0_and_each_run_is_trained_once(t
     root = tmp_path / "runs" / "twice"
     held = RunLock(root / first.run_id)
     assert held.acquire()
+    processes = []
     try:
-        a, b = (_sweep_process(path, tmp_path, "--workers", "2") for _ in range(2))
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and (read_summary(root / second.run_id) or {}).get("status") != "completed":
-            time.sleep(0.2)
-        time.sleep(3)  # both have met the busy run by now (and the old runner had given up on it)
+        processes = [_sweep_process(path, tmp_path, "--workers", "2") for _ in range(2)]
+        pipes = [(_Pipe(p.stdout), _Pipe(p.stderr)) for p in processes]
+        deadline = time.monotonic() + 300  # generous: two sweeps importing torch on a loaded machine
+        while not all(f"waiting   {first.run_id}" in err.text() for _, err in pipes):  # both met the held run
+            assert time.monotonic() < deadline, [err.text() for _, err in pipes]
+            assert all(p.poll() is None for p in processes), [err.text() for _, err in pipes]
+            time.sleep(0.1)
     finally:
         held.release()
-    (out_a, err_a), (out_b, err_b) = a.communicate(timeout=180), b.communicate(timeout=180)
+        for p in processes:
+            try:
+                p.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    a, b = processes
+    for out, err in pipes:
+        out.thread.join(10)
+        err.thread.join(10)
+    (out_a, err_a), (out_b, err_b) = ((out.text(), err.text()) for out, err in pipes)
     assert (a.returncode, b.returncode) == (0, 0), err_a + err_b
     results = [_json(out_a), _json(out_b)]
     assert [r["completed"] for r in results] == [2, 2] and [r["failed"] for r in results] == [0, 0]
@@ -523,7 +546,7 @@ def test_two_identical_sweeps_at_once_both_exit_0_and_each_run_is_trained_once(t
     assert sum(r["run_now"] for r in results) >= 2
     for r in results:  # each process accounts for both runs: its own, skipped, or the other's
         assert r["skipped"] + r["by_other_process"] + r["run_now"] == 2, r
-    assert "waiting   " in err_a and "waiting   " in err_b  # both met the held run
+    assert f"waiting   {first.run_id}" in err_a and f"waiting   {first.run_id}" in err_b  # both met the held run
     runs = statuses(tmp_path, "twice")
     assert len(runs) == 2 and all(s["status"] == "completed" and s["attempts"] == 1 for s in runs.values())
 
@@ -590,16 +613,46 @@ def test_a_dead_worker_whose_failure_cannot_be_recorded_stops_the_sweep_with_one
     assert "Traceback" not in err
 
 
+# Started in the forkserver (through PYTHONPATH), so in every worker forked from it: the log named by
+# ABLATE_TEST_FULL_LOG opens as /dev/full, whose every write fails with a real ENOSPC from the kernel.
+FULL_LOG_HOOK = """
+import os
+
+_FULL = os.environ.get("ABLATE_TEST_FULL_LOG")
+if _FULL:
+    _open = os.open
+
+    def _open_full(path, flags, mode=0o777, *, dir_fd=None):
+        if os.fspath(path).endswith(_FULL):
+            return _open("/dev/full", os.O_WRONLY | os.O_CLOEXEC)
+        return _open(path, flags, mode, dir_fd=dir_fd)
+
+    os.open = _open_full
+"""
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux) for a real ENOSPC")
-def test_a_worker_whose_disk_is_full_stops_the_sweep_instead_of_starting_run_after_run(tmp_path, capsys):
+def test_a_worker_whose_disk_is_full_stops_the_sweep_instead_of_starting_run_after_run(tmp_path, monkeypatch, capsys):
     """A real ENOSPC in a worker: the second run's log is /dev/full (every write: 'No space left on
     device'). The run is recorded failed with the error, the sweep stops before the third run."""
+    from ablate.sweep import worker
+
     path = write(tmp_path, "full", {**TINY, "seed": {"values": [0, 1, 2]}})
     first, second, third = spec.load(str(path)).runs
     root = tmp_path / "runs" / "full"
-    (root / second.run_id).mkdir(parents=True)
-    (root / second.run_id / "train.log").symlink_to("/dev/full")
-    assert cli.main(["sweep", str(path), "--workers", "1"]) == 1
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(FULL_LOG_HOOK)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("ABLATE_TEST_FULL_LOG", os.path.join(second.run_id, "train.log"))
+    worker.stop_forkserver()
+    worker.forkserver()  # one that starts with the hook
+    try:
+        assert cli.main(["sweep", str(path), "--workers", "1"]) == 1
+    finally:
+        worker.stop_forkserver()
+        monkeypatch.delenv("ABLATE_TEST_FULL_LOG")
+        worker.forkserver()  # the module's, without the hook
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines()[-1] == (
         f"ablate: cannot write to {root}: [Errno 28] No space left on device; free space or set ABLATE_RUNS_DIR, "
@@ -610,6 +663,37 @@ def test_a_worker_whose_disk_is_full_stops_the_sweep_instead_of_starting_run_aft
     summary = read_summary(root / second.run_id)
     assert summary["status"] == "failed" and "No space left on device" in summary["error"]
     assert not (root / third.run_id).exists()
+
+
+@pytest.mark.parametrize("devices", [1, 2], ids=["forked worker", "DDP command"])
+def test_a_train_log_that_is_a_link_is_never_written_through_and_fails_its_run_with_one_line(
+        devices, tmp_path, capsys):
+    """A planted `train.log -> ~/.bashrc` must not get a run's output appended (nor be read back into
+    summary.json): the run fails with one line naming the link, the other runs go on."""
+    extra = {"trainer.accelerator": {"value": "cpu"}, "trainer.devices": {"value": 2},
+             "trainer.strategy": {"value": "ddp"}} if devices == 2 else {"seed": {"values": [0, 1]}}
+    path = write(tmp_path, "link", {**TINY, **extra})
+    runs = spec.load(str(path)).runs
+    linked = runs[-1]
+    root = tmp_path / "runs" / "link"
+    target = tmp_path / "bashrc"
+    target.write_text("export SECRET=1\n")
+    (root / linked.run_id).mkdir(parents=True)
+    log = root / linked.run_id / "train.log"
+    log.symlink_to(target)
+    assert cli.main(["sweep", str(path), "--workers", "1"]) == 1
+    captured = capsys.readouterr()
+    assert target.read_text() == "export SECRET=1\n" and log.is_symlink()
+    line = f"{log} is a symbolic link (to {target}), not the run's log; remove it, then run the same command again"
+    summary = read_summary(root / linked.run_id)
+    assert summary["status"] == "failed" and summary["error"] == line and "SECRET" not in json.dumps(summary)
+    assert f"failed    {linked.run_id}" in captured.err and line in captured.err, captured.err
+    assert "Traceback" not in captured.err
+    assert _json(captured.out)["failed"] == 1 and _json(captured.out)["completed"] == len(runs) - 1
+    log.unlink()  # the fix the line asks for: the run trains when run again
+    if devices == 1:
+        assert cli.main(["sweep", str(path)]) == 0
+        assert read_summary(root / linked.run_id)["status"] == "completed"
 
 
 def test_a_run_stopped_by_sigterm_is_interrupted_and_resumable_not_failed(tmp_path, capsys):

@@ -199,10 +199,14 @@ def _env(threads: int | None, gpus: str | None) -> dict[str, str]:
 
 
 def _tail(path: Path, lines: int = 5) -> str:
+    """The log's last lines; never read through a link (a planted one would land in summary.json)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with open(fd, "rb") as log:
+            text = log.read().decode(errors="replace")
     except OSError:
         return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def _signal_name(code: int) -> str:
@@ -279,10 +283,13 @@ class Runner:
             writer.close()
             active.process, active.conn = process, reader
         else:
-            with open(directory / worker.LOG, "ab") as log:
+            log = worker.open_log(directory / worker.LOG)  # never through a link (LinkedLog)
+            try:
                 active.process = subprocess.Popen(worker_command(run), stdout=log, stderr=log,
                                                   stdin=subprocess.DEVNULL, env=env,
                                                   preexec_fn=worker.die_with_parent)
+            finally:
+                os.close(log)
         return active
 
     def _label(self, run: Run) -> str:
@@ -299,7 +306,14 @@ class Runner:
             self.waiting[run.run_id] = run
             progress.wait(run.run_id, self._label(run))
             return False
-        self.active[run.run_id] = self._start(run, slot)
+        try:
+            self.active[run.run_id] = self._start(run, slot)
+        except worker.LinkedLog as err:  # a DDP run's log (the runner opens it): the run fails, the sweep goes on
+            worker.record_failure(run_dir(run), str(err), worker.identity(run.cfg))
+            report.outcomes.setdefault("failed", []).append(run)
+            progress.start(run.run_id, self._label(run))
+            progress.finish(run.run_id, "failed", f"{self._label(run)}: {err}")
+            return False
         progress.start(run.run_id, self._label(run))
         return True
 

@@ -274,9 +274,25 @@ def run(cfg, conn=None, spawned_at: float | None = None) -> int:
     return OK
 
 
+class LinkedLog(Exception):
+    """A run's train.log is a symbolic link: nothing is written through it (a planted
+    `train.log -> ~/.bashrc` would get the run's output appended); the run fails with this line."""
+
+
+def open_log(path: Path) -> int:
+    """The run's log opened for appending, never through a link (LinkedLog names it)."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise LinkedLog(f"{path} is a symbolic link (to {os.readlink(path)}), not the run's log; "
+                        "remove it, then run the same command again") from None
+
+
 def _redirect_output(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = open_log(path)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)
@@ -298,6 +314,14 @@ def run_forked(cfg, env: dict[str, str], cwd: str, conn, spawned_at: float) -> N
 
     try:
         _redirect_output(run_dir_for(cfg) / LOG)
+    except LinkedLog as err:  # the run fails with the one line; its summary.json says so
+        _send(conn, ("error", str(err)))
+        try:
+            record_failure(run_dir_for(cfg), str(err), identity(cfg))
+        except OSError:
+            pass  # the runner records it (a worker that ended without a result)
+        conn.close()
+        os._exit(FAILED)
     except OSError as err:  # the runs folder cannot take the run's log: nothing can be recorded
         _send(conn, ("disk" if disk_error(err) else "error", f"[Errno {err.errno}] {err.strerror}: {err.filename}"))
         conn.close()
