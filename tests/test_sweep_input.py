@@ -5,7 +5,9 @@ output on a terminal and in a log."""
 from __future__ import annotations
 
 import io
-import time
+import json
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -96,22 +98,58 @@ MALFORMED = {
 }
 
 
-@pytest.mark.parametrize("case", list(MALFORMED))
-def test_a_malformed_sweep_file_exits_2_with_one_line_and_no_runs_folder(case, tmp_path, capsys):
-    content, expected = MALFORMED[case]
-    path = tmp_path / "bad.yaml"
+# Files a careless reader would expand in memory (or forever): refused in a child process whose
+# timeout is the test of "no hang, no 10^8-point grid built", so such a regression fails, never stalls.
+HUGE = ("run_cap over the limit", "discrete space over the limit", "grid of 10^8 runs", "YAML bomb", "too big")
+# The child: `ablate sweep` on each file, (exit status, stderr) of each as JSON.
+SWEEP_EACH = """
+import contextlib, io, json, sys
+from ablate import cli
+results = []
+for path in sys.argv[1:]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(["sweep", path])
+    results.append([code, err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+def write_case(path, content) -> None:
     if isinstance(content, bytes):
         path.write_bytes(content)
     else:
         path.write_text(yaml.safe_dump(content))
-    started = time.monotonic()
-    assert cli.main(["sweep", str(path)]) == 2
-    assert time.monotonic() - started < 20  # no hang, and no 10^8-point grid built in memory
-    err = capsys.readouterr().err
+
+
+def check_refused(code: int, err: str, expected: str, tmp_path) -> None:
+    assert code == 2, err
     assert err.startswith("ablate: ") and err.count("\n") == 1 and "; " in err, err
     assert expected in err, err
     assert "Traceback" not in err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("case", [c for c in MALFORMED if c not in HUGE])
+def test_a_malformed_sweep_file_exits_2_with_one_line_and_no_runs_folder(case, tmp_path, capsys):
+    content, expected = MALFORMED[case]
+    path = tmp_path / "bad.yaml"
+    write_case(path, content)
+    code = cli.main(["sweep", str(path)])
+    check_refused(code, capsys.readouterr().err, expected, tmp_path)
+
+
+def test_a_huge_sweep_file_is_refused_before_it_is_expanded(tmp_path):
+    paths = []
+    for i, case in enumerate(HUGE):
+        paths.append(tmp_path / f"huge{i}.yaml")
+        write_case(paths[-1], MALFORMED[case][0])
+    # generous for a loaded machine (the whole child takes seconds); a grid built point by point takes hours
+    done = subprocess.run([sys.executable, "-c", SWEEP_EACH, *map(str, paths)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for case, (code, err) in zip(HUGE, json.loads(done.stdout.strip().splitlines()[-1]), strict=True):
+        check_refused(code, err, MALFORMED[case][1], tmp_path)
 
 
 def test_dry_run_refuses_the_same_files(tmp_path, capsys):
@@ -121,21 +159,21 @@ def test_dry_run_refuses_the_same_files(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("ablate: ")
 
 
-def test_run_cap_over_a_small_discrete_space_runs_each_configuration_once_and_says_so(tmp_path, capsys):
+def test_run_cap_over_a_small_discrete_space_runs_each_configuration_once_and_says_so(tmp_path):
     params = {"model.norm": {"values": ["pre", "post"]}, "seed": {"min": 0, "max": 2},
               "optim.lr": {"distribution": "q_uniform", "min": 0.001, "max": 0.002, "q": 0.001}}
     path = tmp_path / "small.yaml"
     path.write_text(yaml.safe_dump(random_file(params, run_cap=10**9)))
-    started = time.monotonic()
+    # first in a child process whose timeout catches a runner that draws 10^9 times (or forever)
+    done = subprocess.run([sys.executable, "-m", "ablate", "sweep", str(path), "--dry-run"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "note: " in done.stderr and "12 distinct configurations" in done.stderr
+    assert done.stdout.strip().splitlines()[-1].startswith("12 runs in")
     sweep = spec.load(str(path))
-    assert time.monotonic() - started < 10
     combos = sorted((r.cfg.model.norm, r.cfg.seed, round(r.cfg.optim.lr, 6)) for r in sweep.runs)
     assert combos == sorted((n, s, lr) for n in ("pre", "post") for s in (0, 1, 2) for lr in (0.001, 0.002))
     assert len(sweep.notes) == 1 and "run_cap 1,000,000,000 is more than the 12 distinct" in sweep.notes[0]
-    assert cli.main(["sweep", str(path), "--dry-run"]) == 0
-    captured = capsys.readouterr()
-    assert "note: " in captured.err and "12 distinct configurations" in captured.err
-    assert captured.out.strip().splitlines()[-1].startswith("12 runs in")
     # a value with probability 0 is never drawn, and not counted in the space
     zero = tmp_path / "zero.yaml"
     zero.write_text(yaml.safe_dump(random_file({"model.norm": {"values": ["pre", "post", "none"],
