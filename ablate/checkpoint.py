@@ -48,3 +48,18 @@ def load_checkpoint(path: Path, map_location: Any = "cpu") -> dict[str, Any]:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+def fit_problem(saved: dict[str, Any], expected: dict[str, Any]) -> str | None:
+    """Why the state_dict `saved` cannot be loaded into a model whose state_dict is `expected` (None
+    when every key is there with its shape): the first missing, unexpected or mis-shaped tensor."""
+    if missing := [k for k in expected if k not in saved]:
+        return f"it lacks {missing[0]}" + (f" and {len(missing) - 1} more tensors" if len(missing) > 1 else "")
+    if unexpected := [k for k in saved if k not in expected]:
+        return f"it holds {unexpected[0]}, which the model has not" + (
+            f" (and {len(unexpected) - 1} more)" if len(unexpected) > 1 else "")
+    for key, tensor in expected.items():
+        have, want = tuple(getattr(saved[key], "shape", ())), tuple(getattr(tensor, "shape", ()))
+        if have != want:
+            return f"its {key} has shape {list(have)}, the model's {list(want)}"
+    return None

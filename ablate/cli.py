@@ -52,11 +52,10 @@ def cmd_train(argv: list[str]) -> int:
     except RunBusy as err:
         return fail(str(err), 1)
     except Interrupted as err:
-        return fail(f"interrupted by {signal.Signals(err.signum).name}; {run_dir_for(cfg)} is recorded as interrupted: "
-                    "the same command resumes it from its last.ckpt", err.code)
-    except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning turns it into exit 1 during fit)
-        return fail(f"interrupted; {run_dir_for(cfg)} is recorded as interrupted: the same command resumes it "
-                    "from its last.ckpt", 130)
+        return fail(_interrupted(f"interrupted by {signal.Signals(err.signum).name}", err, run_dir_for(cfg)),
+                    err.code)
+    except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C (Lightning turns it into exit 1 during fit)
+        return fail(_interrupted("interrupted", err, run_dir_for(cfg)), 130)
     except OSError as err:
         return fail(f"cannot write the run into {run_dir_for(cfg)}: {err}; free some space or make the folder "
                     "writable (or choose another with ABLATE_RUNS_DIR or run.dir), then run the same command again", 1)
@@ -65,6 +64,24 @@ def cmd_train(argv: list[str]) -> int:
     metrics = {k: round(v, 4) for k, v in summary.get("metrics", {}).items() if k.startswith(("test/", "val/"))}
     print(json.dumps({"status": summary["status"], "run_dir": summary["run_dir"], **metrics}))
     return 0 if summary["status"] in ("completed", "diverged") else 1
+
+
+def _interrupted(how: str, err: BaseException, run_dir) -> str:
+    """The line for an interrupted `ablate train`, saying what summary.json actually holds."""
+    from .rundir import CKPT
+    from .train import recorded
+
+    status = recorded(err)
+    if status in ("completed", "diverged"):
+        return f"{how} after {run_dir} had {status}; it stays {status} (the same command does not run it again)"
+    if status is None:
+        return f"{how} while preparing, before anything was written to {run_dir}; the same command runs it"
+    if not status:
+        return f"{how}; {run_dir} could not be recorded as interrupted (said above); the same command resumes it"
+    if (run_dir / CKPT).is_file():
+        return f"{how}; {run_dir} is recorded as interrupted: the same command resumes it from its last.ckpt"
+    return (f"{how}; {run_dir} is recorded as interrupted: the same command starts it again (no epoch had "
+            "ended, so there is no last.ckpt to resume from)")
 
 
 def cmd_keys(argv: list[str]) -> int:

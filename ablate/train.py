@@ -34,10 +34,11 @@ from .callbacks import (
     RunCSVLogger,
     Throughput,
 )
-from .checkpoint import CheckpointError, load_checkpoint
+from .checkpoint import CheckpointError, fit_problem, load_checkpoint
 from .rundir import (
     CKPT,
     CONFIG,
+    FINISHED,
     METRICS,
     SUMMARY,
     RunDirError,
@@ -67,6 +68,14 @@ class Interrupted(SystemExit):
     def __init__(self, signum: int):
         super().__init__(128 + signum)
         self.signum = signum
+
+
+def recorded(err: BaseException) -> str | None:
+    """What summary.json says after `train` was interrupted by `err` (SIGTERM, Ctrl-C): "interrupted",
+    the status of a run that had already finished ("completed", "diverged": never downgraded), "" when
+    the folder could not be written any more, or None when the interruption came before the run
+    directory was touched (while the data and the model were being prepared)."""
+    return getattr(err, "ablate_recorded", None)
 
 
 @contextmanager
@@ -179,26 +188,38 @@ def _scalars(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _take_stock(run_dir: Path, log) -> int | None:
+def _take_stock(run_dir: Path, cfg: C.Config, task, log) -> int | None:
     """Before a (re)start: the step last.ckpt resumes from (None: start afresh). A file of the run
-    that cannot be read is set aside as `<name>.corrupt-<time>`, named in one line, and the run goes
+    that cannot be used is set aside as `<name>.corrupt-<time>`, named in one line, and the run goes
     on as an interrupted one:
-      last.ckpt    truncated, garbage, or holding more than tensors and plain values: start afresh;
-      metrics.csv  unreadable while resuming: the rows before the checkpoint cannot be trusted, so
-                   last.ckpt is set aside too and the run starts afresh (a deterministic rerun gives
-                   the same numbers, and a metrics.csv that silently lacks its first epochs would not);
+      last.ckpt    truncated, garbage, holding more than tensors and plain values, written by another
+                   config (left by a run whose config.yaml was set aside) or not fitting the model:
+                   start afresh;
+      metrics.csv  unreadable while resuming, or missing although the checkpoint was taken after a
+                   validation (whose rows are saved before it): the rows before the checkpoint are
+                   lost, so last.ckpt is set aside too and the run starts afresh (a deterministic rerun
+                   gives the same numbers, and a metrics.csv that silently lacks its first epochs would
+                   not);
       summary.json unreadable: a completed run cannot be told from an interrupted one, so it is
                    finished again from last.ckpt (at its last step: probes and test only);
       config.yaml, probes.json: rewritten from the config and the checkpoint."""
-    ckpt, step = run_dir / CKPT, None
+    ckpt, step, validated = run_dir / CKPT, None, False
     if ckpt.exists() or ckpt.is_symlink():
         try:
-            step = int(load_checkpoint(ckpt)["global_step"])
+            saved = load_checkpoint(ckpt)
+            _check_fit(ckpt, saved, C.run_id(cfg), task)
+            step = int(saved["global_step"])
+            validated = any(str(k).startswith("val/") for k in saved.get("callback_metrics") or {})
         except (CheckpointError, TypeError, ValueError) as err:
             aside = set_aside(ckpt)
             log(f"ablate: {err}; set aside as {aside.name}; {run_dir} starts afresh")
     metrics = run_dir / METRICS
-    if step is not None and not metrics.exists():  # deleted, or no row was logged before the checkpoint
+    if step is not None and not metrics.exists() and validated:  # deleted: its validation rows are lost
+        aside = set_aside(ckpt)
+        log(f"ablate: {metrics} is missing, but the rows of the validations before step {step} were saved in it; "
+            f"{CKPT} set aside as {aside.name}; {run_dir} starts afresh")
+        step = None
+    elif step is not None and not metrics.exists():  # deleted, or no row was logged before the checkpoint
         log(f"ablate: {metrics} is missing: rows before step {step}, if there were any, are not in it")
     elif step is not None and (problem := metrics_problem(run_dir)):
         names = [set_aside(p).name for p in (metrics, ckpt)]
@@ -217,13 +238,33 @@ def _take_stock(run_dir: Path, log) -> int | None:
     return step
 
 
-def _record(run_dir: Path, log, **fields: Any) -> None:
-    """Update summary.json's status; a folder that cannot be written any more (full disk) is said,
-    not raised: the caller is already on its way out with the first error."""
+def _check_fit(ckpt: Path, saved: dict[str, Any], run_id: str, task) -> None:
+    """CheckpointError unless the checkpoint was written by this config and fits its model."""
     try:
-        write_json(run_dir / SUMMARY, {**(read_summary(run_dir) or {}), **fields})
+        theirs = C.run_id(C.from_dict(saved["hyper_parameters"]["config"]))
+    except (C.ConfigError, KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"checkpoint {ckpt} holds no config this version can read "
+                              f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
+    if theirs != run_id:
+        raise CheckpointError(f"checkpoint {ckpt} was written by the run {theirs}, not this config's {run_id}")
+    if problem := fit_problem(saved["state_dict"], task.state_dict()):
+        raise CheckpointError(f"checkpoint {ckpt} does not fit this config's model: {problem}")
+
+
+def _record(run_dir: Path, log, **fields: Any) -> str | None:
+    """Update summary.json's status and return the status it holds now. A run that has already
+    finished (the final summary written just before a SIGTERM came) keeps its status: it is never
+    downgraded, nor repeated. A folder that cannot be written any more (full disk) is said, not
+    raised (None): the caller is already on its way out with the first error."""
+    summary = read_summary(run_dir) or {}
+    if summary.get("status") in FINISHED:
+        return summary["status"]
+    try:
+        write_json(run_dir / SUMMARY, {**summary, **fields})
     except OSError as err:
         log(f"ablate: could not record status {fields.get('status')!r} in {run_dir / SUMMARY}: {err}")
+        return None
+    return fields.get("status")
 
 
 def _wandb_location() -> str | None:
@@ -284,7 +325,7 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
         if child:  # rank 0 has checked (and set aside) the run's files before it started this one
             resume_step = int(load_checkpoint(ckpt)["global_step"]) if ckpt.exists() else None
         else:
-            resume_step = _take_stock(run_dir, log)
+            resume_step = _take_stock(run_dir, cfg, task, log)
         if resume_step is not None:
             log(f"ablate: resuming {run_dir} from {CKPT} (step {resume_step})")
         previous = read_summary(run_dir) or {}
@@ -304,8 +345,9 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C (Lightning: exit 1), SIGTERM (Interrupted)
         if not child:
             how = f"signal {signal.Signals(err.signum).name}" if isinstance(err, Interrupted) else type(err).__name__
-            _record(run_dir, log, status="interrupted", interrupted_by=how,
-                    wall_time_s=previous.get("wall_time_s", 0.0) + (time.time() - started))
+            status = _record(run_dir, log, status="interrupted", interrupted_by=how,
+                             wall_time_s=previous.get("wall_time_s", 0.0) + (time.time() - started))
+            err.ablate_recorded = status or ""  # type: ignore[union-attr]
         raise
     except Exception:
         if not child:

@@ -138,6 +138,32 @@ def test_a_real_checkpoint_loads_weights_only_and_probes(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["entropy_l0"] == pytest.approx(s["probes"]["probe/final/entropy_l0"])
 
 
+def test_probe_and_load_task_refuse_weights_that_do_not_fit_with_one_line(tmp_path, capsys):
+    """A checkpoint whose state_dict does not fit the model its config builds (a tampered tensor):
+    `ablate probe` printed Lightning's RuntimeError traceback; now one line and exit 2, and load_task
+    raises CheckpointError naming the tensor."""
+    from ablate.tasks import load_task
+
+    d = tmp_path / "r"
+    run(*COPY, f"run.dir={d}")
+    ckpt = torch.load(d / "last.ckpt", weights_only=True)
+    key = "model.head.weight"
+    ckpt["state_dict"][key] = torch.zeros(3, 5)
+    bad = tmp_path / "bad_shape.ckpt"
+    torch.save(ckpt, bad)
+    with pytest.raises(CheckpointError, match=f"checkpoint {bad} does not fit the model its config builds "
+                                              f"\\(size mismatch for {key}"):
+        load_task(bad)
+    assert cli.main(["probe", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"ablate: checkpoint {bad} does not fit the model its config")
+    assert err.endswith("; give a last.ckpt written by `ablate train`")
+    del ckpt["state_dict"][key]
+    torch.save(ckpt, bad)
+    with pytest.raises(CheckpointError, match=f"Missing key\\(s\\) in state_dict: \"{key}\""):
+        load_task(bad)
+
+
 def test_load_checkpoint_names_each_kind_of_broken_file(tmp_path):
     torch.save([1, 2], tmp_path / "list.ckpt")
     torch.save({"global_step": 1, "state_dict": {"w": torch.zeros(1000)}, "hyper_parameters": {}}, tmp_path / "ok")

@@ -97,34 +97,79 @@ def test_kill_9_in_epoch_3_resumes_from_the_end_of_epoch_2_with_identical_number
 
 
 def test_sigterm_exits_143_records_interrupted_and_resumes(tmp_path, capsys):
-    """A real `ablate train` process sent SIGTERM once its first epoch is done: exit status 143 (was 0,
-    so a scheduler read a preempted run as a success), summary.json says interrupted (was left
-    "running"), and the same command resumes it to the numbers of an uninterrupted run."""
+    """A real `ablate train` process that receives SIGTERM in the middle of its second epoch (sent by
+    itself at a known step, so no scheduling can move it past the end of the run): exit status 143
+    (was 0, so a scheduler read a preempted run as a success), summary.json says interrupted (was
+    left "running"), and the same command resumes it from the end of epoch 1 to the numbers of an
+    uninterrupted run."""
     full = run(*COPY, f"run.dir={tmp_path / 'full'}")
     cut = tmp_path / "cut"
-    cmd = [sys.executable, "-m", "ablate", "train", *COPY, f"run.dir={cut}"]
-    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = []
-    for line in proc.stderr:  # progress lines: one per epoch when stderr is not a terminal
-        seen.append(line)
-        if line.startswith("ablate: epoch 1/4"):
-            proc.send_signal(signal.SIGTERM)
-            break
-    out, err = proc.communicate(timeout=300)
-    err = "".join(seen) + err
-    assert proc.returncode == 143, err[-2000:]
-    assert out == ""  # no JSON line: the run did not finish
-    assert f"ablate: interrupted by SIGTERM; {cut} is recorded as interrupted" in err
+    killed = _killed_run(tmp_path, cut, step=EPOCH + 2, sig="SIGTERM")
+    assert killed.returncode == 143, killed.stderr[-2000:]
+    assert killed.stdout == ""  # no JSON line: the run did not finish
+    assert killed.stderr.splitlines()[-1] == (
+        f"ablate: interrupted by SIGTERM; {cut} is recorded as interrupted: the same command resumes it from its "
+        "last.ckpt")
     summary = read_summary(cut)
     assert summary["status"] == "interrupted" and summary["interrupted_by"] == "signal SIGTERM"
     assert summary["wall_time_s"] > 0
-    step = _ckpt_step(cut)
-    assert step % EPOCH == 0 and step >= EPOCH  # an epoch end: the one before the signal, or later
+    assert _ckpt_step(cut) == EPOCH
     line, err = _resume(cut, capsys)
-    assert f"ablate: resuming {cut} from last.ckpt (step {step})" in err.splitlines()
+    assert f"ablate: resuming {cut} from last.ckpt (step {EPOCH})" in err.splitlines()
     assert line["status"] == "completed" and read_summary(cut)["attempts"] == 2
     assert rows(cut) == rows(tmp_path / "full")
     assert read_summary(cut)["metrics"] == full["metrics"]
+
+
+def _sigterm_after(monkeypatch, name: str, when) -> None:
+    """Send this process SIGTERM right after `ablate.train.<name>(...)` returns, when `when(args)`."""
+    import ablate.train as T
+
+    real = getattr(T, name)
+
+    def wrapped(*args):
+        out = real(*args)
+        if when(args):
+            os.kill(os.getpid(), signal.SIGTERM)  # handled in this (the main) thread, before the next line
+        return out
+
+    monkeypatch.setattr(T, name, wrapped)
+
+
+def test_sigterm_while_preparing_says_that_nothing_was_recorded(tmp_path, monkeypatch, capsys):
+    """SIGTERM while the data and model are prepared, before the run directory is touched: exit 143,
+    and the line says nothing was written (it claimed "recorded as interrupted", and nothing was)."""
+    _sigterm_after(monkeypatch, "prepare", lambda args: True)
+    d = tmp_path / "r"
+    assert cli.main(["train", *COPY, f"run.dir={d}"]) == 143
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.strip().splitlines()[-1] == (
+        f"ablate: interrupted by SIGTERM while preparing, before anything was written to {d}; the same command runs it")
+    assert not d.exists()
+    monkeypatch.undo()
+    line, _ = _resume(d, capsys)
+    assert line["status"] == "completed" and read_summary(d)["attempts"] == 1
+
+
+def test_sigterm_after_the_final_summary_leaves_the_run_completed(tmp_path, monkeypatch, capsys):
+    """SIGTERM just after summary.json says completed, before `train` returns: the run stays
+    completed (it was overwritten with "interrupted", and the next attempt repeated probes and test)."""
+    _sigterm_after(monkeypatch, "write_json", lambda args: args[1].get("status") == "completed")
+    d = tmp_path / "r"
+    assert cli.main(["train", *COPY, f"run.dir={d}"]) == 143
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.strip().splitlines()[-1] == (
+        f"ablate: interrupted by SIGTERM after {d} had completed; it stays completed (the same command does not run "
+        "it again)")
+    summary = read_summary(d)
+    assert summary["status"] == "completed" and "interrupted_by" not in summary
+    assert summary["global_step"] == 4 * EPOCH and "test/acc" in summary["metrics"]
+    monkeypatch.undo()
+    before = (d / "probes.json").stat().st_mtime_ns
+    assert cli.main(["train", *COPY, f"run.dir={d}"]) == 0
+    out = capsys.readouterr()
+    assert f"ablate: {d} already completed; not run again (delete it to re-run)" in out.err
+    assert read_summary(d) == summary and (d / "probes.json").stat().st_mtime_ns == before
 
 
 def test_ctrl_c_is_recorded_as_interrupted_and_exits_130(tmp_path, monkeypatch, capsys):
@@ -136,7 +181,8 @@ def test_ctrl_c_is_recorded_as_interrupted_and_exits_130(tmp_path, monkeypatch, 
     assert cli.main(["train", *COPY, f"run.dir={d}"]) == 130  # Lightning turned Ctrl-C into exit(1)
     out = capsys.readouterr()
     assert out.out == "" and out.err.splitlines()[-1] == (
-        f"ablate: interrupted; {d} is recorded as interrupted: the same command resumes it from its last.ckpt")
+        f"ablate: interrupted; {d} is recorded as interrupted: the same command starts it again (no epoch had ended, "
+        "so there is no last.ckpt to resume from)")
     assert read_summary(d)["status"] == "interrupted"
     assert not (d / "last.ckpt").exists()  # nothing to resume from before the first epoch end
 
@@ -195,6 +241,89 @@ def test_a_broken_metrics_csv_on_resume_restarts_the_run(tmp_path):
     assert len(notes) == 1 and f"{d / 'metrics.csv'} " in notes[0] and f"before step {2 * EPOCH}" in notes[0]
     assert "last.ckpt.corrupt-" in notes[0] and "starts afresh" in notes[0]
     assert not any("resuming" in line for line in said)
+    assert rows(d) == rows(tmp_path / "full") and s["metrics"] == full["metrics"]
+
+
+def test_a_missing_metrics_csv_after_an_epoch_end_restarts_the_run(tmp_path):
+    """At an epoch end the validation rows are saved before last.ckpt, so a metrics.csv missing next
+    to an epoch-end checkpoint lost rows: the run starts afresh (the checkpoint set aside, one line)
+    instead of completing with a curve that lacks its first epochs."""
+    d = tmp_path / "r"
+    full = run(*COPY, f"run.dir={tmp_path / 'full'}")
+    with pytest.raises(SystemExit):
+        run(*COPY, f"run.dir={d}", callbacks=[StopAt(epoch=1)])
+    (d / "metrics.csv").unlink()
+    said: list[str] = []
+    s = run(*COPY, f"run.dir={d}", log=said.append)
+    notes = [line for line in said if "set aside" in line]
+    assert len(notes) == 1 and notes[0].startswith(f"ablate: {d / 'metrics.csv'} is missing, but the rows of the "
+                                                   f"validations before step {2 * EPOCH} were saved in it")
+    assert "last.ckpt set aside as last.ckpt.corrupt-" in notes[0] and notes[0].endswith(f"{d} starts afresh")
+    assert not any("resuming" in line for line in said)
+    assert len(list(d.glob("last.ckpt.corrupt-*"))) == 1
+    assert rows(d) == rows(tmp_path / "full") and s["metrics"] == full["metrics"]
+
+
+def test_a_missing_metrics_csv_before_any_validation_still_resumes(tmp_path):
+    """A mid-epoch checkpoint before the first validation, with no train row logged yet: nothing was
+    lost, so the run resumes from it."""
+    items = [*COPY, "trainer.ckpt_every_n_steps=3", "trainer.log_every_n_steps=50"]
+    d = tmp_path / "r"
+    with pytest.raises(SystemExit):
+        run(*items, f"run.dir={d}", callbacks=[StopAt(step=5)])
+    (d / "metrics.csv").unlink(missing_ok=True)
+    said: list[str] = []
+    s = run(*items, f"run.dir={d}", log=said.append)
+    assert f"ablate: resuming {d} from last.ckpt (step 3)" in said
+    assert not any("set aside" in line for line in said)
+    assert s["status"] == "completed" and s["attempts"] == 2 and s["global_step"] == 4 * EPOCH
+
+
+def test_a_checkpoint_left_by_another_config_is_set_aside_and_the_run_starts_afresh(tmp_path, capsys):
+    """The reviewer's case: r1's last.ckpt and metrics.csv copied into r3, trained with another
+    model.d_model. The checkpoint loads but was written by another config: it used to reach
+    Lightning's load_state_dict (size mismatch, a traceback, the run failed on every retry); now it
+    is set aside with one line and the run starts afresh, to the numbers of a clean run."""
+    r1, r3, clean = tmp_path / "r1", tmp_path / "r3", tmp_path / "clean"
+    first = run(*COPY, f"run.dir={r1}")
+    r3.mkdir()
+    for name in ("last.ckpt", "metrics.csv"):
+        (r3 / name).write_bytes((r1 / name).read_bytes())
+    fresh = run(*COPY, "model.d_model=32", f"run.dir={clean}")
+    assert cli.main(["train", *COPY, "model.d_model=32", f"run.dir={r3}"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["status"] == "completed"
+    notes = [line for line in out.err.splitlines() if "set aside" in line]
+    assert len(notes) == 1 and notes[0] == (
+        f"ablate: checkpoint {r3 / 'last.ckpt'} was written by the run {first['run_id']}, not this config's "
+        f"{fresh['run_id']}; set aside as {notes[0].split('set aside as ')[1].split(';')[0]}; {r3} starts afresh")
+    aside = next(r3.glob("last.ckpt.corrupt-*"))
+    assert aside.read_bytes() == (r1 / "last.ckpt").read_bytes()
+    s = read_summary(r3)
+    assert s["status"] == "completed" and s["attempts"] == 1 and s["global_step"] == 4 * EPOCH
+    assert rows(r3) == rows(clean) and s["metrics"] == fresh["metrics"]
+
+
+def test_a_checkpoint_whose_weights_do_not_fit_the_model_is_set_aside(tmp_path):
+    """This config's checkpoint with one tensor of the wrong shape (tampered, or written by a version
+    that built the model otherwise): set aside with one line naming the tensor, never a failed run."""
+    d = tmp_path / "r"
+    full = run(*COPY, f"run.dir={tmp_path / 'full'}")
+    with pytest.raises(SystemExit):
+        run(*COPY, f"run.dir={d}", callbacks=[StopAt(epoch=0)])
+    ckpt = torch.load(d / "last.ckpt", weights_only=True)
+    key = "model.head.weight"
+    shape = list(ckpt["state_dict"][key].shape)
+    ckpt["state_dict"][key] = torch.zeros(3, 5)
+    torch.save(ckpt, d / "last.ckpt")
+    said: list[str] = []
+    s = run(*COPY, f"run.dir={d}", log=said.append)
+    notes = [line for line in said if "set aside" in line]
+    assert len(notes) == 1 and notes[0].startswith(
+        f"ablate: checkpoint {d / 'last.ckpt'} does not fit this config's model: its {key} has shape [3, 5], "
+        f"the model's {shape}; set aside as last.ckpt.corrupt-")
+    assert not any("resuming" in line for line in said)
+    assert s["status"] == "completed" and s["attempts"] == 2
     assert rows(d) == rows(tmp_path / "full") and s["metrics"] == full["metrics"]
 
 

@@ -19,8 +19,8 @@ def build_task(config: Config, datamodule) -> EncoderTask:
 def load_task(checkpoint, map_location="cpu") -> tuple[EncoderTask, object]:
     """(task, datamodule) from a last.ckpt: the config saved in it rebuilds both. Loaded weights-only
     (tensors and plain values: a crafted pickle is refused, never run); CheckpointError (a
-    ValueError, one line) for a missing, truncated, garbage or unsafe checkpoint, or one whose
-    config this version cannot build."""
+    ValueError, one line) for a missing, truncated, garbage or unsafe checkpoint, one whose config
+    this version cannot build, or one whose weights do not fit the model that config builds."""
     from ..config import ConfigError, from_dict
     from ..data import build_datamodule
 
@@ -31,7 +31,22 @@ def load_task(checkpoint, map_location="cpu") -> tuple[EncoderTask, object]:
         raise CheckpointError(f"checkpoint {checkpoint} holds a config this version cannot build "
                               f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
     cls = TASKS[datamodule.kind]
-    return cls.load_from_checkpoint(checkpoint, map_location=map_location, weights_only=True), datamodule
+    try:
+        task = cls.load_from_checkpoint(checkpoint, map_location=map_location, weights_only=True)
+    except CheckpointError:
+        raise
+    except (RuntimeError, KeyError, TypeError, ValueError) as err:  # load_state_dict: missing, unexpected, mis-shaped
+        raise CheckpointError(f"checkpoint {checkpoint} does not fit the model its config builds "
+                              f"({_detail(err)})") from None
+    return task, datamodule
+
+
+def _detail(err: BaseException) -> str:
+    """The telling line of a load error: torch's "Error(s) in loading state_dict for X:" heads a list."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("Error(s) in loading"):
+        return lines[1].rstrip(".")
+    return lines[0] if lines else type(err).__name__
 
 
 __all__ = ["TASKS", "CheckpointError", "ClassifyRows", "CopyTokens", "EncoderTask", "build_task", "load_task"]
