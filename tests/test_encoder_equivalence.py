@@ -80,6 +80,8 @@ def _copy_weights(
         for ln in (n1, n2):  # LayerNorm starts at (1, 0): perturb so the copy is really tested
             ln.weight.add_(0.1 * torch.randn_like(ln.weight))
             ln.bias.add_(0.1 * torch.randn_like(ln.bias))
+        # written out here on purpose, not taken from ablate.bench.speed: the test's own map is the
+        # independent reference that the benchmark's copy is checked against
         pairs += [
             (attn.qkv.weight, layer.self_attn.in_proj_weight),
             (attn.qkv.bias, layer.self_attn.in_proj_bias),
