@@ -44,7 +44,7 @@ SWEEPS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
         # 96 runs with d_head up to 512: MNIST 158 steps, copy 189 (still on its plateau)
         "scaling": {"mnist": {"trainer.max_epochs": 2, "data.train_subset": 5000},
                     "copy": {"trainer.max_epochs": 3}},
-        # 48 runs, copy also evaluated at twice the length: MNIST 237 steps
+        # 60 runs (5 schemes x causal x 2 tasks x 3 seeds), copy also evaluated at twice the length: MNIST 237 steps
         "pos_enc": {"mnist": {"trainer.max_epochs": 3, "data.train_subset": 5000}},
         # 60 runs up to 16 layers: MNIST 94 steps
         "residual": {"mnist": {"trainer.max_epochs": 2, "data.train_subset": 3000}},
