@@ -617,6 +617,8 @@ def flat(cfg: Config) -> dict[str, Any]:
 def from_dict(data: dict[str, Any]) -> Config:
     """Inverse of to_dict (as saved in a run directory's config.yaml); no machine checks: a saved
     config is read here, whichever machine trained it."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"a saved config must be a mapping of sections, got {type(data).__name__}")
     return build(flatten_overrides(data), machine=False, profile=False)
 
 

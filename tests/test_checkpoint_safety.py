@@ -341,3 +341,29 @@ def test_train_says_what_it_does_and_where_the_wandb_run_went(tmp_path, capfd):
     assert lines[-1] == f"ablate: W&B run saved offline in {offline[0]}; upload it with: wandb sync {offline[0]}"
     assert "anonymous" not in err  # wandb's "The anonymous setting has no effect" (Lightning passed None)
     assert len(rows(d)) > 0
+
+
+@pytest.mark.parametrize("config", [None, "text", [1, 2], 3], ids=["none", "str", "list", "int"])
+def test_a_checkpoint_whose_config_is_not_a_mapping_is_refused_everywhere(tmp_path, capsys, config):
+    """A stored config that is not a mapping escaped as AttributeError: a traceback from `ablate probe`
+    and from a resume, which then failed on every retry. Now: CheckpointError, one line, exit 2 for
+    probe; the resume sets the checkpoint aside and trains afresh to the same numbers."""
+    from ablate.tasks import load_task
+
+    d = tmp_path / "r"
+    first = run(*COPY, f"run.dir={d}")
+    ckpt = torch.load(d / "last.ckpt", weights_only=True)
+    ckpt["hyper_parameters"]["config"] = config
+    torch.save(ckpt, d / "last.ckpt")
+    with pytest.raises(CheckpointError, match="holds a config this version cannot build"):
+        load_task(d / "last.ckpt")
+    assert cli.main(["probe", str(d)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("ablate: checkpoint ")
+    summary = read_summary(d)
+    (d / "summary.json").write_text(json.dumps({**summary, "status": "interrupted"}))  # as if killed at the end
+    lines: list[str] = []
+    again = run(*COPY, f"run.dir={d}", log=lines.append)
+    assert again["status"] == "completed" and again["metrics"] == first["metrics"]
+    assert any("holds no config this version can read" in line and "set aside" in line for line in lines), lines
+    assert len(list(d.glob("last.ckpt.corrupt-*"))) == 1

@@ -24,9 +24,9 @@ def load_task(checkpoint, map_location="cpu") -> tuple[EncoderTask, object]:
     from ..config import ConfigError, from_dict
     from ..data import build_datamodule
 
-    hparams = load_checkpoint(checkpoint, map_location)["hyper_parameters"]
+    saved = load_checkpoint(checkpoint, map_location)
     try:
-        datamodule = build_datamodule(from_dict(hparams["config"]).data)
+        datamodule = build_datamodule(from_dict(saved["hyper_parameters"]["config"]).data)
     except (ConfigError, KeyError, TypeError) as err:
         raise CheckpointError(f"checkpoint {checkpoint} holds a config this version cannot build "
                               f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
