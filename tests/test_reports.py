@@ -688,3 +688,26 @@ def test_notebook_api_imports_no_training_code():
             "or m.startswith(('ablate.tasks', 'ablate.train', 'ablate.data', 'ablate.probing'))]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code, str(FIXTURE)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("where", ["runs", "data"])
+def test_an_os_error_names_the_folder_it_came_from(tmp_path, monkeypatch, capsys, where):
+    """Unreadable runs are not a full data folder: the one line names the side that failed."""
+    import ablate.results.export as E
+    from ablate.report.cli import main
+
+    runs, data = tmp_path / "runs", tmp_path / "data"
+    failing = runs / "heads" / "summary.json" if where == "runs" else data / "heads.csv"
+    code = errno.EACCES if where == "runs" else errno.ENOSPC
+
+    def export(*args, **kwargs):
+        raise OSError(code, os.strerror(code), str(failing))
+
+    monkeypatch.setattr(E, "export", export)
+    assert main(["export", "--runs", str(runs), "--data", str(data), "--sweeps", "heads"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(failing) in err
+    if where == "runs":
+        assert err.startswith("ablate: cannot read the runs to export: ") and "free some space" not in err
+    else:
+        assert err.startswith(f"ablate: cannot export into {data}: ") and "free some space" in err

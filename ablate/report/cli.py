@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..results.export import BUDGET_ORDER
 
@@ -62,8 +63,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ablate: {err}", file=sys.stderr)
             return 2
         except OSError as err:  # each sweep's files were written together: all old or all new
-            print(f"ablate: cannot export into {args.data}: {err}; free some space or make the folder writable, "
-                  "then run the same command again", file=sys.stderr)
+            where = Path(err.filename) if err.filename else None
+            data = Path(args.data).absolute()
+            if where is not None and not where.absolute().is_relative_to(data):  # reading the runs
+                print(f"ablate: cannot read the runs to export: {err}; make them readable, then run the "
+                      "same command again", file=sys.stderr)
+            else:
+                print(f"ablate: cannot export into {args.data}: {err}; free some space or make the folder "
+                      "writable, then run the same command again", file=sys.stderr)
             return 1
     if args.step in ("build", "all"):
         from .build import BuildError, build
