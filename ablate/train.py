@@ -10,6 +10,7 @@ config -> data + task -> Lightning Trainer -> run directory:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -345,8 +346,9 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C (Lightning: exit 1), SIGTERM (Interrupted)
         if not child:
             how = f"signal {signal.Signals(err.signum).name}" if isinstance(err, Interrupted) else type(err).__name__
-            status = _record(run_dir, log, status="interrupted", interrupted_by=how,
-                             wall_time_s=previous.get("wall_time_s", 0.0) + (time.time() - started))
+            with _signals_held():  # a second SIGTERM or Ctrl-C must not cut the recording short
+                status = _record(run_dir, log, status="interrupted", interrupted_by=how,
+                                 wall_time_s=previous.get("wall_time_s", 0.0) + (time.time() - started))
             err.ablate_recorded = status or ""  # type: ignore[union-attr]
         raise
     except Exception:
@@ -355,6 +357,24 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
         raise
     finally:
         lock.release()
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """While the block runs, SIGTERM and SIGINT do nothing: one that comes meanwhile asks for what is
+    already happening (the run stopping), and must not cut the recording short. (The handlers are
+    swapped rather than the signals blocked: a blocked signal still reaches the process through its
+    other threads, Lightning's and W&B's.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stop = (signal.SIGTERM, signal.SIGINT)
+    handlers = {s: signal.signal(s, lambda signum, frame: None) for s in stop}
+    try:
+        yield
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
 
 
 def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started, log, callbacks) -> dict[str, Any]:

@@ -151,6 +151,27 @@ def test_sigterm_while_preparing_says_that_nothing_was_recorded(tmp_path, monkey
     assert line["status"] == "completed" and read_summary(d)["attempts"] == 1
 
 
+def test_a_second_sigterm_while_the_first_is_recorded_is_dropped(tmp_path, monkeypatch, capsys):
+    """A second SIGTERM arriving while the first one's interruption is written raised a new exception
+    in the middle of it: summary.json kept "running" and the line claimed nothing was written."""
+    import ablate.train as T
+
+    _sigterm_after(monkeypatch, "write_json", lambda args: args[1].get("status") == "running")
+    real = T._record
+
+    def record(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # the second one, while the first is being recorded
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(T, "_record", record)
+    d = tmp_path / "r"
+    assert cli.main(["train", *COPY, f"run.dir={d}"]) == 143
+    out = capsys.readouterr()
+    assert out.out == "" and f"{d} is recorded as interrupted" in out.err.strip().splitlines()[-1]
+    assert read_summary(d)["status"] == "interrupted"
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN  # the handler is back after the run
+
+
 def test_sigterm_after_the_final_summary_leaves_the_run_completed(tmp_path, monkeypatch, capsys):
     """SIGTERM just after summary.json says completed, before `train` returns: the run stays
     completed (it was overwritten with "interrupted", and the next attempt repeated probes and test)."""
