@@ -367,3 +367,20 @@ def test_a_checkpoint_whose_config_is_not_a_mapping_is_refused_everywhere(tmp_pa
     assert again["status"] == "completed" and again["metrics"] == first["metrics"]
     assert any("holds no config this version can read" in line and "set aside" in line for line in lines), lines
     assert len(list(d.glob("last.ckpt.corrupt-*"))) == 1
+
+
+def test_load_task_names_only_real_mismatches_as_not_fitting(tmp_path, monkeypatch):
+    """A RuntimeError that is not about the state_dict (out of memory on the device) is not reported
+    as "does not fit the model": it is raised as it is."""
+    from ablate.tasks import TASKS, load_task
+
+    d = tmp_path / "r"
+    run(*COPY, f"run.dir={d}")
+
+    def oom(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(TASKS["tokens"], "load_from_checkpoint", oom)
+    with pytest.raises(RuntimeError, match="CUDA out of memory") as err:
+        load_task(d / "last.ckpt")
+    assert not isinstance(err.value, CheckpointError)

@@ -36,6 +36,8 @@ def load_task(checkpoint, map_location="cpu") -> tuple[EncoderTask, object]:
     except CheckpointError:
         raise
     except (RuntimeError, KeyError, TypeError, ValueError) as err:  # load_state_dict: missing, unexpected, mis-shaped
+        if isinstance(err, RuntimeError) and "state_dict" not in str(err):
+            raise  # not a mismatch (e.g. out of memory on the device): say what it really is
         raise CheckpointError(f"checkpoint {checkpoint} does not fit the model its config builds "
                               f"({_detail(err)})") from None
     return task, datamodule
