@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from .fileio import atomic_write
+from .runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
 
 CONFIG, SUMMARY, METRICS, CKPT, LOCK = "config.yaml", "summary.json", "metrics.csv", "last.ckpt", ".lock"
 FINISHED = ("completed", "diverged")  # terminal: never run again
@@ -55,20 +56,11 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
 
 def json_problem(path: Path, required: str | None = None) -> str | None:
     """Why a JSON object file of the run cannot be used (None when it is fine or absent)."""
-    path = Path(path)
-    if not path.exists() and not path.is_symlink():
-        return None
     try:
-        data = json.loads(path.read_text())
-    except UnicodeDecodeError:
-        return "is not text"
-    except OSError as err:
-        return f"cannot be read ({err.strerror or err})"
-    except ValueError as err:
-        return f"is not valid JSON ({err})"
-    if not isinstance(data, dict):
-        return "is not a JSON object"
-    if required and not isinstance(data.get(required), str):
+        data = read_json_object(Path(path))
+    except RunFileError as err:
+        return err.problem
+    if data is not None and required and not isinstance(data.get(required), str):
         return f"has no {required}"
     return None
 
@@ -76,18 +68,13 @@ def json_problem(path: Path, required: str | None = None) -> str | None:
 def config_problem(run_dir: Path) -> str | None:
     """Why config.yaml cannot be read back as a config (None when it is fine or absent)."""
     from .config import ConfigError, from_dict
-    from .yamlfile import YamlFileError, read_yaml
 
-    path = Path(run_dir) / CONFIG
-    if not path.exists() and not path.is_symlink():
-        return None
     try:
-        data = read_yaml(path, "config")
-        if not isinstance(data, dict):
-            return "is not a mapping of config keys"
-        from_dict(data)
-    except YamlFileError as err:  # "config '<path>' is not valid YAML at line 3; fix ..." -> "is not ..."
-        return str(err).split("; ")[0].removeprefix(f"config {str(path)!r} ")
+        data = read_config_mapping(Path(run_dir) / CONFIG)
+        if data is not None:
+            from_dict(data)
+    except RunFileError as err:
+        return err.problem
     except (ConfigError, TypeError, ValueError) as err:
         return f"is not a valid config ({str(err).split('; ')[0]})"
     return None
@@ -95,27 +82,14 @@ def config_problem(run_dir: Path) -> str | None:
 
 def metrics_problem(run_dir: Path) -> str | None:
     """Why metrics.csv cannot be resumed from (None when it is fine)."""
-    path = Path(run_dir) / METRICS
     try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            if not reader.fieldnames or reader.fieldnames[0] != "step":
-                return "has no step column"
-            for row in reader:
-                int(row["step"])
-                for key, value in row.items():
-                    if key is None or value is None:
-                        return f"has a malformed row (step {row['step']})"
-                    if value != "":
-                        float(value)
-    except FileNotFoundError:
+        rows = read_metrics_rows(Path(run_dir) / METRICS)
+    except RunFileError as err:
+        return err.problem
+    if rows is None:
         return "is missing"
-    except OSError as err:
-        return f"cannot be read ({err.strerror or err})"
-    except UnicodeDecodeError:
-        return "is not text"
-    except (ValueError, TypeError, csv.Error) as err:
-        return f"is malformed ({err})"
+    if not all(row["step"].isdigit() for row in rows):
+        return "has a step that is not a whole number"
     return None
 
 

@@ -35,6 +35,8 @@ HOMES = {"atomic_write": "ablate.fileio", "load_checkpoint": "ablate.checkpoint"
 RULES = (
     Rule("ablate.fileio", allowed=("ablate.fileio",), why="a leaf utility every layer may use"),
     Rule("ablate.yamlfile", allowed=("ablate.yamlfile",), why="a leaf utility every layer may use"),
+    Rule("ablate.runfiles", allowed=("ablate.runfiles", "ablate.yamlfile"),
+         why="reading a run's files: one home for the trainer and the results table"),
     Rule("ablate.checkpoint", allowed=("ablate.checkpoint",),
          why="a leaf utility: tasks below the run directory and everything above it load checkpoints"),
     Rule("ablate", forbidden=tuple(f"ablate.rundir.{name}" for name in HOMES),

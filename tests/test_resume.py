@@ -351,7 +351,7 @@ def test_a_checkpoint_whose_weights_do_not_fit_the_model_is_set_aside(tmp_path):
 @pytest.mark.parametrize("name, content, words", [
     ("config.yaml", "model: [unclosed\n", "is not valid YAML"),
     ("probes.json", '{"probe/init/entropy_l0": 0.9', "is not valid JSON"),
-    ("summary.json", "\x00\x01", "is not valid JSON"),
+    ("summary.json", "\x00\x01", "contains NUL bytes"),
 ])
 def test_a_broken_run_file_is_named_set_aside_and_the_run_goes_on(tmp_path, name, content, words):
     d = tmp_path / "r"

@@ -55,8 +55,8 @@ import pandas as pd
 
 from ..budgets import BY_TRAINING
 from ..fileio import atomic_write
+from ..runfiles import RunFileError, read_json_object, read_metrics_rows
 from .exported import META, DataFileError, read_meta
-from .runfiles import RunFileError, read_json_object, read_metrics_rows
 
 CURVES = ("train/loss", "val/acc")
 # Sweeps whose figures show attention maps, and at which probe points.

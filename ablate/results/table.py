@@ -44,8 +44,8 @@ import pandas as pd
 from ..config import NOT_IDENTITY, SECTIONS, all_keys, flatten_overrides
 from ..fileio import atomic_write
 from ..rundir import CONFIG, METRICS, SUMMARY, runs_root
+from ..runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
 from ..yamlfile import YamlFileError, read_yaml
-from .runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
 
 PARAMS = ("attention", "ffn", "embedding", "other", "total")
 BOOKKEEPING = (

@@ -3,7 +3,8 @@ the file and the problem in a few words ("is not valid JSON at line 1 column 38 
 
 The trainer writes every one of these files atomically (temp file + rename), so a file that does
 not parse was damaged afterwards (a full disk, a copy cut short, an editor): the table lists its run
-with status `corrupt` instead of trusting it, dropping it, or stopping at it.
+with status `corrupt` instead of trusting it, dropping it, or stopping at it, and `ablate train` sets
+it aside (ablate.rundir). A leaf module: both layers read the files through it.
 
     summary.json   a JSON object (absent: the run has not started)
     config.yaml    a YAML mapping of config sections (read with ablate.yamlfile.read_yaml)
@@ -21,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..yamlfile import YamlFileError, read_yaml
+from .yamlfile import YamlFileError, read_yaml
 
 MAX_BYTES = 64 << 20  # far above any file a run writes (a summary is a few KB, metrics.csv < 1 MB)
 
@@ -42,7 +43,10 @@ def _text(path: Path) -> str | None:
         return None
     if size > MAX_BYTES:
         raise RunFileError(path.name, f"is {size:,} bytes, far more than a run writes")
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise RunFileError(path.name, f"cannot be read ({err.strerror or err})") from None
     if not raw.strip():
         raise RunFileError(path.name, "is empty")
     try:
