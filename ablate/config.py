@@ -68,6 +68,7 @@ RULES: dict[str, Rule] = {
     "model.n_layers": Rule(lambda v: 1 <= v <= MAX_LAYERS, f"an integer in [1, {MAX_LAYERS}]"),
     "model.ffn_mult": at_least(0),
     "model.temperature": POSITIVE,
+    "model.learned_std": POSITIVE,
     "model.max_len": at_least(1),
     "model.dropout": Rule(lambda v: 0 <= v < 1, "a number in [0, 1)"),
     "data.seed": SEED,

@@ -58,6 +58,7 @@ BAD = {
     "ffn_mult_negative": (dict(ffn_mult=-1), ["ffn_mult", "-1", ">= 0"]),
     "ffn_mult_float": (dict(ffn_mult=1.5), ["ffn_mult", "1.5", "integer"]),
     "max_len_zero": (dict(max_len=0), ["max_len", "0", ">= 1"]),
+    "learned_std_zero": (dict(learned_std=0.0), ["learned_std", "0.0", "> 0"]),
 }
 
 
@@ -167,6 +168,8 @@ BAD_VALUES = [
     ("model.causal", "maybe", ()),
     ("model.init", "kaiming", ()),
     ("model.max_len", "0", ()),
+    ("model.learned_std", "0", ()),
+    ("model.learned_std", "nan", ()),
     ("model.dropout", "1", ()),
     ("model.dropout", "nan", ()),
     ("data.task", "imagenet", ()),

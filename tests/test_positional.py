@@ -208,3 +208,13 @@ def test_rope_is_applied_to_queries_and_keys_not_values():
     torch.testing.assert_close(q, rope(raw[0]), atol=0, rtol=0)
     torch.testing.assert_close(k, rope(raw[1]), atol=0, rtol=0)
     torch.testing.assert_close(v, raw[2], atol=0, rtol=0)
+
+
+def test_learned_positions_start_as_the_tutorials_randn_and_keep_the_small_option():
+    """The tutorial's code: nn.Parameter(torch.randn(max_len, d_model)), i.e. N(0, 1); 0.02 on request."""
+    torch.manual_seed(0)
+    table = Encoder(EncoderConfig(d_model=64, max_len=512)).positional.input.weight
+    assert table.std().item() == pytest.approx(1.0, abs=0.01)  # 32,768 draws: std error ~0.004
+    assert table.mean().item() == pytest.approx(0.0, abs=0.02)
+    small = Encoder(EncoderConfig(d_model=64, max_len=512, learned_std=0.02)).positional.input.weight
+    assert small.std().item() == pytest.approx(0.02, rel=0.02)

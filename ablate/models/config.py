@@ -55,6 +55,7 @@ class EncoderConfig:
     causal: bool = False  # each position attends only to itself and earlier ones
     init: Literal["default", "xavier", "small"] = "default"  # Q/K/V/O initialisation
     max_len: int = 512  # longest sequence the learned table holds
+    learned_std: float = 1.0  # learned positions start N(0, learned_std^2): the tutorial's torch.randn; 0.02 is BERT's
     dropout: float = 0.1  # PyTorch's placement: attention weights, both sub-layer outputs, FFN hidden
 
     def __post_init__(self) -> None:
@@ -85,6 +86,9 @@ class EncoderConfig:
             )
         _choice("init", self.init, INIT_NAMES)
         _at_least("max_len", self.max_len, 1)
+        _typed("learned_std", self.learned_std, float, "a finite number > 0")
+        if not 0 < self.learned_std < float("inf"):
+            raise ValueError(f"learned_std={self.learned_std!r} is not allowed; expected a finite number > 0")
         _typed("dropout", self.dropout, float, "a number in [0, 1)")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout={self.dropout!r} is not allowed; expected a number in [0, 1)")

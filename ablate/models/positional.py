@@ -76,11 +76,11 @@ class SinusoidalPE(nn.Module):
 class LearnedPE(nn.Module):
     """One trained vector per position, added to the input (Gehring et al. 2017; BERT)."""
 
-    def __init__(self, d_model: int, max_len: int):
+    def __init__(self, d_model: int, max_len: int, std: float = 1.0):
         super().__init__()
         self.max_len = max_len
         self.weight = nn.Parameter(torch.empty(max_len, d_model))
-        nn.init.normal_(self.weight, std=0.02)
+        nn.init.normal_(self.weight, std=std)  # the tutorial's torch.randn: N(0, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T, d)
         T = x.shape[1]
@@ -161,7 +161,7 @@ def _sinusoidal(cfg: EncoderConfig) -> Positional:
 
 
 def _learned(cfg: EncoderConfig) -> Positional:
-    return Positional(input=LearnedPE(cfg.d_model, cfg.max_len))
+    return Positional(input=LearnedPE(cfg.d_model, cfg.max_len, cfg.learned_std))
 
 
 def _rope(cfg: EncoderConfig) -> Positional:
