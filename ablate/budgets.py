@@ -9,32 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
-BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
-    "none": {"mnist": {}, "copy": {}},
-    # CI: a whole sweep in about 2 minutes on 2 cores. Proves the plumbing, answers nothing.
-    "smoke": {
-        "mnist": {"trainer.max_epochs": 1, "data.train_subset": 512, "data.val_size": 256,
-                  "data.test_subset": 512, "run.probe_batch": 32},
-        "copy": {"trainer.max_epochs": 1, "data.n_train": 512, "data.n_val": 128, "data.n_test": 128,
-                 "run.probe_batch": 32},
-    },
-    # This machine (2 cores, 2 workers): each sweep in at most 8 minutes, all of them in about 40.
-    # The default below trains the tutorial's model to about 88 % on MNIST rows (376 steps) and gives
-    # the copy task 630 steps: it sits on a plateau near 30 % until a model learns it, then jumps to
-    # 100 %; 1-2 heads and fixed positions (sinusoidal, RoPE) get past it within 630 steps, the
-    # tutorial's 4 heads with learned positions do not. The big sweeps cannot afford even this and
-    # get less (SWEEPS below).
-    "quick": {
-        "mnist": {"trainer.max_epochs": 4, "data.train_subset": 6000, "data.val_size": 1000,
-                  "data.test_subset": 2000},
-        "copy": {"trainer.max_epochs": 10, "data.n_train": 4000, "data.n_val": 500, "data.n_test": 500},
-    },
-    # Paper quality, meant for GPUs: the whole training set, long training.
-    "full": {
-        "mnist": {"trainer.max_epochs": 20},
-        "copy": {"trainer.max_epochs": 30, "data.n_train": 100000, "data.n_val": 2000, "data.n_test": 5000},
-    },
-}
+from .registry import TASKS
+from .registry import spec as task_spec
+
+# Each task's own profiles live in its registry entry (ablate/registry.py, `budgets`):
+#   smoke  CI: a whole sweep in about 2 minutes on 2 cores. Proves the plumbing, answers nothing.
+#   quick  this machine (2 cores): each sweep in at most 10 minutes.
+#   none   the defaults.
+#   full   paper quality, meant for GPUs: the whole training set, long training.
+NAMES: tuple[str, ...] = ("none", "smoke", "quick", "full")
+
+
+def task_profile(budget: str, task: str) -> dict[str, Any]:
+    """A task's own settings at `budget` (its registry entry; none for `none`)."""
+    return dict(task_spec(task).budgets.get(budget, {}))
+
+
+# A derived view, budget -> task -> settings (read it; change the registry entries)
+BUDGETS: dict[str, dict[str, dict[str, Any]]] = {b: {t: task_profile(b, t) for t in TASKS} for b in NAMES}
 
 # Per sweep (run.group), on top of the budget's profile: the quick budget of the sweeps whose grids
 # are too big or too deep for the default within 8 minutes here. Measured per-run cost on 2 cores
@@ -55,18 +47,25 @@ SWEEPS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
 
 SMOKE_SEEDS = [0]
 
-# The one home of the budget names: the `budget` key, `ablate sweep --budget`, `ablate report export
-# --budget` and the export's preference all read them from here.
-NAMES: tuple[str, ...] = tuple(BUDGETS)
+# NAMES above is the one home of the budget names: the `budget` key, `ablate sweep --budget`,
+# `ablate report export --budget` and the export's preference all read them from here.
 # Least training first. `none` (the defaults, 5 epochs of the whole training set) trains more than
 # quick and less than full. Export prefers the last present and never silently replaces a table
 # with one from an earlier name.
 BY_TRAINING: tuple[str, ...] = ("smoke", "quick", "none", "full")
 assert sorted(BY_TRAINING) == sorted(NAMES), "every budget has its place in BY_TRAINING"
+assert all(set(t.budgets) <= set(NAMES) for t in TASKS.values()), "a task's budget profiles use budget names"
+
+
+def profile_keys() -> frozenset[str]:
+    """Every key a budget profile sets (a task's or a sweep's): epochs, subset sizes, probe batch."""
+    tasks = [settings for t in TASKS.values() for settings in t.budgets.values()]
+    sweeps = [settings for groups in SWEEPS.values() for g in groups.values() for settings in g.values()]
+    return frozenset(k for settings in (*tasks, *sweeps) for k in settings)
 
 
 def profile(budget: str, task: str, group: str | None = None) -> dict[str, Any]:
     """The settings `budget` gives a run of `task` in sweep `group` (explicit overrides win over them)."""
-    out = dict(BUDGETS[budget][task])
+    out = task_profile(budget, task)
     out.update(SWEEPS.get(budget, {}).get(group or "", {}).get(task, {}))
     return out

@@ -30,6 +30,8 @@ from . import limits
 from .budgets import NAMES as BUDGET_NAMES
 from .budgets import profile as budget_profile
 from .models import EncoderConfig
+from .registry import NAMES as TASK_NAMES
+from .registry import spec as task_spec
 from .yamlfile import YamlFileError, read_yaml
 
 
@@ -176,7 +178,7 @@ def _check_lightning_name(key: str, value: str) -> None:
 
 @dataclass(frozen=True)
 class DataConfig:
-    task: Literal["mnist", "copy"] = "mnist"  # MNIST as 28 rows of 28 pixels, or a synthetic copy task
+    task: Literal[TASK_NAMES] = "mnist"  # what to learn: MNIST rows or a synthetic task (ablate/registry.py)
     seed: int = 0  # fixes the validation split and every evaluation set
     batch_size: int = 64  # examples per optimiser step (and per evaluation batch)
     train_subset: int | None = None  # train on the first N examples of the training split only
@@ -185,8 +187,8 @@ class DataConfig:
     val_size: int = 5000  # held out of the 60k training images
     permute: Literal["none", "train", "test", "both"] = "none"  # where the fixed row permutation applies
     permute_seed: int = 0  # which fixed permutation of the 28 rows
-    # copy task: input `tokens, SEP, BLANK * length`, targets at the blanks
-    vocab: int = 10  # distinct tokens to copy
+    # synthetic token tasks (copy: input `tokens, SEP, BLANK * length`, targets at the blanks)
+    vocab: int = 10  # distinct tokens
     length: int = 8  # tokens per training sequence
     test_length: int | None = None  # tokens per test sequence (None = length): length generalisation
     reverse: bool = False  # emit the tokens in reverse order
@@ -196,20 +198,10 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         _check_rules(self, "data")
-        if self.task == "copy" and self.train_subset is not None and self.train_subset > self.n_train:
-            raise ConfigError(f"data.train_subset={self.train_subset} is not allowed; expected at most "
-                              f"data.n_train={self.n_train} or null")
-        if self.task == "mnist":  # MNIST's official split: 60,000 training and 10,000 test images
-            train, test = limits.MNIST_TRAIN, limits.MNIST_IMAGES - limits.MNIST_TRAIN
-            if self.val_size >= train:
-                raise ConfigError(f"data.val_size={self.val_size} is not allowed; MNIST has {train} training "
-                                  f"images, expected fewer than {train}")
-            if self.train_subset is not None and self.train_subset > train - self.val_size:
-                raise ConfigError(f"data.train_subset={self.train_subset} is not allowed; the training split "
-                                  f"holds {train - self.val_size} images, expected at most that or null")
-            if self.test_subset is not None and self.test_subset > test:
-                raise ConfigError(f"data.test_subset={self.test_subset} is not allowed; the test set holds "
-                                  f"{test} images, expected at most that or null")
+        if self.task not in TASK_NAMES:
+            raise ConfigError(f"data.task={_shown(self.task)} is not allowed; expected one of {', '.join(TASK_NAMES)}")
+        if problem := task_spec(self.task).check(self):
+            raise ConfigError(problem)
 
     @property
     def eval_length(self) -> int:
@@ -217,7 +209,7 @@ class DataConfig:
 
     def seq_len(self) -> int:
         """Longest sequence the encoder sees (before a CLS token)."""
-        return 28 if self.task == "mnist" else 2 * max(self.length, self.eval_length) + 1
+        return task_spec(self.task).seq_len(self)
 
 
 @dataclass(frozen=True)
@@ -299,8 +291,9 @@ class Config:
                 f"model.max_len={self.model.max_len} is shorter than the longest sequence ({need}) "
                 f"of data.task={self.data.task}; set model.max_len={need} or more"
             )
-        if self.data.task == "copy" and self.pooling != "mean":
-            raise ConfigError("pooling applies to data.task=mnist only; leave pooling=mean for copy")
+        if task_spec(self.data.task).kind != "classify" and self.pooling != "mean":
+            raise ConfigError(f"pooling applies to tasks with one label per sequence (data.task=mnist) only; "
+                              f"leave pooling=mean for data.task={self.data.task}")
 
 
 SECTIONS = {"model": EncoderConfig, "data": DataConfig, "optim": OptimConfig, "trainer": TrainerConfig, "run": RunConfig}

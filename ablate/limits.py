@@ -13,8 +13,8 @@ The estimate is deliberately simple and on the generous side:
 - activations: what one training batch keeps for the backward pass (every layer's inputs, the
   (B, heads, T, T) scores, softmax and dropout mask, the FFN's hidden units), or one no-grad
   evaluation chunk of the probes, whichever is larger;
-- data: the in-memory data sets (MNIST's 70,000 images; the copy task's n x seq_len int64 tokens,
-  inputs and targets, with the temporaries of their generation).
+- data: the in-memory data sets, as the task's registry entry says (`data_bytes`: MNIST's 70,000
+  images; a synthetic task's n x seq_len int64 tokens, inputs and targets, with their temporaries).
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .registry import spec
+
 if TYPE_CHECKING:
     from .config import Config
 
 FLOAT = 4  # bytes of a float32
-LONG = 8  # bytes of an int64 token id
-MNIST_IMAGES, MNIST_TRAIN = 70_000, 60_000  # the official split: 60,000 training, 10,000 test images
-MNIST_ROWS, MNIST_CLASSES = 28, 10
 EVAL_CHUNK = 1000  # largest evaluation batch the probes use (ablate.probing); loaders use batch_size
 GB = 1e9
 
@@ -58,10 +57,12 @@ def parameter_count(cfg: Config) -> int:
     encoder = m.n_layers * (attention + feed_forward)
     encoder += 2 * d if m.norm == "pre" else 0  # the final LayerNorm of a Pre-LN stack
     encoder += m.max_len * d if m.pos_enc == "learned" else 0
-    if data.task == "mnist":  # Linear(28, d) embedding, optional CLS token, Linear(d, 10) head
-        return MNIST_ROWS * d + d + (d if cfg.pooling == "cls" else 0) + encoder + d * MNIST_CLASSES + MNIST_CLASSES
-    tokens = data.vocab + 2  # Embedding(vocab + SEP + BLANK, d), Linear(d, vocab) head
-    return tokens * d + encoder + d * data.vocab + data.vocab
+    sizes = spec(data.task).model_sizes(data)
+    if "in_features" in sizes:  # Linear(in_features, d) embedding, optional CLS token, Linear(d, n_classes) head
+        n_in, n_out = sizes["in_features"], sizes["n_classes"]
+        return n_in * d + d + (d if cfg.pooling == "cls" else 0) + encoder + d * n_out + n_out
+    # Embedding(n_tokens, d), Linear(d, n_out) head
+    return sizes["n_tokens"] * d + encoder + d * sizes["n_out"] + sizes["n_out"]
 
 
 def _buffer_floats(cfg: Config) -> int:
@@ -79,10 +80,7 @@ def _seq_len(cfg: Config) -> int:
 
 
 def _train_examples(cfg: Config) -> int:
-    data = cfg.data
-    if data.task == "mnist":
-        return data.train_subset or MNIST_TRAIN - data.val_size
-    return min(data.train_subset or data.n_train, data.n_train)
+    return spec(cfg.data.task).train_examples(cfg.data)
 
 
 def activation_bytes(cfg: Config) -> int:
@@ -93,8 +91,10 @@ def activation_bytes(cfg: Config) -> int:
     scores = h * T * T  # (heads, T, T) per example
     attention = T * (6 * d + 8 * inner) + 3 * scores  # inputs, q/k/v, output; scores, softmax, mask
     feed_forward = T * (5 * d + 4 * ffn) if m.ffn_mult > 0 else 0
-    n_out = MNIST_CLASSES if cfg.data.task == "mnist" else cfg.data.vocab
-    head = T * 4 * d + 3 * (T if cfg.data.task == "copy" else 1) * n_out  # embedding, logits and grads
+    task = spec(cfg.data.task)
+    sizes = task.model_sizes(cfg.data)
+    n_out = sizes.get("n_classes", sizes.get("n_out", 0))
+    head = T * 4 * d + 3 * (T if task.kind == "tokens" else 1) * n_out  # embedding, logits and grads
     per_example = m.n_layers * (attention + feed_forward) + head
     batch = min(cfg.data.batch_size, _train_examples(cfg))
     train = batch * per_example
@@ -105,12 +105,7 @@ def activation_bytes(cfg: Config) -> int:
 
 
 def data_bytes(cfg: Config) -> int:
-    data = cfg.data
-    if data.task == "mnist":  # uint8 files, one float32 tensor, labels
-        return MNIST_IMAGES * (MNIST_ROWS * MNIST_ROWS * (1 + FLOAT) + 2 * LONG)
-    train_len, test_len = 2 * data.length + 1, 2 * data.eval_length + 1
-    tokens = (data.n_train + data.n_val) * train_len + data.n_test * test_len
-    return 3 * LONG * tokens  # inputs and targets, and the temporaries they are made from
+    return spec(cfg.data.task).data_bytes(cfg.data)
 
 
 def estimate(cfg: Config) -> Estimate:

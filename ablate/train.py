@@ -409,6 +409,7 @@ def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started
                 log("ablate: probing the final model" + (" (with head masking)" if cfg.run.expensive_probes else ""))
             recorder.final(trainer, task.model, datamodule, cfg.run.expensive_probes)
         trainer.test(task, datamodule=datamodule, verbose=False)
+        metrics.update(datamodule.reference_levels())  # the task's reference levels on its own sets
         summary["status"] = "completed"
     except Diverged as err:
         metrics = {}

@@ -2,7 +2,7 @@
 
     models  <-  data, tasks, probes  <-  train (rundir, callbacks, tracking, probing)  <-  sweep
             <-  results  <-  report  <-  notebooks
-    (fileio, yamlfile, checkpoint: leaf utilities, importing nothing of ablate, usable by every layer;
+    (fileio, yamlfile, checkpoint, registry: leaf modules, importing nothing of ablate, usable by every layer;
      a name is imported from its home, never through a module that merely uses it)
 
 Each rule names a layer (a module prefix) and the ablate modules it must never import. The checker
@@ -37,6 +37,8 @@ RULES = (
     Rule("ablate.yamlfile", allowed=("ablate.yamlfile",), why="a leaf utility every layer may use"),
     Rule("ablate.runfiles", allowed=("ablate.runfiles", "ablate.yamlfile"),
          why="reading a run's files: one home for the trainer and the results table"),
+    Rule("ablate.registry", allowed=("ablate.registry",),
+         why="the task registry: a leaf every layer may read (config, data, budgets, tables, reports)"),
     Rule("ablate.checkpoint", allowed=("ablate.checkpoint",),
          why="a leaf utility: tasks below the run directory and everything above it load checkpoints"),
     Rule("ablate", forbidden=tuple(f"ablate.rundir.{name}" for name in HOMES),
@@ -51,7 +53,7 @@ RULES = (
                                     "ablate.report"),
          why="sweep files -> runs: configurations and processes, nothing of model internals"),
     Rule("ablate.results", forbidden=("ablate.report",), why="tables are below the reports"),
-    Rule("ablate.report", allowed=("ablate.report", "ablate.results", "ablate.fileio"),
+    Rule("ablate.report", allowed=("ablate.report", "ablate.results", "ablate.fileio", "ablate.registry"),
          why="reports read tables only"),
     Rule("reports", allowed=("ablate.report", "ablate.results"), why="notebooks read tables only"),
 )

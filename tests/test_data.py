@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
 
-import ablate.data.copytask as copy_mod
 import ablate.data.mnist as mnist_mod
+import ablate.data.synthetic as synthetic_mod
 from ablate import cli
 from ablate.config import ConfigError, DataConfig
 from ablate.data import (
@@ -32,6 +32,7 @@ from ablate.data import (
     row_permutation,
     split_seed,
 )
+from ablate.registry import spec as task_spec
 
 N_TRAIN, N_TEST = 100, 20  # sizes of the fake MNIST
 
@@ -646,12 +647,12 @@ def test_copy_smallest_and_largest_vocab_build():
 
 def test_copy_sets_bigger_than_memory_are_refused(monkeypatch):
     cfg = DataConfig(task="copy", n_train=100, n_val=10, n_test=20, length=4, test_length=6)
-    assert copy_mod.copy_bytes(cfg) == 24 * ((100 + 10) * 9 + 20 * 13)  # 30,000 bytes
+    assert task_spec("copy").data_bytes(cfg) == 24 * ((100 + 10) * 9 + 20 * 13)  # 30,000 bytes
     monkeypatch.setattr(
-        copy_mod, "memory_bytes", lambda: 2 * 30_000
+        synthetic_mod, "memory_bytes", lambda: 2 * 30_000
     )  # exactly MEMORY_SHARE: allowed
     CopyTask(cfg).setup("fit")
-    monkeypatch.setattr(copy_mod, "memory_bytes", lambda: 2 * 30_000 - 2)
+    monkeypatch.setattr(synthetic_mod, "memory_bytes", lambda: 2 * 30_000 - 2)
     with pytest.raises(DataError) as err:
         CopyTask(cfg)
     assert str(err.value) == (
@@ -659,7 +660,7 @@ def test_copy_sets_bigger_than_memory_are_refused(monkeypatch):
         "than 50% of this machine's 5.59e-05 GiB; lower data.n_train, data.n_val, data.n_test, "
         "data.length or data.test_length"
     )
-    monkeypatch.setattr(copy_mod, "memory_bytes", lambda: None)  # the OS does not say: no bound
+    monkeypatch.setattr(synthetic_mod, "memory_bytes", lambda: None)  # the OS does not say: no bound
     CopyTask(cfg)
 
 
@@ -683,7 +684,7 @@ def test_copy_task_that_cannot_be_built_exits_2_through_the_cli(
         expect = "ablate: data.vocab=1 is not allowed for data.task=copy; expected an integer >= 2"
     else:
         monkeypatch.setattr(
-            copy_mod, "memory_bytes", lambda: 2**18
+            synthetic_mod, "memory_bytes", lambda: 2**18
         )  # 256 KiB; the sets need 255 KiB
         expect = (
             "ablate: the copy task's sets need about 0.000243 GiB (512 + 64 sequences of 17 tokens"

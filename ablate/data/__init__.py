@@ -1,7 +1,8 @@
-"""Datasets and LightningDataModules: MNIST read row by row, and a synthetic copy task.
+"""Datasets and LightningDataModules: MNIST read row by row, and synthetic token tasks.
 
-`build_datamodule(cfg)` picks the module for `data.task`; the module says which model it needs
-(`kind`, `seq_len`, and `in_features`/`n_classes` or `n_tokens`/`n_out`).
+`build_datamodule(cfg)` builds the module the task's registry entry names (ablate/registry.py); the
+module says which model it needs (`kind`, `seq_len`, and `in_features`/`n_classes` or
+`n_tokens`/`n_out`).
 No W&B or pandas here; torchvision is imported only when MNIST is read.
 """
 
@@ -10,29 +11,29 @@ from __future__ import annotations
 import pytorch_lightning as pl
 
 from ..config import ConfigError, DataConfig
+from ..registry import TASKS as REGISTRY
 from .common import DataError, InMemory, data_dir, keep_batch
-from .copytask import IGNORE, CopyTask, copy_sequences, split_seed
+from .copytask import CopyTask, copy_sequences
 from .mnist import MnistRows, network_available, row_permutation
-
-TASKS = {"mnist": MnistRows, "copy": CopyTask}
+from .synthetic import IGNORE, SyntheticTask, split_seed
 
 
 def build_datamodule(cfg: DataConfig) -> pl.LightningDataModule:
-    """The LightningDataModule for cfg.task."""
-    if cfg.task not in TASKS:
+    """The LightningDataModule of cfg.task's registry entry."""
+    if cfg.task not in REGISTRY:
         raise ConfigError(
-            f"data.task={cfg.task!r} is not allowed; expected one of {', '.join(TASKS)}"
+            f"data.task={cfg.task!r} is not allowed; expected one of {', '.join(REGISTRY)}"
         )
-    return TASKS[cfg.task](cfg)
+    return REGISTRY[cfg.task].datamodule_class()(cfg)
 
 
 __all__ = [
     "IGNORE",
-    "TASKS",
     "CopyTask",
     "DataError",
     "InMemory",
     "MnistRows",
+    "SyntheticTask",
     "build_datamodule",
     "copy_sequences",
     "data_dir",

@@ -21,6 +21,7 @@ import torch
 
 from ..config import ConfigError, DataConfig
 from .common import DataError, InMemory, InMemoryDataModule, data_dir
+from .reference import chance
 
 MEAN, STD = 0.1307, 0.3081  # of the 60k training pixels, scaled to [0, 1]
 ROWS = 28
@@ -248,3 +249,9 @@ class MnistRows(InMemoryDataModule):
         self.train_set = InMemory(images, labels, train_idx, train_perm)
         self.val_set = InMemory(images, labels, val_idx, train_perm)
         self.test_set = InMemory(images, labels, test_idx, test_perm)
+
+    def reference_levels(self) -> dict[str, float]:
+        """Chance on the validation and test sets (the most frequent digit), `ref/<split>/chance`."""
+        self.setup()
+        return {f"ref/{split}/chance": chance(data.y[data.index])
+                for split, data in (("val", self.val_set), ("test", self.test_set))}

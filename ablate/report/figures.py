@@ -12,10 +12,11 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 
+from ..registry import TASKS as REGISTRY
 from .data import figures_dir
 
 DPI = 110
-TASKS = {"mnist": "MNIST rows", "copy": "copy task"}  # data.task -> how a sentence or a legend names it
+TASKS = {name: task.title for name, task in REGISTRY.items()}  # data.task -> how a sentence or a legend names it
 
 
 def setup() -> None:

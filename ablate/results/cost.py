@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-MNIST_TRAIN = 60_000  # images in MNIST's training split (validation is held out of these)
+from ..registry import spec as task_spec
+
 GPU_STEPS_PER_S = (100, 300)  # assumed, not measured: see the module docstring
 
 
@@ -34,13 +35,8 @@ class Cost:
 
 def steps_of(cfg) -> int:
     """Optimiser steps of one run: epochs x ceil(training examples / batch), capped by max_steps."""
-    data = cfg.data
-    if data.task == "mnist":
-        n = MNIST_TRAIN - data.val_size
-        n = min(n, data.train_subset) if data.train_subset else n
-    else:
-        n = min(data.n_train, data.train_subset) if data.train_subset else data.n_train
-    steps = cfg.trainer.max_epochs * math.ceil(n / data.batch_size)
+    n = task_spec(cfg.data.task).train_examples(cfg.data)
+    steps = cfg.trainer.max_epochs * math.ceil(n / cfg.data.batch_size)
     return min(steps, cfg.trainer.max_steps) if cfg.trainer.max_steps > 0 else steps
 
 

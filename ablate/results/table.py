@@ -248,10 +248,9 @@ def profile_keys() -> frozenset[str]:
     """The keys budget profiles set (ablate.budgets: epochs, subset sizes): a run's value of one
     follows from its budget, task and sweep, so these differ between the tasks of a sweep without
     being what the sweep compares."""
-    from ..budgets import BUDGETS, SWEEPS
+    from ..budgets import profile_keys as keys
 
-    tasks = [*BUDGETS.values(), *(t for groups in SWEEPS.values() for t in groups.values())]
-    return frozenset(k for profiles in tasks for settings in profiles.values() for k in settings)
+    return keys()
 
 
 PROFILE_CONTEXT = ("budget", "data.task", "run.group")  # what a profile key's value follows from

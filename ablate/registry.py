@@ -1,0 +1,146 @@
+"""The task registry: everything the rest of ablate asks about a task (`data.task`), in one entry.
+
+A task is one module (its LightningDataModule, under ablate/data/) plus one `TaskSpec` in `TASKS`
+below. The config validates `data.task` against these names and sizes the model from `model_sizes`;
+the memory check reads `data_bytes`; budgets read `budgets`; the cost estimate reads `train_examples`;
+the reports name a task by `title` and draw its `references` (reference levels: chance, and the best
+an order-blind predictor can score, which the data module computes exactly on its own evaluation sets
+and every run records in summary.json as `ref/<split>/<name>`).
+
+A leaf module: it imports nothing of ablate, and no torch (the config reads it before anything heavy
+is loaded); the data module is named by its import path and loaded only when data is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+DataConfig = Any  # ablate.config.DataConfig (not imported: this module is a leaf below the config)
+
+MNIST_IMAGES, MNIST_TRAIN = 70_000, 60_000  # the official split: 60,000 training, 10,000 test images
+MNIST_ROWS, MNIST_CLASSES = 28, 10
+LONG = 8  # bytes of an int64 token id
+
+# Reference levels a data module can compute on an evaluation set (see ablate/data/reference.py):
+REFERENCE_TEXT = {
+    "chance": "the best constant prediction (the most frequent target)",
+    "order_blind": "the best any order-blind (bag-of-tokens) model can score: a prediction that sees "
+                   "only the position's own token and the multiset of the sequence's tokens",
+}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str  # the data.task value
+    title: str  # how a sentence or a legend names it
+    kind: str  # "classify": one label per sequence; "tokens": a label per position (IGNORE elsewhere)
+    datamodule: str  # "module:Class" under ablate.data, imported when data is built
+    about: str  # one line for README and `ablate keys`: what it tests
+    seq_len: Callable[[DataConfig], int]  # longest sequence the encoder sees (before a CLS token)
+    model_sizes: Callable[[DataConfig], dict[str, int]]  # in_features/n_classes or n_tokens/n_out
+    train_examples: Callable[[DataConfig], int]  # training examples of one epoch
+    data_bytes: Callable[[DataConfig], int]  # peak host memory of building the data sets
+    budgets: dict[str, dict[str, Any]] = field(default_factory=dict)  # budget -> settings (ablate.budgets)
+    references: tuple[str, ...] = ()  # reference levels its data module computes (REFERENCE_TEXT)
+    check: Callable[[DataConfig], str | None] = lambda cfg: None  # an impossible setting, in words
+
+    def datamodule_class(self) -> type:
+        module, _, cls = self.datamodule.partition(":")
+        return getattr(importlib.import_module(f"ablate.data.{module}"), cls)
+
+
+# ---- MNIST as 28 rows of 28 pixels (the tutorial's model) ----
+
+def _mnist_check(cfg: DataConfig) -> str | None:
+    train, test = MNIST_TRAIN, MNIST_IMAGES - MNIST_TRAIN
+    if cfg.val_size >= train:
+        return f"data.val_size={cfg.val_size} is not allowed; MNIST has {train} training images, expected fewer than {train}"
+    if cfg.train_subset is not None and cfg.train_subset > train - cfg.val_size:
+        return (f"data.train_subset={cfg.train_subset} is not allowed; the training split holds "
+                f"{train - cfg.val_size} images, expected at most that or null")
+    if cfg.test_subset is not None and cfg.test_subset > test:
+        return f"data.test_subset={cfg.test_subset} is not allowed; the test set holds {test} images, expected at most that or null"
+    return None
+
+
+MNIST = TaskSpec(
+    name="mnist",
+    title="MNIST rows",
+    kind="classify",
+    datamodule="mnist:MnistRows",
+    about="MNIST read as 28 rows of 28 pixels, one label per image (the tutorial's model)",
+    seq_len=lambda cfg: MNIST_ROWS,
+    model_sizes=lambda cfg: {"in_features": MNIST_ROWS, "n_classes": MNIST_CLASSES},
+    train_examples=lambda cfg: min(cfg.train_subset or MNIST_TRAIN, MNIST_TRAIN - cfg.val_size),
+    # uint8 files, one float32 tensor, labels
+    data_bytes=lambda cfg: MNIST_IMAGES * (MNIST_ROWS * MNIST_ROWS * 5 + 2 * LONG),
+    budgets={
+        # CI: a whole sweep in about 2 minutes on 2 cores. Proves the plumbing, answers nothing.
+        "smoke": {"trainer.max_epochs": 1, "data.train_subset": 512, "data.val_size": 256,
+                  "data.test_subset": 512, "run.probe_batch": 32},
+        # This machine (2 cores): the tutorial's model to about 88 % on MNIST rows in 376 steps.
+        "quick": {"trainer.max_epochs": 4, "data.train_subset": 6000, "data.val_size": 1000,
+                  "data.test_subset": 2000},
+        # Paper quality, meant for GPUs: the whole training set, long training.
+        "full": {"trainer.max_epochs": 20},
+    },
+    references=("chance",),
+    check=_mnist_check,
+)
+
+
+# ---- synthetic token tasks: n sequences, generated in memory from data.seed ----
+
+def _synthetic_examples(cfg: DataConfig) -> int:
+    return min(cfg.train_subset or cfg.n_train, cfg.n_train)
+
+
+def _synthetic_check(cfg: DataConfig) -> str | None:
+    if cfg.train_subset is not None and cfg.train_subset > cfg.n_train:
+        return f"data.train_subset={cfg.train_subset} is not allowed; expected at most data.n_train={cfg.n_train} or null"
+    return None
+
+
+def _copy_len(length: int) -> int:
+    return 2 * length + 1  # tokens, SEP, a blank per token
+
+
+def _copy_bytes(cfg: DataConfig) -> int:
+    """int64 x and y, and the pieces x is concatenated from, at the peak."""
+    tokens = (cfg.n_train + cfg.n_val) * _copy_len(cfg.length) + cfg.n_test * _copy_len(cfg.eval_length)
+    return 3 * LONG * tokens
+
+
+COPY = TaskSpec(
+    name="copy",
+    title="copy task",
+    kind="tokens",
+    datamodule="copytask:CopyTask",
+    about="read data.length tokens, a separator, then blanks: emit the tokens in order "
+          "(data.reverse=true: reversed); the test set can be longer (data.test_length)",
+    seq_len=lambda cfg: _copy_len(max(cfg.length, cfg.eval_length)),
+    model_sizes=lambda cfg: {"n_tokens": cfg.vocab + 2, "n_out": cfg.vocab},
+    train_examples=_synthetic_examples,
+    data_bytes=_copy_bytes,
+    budgets={
+        "smoke": {"trainer.max_epochs": 1, "data.n_train": 512, "data.n_val": 128, "data.n_test": 128,
+                  "run.probe_batch": 32},
+        "quick": {"trainer.max_epochs": 10, "data.n_train": 4000, "data.n_val": 500, "data.n_test": 500},
+        "full": {"trainer.max_epochs": 30, "data.n_train": 100000, "data.n_val": 2000, "data.n_test": 5000},
+    },
+    references=("chance", "order_blind"),
+    check=_synthetic_check,
+)
+
+
+# The registry: data.task -> its entry. Adding a task: its module under ablate/data/ and one entry here.
+TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (MNIST, COPY)}
+NAMES: tuple[str, ...] = tuple(TASKS)
+
+
+def spec(name: str) -> TaskSpec:
+    """The entry of data.task=`name` (KeyError for an unknown name: the config refuses those first)."""
+    return TASKS[name]
