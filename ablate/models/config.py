@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from .attention import INITS
 from .positional import POS_ENCODINGS
 
 ACTIVATION_NAMES = ("relu", "gelu")
 NORM_NAMES = ("pre", "post", "none")
 POS_ENC_NAMES = tuple(POS_ENCODINGS)  # the registry in positional.py is the one home of a scheme
-INIT_NAMES = ("default", "xavier", "small")
+INIT_NAMES = tuple(INITS)  # the registry in attention.py is the one home of an init
 
 
 def _choice(field: str, value, allowed: tuple) -> None:
@@ -53,7 +54,7 @@ class EncoderConfig:
     norm: Literal["pre", "post", "none"] = "post"  # LayerNorm placement (Xiong et al. 2020)
     pos_enc: Literal[POS_ENC_NAMES] = "learned"  # positional encoding (each scheme: models/positional.py)
     causal: bool = False  # each position attends only to itself and earlier ones
-    init: Literal["default", "xavier", "small"] = "default"  # Q/K/V/O initialisation
+    init: Literal[INIT_NAMES] = "default"  # Q/K/V/O init; unit: W_Q, W_K ~ N(0, 1/d_model), unit-variance q, k (models/attention.py)
     max_len: int = 512  # longest sequence the learned table holds
     learned_std: float = 1.0  # learned positions start N(0, learned_std^2): the tutorial's torch.randn; 0.02 is BERT's
     dropout: float = 0.1  # PyTorch's placement: attention weights, both sub-layer outputs, FFN hidden

@@ -2,7 +2,8 @@
 
 The scores are the model's own `MultiHeadAttention.logits(q, k)` (after the √d_head scale, the
 temperature, any positional score bias and the causal mask) on the input each attention layer actually receives, captured
-with a forward pre-hook; the weights are their softmax, exactly the explicit attention path.
+with a forward pre-hook; the weights are their softmax, exactly the explicit attention path. The
+variance of the q and k components they are made of is reported beside them.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ def attention_maps(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 @probe
 @torch.no_grad()
-def layer_logits(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
-    """Pre-softmax scores of every layer, L x (B, H, T, T), -inf where the causal mask hides a key."""
+def layer_qk(model: nn.Module, x: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """q and k of every layer, L x ((B, H, T, hs), (B, H, T, hs)), positional rotation applied: what
+    the scores are made of, projected from the input each attention layer actually receives."""
     (x,) = to_device(model, x)
     blocks = blocks_of(model)
     inputs: list[torch.Tensor | None] = [None] * len(blocks)
@@ -40,11 +42,21 @@ def layer_logits(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
 
     with removing(b.attention.register_forward_pre_hook(keep(i)) for i, b in enumerate(blocks)):
         model(x)
-    scores = []
-    for block, h in zip(blocks, inputs):
-        q, k, _ = block.attention.project(h)  # (B, H, T, hs) each
-        scores.append(block.attention.logits(q, k))  # (B, H, T, T)
-    return scores
+    return [block.attention.project(h)[:2] for block, h in zip(blocks, inputs)]
+
+
+@probe
+@torch.no_grad()
+def layer_logits(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """Pre-softmax scores of every layer, L x (B, H, T, T), -inf where the causal mask hides a key."""
+    return [block.attention.logits(q, k) for block, (q, k) in zip(blocks_of(model), layer_qk(model, x))]
+
+
+def component_variance(t: torch.Tensor) -> float:
+    """Mean over the components of q or k (B, H, T, hs) of each one's variance over the B * T tokens:
+    1 where every component has unit variance, the premise of the sqrt(d_k) scaling."""
+    B, H, T, hs = t.shape
+    return t.transpose(1, 2).reshape(B * T, H * hs).var(dim=0).mean().item()
 
 
 def row_stats(scores: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -67,11 +79,18 @@ def row_stats(scores: torch.Tensor) -> dict[str, torch.Tensor]:
     }
 
 
+@torch.no_grad()
 def score_stats(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
     """logit_std_l, logit_max_l (std and max |score| over visible entries), entropy_l, rowmax_l,
-    onehot_frac_l (fraction of rows with max weight > 0.99), for every layer l."""
+    onehot_frac_l (fraction of rows with max weight > 0.99), and beside them q_var_l, k_var_l (the
+    measured variance of q and k components, `component_variance`), for every layer l.
+
+    With qk_scale off and q, k components of unit variance, logit_std is about sqrt(d_k): the two
+    variances say how far a layer's input meets that premise (model.init='unit' realises it)."""
     out: dict[str, float] = {}
-    for layer, s in enumerate(layer_logits(model, x)):
+    blocks = blocks_of(model)
+    for layer, (block, (q, k)) in enumerate(zip(blocks, layer_qk(model, x))):
+        s = block.attention.logits(q, k)  # (B, H, T, T)
         visible = s[torch.isfinite(s)]
         rows = row_stats(s)
         out[f"logit_std_l{layer}"] = visible.std().item()
@@ -79,6 +98,8 @@ def score_stats(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
         out[f"entropy_l{layer}"] = rows["entropy"].mean().item()
         out[f"rowmax_l{layer}"] = rows["rowmax"].mean().item()
         out[f"onehot_frac_l{layer}"] = rows["onehot"].mean().item()
+        out[f"q_var_l{layer}"] = component_variance(q)
+        out[f"k_var_l{layer}"] = component_variance(k)
     return out
 
 
