@@ -214,7 +214,9 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    name: Literal["adam", "adamw"] = "adam"  # optimiser: Adam (L2 weight decay) or AdamW (decoupled)
+    # optimiser: Adam (L2 weight decay), AdamW (decoupled), or plain SGD (no momentum): a step is then
+    # lr times the gradient itself, which Adam's per-parameter normalisation hides (Q2, Q4)
+    name: Literal["adam", "adamw", "sgd"] = "adam"
     lr: float = 1e-3  # learning rate (its peak, after any warm-up)
     weight_decay: float = 0.0  # weight decay of the optimiser
     warmup: float = 0.0  # fraction of all training steps spent warming the lr up linearly from 0

@@ -38,6 +38,24 @@ def test_optimizer_and_scheduler_follow_the_config():
     assert opt.param_groups[0]["lr"] == pytest.approx(3e-4 / 10)  # step 0 of a 10-step warm-up
 
 
+def test_plain_sgd_steps_by_lr_times_the_gradient():
+    """optim.name=sgd: no momentum, no normalisation. One step moves every parameter by exactly
+    -lr * grad (Adam's first step would move each by about lr, whatever the gradient's size)."""
+    cfg = C.build({"optim.name": "sgd", "optim.lr": "0.5", "data.task": "copy", "model.d_model": "8",
+                   "model.n_heads": "2", "model.dropout": "0"})
+    task = CopyTokens(cfg, n_tokens=12, n_out=10)
+    opt = task.configure_optimizers()
+    assert type(opt) is torch.optim.SGD and opt.defaults["momentum"] == 0
+    x = torch.randint(0, 12, (4, 17))
+    y = torch.randint(0, 10, (4, 17))
+    before = [p.detach().clone() for p in task.parameters()]
+    task.loss(task.model(x), y).backward()
+    grads = [p.grad.clone() for p in task.parameters()]
+    opt.step()
+    for p, b, g in zip(task.parameters(), before, grads):
+        torch.testing.assert_close(p.detach(), b - 0.5 * g, rtol=0, atol=1e-6)
+
+
 def test_copy_accuracy_counts_blank_positions_only():
     y = torch.tensor([[IGNORE, IGNORE, 1, 2], [IGNORE, IGNORE, 0, 0]])
     logits = torch.full((2, 4, 3), -5.0)

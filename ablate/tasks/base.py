@@ -26,7 +26,7 @@ def lr_lambda(warmup_steps: int, total_steps: int, schedule: str):
     return factor
 
 
-OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
 class EncoderTask(pl.LightningModule):
