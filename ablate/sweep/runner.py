@@ -10,6 +10,12 @@ diverged) are skipped, a running one holds the directory's lock, an interrupted 
 last.ckpt, a failed one is retried. Workers die with the runner (see ablate.sweep.worker), so the
 same command after Ctrl-C or kill -9 finishes exactly the missing runs.
 
+Tuned sweeps (ablate.sweep.tune) run in two stages: stage 1 (every variant at every value of the
+tuned key, on the tune seeds) first; each variant's stage 2 (the other seeds at its chosen value) is
+queued as soon as its stage-1 runs are all finished. The choice is read from those runs' summary.json
+files each time, so the same command after an interruption in either stage makes the same choice
+and runs exactly what is missing.
+
 Busy is not failed: a run whose lock another process holds (the same sweep started twice) is waited
 for, and counts as whatever that process made of it. A runs folder that is full or read-only
 (ENOSPC, EROFS, EDQUOT, in a worker or here) stops the sweep with one line instead of failing run
@@ -34,6 +40,7 @@ from typing import Any, TextIO
 
 from .. import config as C
 from ..rundir import FINISHED, LOCK, read_summary, runs_root
+from . import tune as T
 from . import worker
 from .progress import Progress, duration
 from .spec import Run, Sweep, SweepError
@@ -164,6 +171,79 @@ def worker_command(run: Run) -> list[str]:
     return [sys.executable, "-m", "ablate.sweep.worker", *items]
 
 
+class Stages:
+    """A tuned sweep's two stages (see ablate.sweep.tune): stage 1, then per variant, once its stage-1
+    runs are all finished (completed or diverged), the stage-2 runs at the value chosen from them."""
+
+    def __init__(self, sweep: Sweep):
+        assert sweep.tune is not None
+        self.tune = sweep.tune
+        self.variants: dict[str, list[Run]] = {}
+        for run in sweep.runs:  # labelled by the keys that vary (constant ones name no variant)
+            shown = {k: run.params[k] for k in sweep.varying if k in run.params}
+            self.variants.setdefault(T.variant(shown, self.tune.key), []).append(run)
+        self.stage1 = [r for r in sweep.runs if self.is_stage1(r)]
+        self.stage2_total = sum(len({r.cfg.seed for r in runs if not self.is_stage1(r)}) for runs in self.variants.values())
+        self.chosen: dict[str, Any] = {}  # variant -> its chosen value
+        self.scores: dict[str, dict[Any, float]] = {}  # variant -> value -> mean score over the tune seeds
+
+    def is_stage1(self, run: Run) -> bool:
+        return run.cfg.seed in self.tune.seeds
+
+    def value(self, run: Run) -> Any:
+        return C.flat(run.cfg)[self.tune.key]
+
+    def decide(self, name: str) -> tuple[Any, dict[Any, float]] | None:
+        """The variant's chosen value and each value's mean score, once every stage-1 run is finished."""
+        t = self.tune
+        scores: dict[Any, list[float]] = {}
+        for run in self.variants[name]:
+            if not self.is_stage1(run):
+                continue
+            summary = read_summary(run_dir(run)) or {}
+            status = summary.get("status")
+            if status not in FINISHED:
+                return None
+            metrics = summary.get("metrics") if isinstance(summary.get("metrics"), dict) else {}
+            scores.setdefault(self.value(run), []).append(T.score(metrics.get(t.metric), status, t.maximize))
+        means = {v: (T.worst(t.maximize) if any(abs(x) == float("inf") for x in xs) else sum(xs) / len(xs))
+                 for v, xs in sorted(scores.items())}
+        return T.choose(scores, t.maximize), means
+
+    def plan(self) -> list[tuple[str, list[Run]]]:
+        """(variant, its stage-2 runs) for each variant decided now that was not before."""
+        out = []
+        for name, runs in self.variants.items():
+            if name in self.chosen:
+                continue
+            decided = self.decide(name)
+            if decided is None:
+                continue
+            self.chosen[name], self.scores[name] = decided
+            out.append((name, [r for r in runs if not self.is_stage1(r) and self.value(r) == decided[0]]))
+        return out
+
+    def choice_line(self, name: str) -> str:
+        t, chosen = self.tune, self.chosen[name]
+        curve = ", ".join(f"{v:g}: {T.shown(x)}" if isinstance(v, float) else f"{v}: {T.shown(x)}"
+                          for v, x in self.scores[name].items())
+        return (f"{name}: {t.key}={chosen} chosen ({t.metric} mean over seeds "
+                f"{' '.join(map(str, t.seeds))}: {curve})")
+
+    def describe(self) -> str:
+        t = self.tune
+        rest = sorted({r.cfg.seed for r in self.variants_runs() if not self.is_stage1(r)})
+        return (f"tuning {t.key}: stage 1 runs each of {len(self.variants)} variants at its {len(t.values)} values on "
+                f"seeds {' '.join(map(str, t.seeds))} ({len(self.stage1)} runs); stage 2 runs "
+                + (f"seeds {' '.join(map(str, rest))} at each variant's chosen value ({self.stage2_total} runs); "
+                   + (f"chosen for all {len(self.variants)} variants" if len(self.chosen) == len(self.variants) else
+                      f"chosen so far for {len(self.chosen)} of {len(self.variants)} variants, the others when "
+                      "their stage 1 has finished") if rest else "nothing (no other seeds)"))
+
+    def variants_runs(self) -> list[Run]:
+        return [r for runs in self.variants.values() for r in runs]
+
+
 @dataclass
 class Active:
     run: Run
@@ -243,6 +323,7 @@ class Report:
     interrupted: bool = False
     signal: int = signal.SIGINT  # what interrupted the sweep
     stopped: str | None = None  # why the sweep stopped early (the runs folder cannot be written)
+    stages: Stages | None = None  # a tuned sweep's stages, with the choices made
 
     def count(self, outcome: str) -> int:
         return (self.skipped.get(outcome, 0) + len(self.outcomes.get(outcome, []))
@@ -267,6 +348,7 @@ class Runner:
         self.waiting: dict[str, Run] = {}  # runs another process is training: their results count here
         self.interrupted = False
         self.stop: str | None = None  # set when the runs folder cannot be written: start nothing more
+        self.left: int | None = None  # of --max-runs, what stage 2 may still start
 
     # -- starting and ending one run -------------------------------------------------------------
     def _start(self, run: Run, slot: int) -> Active:
@@ -395,35 +477,58 @@ class Runner:
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> Report:
-        runs = self.sweep.runs
-        report = Report(total=len(runs))
+        stages = Stages(self.sweep) if self.sweep.tune is not None else None
+        first = stages.stage1 if stages else self.sweep.runs
+        total = len(first) + (stages.stage2_total if stages else 0)
+        report = Report(total=total, stages=stages)
         todo: list[Run] = []
-        for run in runs:
+        for run in first:
             if finished(run):
                 status = read_summary(run_dir(run))["status"]
                 report.skipped[status] = report.skipped.get(status, 0) + 1
             else:
                 todo.append(run)
+        decided: list[str] = []
+        if stages:  # variants whose stage 1 finished before: their stage 2 is known now
+            for name, runs in stages.plan():
+                decided.append(name)
+                for run in runs:
+                    if finished(run):
+                        status = read_summary(run_dir(run))["status"]
+                        report.skipped[status] = report.skipped.get(status, 0) + 1
+                    else:
+                        todo.append(run)
+        self.left = None
         if self.max_runs is not None:
             todo = todo[: self.max_runs]
-        workers = min(self.plan.workers, len(todo)) or 1
+            self.left = self.max_runs - len(todo)
+        undecided = 0  # stage-2 runs not known yet: they may still use a worker
+        if stages:
+            undecided = sum(len({r.cfg.seed for r in runs if not stages.is_stage1(r)})
+                            for name, runs in stages.variants.items() if name not in stages.chosen)
+        workers = min(self.plan.workers, len(todo) + min(undecided, self.left if self.left is not None else undecided)) or 1
         where = runs_root() / self.sweep.name
         gpu_note = f", GPUs {' | '.join(s for s in self.plan.slots[:workers] if s)}" if self.gpus else ""
-        progress = Progress(self.sweep.name, len(runs), workers, self.stream)
+        progress = Progress(self.sweep.name, total, workers, self.stream)
         progress.counts.update({k: v for k, v in report.skipped.items()})
         progress.pending = len(todo)
         done_before = sum(report.skipped.values())
-        later = len(runs) - done_before - len(todo)
-        plan_note = f" on {workers} workers x {self.threads} thread(s){gpu_note}" if todo else ""
-        progress.say(f"ablate sweep {self.sweep.name}: {len(runs)} runs, {done_before} finished before, "
+        later = total - done_before - len(todo)
+        plan_note = f" on {workers} workers x {self.threads} thread(s){gpu_note}" if todo or undecided else ""
+        progress.say(f"ablate sweep {self.sweep.name}: {total} runs, {done_before} finished before, "
                      f"{len(todo)} to run" + (f" ({later} left for later)" if later else "")
                      + f"{plan_note} -> {where}")
-        if any(forked(r) for r in todo):
+        if stages:
+            progress.say(f"ablate sweep {self.sweep.name}: {stages.describe()}")
+            for name in decided:
+                progress.say(f"ablate sweep {self.sweep.name}: stage 2 of {stages.choice_line(name)}")
+        if any(forked(r) for r in todo) or undecided:
             worker.forkserver()  # imports PRELOAD now, while the first runs are set up
         started = time.monotonic()
         free = list(range(workers))
         queue = list(todo)
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
+        seen = progress.finished
         try:
             while (queue or self.active or self.waiting) and self.stop is None:
                 self._fill(queue, free, progress, report)
@@ -451,6 +556,9 @@ class Runner:
                         self.stop = self.stop or cannot_write(err, runs_root() / self.sweep.name)
                         report.outcomes.setdefault("failed", []).append(active.run)
                 self._check_waiting(queue, report, progress)
+                if stages and progress.finished != seen:
+                    seen = progress.finished
+                    self._stage2(stages, queue, report, progress)
         except KeyboardInterrupt as stop:
             self.interrupted = report.interrupted = True
             report.signal = getattr(stop, "signum", signal.SIGINT)
@@ -468,6 +576,21 @@ class Runner:
             progress.close()
         report.wall_s = time.monotonic() - started
         return report
+
+    def _stage2(self, stages: Stages, queue: list[Run], report: Report, progress: Progress) -> None:
+        """Queue the stage-2 runs of every variant whose stage 1 has just finished (within --max-runs)."""
+        for name, runs in stages.plan():
+            progress.say(f"ablate sweep {self.sweep.name}: stage 2 of {stages.choice_line(name)}")
+            for run in runs:
+                if finished(run):  # e.g. run by W&B agents or another process
+                    status = read_summary(run_dir(run))["status"]
+                    report.skipped[status] = report.skipped.get(status, 0) + 1
+                    progress.counts[status] = progress.counts.get(status, 0) + 1
+                elif self.left is None or self.left > 0:
+                    queue.append(run)
+                    progress.pending += 1
+                    if self.left is not None:
+                        self.left -= 1
 
     def _finish(self, active: Active, code: int, report: Report, progress: Progress) -> None:
         self._read(active)
@@ -550,6 +673,15 @@ def summarise(sweep: Sweep, report: Report, stream: TextIO, out: TextIO) -> int:
               "skipped": sum(report.skipped.values()), "run_now": sum(len(v) for v in report.outcomes.values()),
               "by_other_process": sum(len(v) for v in report.elsewhere.values()),
               "wall_s": round(report.wall_s, 1), "runs_dir": str(runs_root() / sweep.name)}
+    stages = report.stages
+    if stages is not None:
+        result["tuned"] = {"key": stages.tune.key, "metric": stages.tune.metric, "chosen": dict(stages.chosen),
+                           "undecided": [v for v in stages.variants if v not in stages.chosen]}
+        waiting = result["tuned"]["undecided"]
+        if waiting and not (report.stopped or report.interrupted):
+            stream.write(f"ablate: stage 2 of {len(waiting)} of {len(stages.variants)} variants waits for their "
+                         f"stage 1 (runs not finished: failed, interrupted or left for later); run the same "
+                         "command again\n")
     out.write(json.dumps(result) + "\n")
     out.flush()
     if report.stopped:
@@ -572,9 +704,32 @@ def summarise(sweep: Sweep, report: Report, stream: TextIO, out: TextIO) -> int:
 
 
 def dry_run(sweep: Sweep, out: TextIO) -> int:
-    """The expanded runs, their ids and their state; runs nothing, writes nothing."""
-    for run in sweep.runs:
+    """The expanded runs, their ids and their state; runs nothing, writes nothing. A tuned sweep lists
+    stage 1, then the stage-2 runs of the variants whose choice is made (stage 1 finished), and says
+    how many are known only once the others' stage 1 has finished."""
+    def line(run: Run) -> None:
         status = (read_summary(run_dir(run)) or {}).get("status", "new")
         out.write(f"{run.run_id}  {status:<9}  {run.label()}\n")
-    out.write(f"{len(sweep.runs)} runs in {runs_root() / sweep.name}\n")
+
+    if sweep.tune is None:
+        for run in sweep.runs:
+            line(run)
+        out.write(f"{len(sweep.runs)} runs in {runs_root() / sweep.name}\n")
+        return 0
+    stages = Stages(sweep)
+    for run in stages.stage1:
+        line(run)
+    out.write(f"stage 1: {len(stages.stage1)} runs\n")
+    planned = stages.plan()
+    for name, runs in planned:
+        out.write(f"stage 2 of {stages.choice_line(name)}\n")
+        for run in runs:
+            line(run)
+    known = sum(len(runs) for _, runs in planned)
+    unknown = stages.stage2_total - known
+    out.write(f"stage 2: {stages.stage2_total} runs" + (f", {unknown} of them at a value chosen when their variant's "
+              f"stage 1 has finished ({len(stages.variants) - len(planned)} of {len(stages.variants)} variants)"
+              if unknown else "") + "\n")
+    out.write(f"{len(stages.stage1) + stages.stage2_total} runs in {runs_root() / sweep.name} "
+              f"({stages.describe()})\n")
     return 0

@@ -27,6 +27,7 @@ from typing import Any
 from .. import config as C
 from ..budgets import SMOKE_SEEDS
 from ..yamlfile import YamlFileError, read_yaml
+from .tune import Tune, TuneError, parse_tune, stage1_seeds
 
 # https://docs.wandb.ai/models/sweeps/sweep-config-keys
 TOP_LEVEL_KEYS = ("program", "command", "method", "metric", "parameters", "name", "description",
@@ -71,6 +72,11 @@ class Sweep:
     runs: list[Run]
     varying: list[str]  # parameter names that take more than one value (for short labels)
     notes: tuple[str, ...] = ()  # what the expansion changed and the user should hear (a smaller random space)
+    # A tuned sweep (a `tune KEY on seeds ...` line in its description, see ablate.sweep.tune): `runs`
+    # is then every configuration the grid defines (what W&B agents run, each checked here), of which the
+    # local runner runs stage 1 and, per variant, stage 2 at the chosen value only. `tune.values` are
+    # the key's typed values, `tune.seeds` the tune seeds this expansion has.
+    tune: Tune | None = None
 
 
 def resolve(name_or_path: str) -> Path:
@@ -407,6 +413,10 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
     for key, p in params.items():
         check_parameter(path, str(key), p, method)
     check_group(path, name, params)
+    try:
+        tune = parse_tune(path, spec)
+    except TuneError as err:
+        raise SweepError(str(err)) from None
     notes: list[str] = []
     if method == "grid":
         check_grid_size(path, params)
@@ -436,7 +446,12 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
     if not runs:
         raise SweepError(f"{path}: the sweep expands to no runs; give each parameter at least one value")
     varying = [k for k in params if len({repr(r.params.get(k)) for r in runs}) > 1]
-    return Sweep(name=name, path=path, method=method, spec=spec, runs=runs, varying=varying, notes=tuple(notes))
+    if tune is not None:
+        values = tuple(sorted({C.flat(r.cfg)[tune.key] for r in runs}))
+        tune = Tune(key=tune.key, values=values, seeds=stage1_seeds(tune, (r.cfg.seed for r in runs)),
+                    metric=tune.metric, maximize=tune.maximize)
+    return Sweep(name=name, path=path, method=method, spec=spec, runs=runs, varying=varying, notes=tuple(notes),
+                 tune=tune)
 
 
 def _smoke_seeds(combo: dict[str, Any], overrides: dict[str, Any]) -> list[dict[str, Any]]:
