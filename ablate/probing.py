@@ -24,8 +24,9 @@ import pytorch_lightning as pl
 import torch
 
 from .fileio import atomic_write
-from .probes import order_sensitivity, run_probes
+from .probes import attention_maps, order_sensitivity, periodic_part, periodic_probes, run_probes
 
+CURVE = "probes.csv"  # the periodic probes: step, then one column per scalar (`grad_l0`, `logit_std_l1`, ...)
 EXPENSIVE_EXAMPLES = 2048  # head masking evaluates L*H times: on at most this many validation examples
 
 
@@ -63,19 +64,20 @@ class ProbeRecorder(pl.Callback):
         self.scalars: dict[str, float] = {}
         self.arrays: dict[str, np.ndarray] = {}
         self.seconds = 0.0  # spent probing (summary.json: probe_time_s)
+        self._header: list[str] | None = None  # probes.csv's columns, once known
 
     def restart_curve(self, resume_step: int | None) -> None:
         """probes.csv keeps the rows up to the checkpoint resumed from (the rest is measured again);
-        a run started afresh starts it afresh."""
-        path = self.run_dir / "probes.csv"
+        a run started afresh starts it afresh. Only whole rows are kept: a line cut short by a kill,
+        one with another number of fields than the header, or a step out of order ends what is kept."""
+        path = self.run_dir / CURVE
         if not path.is_file():
             return
         kept: list[str] = []
         if resume_step is not None:
             try:
-                lines = path.read_text().splitlines(keepends=True)
-                kept = lines[:1] + [r for r in lines[1:] if int(r.split(",", 1)[0]) <= resume_step]
-            except (OSError, ValueError):
+                kept = _whole_rows(path.read_text(), resume_step)
+            except (OSError, UnicodeDecodeError):
                 kept = []  # unreadable: the curve restarts at the resume point
         if len(kept) > 1:
             atomic_write(path, "".join(kept))
@@ -107,7 +109,11 @@ class ProbeRecorder(pl.Callback):
     def _measure_now(self, model, point: str, trainer: pl.Trainer | None, **kw) -> dict[str, float]:
         device = next(model.parameters()).device
         batch = tuple(t.to(device) for t in self.batch)
-        scalars, arrays = run_probes(model, batch, permutation=self.permutation, **kw)
+        if point == "step":  # the curve: what changes with training, on the same fixed batch
+            scalars = periodic_probes(model, batch)
+            arrays = {"attention": attention_maps(model, batch[0][:1])[0].cpu().numpy()} if _wandb(trainer) else {}
+        else:
+            scalars, arrays = run_probes(model, batch, permutation=self.permutation, **kw)
         named = {f"probe/{point}/{k}": v for k, v in scalars.items()}
         if point in ("init", "final"):
             self.scalars.update(named)
@@ -124,35 +130,61 @@ class ProbeRecorder(pl.Callback):
         atomic_write(self.run_dir / "probes.npz", buffer.getvalue())
 
     def _log(self, trainer: pl.Trainer, named: dict[str, float], attention, point: str) -> None:
-        from pytorch_lightning.loggers import WandbLogger
-
-        for logger in trainer.loggers:
-            if isinstance(logger, WandbLogger):
-                logger.log_metrics(named, step=trainer.global_step)
-                if attention is not None:
-                    logger.log_image(f"probe/{point}/attention", [heatmap(attention)], step=trainer.global_step,
-                                     caption=["rows: layers, columns: heads (dark = high weight)"])
+        for logger in _wandb(trainer):
+            logger.log_metrics(named, step=trainer.global_step)
+            if attention is not None:
+                logger.log_image(f"probe/{point}/attention", [heatmap(attention)], step=trainer.global_step,
+                                 caption=["rows: layers, columns: heads (dark = high weight)"])
 
     def on_train_start(self, trainer, pl_module):
-        if trainer.is_global_zero and not any(k.startswith("probe/init/") for k in self.scalars):
+        if not trainer.is_global_zero:
+            return
+        if not any(k.startswith("probe/init/") for k in self.scalars):
             self._measure(pl_module.model, "init", trainer)
+        if self.every and not (self.run_dir / CURVE).exists():
+            # step 0 of the curve is the init measurement (kept in the checkpoint's state, so a
+            # resumed run whose curve was unreadable still starts it at step 0)
+            init = {k.removeprefix("probe/init/"): v for k, v in self.scalars.items() if k.startswith("probe/init/")}
+            self._append_curve(0, periodic_part(init))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
         if self.every and step % self.every == 0 and trainer.is_global_zero:
             named = self._measure(pl_module.model, "step", trainer)
-            self._append_curve(step, named)
+            self._append_curve(step, {k.removeprefix("probe/step/"): v for k, v in named.items()})
 
-    def _append_curve(self, step: int, named: dict[str, float]) -> None:
-        path = self.run_dir / "probes.csv"
-        row = {"step": step, **{k.removeprefix("probe/step/"): v for k, v in named.items()}}
-        new = not path.exists()
+    def _append_curve(self, step: int, values: dict[str, float]) -> None:
+        """One row of probes.csv, written by one append (a kill leaves at most a line cut short, which
+        a resume drops). A header that does not match the row's names (a resumed run measuring more
+        than it did) is rewritten with both, the old rows' new cells empty."""
+        path = self.run_dir / CURVE
+        row = {"step": step, **values}
+        if self._header is None and path.exists():
+            self._header = _read_header(path)
+        if self._header is not None and self._header != list(row):
+            self._widen(path, list(row))
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=self._header or list(row), lineterminator="\n")
+        if self._header is None:
+            writer.writeheader()
+            self._header = list(row)
+        writer.writerow(row)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)  # never through a link
-        with open(fd, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(row))
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        try:
+            os.write(fd, text.getvalue().encode())
+        finally:
+            os.close(fd)
+
+    def _widen(self, path: Path, names: list[str]) -> None:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        header = list(dict.fromkeys([*(self._header or []), *names]))
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=header, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write(path, text.getvalue())
+        self._header = header
 
     def final(self, trainer: pl.Trainer | None, model, datamodule, expensive: bool) -> dict[str, float]:
         """Cheap probes, and the expensive ones if asked: head masking on validation data, and
@@ -176,3 +208,38 @@ class ProbeRecorder(pl.Callback):
 def _chunks(x: torch.Tensor, y: torch.Tensor, size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """A whole split as a list of large batches: evaluation without DataLoader overhead."""
     return [(x[i : i + size], y[i : i + size]) for i in range(0, len(x), size)]
+
+
+def _wandb(trainer: pl.Trainer | None) -> list:
+    """The trainer's W&B loggers (none without a trainer or with tracking=none)."""
+    if trainer is None:
+        return []
+    from pytorch_lightning.loggers import WandbLogger
+
+    return [logger for logger in trainer.loggers if isinstance(logger, WandbLogger)]
+
+
+def _read_header(path: Path) -> list[str] | None:
+    with open(path, newline="") as f:
+        return next(csv.reader(f), None)
+
+
+def _whole_rows(text: str, last_step: int) -> list[str]:
+    """The header and the rows of a probes.csv `text` up to step `last_step`, each a whole line with
+    as many fields as the header, steps increasing; [] without a header. Stops at the first other line."""
+    lines = text.splitlines(keepends=True)
+    if not lines or not lines[0].endswith("\n") or not lines[0].startswith("step,"):
+        return []
+    width = len(next(csv.reader(lines[:1])))
+    kept, previous = lines[:1], -1
+    for line in lines[1:]:
+        fields = next(csv.reader([line]), [])
+        try:
+            step = int(fields[0])
+        except (IndexError, ValueError):
+            break
+        if not line.endswith("\n") or len(fields) != width or not previous < step <= last_step:
+            break
+        kept.append(line)
+        previous = step
+    return kept

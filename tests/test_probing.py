@@ -46,7 +46,7 @@ def test_probe_scalars_and_arrays_are_written_under_stable_names(tmp_path):
         assert f["final/head_drop"].shape == (2, 2)
         assert f["final/entropy"].tolist() == [scalars["probe/final/entropy_l0"], scalars["probe/final/entropy_l1"]]
     curve = (d / "probes.csv").read_text().splitlines()
-    assert curve[0].startswith("step,") and [int(r.split(",")[0]) for r in curve[1:]] == [4, 8, 12, 16]
+    assert curve[0].startswith("step,") and [int(r.split(",")[0]) for r in curve[1:]] == [0, 4, 8, 12, 16]
 
 
 def test_init_probes_survive_resume(tmp_path):
@@ -68,7 +68,7 @@ def test_probe_curve_after_a_resume_equals_the_uninterrupted_one(tmp_path):
         run(*items, f"run.dir={tmp_path / 'cut'}", callbacks=[StopAt(step=13)])  # rows 3..12 written
     run(*items, f"run.dir={tmp_path / 'cut'}")
     curve = (tmp_path / "full" / "probes.csv").read_text()
-    assert [int(r.split(",")[0]) for r in curve.splitlines()[1:]] == [3, 6, 9, 12, 15]
+    assert [int(r.split(",")[0]) for r in curve.splitlines()[1:]] == [0, 3, 6, 9, 12, 15]
     assert (tmp_path / "cut" / "probes.csv").read_text() == curve
 
 

@@ -5,8 +5,10 @@ in eval mode inside `torch.random.fork_rng` and restores the model's modes; none
 """
 
 from .collapse import (
+    collapse_of,
     effective_rank,
     mean_token_cosine,
+    norms_of,
     residual_norms,
     sublayer_outputs,
     token_collapse,
@@ -15,14 +17,23 @@ from .common import accuracy, probe_mode, task_loss
 from .gradients import GROUPS, gradient_flow
 from .heads import head_importance, masked_heads, masked_output
 from .order import equivariance_error, order_sensitivity
-from .run import format_probes, layer_arrays, run_probes
+from .run import (
+    AT_ENDS_ONLY,
+    format_probes,
+    layer_arrays,
+    periodic_part,
+    periodic_probes,
+    run_probes,
+)
 from .scores import attention_maps, entropy_per_head, layer_logits, score_stats
 from .shares import parameter_shares
 
 __all__ = [
+    "AT_ENDS_ONLY",
     "GROUPS",
     "accuracy",
     "attention_maps",
+    "collapse_of",
     "effective_rank",
     "entropy_per_head",
     "equivariance_error",
@@ -34,8 +45,11 @@ __all__ = [
     "masked_heads",
     "masked_output",
     "mean_token_cosine",
+    "norms_of",
     "order_sensitivity",
     "parameter_shares",
+    "periodic_part",
+    "periodic_probes",
     "probe_mode",
     "residual_norms",
     "run_probes",

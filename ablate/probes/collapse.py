@@ -60,17 +60,28 @@ def effective_rank(h: torch.Tensor) -> float:
 
 def token_collapse(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
     """cosine_l and erank_l of the hidden state after every block l."""
+    return collapse_of(sublayer_outputs(model, x))
+
+
+def residual_norms(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
+    """resid_norm_l_attn, resid_norm_l_ffn: mean per-token L2 norm after each sub-layer of block l."""
+    return norms_of(sublayer_outputs(model, x))
+
+
+def collapse_of(hidden: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, float]:
+    """`token_collapse` from the hidden states `sublayer_outputs` returned (one forward serves both
+    families)."""
     out: dict[str, float] = {}
-    for layer, (_, h) in enumerate(sublayer_outputs(model, x)):
+    for layer, (_, h) in enumerate(hidden):
         out[f"cosine_l{layer}"] = mean_token_cosine(h)
         out[f"erank_l{layer}"] = effective_rank(h)
     return out
 
 
-def residual_norms(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
-    """resid_norm_l_attn, resid_norm_l_ffn: mean per-token L2 norm after each sub-layer of block l."""
+def norms_of(hidden: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, float]:
+    """`residual_norms` from the hidden states `sublayer_outputs` returned."""
     out: dict[str, float] = {}
-    for layer, hs in enumerate(sublayer_outputs(model, x)):
+    for layer, hs in enumerate(hidden):
         for slot, h in zip(("attn", "ffn"), hs):
             out[f"resid_norm_l{layer}_{slot}"] = h.norm(dim=-1).mean().item()
     return out

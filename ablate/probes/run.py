@@ -1,5 +1,6 @@
 """`run_probes`: every probe on one model and probe batch, as flat scalars plus per-layer arrays;
-`format_probes`: those scalars as text tables, one row per layer."""
+`periodic_probes`: the part measured during training (curves); `format_probes`: scalars as text
+tables, one row per layer."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .collapse import residual_norms, token_collapse
+from .collapse import collapse_of, norms_of, sublayer_outputs
 from .common import blocks_of
 from .gradients import gradient_flow
 from .heads import head_importance
@@ -27,6 +28,30 @@ FAMILIES = {
     "heads": ("head_drop",),
 }
 PER_LAYER = re.compile(r"^(?P<name>.+)_l(?P<layer>\d+)(?:_(?P<slot>.+))?$")
+# Cheap scalars measured at init and at the end only, never periodically: parameter shares (fixed by
+# the architecture) and the equivariance error (how the architecture sees order). Name prefixes.
+AT_ENDS_ONLY = ("share", "params_total", "equiv_error")
+
+
+def periodic_probes(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> dict[str, float]:
+    """The cheap probes that change with training, measured every `run.probe_every` steps: per layer,
+    score statistics (`logit_std` score std, `rowmax` largest weight, `onehot_frac`, `entropy`, ...),
+    gradient flow (`grad` the block's absolute gradient norm, and its groups), collapse (`cosine`,
+    `erank`) and residual norms; `batch_loss`, `grad_ratio`. One forward for the scores, one forward
+    and backward for the gradients (the only pass that needs autograd), one for collapse and norms.
+    Exactly `periodic_part` of what `run_probes` measures on the same model and batch."""
+    x, _ = batch
+    scalars = score_stats(model, x)
+    scalars.update(gradient_flow(model, batch))
+    hidden = sublayer_outputs(model, x)
+    scalars.update(collapse_of(hidden))
+    scalars.update(norms_of(hidden))
+    return scalars
+
+
+def periodic_part(scalars: dict[str, float]) -> dict[str, float]:
+    """The scalars of `run_probes(cheap=True)` that `periodic_probes` measures (AT_ENDS_ONLY left out)."""
+    return {k: v for k, v in scalars.items() if not k.startswith(AT_ENDS_ONLY)}
 
 
 def run_probes(
@@ -51,10 +76,7 @@ def run_probes(
     scalars: dict[str, float] = {}
     arrays: dict[str, np.ndarray] = {}
     if cheap:
-        scalars.update(score_stats(model, x))
-        scalars.update(gradient_flow(model, batch))
-        scalars.update(token_collapse(model, x))
-        scalars.update(residual_norms(model, x))
+        scalars.update(periodic_probes(model, batch))
         scalars.update(parameter_shares(model))
         if permutation is not None:
             scalars["equiv_error"] = equivariance_error(model, x, permutation)
