@@ -51,7 +51,7 @@ def _unit(attn: MultiHeadAttention) -> None:
     many similar rows measure a component variance of 0.8-0.95 there). With norm='post' (the default)
     or 'none', layer 0 gets the embedded input as it is, and q and k inherit its variance: copy tokens
     (nn.Embedding, N(0, 1)) alone 1, with learned positions (N(0, 1)) 2; MNIST rows (RowEmbedding of
-    normalised pixels) about 0.25, with learned positions about 1.2. Post-LN layers >= 1 get the
+    normalised pixels) about 0.25, with learned positions 1.1-1.2. Post-LN layers >= 1 get the
     previous block's LayerNorm output. The probes report what each layer measures (`q_var_l<i>`,
     `k_var_l<i>`, beside `logit_std_l<i>`).
     """
