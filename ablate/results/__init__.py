@@ -5,10 +5,12 @@
     df = load("scaling")                 # $ABLATE_RUNS_DIR/scaling/*/summary.json (default ./runs)
     swept_keys(df)                       # ['model.d_head', 'model.qk_scale', 'data.task', 'optim.lr', 'seed']
     aggregate(best_lr(df), metrics=["test/acc"])   # each variant at its best lr: mean, std, 95 % CI, n
+    aggregate(df)                        # a tuned sweep: each variant at its chosen value, with the
+                                         # tuned.<key> column and the stage-1 curve (stats.tuned)
 
 Columns, always in this order (see `table` for each):
     run_id | config keys (model.*, data.*, optim.*, trainer.*, run.*, pooling, budget, tracking) | seed
-    | status | metrics (test/*, val/*, train/*) | probes (probe/init/*, probe/final/*, ...)
+    | tuned.<key>, stage (a tuned sweep only) | status | metrics (test/*, val/*, train/*) | probes (probe/init/*, probe/final/*, ...)
     | params/attention, params/ffn, params/embedding, params/other, params/total
     | wall_time_s, train_samples_per_s, global_step, attempts, diverged_step, commit, dirty,
       commit_mismatch, error, run_dir
@@ -21,7 +23,7 @@ the printed short view fits the terminal (`format_table`).
 """
 
 from ..config import all_keys as config_keys
-from .stats import aggregate, best_lr, t_quantile_975
+from .stats import aggregate, best_lr, t_quantile_975, tuned
 from .table import (
     ResultsError,
     commit_warnings,
@@ -59,5 +61,6 @@ __all__ = [
     "swept_keys",
     "table_warnings",
     "t_quantile_975",
+    "tuned",
     "write",
 ]

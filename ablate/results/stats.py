@@ -6,6 +6,11 @@ t = 4.303, so the half-width is 2.48 standard deviations). scipy is not a depend
 quantiles for 1..30 degrees of freedom are tabulated, beyond that the Cornish-Fisher expansion in
 the normal quantile (Hill 1970, Comm. ACM 13(10)) is within 1e-6 of the exact value.
 
+A tuned sweep (a `tuned.<key>` column, see ablate.sweep.tune) is read at each variant's chosen value:
+`best_lr` returns those rows (every seed), `aggregate(df)` gives one row per variant at it, with the
+`tuned.<key>` column and the stage-1 curve (`tune/<metric>@<key>=<value>`: the metric's mean over the
+tune seeds at each value tried, -inf (maximised) / inf (minimised) where a run diverged).
+
 Diverged runs have no final metrics. By default they are left out of the statistics (`n` counts
 the runs that entered them, `n_diverged` how many diverged); `diverged_as=0.1` (say, chance
 accuracy) counts each diverged run as that value instead, a dict gives one value per metric.
@@ -19,7 +24,22 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .table import METRIC, ResultsError, swept_keys
+from .table import METRIC, ResultsError, _same, swept_keys
+
+TUNED = "tuned."  # the prefix of a tuned sweep's chosen-value column (table.py)
+
+
+def tuned_key(df: pd.DataFrame) -> str | None:
+    """The key a tuned table was tuned on (its `tuned.<key>` column), None for an untuned one."""
+    key = (df.attrs.get("tune") or {}).get("key")
+    if key and f"{TUNED}{key}" in df.columns:
+        return key
+    found = [c[len(TUNED):] for c in df.columns if isinstance(c, str) and c.startswith(TUNED) and c[len(TUNED):] in df.columns]
+    return found[0] if found else None
+
+
+def curve_column(metric: str, key: str, value) -> str:
+    return f"tune/{metric}@{key}={value:g}" if isinstance(value, float) else f"tune/{metric}@{key}={value}"
 
 # t_{0.975, dof} for dof = 1..30
 T975 = (
@@ -72,7 +92,11 @@ def aggregate(
 
     Runs whose status is in `status` enter the statistics; diverged runs enter them as
     `diverged_as` when it is given and are left out when it is None (their group still appears,
-    with n = 0, so a variant that always diverges is not silently dropped)."""
+    with n = 0, so a variant that always diverges is not silently dropped).
+
+    A tuned table with `by` not given: one row per variant at its chosen value (see `tuned`)."""
+    if by is None and tuned_key(df) is not None:
+        return tuned(df, metrics=metrics, status=status, diverged_as=diverged_as)
     by = [k for k in swept_keys(df) if k != "seed"] if by is None else [by] if isinstance(by, str) else list(by)
     metrics = _metrics(df, metrics)
     status = (status,) if isinstance(status, str) else tuple(status)
@@ -122,7 +146,23 @@ def best_lr(
     `aggregate(best_lr(df), metrics=["test/acc"])`. Every row of a chosen (variant, lr) is returned,
     diverged and failed ones too, so the comparison can count them. The mean is taken as in
     `aggregate` (same `status` and `diverged_as`); a variant with no mean at any lr (all diverged)
-    keeps its smallest lr; ties go to the smaller lr. Without a swept `lr_key`, `df` is returned."""
+    keeps its smallest lr; ties go to the smaller lr. Without a swept `lr_key`, `df` is returned.
+
+    A sweep tuned on `lr_key` (its `tuned.<lr_key>` column): the rows at each variant's chosen value,
+    every seed (the choice was made on the tune seeds by the sweep's own metric); a variant whose
+    stage 1 is not finished yet (no choice) is chosen by the rule above, on the rows it has."""
+    if tuned_key(df) == lr_key:
+        chosen = df[f"{TUNED}{lr_key}"]
+        at = pd.Series([_same(v, c) for v, c in zip(df[lr_key], chosen)], index=df.index, dtype=bool)
+        pending = chosen.isna()
+        if not pending.any():
+            return df[at]
+        rest = _best_lr(df[pending], metric, lr_key, maximize, status, diverged_as)
+        return df[(at & ~pending) | df.index.isin(rest.index)]
+    return _best_lr(df, metric, lr_key, maximize, status, diverged_as)
+
+
+def _best_lr(df, metric, lr_key, maximize, status, diverged_as) -> pd.DataFrame:
     keys = swept_keys(df)
     if lr_key not in keys:
         return df.copy()
@@ -135,3 +175,53 @@ def best_lr(
     wanted = pd.MultiIndex.from_frame(chosen[[*variant, lr_key]].astype(object))
     have = pd.MultiIndex.from_frame(df[[*variant, lr_key]].astype(object))
     return df[have.isin(wanted)]
+
+
+def tuned(
+    df: pd.DataFrame,
+    metrics: Sequence[str] | None = None,
+    status: Sequence[str] = ("completed",),
+    diverged_as: float | dict[str, float] | None = None,
+) -> pd.DataFrame:
+    """A tuned table, one row per variant: its keys, the value of the tuned key the statistics are at
+    (its chosen one; `tuned.<key>` is empty where stage 1 is not finished, and the value is then the best
+    on the rows there are), `aggregate`'s statistics over every seed at that value, and the stage-1 curve
+    (`tune/<metric>@<key>=<value>`, the metric's mean over the tune seeds at each value tried, -inf /
+    inf (the worst) where one diverged, empty where one has not finished)."""
+    key = tuned_key(df)
+    if key is None:
+        raise ResultsError("the table is not of a tuned sweep (no tuned.<key> column); use aggregate(df)")
+    info = df.attrs.get("tune") or {}
+    metric = info.get("metric", "val/acc_best")
+    maximize = info.get("goal", "maximize") == "maximize"
+    variant = [k for k in swept_keys(df) if k not in ("seed", key)]
+    at = best_lr(df, metric=metric, lr_key=key, maximize=maximize)
+    out = aggregate(at, by=[*variant, key], metrics=metrics, status=status, diverged_as=diverged_as)
+    column = f"{TUNED}{key}"
+    firsts = at.drop_duplicates(subset=[*variant, key])
+    chosen = {tuple(map(repr, r[:-1])): r[-1] for r in firsts[[*variant, key, column]].itertuples(index=False)}
+    out.insert(len(variant) + 1, column, [chosen.get(tuple(map(repr, r)), np.nan)
+                                          for r in out[[*variant, key]].itertuples(index=False)])
+    # the curve: stage-1 rows, mean over the tune seeds per value (worst where one diverged)
+    worst = -math.inf if maximize else math.inf
+    stage1 = df[df["stage"] == 1] if "stage" in df.columns else df.iloc[0:0]
+    values = info.get("values") or sorted(stage1[key].dropna().unique())
+    curve: dict[str, list[float]] = {curve_column(metric, key, v): [] for v in values}
+    for row in out[variant].itertuples(index=False) if variant else [()]:
+        mine = stage1
+        for k, v in zip(variant, row):
+            mine = mine[mine[k].astype(object).map(repr) == repr(v)]
+        for v in values:
+            runs = mine[[_same(x, v) for x in mine[key]]]
+            finished = runs["status"].isin(("completed", "diverged"))
+            if runs.empty or not finished.all():
+                mean = np.nan
+            elif (runs["status"] == "diverged").any():
+                mean = worst
+            else:
+                mean = float(pd.to_numeric(runs[metric], errors="coerce").mean()) if metric in runs else np.nan
+            curve[curve_column(metric, key, v)].append(mean)
+    for name, column_values in curve.items():
+        out[name] = column_values
+    out.attrs = {**out.attrs, "tune": {**info, "key": key, "metric": metric}, "curve": list(curve)}
+    return out

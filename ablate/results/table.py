@@ -3,6 +3,10 @@
     run_id              the run's id (its folder name; its W&B run id)
     <config keys>       every key of config.yaml, flattened as `ablate train` spells it
                         (model.n_heads, ..., run.group, pooling, budget, tracking), then `seed`
+    tuned.<key>, stage  only for a tuned sweep (a `tune KEY on seeds ...` line in its sweep file, see
+                        ablate.sweep.tune): the value of KEY chosen for the row's variant (empty until
+                        all its stage-1 runs are finished: the runner's choice, by the same rule),
+                        and 1 for a row on a tune seed, 2 for the others
     status              completed | diverged | failed | running (as summary.json says), or corrupt:
                         summary.json, config.yaml, probes.json or metrics.csv cannot be read
                         (truncated, binary garbage, empty; see runfiles.py). The row keeps what
@@ -24,7 +28,7 @@ those listed with more than one value in sweeps/<name>.yaml when that file exist
 budget profiles set (ablate.budgets: trainer.max_epochs, data.train_subset, ...) differs between
 the tasks of a sweep because of the profile; it counts only when it differs between runs of the
 same budget, task and sweep. `df.attrs` holds the sweep name, the source
-and the column groups, so notebooks can ask for them.
+and the column groups, so notebooks can ask for them (and `tune`: key, values, seeds, metric, goal).
 
 Rows are sorted by the swept keys, then seed, then run_id.
 """
@@ -39,12 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..config import NOT_IDENTITY, SECTIONS, all_keys, flatten_overrides
 from ..fileio import atomic_write
 from ..rundir import CONFIG, METRICS, SUMMARY, runs_root
 from ..runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
+from ..sweep.tune import Tune, TuneError, parse_tune, score, stage1_seeds
+from ..sweep.tune import choose as choose_value
 from ..yamlfile import YamlFileError, read_yaml
 
 PARAMS = ("attention", "ffn", "embedding", "other", "total")
@@ -240,6 +247,74 @@ def sweep_file_keys(path: Path) -> list[str]:
     return out
 
 
+def sweep_file_tune(path: Path | str) -> Tune | None:
+    """The tuning a sweep file asks for (None: none, or no usable file; `ablate sweep` names a bad one)."""
+    try:
+        spec = read_yaml(Path(path), "sweep file") if Path(path).is_file() else {}
+        return parse_tune(path, spec) if isinstance(spec, dict) else None
+    except (YamlFileError, TuneError):
+        return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of a key; floats within rounding (a CSV round trip may print 0.0003 as 0.00030000000000000003)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return bool(np.isclose(a, b, rtol=1e-9, atol=0.0))
+    return a == b
+
+
+def tune_seeds(tune: Tune, budget: Any) -> tuple[int, ...]:
+    """The stage-1 seeds of runs at `budget`: the tune seeds, or what budget smoke keeps of them."""
+    from ..budgets import SMOKE_SEEDS
+
+    return stage1_seeds(tune, SMOKE_SEEDS) if str(budget) == "smoke" else tune.seeds
+
+
+def variant_keys(df: pd.DataFrame, key: str, swept: list[str]) -> list[str]:
+    return [k for k in swept if k not in ("seed", key) and k in df.columns]
+
+
+def _seed(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):  # a corrupt row without its config
+        return None
+
+
+def tuned_choices(df: pd.DataFrame, tune: Tune, swept: list[str]) -> tuple[pd.Series, pd.Series]:
+    """(the chosen value of each row's variant, NaN until its stage 1 is finished; each row's stage: 1 on
+    a tune seed, else 2), by the runner's rule (ablate.sweep.tune): every value on every tune seed has
+    a finished row (completed or diverged; a diverged one scores worst), then `choose`."""
+    from ..rundir import FINISHED
+
+    budgets = df["budget"] if "budget" in df.columns else pd.Series([None] * len(df), index=df.index)
+    seeds = df["seed"].map(_seed)
+    stage = pd.Series([pd.NA if s is None else 1 if s in tune_seeds(tune, b) else 2 for s, b in zip(seeds, budgets)],
+                      index=df.index, dtype="Int64")
+    chosen = pd.Series([None] * len(df), index=df.index, dtype=object)
+    keys = variant_keys(df, tune.key, swept)
+    groups = df.groupby([df[k].astype(object).map(repr) for k in keys], sort=False).groups if keys else {0: df.index}
+    for index in groups.values():
+        rows = df.loc[index]
+        scores: dict[Any, list[float]] = {}
+        for value in tune.values:
+            at = rows[[_same(v, value) for v in rows[tune.key]]]
+            for seed in tune_seeds(tune, budgets[index[0]]):
+                run = at[seeds[at.index] == seed]
+                if run.empty or run["status"].iloc[0] not in FINISHED:
+                    break
+                metric = run[tune.metric].iloc[0] if tune.metric in run.columns else None
+                scores.setdefault(value, []).append(score(metric, run["status"].iloc[0], tune.maximize))
+            else:
+                continue
+            break  # a stage-1 run is missing or unfinished: no choice yet
+        else:
+            chosen.loc[index] = [choose_value(scores, tune.maximize)] * len(index)
+    if chosen.notna().any() and all(isinstance(v, (int, float)) for v in chosen.dropna()):
+        chosen = chosen.astype(float)
+    return chosen, stage
+
+
 def _varies(column: pd.Series) -> bool:
     return column.astype(object).map(repr).nunique() > 1  # None, NaN and unhashables compare by value
 
@@ -330,6 +405,14 @@ def from_records(
     reference = reference_commit(df)
     df["commit_mismatch"] = df["commit"].notna() & (df["commit"] != reference) if reference else False
     df["commit_mismatch"] = df["commit_mismatch"].astype(bool)
+    tune = sweep_file_tune(sweep_file) if sweep_file else None
+    if tune is not None and tune.key in df.columns and "seed" in df.columns:
+        chosen, stage = tuned_choices(df, tune, swept)
+        at = df.columns.get_loc("status")
+        df.insert(at, tune.column, chosen)
+        df.insert(at + 1, "stage", stage)
+    else:
+        tune = None
     df = _sort_rows(df, swept)
     df.attrs = {
         "name": name,
@@ -342,6 +425,8 @@ def from_records(
         "reference_commit": reference,
         "corrupt": dict(zip(df.loc[df["status"] == CORRUPT, "run_id"], df.loc[df["status"] == CORRUPT, "error"])),
     }
+    if tune is not None:
+        df.attrs["tune"] = tune.as_dict()
     return df
 
 
@@ -400,15 +485,17 @@ def _is_aggregate(df: pd.DataFrame) -> bool:
 
 
 def display_columns(df: pd.DataFrame) -> list[str]:
-    """The CLI's short view. Runs: swept keys, seed, status, test metrics and val/acc_best, wall
-    time, commit. An aggregate: its groups, then mean, ci95 and n of those metrics, n_diverged."""
+    """The CLI's short view. Runs: swept keys, seed, (tuned.<key>,) status, test metrics and
+    val/acc_best, wall time, commit. An aggregate: its groups, (tuned.<key>,) then mean, ci95 and n of
+    those metrics, n_diverged (and a tuned sweep's stage-1 curve)."""
+    tuned = [c for c in df.columns if isinstance(c, str) and c.startswith("tuned.")]
     if _is_aggregate(df):
         stats = [f"{m}_{s}" for m in _main_metrics(df.attrs["metrics"]) for s in ("mean", "ci95", "n")]
-        wanted = [*df.attrs["by"], *stats, "n_diverged"]
+        wanted = [*df.attrs["by"], *tuned, *stats, "n_diverged", *df.attrs.get("curve", [])]
     else:
         metrics = df.attrs.get("metrics") or [c for c in df.columns if METRIC.match(c)]
         keys = [k for k in swept_keys(df) if k != "seed"]
-        wanted = [*keys, "seed", "status", *_main_metrics(metrics), "wall_time_s", "commit"]
+        wanted = [*keys, "seed", *tuned, "status", *_main_metrics(metrics), "wall_time_s", "commit"]
     return [c for c in dict.fromkeys(wanted) if c in df.columns]
 
 
@@ -417,8 +504,9 @@ def _droppable(df: pd.DataFrame, columns: list[str]) -> list[list[str]]:
     never the swept keys, seed, status or the first metric."""
     if _is_aggregate(df):
         metrics = [m for m in _main_metrics(df.attrs["metrics"]) if f"{m}_mean" in columns]
+        curve = [c for c in df.attrs.get("curve", []) if c in columns]  # a tuned sweep's stage 1: first to go
         groups = [[f"{m}_{s}" for s in ("mean", "ci95", "n")] for m in reversed(metrics[1:])]
-        return [[c for c in g if c in columns] for g in groups]
+        return [g for g in [[c for c in g if c in columns] for g in groups] + [curve] if g]
     metrics = [c for c in columns if METRIC.match(c)]
     later = [m for m in reversed(metrics[1:]) if m not in MAIN_METRICS]
     return [[c] for c in ("commit", "wall_time_s", *[m for m in metrics[1:] if m in MAIN_METRICS], *later) if c in columns]
@@ -466,7 +554,18 @@ def format_table(df: pd.DataFrame, all_columns: bool = False, width: int | None 
         if "commit_mismatch" in df.columns:
             short = short + df["commit_mismatch"].map(lambda f: "!" if f else "")
         view["commit"] = short
-    notes, text = [], _render(view)
+    notes = []
+    curve = [c for c in df.attrs.get("curve", []) if c in view.columns] if _is_aggregate(df) else []
+    if curve:  # tune/val/acc_best@optim.lr=0.001 -> lr=0.001, said once in a note
+        tune = df.attrs.get("tune") or {}
+        key = str(tune.get("key", ""))
+        short = key.split(".", 1)[1] if key.split(".", 1)[0] in SECTIONS else key
+        view = view.rename(columns={c: f"{short}={c.rsplit('=', 1)[1]}" for c in curve})
+        seeds = " ".join(map(str, tune.get("seeds", [])))
+        curve_note = (f"{short}=V: stage 1, mean {tune.get('metric')} over tune seeds {seeds} at {key}=V "
+                     "(-inf/inf: a run diverged; empty: not finished); tuned.{key}: the value chosen".replace("{key}", key))
+        renamed_curve = [f"{short}={c.rsplit('=', 1)[1]}" for c in curve]
+    text = _render(view)
     renamed = _short_names(columns)
     if _width(text) > width and renamed:
         view = view.rename(columns=renamed)
@@ -474,12 +573,16 @@ def format_table(df: pd.DataFrame, all_columns: bool = False, width: int | None 
         shown = ", ".join(f"{s} = {c}" for c, s in list(renamed.items())[:2])
         notes.append(f"{shown}{', ...' if len(renamed) > 2 else ''}: config keys shown without their section")
     hidden: list[str] = []
+    shown = dict(zip(columns, view.columns)) if len(columns) == len(view.columns) else {}
     for group in _droppable(df, columns):
         if _width(text) <= width:
             break
-        view = view.drop(columns=[renamed.get(c, c) for c in group])
-        hidden.append(group[0] if len(group) == 1 else group[0].rsplit("_", 1)[0] + "_mean/ci95/n")
+        view = view.drop(columns=[renamed.get(c, shown.get(c, c)) for c in group])
+        hidden.append(group[0] if len(group) == 1 else "the stage-1 curve (tune/*)" if group[0].startswith("tune/")
+                      else group[0].rsplit("_", 1)[0] + "_mean/ci95/n")
         text = _render(view)
+    if curve and any(c in view.columns for c in renamed_curve):
+        notes.insert(0, curve_note)
     if hidden:
         notes.append(f"hidden to fit {width} columns: {', '.join(hidden)}; --all-columns shows every column")
     ci95 = _ci95_note(df)
