@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ablate.models import POS_ENCODINGS, Encoder, EncoderConfig
+from ablate.models.attention import INITS
 
 B, T, D, MAX_LEN = 2, 5, 8, 7
 
@@ -20,7 +21,7 @@ GRID = list(
         [True, False],  # qk_scale
         [False, True],  # causal
         ["relu", "gelu"],  # activation
-        ["default", "xavier", "small"],  # init
+        list(INITS),  # init: every registered scheme
         [0, 2],  # ffn_mult
     )
 )
