@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pandas as pd
 import pytest
@@ -21,6 +22,8 @@ from ablate.probes import (
 )
 from ablate.probes.scores import row_stats
 from ablate.probing import CURVE, ProbeRecorder
+from ablate.results.export import CURVE_QUANTITIES, SIGNIFICANT, export
+from ablate.results.exported import DataFileError, check_folder, curves_file, read_curves
 from tests.test_train import TINY_COPY, StopAt, run
 
 
@@ -28,6 +31,10 @@ from tests.test_train import TINY_COPY, StopAt, run
 def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("ABLATE_PROGRESS", "0")
+
+
+def quiet(_line: str) -> None:
+    pass
 
 
 # ------------------------------------------------------------------ closed forms
@@ -75,7 +82,7 @@ def test_periodic_probes_are_the_changing_part_of_the_init_probes():
     assert periodic == periodic_part(full)
     assert not [k for k in periodic if k.startswith(AT_ENDS_ONLY)]
     assert {k for k in full if k.startswith(AT_ENDS_ONLY)} >= {"equiv_error", "share_ffn", "params_total"}
-    for quantity in ("grad", "logit_std", "rowmax", "onehot_frac", "entropy", "cosine", "erank"):
+    for quantity in CURVE_QUANTITIES:
         for layer in range(3):
             assert math.isfinite(periodic[f"{quantity}_l{layer}"]), (quantity, layer)
 
@@ -127,3 +134,67 @@ def test_curve_starts_at_the_init_probes_and_survives_losing_the_file(tmp_path):
     cut = pd.read_csv(tmp_path / "cut" / CURVE, float_precision="round_trip")
     assert cut["step"].tolist() == [0, 9, 12, 15]
     pd.testing.assert_frame_equal(cut, full[full["step"].isin([0, 9, 12, 15])].reset_index(drop=True))
+
+
+# ------------------------------------------------------------------ export
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.{SIGNIFICANT}g}")
+
+
+def test_export_writes_probe_curves_of_the_runs_that_have_them(tmp_path):
+    runs, data, sweeps = tmp_path / "runs", tmp_path / "data", tmp_path / "sweeps"
+    sweeps.mkdir()  # no sweep file: every run of the group is exported
+    tiny = [*TINY_COPY, "trainer.max_epochs=1", "run.group=tiny", "run.expensive_probes=false",
+            "run.probe_batch=16"]
+    for seed in (1, 0):
+        run(*tiny, f"seed={seed}", "run.probe_every=4")
+    run(*tiny, "seed=2")  # no periodic probes: contributes nothing
+    lines: list[str] = []
+    export(["tiny"], runs=runs, data=data, sweeps=sweeps, log=lines.append)
+    meta = json.loads((data / "meta.json").read_text())["sweeps"]["tiny"]
+    assert meta["curves"] == {"file": "tiny_curves.csv", "runs": 2, "rows": 2 * 3 * 2}  # runs x steps x layers
+    assert lines == ["ablate report export: tiny: 3 runs (none); probe curves of 2 run(s)"]
+    check_folder(data)
+    curves = read_curves("tiny", data)
+    table = pd.read_csv(data / "tiny.csv")
+    assert list(curves.columns) == ["run_id", *meta["swept_keys"], "step", "layer", *CURVE_QUANTITIES]
+    assert set(meta["swept_keys"]) == {"seed", "run.probe_every"}
+    with_curves = sorted(table.loc[table["run.probe_every"] == 4, "run_id"])
+    assert curves["run_id"].unique().tolist() == with_curves  # sorted by run, and seed 2 is not there
+    for run_id, points in curves.groupby("run_id"):
+        assert points["step"].tolist() == [0, 0, 4, 4, 8, 8] and points["layer"].tolist() == [0, 1] * 3
+        assert (points["seed"] == table.set_index("run_id").loc[run_id, "seed"]).all()
+        probes = json.loads((runs / "tiny" / run_id / "probes.json").read_text())
+        start = points[points["step"] == 0].set_index("layer")
+        end = points[points["step"] == 8].set_index("layer")  # the last step: the model the final probes see
+        for quantity in CURVE_QUANTITIES:
+            for layer in (0, 1):
+                for point, at in (("init", start), ("final", end)):
+                    expected = _round(probes[f"probe/{point}/{quantity}_l{layer}"])
+                    assert at.loc[layer, quantity] == pytest.approx(expected, rel=1e-12), (point, quantity, layer)
+    first = {p.name: p.read_bytes() for p in data.iterdir()}
+    export(["tiny"], runs=runs, data=data, sweeps=sweeps, log=quiet)
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == first  # byte for byte
+    (data / "tiny_curves.csv").write_bytes(first["tiny_curves.csv"][:-5])  # a copy cut short
+    with pytest.raises(DataFileError, match="tiny_curves.csv ends in the middle of a line"):
+        check_folder(data)
+    export(["tiny"], runs=runs, data=data, sweeps=sweeps, log=quiet)
+    assert (data / "tiny_curves.csv").read_bytes() == first["tiny_curves.csv"]
+
+    # a damaged probes.csv: that run's curves are left out, with one line naming it
+    damaged = runs / "tiny" / with_curves[0] / CURVE
+    damaged.write_text(damaged.read_text()[:-3])
+    said: list[str] = []
+    export(["tiny"], runs=runs, data=data, sweeps=sweeps, log=quiet, warn=said.append)
+    assert len(said) == 1 and with_curves[0] in said[0] and "probes.csv ends in the middle of a line" in said[0]
+    assert read_curves("tiny", data)["run_id"].unique().tolist() == with_curves[1:]
+
+    # no run has periodic probes any more: the curves file goes with the rest of the export
+    for run_id in with_curves:
+        (runs / "tiny" / run_id / CURVE).unlink()
+    export(["tiny"], runs=runs, data=data, sweeps=sweeps, log=quiet)
+    assert not (data / curves_file("tiny")).exists() and read_curves("tiny", data) is None
+    assert "curves" not in json.loads((data / "meta.json").read_text())["sweeps"]["tiny"]
+    shutil.rmtree(runs)

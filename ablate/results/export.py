@@ -12,15 +12,22 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
                  for the sweeps in PERMUTED also the maps on the same example with its
                  positions permuted (`final/attention_perm`, and `perm`), computed from the
                  run's checkpoint
-    meta.json    per sweep: runs, statuses, budget, commit, dirty, machine, date, swept keys, and
-                 the dtypes a CSV does not keep
+    <name>_curves.csv  the mechanisms during training, from every run with periodic probes
+                 (`run.probe_every`, its probes.csv): long format, one row per run, probe step and
+                 layer: run_id, the swept keys, step, layer, then one column per quantity of
+                 CURVE_QUANTITIES (absolute gradient norm, score std, largest weight, one-hot
+                 fraction, entropy, token cosine, effective rank); step 0 is the init probes.
+                 Sorted by run_id, step, layer; floats rounded as in the table. Not written when no
+                 run has periodic probes (and an older one is then removed with the rest)
+    meta.json    per sweep: runs, statuses, budget, commit, dirty, machine, date, swept keys, the
+                 dtypes a CSV does not keep, and `curves` (file, runs, rows) when there are curves
 
 Which runs: those sweeps/<name>.yaml defines now, at one budget (the first of full, none, quick,
 smoke that has runs, or --budget): runs of other budgets or of an older grid or budget profile that the
 runs folder still holds are left out, and the log says how many. A run whose files cannot be read
 (status `corrupt` in the results table) is left out with one line on stderr naming it, the file and
-the problem; a run whose probes.npz or checkpoint cannot be read is exported without those arrays,
-with one such line.
+the problem; a run whose probes.npz, probes.csv or checkpoint cannot be read is exported without
+those arrays or curves, with one such line.
 
 Committed findings are never replaced by less: a table already exported is kept, with one line saying
 which and why, unless --replace (`make report FORCE=1`), when the runs here are of a smaller budget
@@ -32,9 +39,9 @@ Nothing else is copied: no checkpoints, no W&B folders. A sweep with no runs kee
 are already there. One line per sweep says what happened. Files are written atomically and
 byte-for-byte reproducibly (the NPZ's zip entries carry a fixed date), so exporting the same runs
 twice changes nothing, and an export that changes nothing leaves meta.json untouched. A sweep's CSV,
-NPZ and meta.json are written together: all three are first written whole beside their targets, then
-moved into place, so a full or read-only disk (OSError, naming the file) leaves each sweep's three
-files all old or all new, never a new table beside old arrays or an old meta.json.
+NPZ, curves and meta.json are written together: all are first written whole beside their targets,
+then moved into place, so a full or read-only disk (OSError, naming the file) leaves each sweep's
+files all old or all new, never a new table beside old arrays, old curves or an old meta.json.
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ import pandas as pd
 from ..budgets import BY_TRAINING
 from ..fileio import atomic_write
 from ..runfiles import RunFileError, read_json_object, read_metrics_rows
-from .exported import META, DataFileError, read_meta
+from .exported import META, DataFileError, curves_file, read_meta
 
 CURVES = ("train/loss", "val/acc")
 # Sweeps whose figures show attention maps, and at which probe points.
@@ -65,6 +72,12 @@ ATTENTION_LAYERS = 1  # layer 0: where the input order (and PE) enters directly
 PERMUTED = ("pos_enc",)  # + maps of the permuted probe example (needs the checkpoint)
 DROP = ("run_dir",)
 SIGNIFICANT = 6
+PROBE_CURVE = "probes.csv"  # a run's periodic probes (ablate.probing writes it)
+# The mechanisms exported as curves, by their per-layer probe names (`grad_l0`, `logit_std_l1`, ...; see
+# README's probe table): absolute gradient norm of the block, score std, largest attention weight (row
+# max, mean over rows), one-hot fraction, entropy, token cosine, effective rank. Every other periodic
+# probe stays in the run's probes.csv.
+CURVE_QUANTITIES = ("grad", "logit_std", "rowmax", "onehot_frac", "entropy", "cosine", "erank")
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 
@@ -138,14 +151,18 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
-def write_together(files: dict[Path, str | bytes]) -> None:
+def write_together(files: dict[Path, str | bytes | None]) -> None:
     """Write every file or none: each is first written whole beside its target (`.<name>.export`, by
-    atomic_write), then all are moved into place, which takes no space. A write that fails (ENOSPC,
-    EROFS) leaves every target as it was and no staged file behind, and raises the OSError naming
-    the target."""
+    atomic_write), then all are moved into place, which takes no space; a target whose content is
+    None is removed after them (a sweep's curves file its runs no longer have). A write that fails
+    (ENOSPC, EROFS) leaves every target as it was and no staged file behind, and raises the OSError
+    naming the target."""
     staged: list[tuple[Path, Path]] = []
+    removed = [path for path, content in files.items() if content is None]
     try:
         for path, content in files.items():
+            if content is None:
+                continue
             tmp = path.with_name(f".{path.name}.export")
             try:
                 atomic_write(tmp, content)
@@ -156,6 +173,8 @@ def write_together(files: dict[Path, str | bytes]) -> None:
             tmp, path = staged[0]
             os.replace(tmp, path)
             staged.pop(0)
+        for path in removed:
+            path.unlink(missing_ok=True)
     finally:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
@@ -249,6 +268,65 @@ def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[
             if name in PERMUTED:
                 get(run_id, lambda d=Path(run_dir): permuted_maps(d), "permuted attention maps")
     return out
+
+
+# ------------------------------------------------------------------ the mechanisms during training
+
+
+def probe_curve(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's periodic probes in long format: one record {step, layer, <quantity>: value} per probe
+    step and layer, for the CURVE_QUANTITIES it measured (`grad_l3` -> layer 3's `grad`); [] without
+    a probes.csv (periodic probes off). A damaged probes.csv raises RunFileError."""
+    rows = read_metrics_rows(run_dir / PROBE_CURVE)  # the same format as metrics.csv: step, numbers
+    if not rows:
+        return []
+    from ..probes.run import PER_LAYER  # the probes' one rule for per-layer names
+
+    columns: list[tuple[str, str, int]] = []  # (column, quantity, layer)
+    for column in rows[0]:
+        m = PER_LAYER.match(column)
+        if m and not m["slot"] and m["name"] in CURVE_QUANTITIES:
+            columns.append((column, m["name"], int(m["layer"])))
+    layers = sorted({layer for _, _, layer in columns})
+    out = []
+    for row in rows:
+        records = {layer: {"step": int(float(row["step"])), "layer": layer} for layer in layers}
+        for column, quantity, layer in columns:
+            records[layer][quantity] = float(row[column]) if row[column] else math.nan
+        out.extend(records.values())
+    return out
+
+
+def curves_table(df: pd.DataFrame, keys: Sequence[str], name: str, warn: Callable[[str], None]) -> tuple[str | None, int]:
+    """<name>_curves.csv's text from `df`'s runs (None when none has periodic probes) and how many runs
+    it holds: run_id, the swept `keys` as in the table, step, layer, CURVE_QUANTITIES in that order,
+    sorted by run_id, step and layer, floats rounded as in the table. A run whose probes.csv cannot be
+    read is left out with one line on `warn`."""
+    keys = [k for k in keys if k in df.columns]
+    records: list[dict[str, Any]] = []
+    runs = 0
+    for _, run in df.sort_values("run_id", kind="stable").iterrows():
+        try:
+            curve = probe_curve(Path(run["run_dir"]))
+        except RunFileError as err:
+            warn(f"{PREFIX}{name}: run {run['run_id']}: {err}; exported without its probe curves")
+            continue
+        runs += bool(curve)
+        ident = {"run_id": run["run_id"], **{k: run[k] for k in keys}}
+        records.extend({**ident, **point} for point in curve)
+    if not records:
+        return None, 0
+    quantities = [q for q in CURVE_QUANTITIES if any(q in r for r in records)]
+    table = pd.DataFrame.from_records(records, columns=["run_id", *keys, "step", "layer", *quantities])
+    for key in keys:  # the key columns keep the table's dtypes (nullable ints stay ints)
+        table[key] = table[key].astype(df[key].dtype)
+    for column in quantities:
+        table[column] = table[column].astype(float)
+    for column in table.columns:  # as tidy() rounds the table
+        if table[column].dtype == float:
+            table[column] = table[column].map(_round)
+    table = table.sort_values(["run_id", "step", "layer"], kind="stable")
+    return table.to_csv(index=False, lineterminator="\n"), runs
 
 
 # ------------------------------------------------------------------ provenance
@@ -396,9 +474,10 @@ def export_sweep(
     name: str, runs: Path | str | None, data: Path, sweeps: Path | str, log: Callable[[str], None],
     budget: str | None = None, old: dict[str, Any] | None = None, replace: bool = False,
     warn: Callable[[str], None] = _stderr,
-) -> tuple[dict | None, str, dict[Path, str | bytes]]:
+) -> tuple[dict | None, str, dict[Path, str | bytes | None]]:
     """The sweep's export, not yet written: (its meta entry, or None when nothing is to be written; the
-    one line that says what happened; <name>.csv's and <name>.npz's paths and contents). `old`: the
+    one line that says what happened; <name>.csv's, <name>.npz's and <name>_curves.csv's paths and
+    contents, None for a curves file to remove). `old`: the
     table's meta entry as exported before, kept (see keep_reason) unless `replace`."""
     from . import ResultsError, load, swept_keys
     from .table import CORRUPT, sweep_dir
@@ -434,10 +513,16 @@ def export_sweep(
     table.attrs = dict(df.attrs)
     swept = swept_keys(table)
     text, dtypes = tidy(table)
-    files: dict[Path, str | bytes] = {data / f"{name}.csv": text,
-                                      data / f"{name}.npz": npz_bytes(run_arrays(table, name, swept, warn))}
+    files: dict[Path, str | bytes | None] = {data / f"{name}.csv": text,
+                                             data / f"{name}.npz": npz_bytes(run_arrays(table, name, swept, warn))}
     entry = provenance(table, swept, dtypes)
+    curve_text, curve_runs = curves_table(table, swept, name, warn)
+    files[data / curves_file(name)] = curve_text  # None: no curves, and an older file goes too
+    if curve_text is not None:
+        entry["curves"] = {"file": curves_file(name), "runs": curve_runs, "rows": curve_text.count("\n") - 1}
     line = f"{entry['runs']} runs ({entry['budget']})"
+    if curve_text is not None:
+        line += f"; probe curves of {curve_runs} run(s)"
     if corrupt.any():
         line += f"; left out {int(corrupt.sum())} corrupt run(s) (named above)"
     return entry, line, files
@@ -459,7 +544,7 @@ def export(
     a smaller budget or fewer runs (keep_reason) unless `replace`. Runs whose files cannot be read are
     left out, one line each on `warn` (default stderr). ExportError, before anything is written, when
     the folder's meta.json cannot be read; OSError (naming the file) when one cannot be written: each
-    sweep's CSV, NPZ and meta.json entry are written together, so every sweep's files stay in step."""
+    sweep's CSV, NPZ, curves and meta.json entry are written together, so every sweep's files stay in step."""
     data = Path(data)
     try:
         meta = read_meta(data)

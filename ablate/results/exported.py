@@ -4,6 +4,8 @@ Export (ablate.results.export) writes it; the reports (ablate.report) read it th
 functions only, so the format has one home and the reports import nothing below the results layer.
 
     <sweep>.csv        one row per run        <sweep>.npz   small arrays per run
+    <sweep>_curves.csv probes during training (long: run_id, swept keys, step, layer, quantities);
+                       only for sweeps with periodic probes, listed in meta.json under `curves`
     attention_cost.csv `ablate bench attention --csv`      meta.json     provenance per sweep
 """
 
@@ -17,12 +19,29 @@ from typing import Any
 import pandas as pd
 
 META = "meta.json"
+CURVES = "_curves"  # <sweep>_curves.csv: a sweep's probe curves
+CURVE_COLUMNS = ("run_id", "step", "layer")  # what every curves file has, before its quantities
 # Tables that are not sweeps, and the make target that produces each.
 TARGETS = {"attention_cost": "bench-attention"}
 
 
 def make_target(name: str) -> str:
     return TARGETS.get(name, f"sweep-{name}")
+
+
+def curves_file(name: str) -> str:
+    """The file name of sweep `name`'s probe curves."""
+    return f"{name}{CURVES}.csv"
+
+
+def read_curves(name: str, data: Path | str) -> pd.DataFrame | None:
+    """Sweep `name`'s probe curves (long: run_id, the swept keys, step, layer, one column per quantity),
+    None when it has none; DataFileError when the file is damaged. The key columns' dtypes are the
+    table's: meta.json's `dtypes` for the sweep apply to them too."""
+    path = Path(data) / curves_file(name)
+    if not path.is_file():
+        return None
+    return read_csv(path, CURVE_COLUMNS)
 
 
 class DataFileError(ValueError):
@@ -83,7 +102,12 @@ def check_folder(data: Path | str) -> None:
     data = Path(data)
     read_meta(data)
     for path in sorted(data.glob("*.csv")):
-        read_csv(path, ("n",) if path.stem in TARGETS else ("run_id", "status"))
+        if path.stem in TARGETS:
+            read_csv(path, ("n",))
+        elif path.stem.endswith(CURVES):
+            read_csv(path, CURVE_COLUMNS)
+        else:
+            read_csv(path, ("run_id", "status"))
     for path in sorted(data.glob("*.npz")):
         try:
             with zipfile.ZipFile(path) as z:
