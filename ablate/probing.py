@@ -146,6 +146,8 @@ class ProbeRecorder(pl.Callback):
             # resumed run whose curve was unreadable still starts it at step 0)
             init = {k.removeprefix("probe/init/"): v for k, v in self.scalars.items() if k.startswith("probe/init/")}
             self._append_curve(0, periodic_part(init))
+            if trainer.global_step == 0:  # W&B's probe/step curves start there too
+                self._log(trainer, {f"probe/step/{k}": v for k, v in periodic_part(init).items()}, None, "step")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
