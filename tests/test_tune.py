@@ -1,0 +1,242 @@
+"""Fair tuning (ablate.sweep.tune): a `tune KEY on seeds ...` line makes a sweep run in two stages,
+each variant at its own best value chosen on validation. The rule on numbers; bad tune lines (exit 2,
+one line, nothing written); and real tiny runs: stage 2 runs at the value stage 1 picked (an absurdly
+small learning rate learns nothing, so the largest one must win), after the runner is killed in each
+stage, exactly once, and the results table says what was chosen."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from ablate import cli
+from ablate.rundir import read_summary
+from ablate.sweep import spec
+from ablate.sweep.tune import choose, score
+
+HEADER = {"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
+          "metric": {"name": "val/acc_best", "goal": "maximize"}}
+LRS = [1e-7, 1e-6, 3e-6, 1e-2]  # 1e5x; the three tiny ones do not move the model in 32 steps
+# A copy task that lr 1e-2 learns well above chance in 2 epochs of 16 steps, in about a second a run.
+TINY = {
+    "data.task": {"value": "copy"}, "data.vocab": {"value": 6}, "data.length": {"value": 4},
+    "data.n_train": {"value": 512}, "data.n_val": {"value": 64}, "data.n_test": {"value": 32},
+    "data.batch_size": {"value": 32}, "model.d_model": {"value": 16}, "model.n_layers": {"value": 1},
+    "trainer.max_epochs": {"value": 2}, "run.probes": {"value": False}, "tracking": {"value": "none"},
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def forkserver():
+    from ablate.sweep import worker
+
+    worker.forkserver()
+    yield
+    worker.stop_forkserver()
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    from ablate.data import mnist
+
+    monkeypatch.setattr(mnist, "network_available", lambda timeout=3.0: False)  # never download
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.chdir(tmp_path)
+
+
+def write(folder: Path, name: str, parameters: dict, description: str | None = "tune optim.lr on seeds 0",
+          **top) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    head = {**HEADER, **({"description": description} if description is not None else {}), **top}
+    path.write_text(yaml.safe_dump({**head, "parameters": parameters}, sort_keys=False))
+    return path
+
+
+def summaries(root: Path) -> dict[str, dict]:
+    return {d.name: read_summary(d) for d in sorted(root.iterdir()) if d.is_dir()} if root.is_dir() else {}
+
+
+def configs(root: Path) -> dict[str, dict]:
+    return {d.name: yaml.safe_load((d / "config.yaml").read_text()) for d in sorted(root.iterdir())
+            if (d / "config.yaml").is_file()} if root.is_dir() else {}
+
+
+# -- the rule -----------------------------------------------------------------------------------
+
+def test_the_best_mean_wins_a_diverged_run_is_worst_and_ties_go_to_the_smaller_value():
+    assert choose({1e-3: [0.5, 0.7], 1e-2: [0.9, 0.2], 1e-4: [0.1, 0.1]}, maximize=True) == 1e-3  # 0.6 > 0.55
+    worst = score(None, "diverged", maximize=True)
+    assert worst == -math.inf and score(0.9, "diverged", True) == -math.inf
+    assert score(float("nan"), "completed", True) == -math.inf and score(0.4, "completed", True) == 0.4
+    assert choose({1e-3: [0.5, 0.5], 1e-2: [0.99, worst]}, maximize=True) == 1e-3  # one diverged seed loses
+    assert choose({3e-3: [0.5], 1e-3: [0.5], 1e-2: [0.5]}, maximize=True) == 1e-3  # a tie: the smaller
+    assert choose({3e-3: [worst], 1e-3: [worst]}, maximize=True) == 1e-3  # all diverged: the smallest
+    assert choose({1e-3: [0.3], 1e-2: [0.2]}, maximize=False) == 1e-2  # a loss: the smaller mean
+    assert score(None, "diverged", maximize=False) == math.inf
+
+
+# -- bad tune lines -----------------------------------------------------------------------------
+
+GRID = {**TINY, "optim.lr": {"values": LRS}, "seed": {"values": [0, 1, 2]}}
+BAD = {
+    "three lrs": ({**GRID, "optim.lr": {"values": [1e-4, 1e-3, 1e-2]}}, {}, "has 3 values spanning 100x"),
+    "span under 30x": ({**GRID, "optim.lr": {"values": [1e-3, 2e-3, 5e-3, 2e-2]}}, {}, "spanning 20x"),
+    "seed not in grid": (GRID, {"description": "tune optim.lr on seeds 0 7"}, "tune seed(s) 7 are not among"),
+    "key not in grid": ({**GRID, "optim.lr": {"value": 1e-3}}, {}, "optim.lr must be a grid parameter"),
+    "not a key": (GRID, {"description": "tune optim.learning_rate on seeds 0"}, "is not an ablate train key"),
+    "the seed": (GRID, {"description": "tune seed on seeds 0"}, "the seed cannot be tuned"),
+    "malformed": (GRID, {"description": "tune optim.lr with seeds 0"}, "is not a tune line"),
+    "two lines": (GRID, {"description": "tune optim.lr on seeds 0\ntune optim.lr on seeds 1"}, "keep one"),
+    "goal left out": (GRID, {"metric": {"name": "val/acc_best"}}, "goal spelled out"),
+    "test metric": (GRID, {"metric": {"name": "test/acc", "goal": "maximize"}}, "never on test"),
+    "random": (GRID, {"method": "random", "run_cap": 4}, "tuning needs method grid"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_tune_line_exits_2_with_one_line_before_any_run(case, tmp_path, capsys):
+    params, top, expected = BAD[case]
+    path = write(tmp_path, "bad", params, **({"description": "tune optim.lr on seeds 0"} | top))
+    assert cli.main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ablate: ") and "\n" not in err and "; " in err, err
+    assert expected in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_good_tune_line_is_read_with_prose_around_it_and_w_and_b_schema_keys_only(tmp_path):
+    path = write(tmp_path, "good", GRID, description="Q: which lr?\n  tune optim.lr on seeds 0, 2  \nmore prose")
+    raw = yaml.safe_load(path.read_text())
+    assert set(raw) <= set(spec.TOP_LEVEL_KEYS)  # still a plain W&B sweep file
+    sweep = spec.load(str(path))
+    assert sweep.tune is not None and sweep.tune.key == "optim.lr" and sweep.tune.seeds == (0, 2)
+    assert sweep.tune.values == tuple(LRS) and sweep.tune.metric == "val/acc_best" and sweep.tune.maximize
+    assert len(sweep.runs) == 4 * 3  # every configuration (what W&B agents run), each checked
+    assert spec.load(str(write(tmp_path, "plain", GRID, description="no tuning here"))).tune is None
+    smoke = spec.load(str(path), budget="smoke")  # smoke keeps seed 0: stage 1 is everything
+    assert smoke.tune.seeds == (0,) and {r.cfg.seed for r in smoke.runs} == {0}
+
+
+# -- real runs: both stages, killed in each, exactly once ------------------------------------------
+
+def _sweep_process(path: Path, tmp_path: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "ABLATE_RUNS_DIR": str(tmp_path / "runs")}
+    return subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+
+
+def _kill_when(proc: subprocess.Popen, root: Path, ready, what: str) -> dict[str, dict]:
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            if ready(summaries(root)):
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"the sweep never reached {what}")
+    finally:  # never left running behind a failed test
+        proc.kill()
+        proc.communicate()
+    return summaries(root)
+
+
+@pytest.mark.slow
+def test_stage_2_runs_at_the_value_stage_1_chose_after_kills_in_each_stage_exactly_once(tmp_path, capsys):
+    path = write(tmp_path / "sweeps", "tuned", {**GRID, "model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1]}})
+    root = tmp_path / "runs" / "tuned"
+
+    def stage(runs: dict, seeds: set[int]) -> list[str]:
+        cfgs = configs(root)
+        return [n for n, s in runs.items() if s and s["status"] == "completed" and cfgs.get(n, {}).get("seed") in seeds]
+
+    # killed in stage 1 (2 of its 8 runs done), then in stage 2 (1 of its 2 runs done)
+    proc = _sweep_process(path, tmp_path, "--workers", "1")
+    first = _kill_when(proc, root, lambda runs: 2 <= len(stage(runs, {0})) < 8, "2 finished stage-1 runs")
+    assert not stage(first, {1})
+    from ablate.results import aggregate, best_lr, format_table, load
+    from ablate.results import write as write_table
+
+    assert load("tuned")["tuned.optim.lr"].isna().all()  # no choice in the table before the runner's
+    proc = _sweep_process(path, tmp_path, "--workers", "1")
+    second = _kill_when(proc, root, lambda runs: len(stage(runs, {1})) == 1, "a finished stage-2 run")
+    done_before = {n: (root / n / "summary.json").read_text() for n, s in second.items() if s["status"] == "completed"}
+    assert len(stage(second, {0})) == 8  # stage 2 starts only once a variant's stage 1 is finished
+
+    assert cli.main(["sweep", str(path)]) == 0  # the same command: finishes what is missing
+    captured = capsys.readouterr()
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert result["runs"] == 10 and result["completed"] == 10 and result["skipped"] == len(done_before)
+    runs, cfgs = summaries(root), configs(root)
+    assert len(runs) == 10 and {s["status"] for s in runs.values()} == {"completed"}
+    for name, text in done_before.items():  # finished before: untouched
+        assert (root / name / "summary.json").read_text() == text
+    assert all(s["attempts"] <= 2 for s in runs.values())
+
+    # the choice, recomputed here from the stage-1 runs: the largest lr learns, the tiny ones do not
+    chosen = {}
+    for heads in (1, 2):
+        curve = {lr: [runs[n]["metrics"]["val/acc_best"] for n, c in cfgs.items()
+                      if c["model"]["n_heads"] == heads and c["optim"]["lr"] == lr and c["seed"] == 0] for lr in LRS}
+        assert all(len(v) == 1 for v in curve.values())
+        assert curve[1e-2][0] > max(curve[lr][0] for lr in LRS[:3]) + 0.1
+        chosen[heads] = max(LRS, key=lambda lr: (curve[lr][0], -lr))
+        assert chosen[heads] == 1e-2
+    assert result["tuned"]["chosen"] == {"model.n_heads=1": 1e-2, "model.n_heads=2": 1e-2}
+    assert result["tuned"]["undecided"] == []
+    stage2 = sorted((c["model"]["n_heads"], c["optim"]["lr"], c["seed"]) for c in cfgs.values() if c["seed"] != 0)
+    assert stage2 == [(h, chosen[h], 1) for h in (1, 2)]  # only at the chosen lr
+    assert "optim.lr=0.01 chosen (val/acc_best mean over seeds 0" in captured.err
+
+    # the table: the choice on every row, each variant over its seeds at it, and the stage-1 curve
+    df = load("tuned")
+    assert df.attrs["tune"]["key"] == "optim.lr" and list(df["tuned.optim.lr"]) == [1e-2] * 10
+    assert sorted(df["stage"]) == [1] * 8 + [2] * 2
+    at = best_lr(df)
+    assert len(at) == 4 and set(at["optim.lr"]) == {1e-2}
+    agg = aggregate(df, metrics=["val/acc_best", "test/acc"])
+    assert list(agg["model.n_heads"]) == [1, 2] and list(agg["tuned.optim.lr"]) == [1e-2, 1e-2]
+    assert list(agg["test/acc_n"]) == [2, 2]
+    for heads, row in zip((1, 2), agg.itertuples(index=False)):
+        mine = df[(df["model.n_heads"] == heads) & (df["optim.lr"] == 1e-2)]
+        assert row[list(agg.columns).index("test/acc_mean")] == pytest.approx(mine["test/acc"].mean())
+        for lr in LRS:
+            stage1 = df[(df["model.n_heads"] == heads) & (df["optim.lr"] == lr) & (df["seed"] == 0)]
+            column = f"tune/val/acc_best@optim.lr={lr:g}"
+            assert row[list(agg.columns).index(column)] == pytest.approx(stage1["val/acc_best"].iloc[0])
+    write_table(df, tmp_path / "table.csv")  # a table read back from CSV (no attrs) selects the same rows
+    assert sorted(best_lr(pd.read_csv(tmp_path / "table.csv"))["run_id"]) == sorted(at["run_id"])
+    text = format_table(agg, width=400)
+    assert "tuned.optim.lr" in text and "lr=1e-07" in text and "mean val/acc_best over tune seeds 0" in text
+
+    # a finished sweep run again does nothing; its dry run lists both stages
+    mtimes = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+    assert cli.main(["sweep", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["run_now"] == 0
+    assert mtimes == {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+    assert cli.main(["sweep", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "stage 1: 8 runs" in out and "stage 2: 2 runs\n" in out and out.count("completed") == 10
+
+
+def test_dry_run_of_a_new_tuned_sweep_says_stage_2_waits_for_stage_1(tmp_path, capsys):
+    path = write(tmp_path, "fresh", {**GRID, "model.n_heads": {"values": [1, 2]}})
+    assert cli.main(["sweep", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 8 + 3 and out[8] == "stage 1: 8 runs"
+    assert out[9] == ("stage 2: 4 runs, 4 of them at a value chosen when their variant's stage 1 has finished "
+                      "(2 of 2 variants)")
+    assert out[10].startswith("12 runs in ")
+    assert not (tmp_path / "runs").exists()
