@@ -21,7 +21,7 @@ from .shares import parameter_shares
 
 # Families shown as one table each by `format_probes`: scalar-name prefixes, in display order.
 FAMILIES = {
-    "scores": ("logit_std", "logit_max", "entropy", "rowmax", "onehot_frac"),
+    "scores": ("logit_std", "logit_max", "entropy", "rowmax", "onehot_frac", "q_var", "k_var"),
     "gradients": ("grad",),
     "collapse": ("cosine", "erank", "resid_norm"),
     "shares": ("share",),
