@@ -124,6 +124,7 @@ def test_a_good_tune_line_is_read_with_prose_around_it_and_w_and_b_schema_keys_o
     assert sweep.tune is not None and sweep.tune.key == "optim.lr" and sweep.tune.seeds == (0, 2)
     assert sweep.tune.values == tuple(LRS) and sweep.tune.metric == "val/acc_best" and sweep.tune.maximize
     assert len(sweep.runs) == 4 * 3  # every configuration (what W&B agents run), each checked
+    assert sweep.expected_runs() == 4 * 2 + 1  # here: stage 1 on seeds 0 and 2, stage 2 seed 1 once
     assert spec.load(str(write(tmp_path, "plain", GRID, description="no tuning here"))).tune is None
     smoke = spec.load(str(path), budget="smoke")  # smoke keeps seed 0: stage 1 is everything
     assert smoke.tune.seeds == (0,) and {r.cfg.seed for r in smoke.runs} == {0}

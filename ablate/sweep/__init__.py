@@ -4,6 +4,7 @@
     runner.py    run them: forkserver workers, GPU slots, skip/resume/retry, outcome of each run
     worker.py    one run in its own process (dies with the runner)
     progress.py  the sweep's progress line
+    tune.py      fair tuning: a `tune KEY on seeds ...` description line, stage 1 / stage 2, the choice rule
 
 The package knows configurations, run directories and processes; nothing of model internals.
 """

@@ -183,7 +183,7 @@ class Stages:
             shown = {k: run.params[k] for k in sweep.varying if k in run.params}
             self.variants.setdefault(T.variant(shown, self.tune.key), []).append(run)
         self.stage1 = [r for r in sweep.runs if self.is_stage1(r)]
-        self.stage2_total = sum(len({r.cfg.seed for r in runs if not self.is_stage1(r)}) for runs in self.variants.values())
+        self.stage2_total = sweep.expected_runs() - len(self.stage1)
         self.chosen: dict[str, Any] = {}  # variant -> its chosen value
         self.scores: dict[str, dict[Any, float]] = {}  # variant -> value -> mean score over the tune seeds
 

@@ -78,6 +78,16 @@ class Sweep:
     # the key's typed values, `tune.seeds` the tune seeds this expansion has.
     tune: Tune | None = None
 
+    def expected_runs(self) -> int:
+        """How many runs the local runner makes of this sweep: all of `runs`, or for a tuned sweep its
+        stage 1 and, per variant, each other seed once (at whichever value is chosen)."""
+        if self.tune is None:
+            return len(self.runs)
+        stage1 = sum(1 for r in self.runs if r.cfg.seed in self.tune.seeds)
+        rest = {(tuple(repr(v) for k, v in r.params.items() if k not in (self.tune.key, "seed")), r.cfg.seed)
+                for r in self.runs if r.cfg.seed not in self.tune.seeds}
+        return stage1 + len(rest)
+
 
 def resolve(name_or_path: str) -> Path:
     """A path to a .yaml file, or a bare name found as sweeps/NAME.yaml (here or in the repository)."""
