@@ -12,7 +12,8 @@
                         (truncated, binary garbage, empty; see runfiles.py). The row keeps what
                         could be read (its config when config.yaml is readable) and `error` says
                         which file and what is wrong; statistics leave it out.
-    <metrics>           final metrics under their logged names: test/*, val/*, train/*
+    <metrics>           final metrics under their logged names: test/*, val/*, train/*, then any other
+                        (ref/*: the task's reference levels)
     <probes>            probe scalars: probe/init/*, probe/final/*, then any other point
     params/*            attention, ffn, embedding, other, total
     wall_time_s, train_samples_per_s, global_step, attempts, diverged_step
