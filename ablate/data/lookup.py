@@ -20,7 +20,8 @@ t_{i+1} — no lookup task can fix that); at the start of the sequence the targe
 wrapped round, so the same relative rule holds at every targeted position and a longer test
 sequence (data.test_length) asks the same function. No BOS: every targeted position has both its
 partners to attend to. An order-blind model knows the bag of tokens but not which two precede i,
-so its reference level is low (about 9 % at length 8, vocabulary 10; chance about 2 %).
+so it can expect little: 9.3 % at length 8, vocabulary 10 (chance 1.5 %; see expected_order_blind
+for why the recorded in-sample `order_blind` level is far higher).
 Its registry entries: ablate/registry.py.
 """
 
