@@ -110,6 +110,8 @@ def table(name: str, data: Path | str | None = None) -> pd.DataFrame:
     if "swept_keys" in info:
         attrs["swept_keys"] = [k for k in info["swept_keys"] if k in df.columns]
     attrs["reference_commit"] = info.get("commit")
+    if info.get("tune"):  # a tuned sweep: which key, on which seeds, chosen by which metric and goal
+        attrs["tune"] = info["tune"]
     df.attrs = attrs
     return df
 

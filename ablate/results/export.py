@@ -373,6 +373,7 @@ def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> di
         "date": date,
         "swept_keys": swept,
         "dtypes": dtypes,
+        **({"tune": df.attrs["tune"]} if df.attrs.get("tune") else {}),
     }
 
 
@@ -392,8 +393,10 @@ class ExportError(ValueError):
     """Export cannot start (a broken meta.json); the message is the one line to print."""
 
 
-def defined_runs(name: str, sweeps: Path | str) -> dict[str, set[str]]:
-    """Budget -> the run ids sweeps/<name>.yaml expands to at that budget; {} without a usable file."""
+def defined_runs(name: str, sweeps: Path | str) -> dict[str, tuple[set[str], int]]:
+    """Budget -> (the run ids sweeps/<name>.yaml expands to at that budget, how many of them the local
+    runner makes: all, or for a tuned sweep stage 1 and each other seed once at its chosen value);
+    {} without a usable file."""
     from ..config import ConfigError
     from ..sweep import spec
     from ..sweep.spec import SweepError
@@ -402,7 +405,8 @@ def defined_runs(name: str, sweeps: Path | str) -> dict[str, set[str]]:
     if not path.is_file():
         return {}
     try:
-        return {b: {r.run_id for r in spec.load(str(path), budget=b).runs} for b in BUDGET_ORDER}
+        sweeps_at = {b: spec.load(str(path), budget=b) for b in BUDGET_ORDER}
+        return {b: ({r.run_id for r in sw.runs}, sw.expected_runs()) for b, sw in sweeps_at.items()}
     except (SweepError, ConfigError):
         return {}
 
@@ -416,20 +420,21 @@ def choose_runs(
     defined = defined_runs(name, sweeps)
     if not defined:
         return None, None
-    chosen = budget or next((b for b in BUDGET_ORDER if defined[b] & set(present)), None)
+    chosen = budget or next((b for b in BUDGET_ORDER if defined[b][0] & set(present)), None)
     if chosen is None:
         log(f"{PREFIX}{name}: none of its {len(present)} runs is one sweeps/{name}.yaml defines now; "
             "exporting them all")
         return None, None
-    keep = defined[chosen] & set(present)
+    ids, expected = defined[chosen]
+    keep = ids & set(present)
     if len(keep) < len(present):
         log(f"{PREFIX}{name}: left out {len(present) - len(keep)} run(s) of other budgets or of "
             f"an older definition of the sweep (exporting budget {chosen})")
-    missing = len(defined[chosen]) - len(keep)
-    if keep and missing:
-        log(f"{PREFIX}{name}: {missing} of its {len(defined[chosen])} runs at budget {chosen} "
+    missing = expected - len(keep)
+    if keep and missing > 0:
+        log(f"{PREFIX}{name}: {missing} of its {expected} runs at budget {chosen} "
             f"have not run yet (`make sweep-{name} BUDGET={chosen}`)")
-    return keep, len(defined[chosen])
+    return keep, expected
 
 
 def _budgets(text: Any) -> list[str]:
