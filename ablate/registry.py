@@ -27,8 +27,9 @@ LONG = 8  # bytes of an int64 token id
 # Reference levels a data module can compute on an evaluation set (see ablate/data/reference.py):
 REFERENCE_TEXT = {
     "chance": "the best constant prediction (the most frequent target)",
-    "order_blind": "the best any order-blind (bag-of-tokens) model can score: a prediction that sees "
-                   "only the position's own token and the multiset of the sequence's tokens",
+    "order_blind": "the accuracy an order-blind (bag-of-tokens) model can expect: the best prediction "
+                   "from the position's own token and the multiset of the sequence's tokens, every "
+                   "arrangement the data could have had being equally likely",
 }
 
 

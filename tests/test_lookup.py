@@ -157,3 +157,20 @@ def test_a_one_layer_attention_only_model_learns_lookup(tmp_path):
     assert metrics["ref/val/chance"] < 0.05
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "completed"
+
+
+@pytest.mark.parametrize("task", ["lookup", "lookup1"])
+def test_recorded_order_blind_level_is_the_enumerated_expectation_on_the_evaluation_sets(task):
+    """What a run records as ref/<split>/order_blind for lookup is the expectation over arrangements,
+    equal to enumerating every arrangement of each evaluation sequence (short ones, so it is quick)."""
+    from ablate import config as C
+    from ablate.data import build_datamodule
+
+    cfg = C.build({"data.task": task, "data.length": 5, "data.vocab": 3, "data.n_train": 8,
+                   "data.n_val": 12, "data.n_test": 12, "data.test_length": 6}).data
+    dm = build_datamodule(cfg)
+    levels = dm.reference_levels()
+    for split, data in (("val", dm.val_set), ("test", dm.test_set)):
+        x, y = data.tensors()
+        assert levels[f"ref/{split}/order_blind"] == pytest.approx(
+            brute_expected_order_blind(x, y, 3, task == "lookup"), abs=1e-12)

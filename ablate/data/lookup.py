@@ -95,6 +95,8 @@ class Lookup(SyntheticTask):
 
     name = "lookup"
     pair = True
+    # what an order-blind model can expect, not the in-sample maximum (see expected_order_blind)
+    levels = {"order_blind": lambda x, y: expected_order_blind(x, y, True)}
 
     def generate(self, n: int, length: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         return lookup_sequences(n, length, self.cfg.vocab, self.pair, generator)
@@ -105,3 +107,4 @@ class Lookup1(Lookup):
 
     name = "lookup1"
     pair = False
+    levels = {"order_blind": lambda x, y: expected_order_blind(x, y, False)}
