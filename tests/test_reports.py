@@ -620,14 +620,12 @@ def test_full_budget_cost_counts_steps_from_the_configs_and_rates_from_the_table
     import yaml
 
     from ablate import config as C
-    from ablate.budgets import SWEEPS as SWEEP_BUDGETS
     from ablate.results.cost import GPU_STEPS_PER_S, steps_of, sweep_cost
 
     assert steps_of(C.build({"budget": "full"})) == 20 * math.ceil(55_000 / 64)
     assert steps_of(C.build({"budget": "full", "data.task": "copy"})) == 30 * math.ceil(100_000 / 64)
-    norm = SWEEP_BUDGETS["quick"]["norm"]["mnist"]
-    assert steps_of(C.build({"budget": "quick", "run.group": "norm"})) == norm["trainer.max_epochs"] * math.ceil(
-        norm["data.train_subset"] / 64)
+    assert steps_of(C.build({"budget": "quick", "data.task": "mnist"})) == 4 * math.ceil(6000 / 64)
+    assert steps_of(C.build({"budget": "quick", "data.task": "histogram"})) == 8 * math.ceil(8000 / 64)
     assert steps_of(C.build({"trainer.max_steps": 10})) == 10
     sweeps = tmp_path / "sweeps"
     sweeps.mkdir()

@@ -570,3 +570,17 @@ def test_wandb_errors_are_one_line():
         load_wandb("g", "t/p", api=ListApi([]))
     with pytest.raises(ResultsError, match="is not ENTITY/PROJECT"):
         load_wandb("g", "just-a-project")
+
+
+def test_convergence_columns_come_from_the_validation_accuracy_of_each_epoch():
+    """val/gain_last_epoch: last epoch's val/acc minus the one before; val/step_solved: the first step
+    at >= 99 % (rows without val/acc, e.g. train-loss rows, are skipped; never solved: absent)."""
+    from ablate.results.table import convergence
+
+    rows = [{"step": "25", "val/acc": "", "train/loss": "2.1"}, {"step": "62", "val/acc": "0.41"},
+            {"step": "125", "val/acc": "0.995"}, {"step": "188", "val/acc": "0.985"}]
+    out = convergence(rows)
+    assert out == {"val/gain_last_epoch": pytest.approx(-0.01), "val/step_solved": 125.0}
+    assert convergence(rows[:2]) == {}  # one epoch: no gain to measure, not solved
+    assert convergence([{"step": "62", "val/acc": "0.5"}, {"step": "125", "val/acc": "0.7"}]) == {
+        "val/gain_last_epoch": pytest.approx(0.2)}

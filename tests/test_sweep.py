@@ -125,10 +125,16 @@ def test_budget_option_overrides_the_file_and_smoke_keeps_seed_0(tmp_path):
     assert len(spec.load(str(path), budget="none").runs) == 6
 
 
-def test_a_sweep_can_have_its_own_quick_profile_and_explicit_keys_still_win():
+def test_a_sweep_can_have_its_own_quick_profile_and_explicit_keys_still_win(monkeypatch):
+    from ablate import budgets
     from ablate.budgets import SWEEPS
 
-    scaling = SWEEPS["quick"]["scaling"]["mnist"]
+    # every sweep named there exists and uses only keys a budget may change
+    assert set(SWEEPS["quick"]) <= {p.stem for p in SWEEP_FILES}
+    allowed = {k for task in BUDGETS["quick"].values() for k in task}
+    assert all(set(t) <= allowed for s in SWEEPS["quick"].values() for t in s.values())
+    scaling = {"trainer.max_epochs": 2, "data.train_subset": 5000}
+    monkeypatch.setitem(budgets.SWEEPS, "quick", {"scaling": {"mnist": scaling}})
     cfg = C.build({"budget": "quick", "run.group": "scaling"})
     assert cfg.trainer.max_epochs == scaling["trainer.max_epochs"] != BUDGETS["quick"]["mnist"]["trainer.max_epochs"]
     assert cfg.data.train_subset == scaling["data.train_subset"]
@@ -138,10 +144,6 @@ def test_a_sweep_can_have_its_own_quick_profile_and_explicit_keys_still_win():
     explicit = C.build({"budget": "quick", "run.group": "scaling", "trainer.max_epochs": 7})
     assert explicit.trainer.max_epochs == 7
     assert C.build({"budget": "smoke", "run.group": "scaling"}) == C.build({"budget": "smoke", "run.group": "scaling"})
-    # every sweep named there exists and uses only keys a budget may change
-    assert set(SWEEPS["quick"]) <= {p.stem for p in SWEEP_FILES}
-    allowed = {k for task in BUDGETS["quick"].values() for k in task}
-    assert all(set(t) <= allowed for s in SWEEPS["quick"].values() for t in s.values())
 
 
 @pytest.mark.parametrize("budget", [None, "smoke", "quick", "full", "none"])

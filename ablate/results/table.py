@@ -13,7 +13,9 @@
                         could be read (its config when config.yaml is readable) and `error` says
                         which file and what is wrong; statistics leave it out.
     <metrics>           final metrics under their logged names: test/*, val/*, train/*, then any other
-                        (ref/*: the task's reference levels)
+                        (ref/*: the task's reference levels); from metrics.csv also
+                        val/gain_last_epoch (what the last epoch added to validation accuracy) and
+                        val/step_solved (the first step at >= 99 % validation accuracy)
     <probes>            probe scalars: probe/init/*, probe/final/*, then any other point
     params/*            attention, ffn, embedding, other, total
     wall_time_s, train_samples_per_s, global_step, attempts, diverged_step
@@ -107,6 +109,23 @@ def _problem(err: RunFileError) -> str:
     return f"{err.file} {err.problem}"
 
 
+SOLVED = 0.99  # a task counts as solved at this validation accuracy (issue 13: >= 99 % token accuracy)
+
+
+def convergence(rows: list[dict[str, str]]) -> dict[str, float]:
+    """From the validation accuracy of each epoch (metrics.csv): `val/gain_last_epoch`, what the last
+    epoch added (a run has converged or plateaued when that is small), and `val/step_solved`, the
+    first step whose validation accuracy reached SOLVED (absent if none did: never solved)."""
+    history = [(float(r["step"]), float(r["val/acc"])) for r in rows if r.get("val/acc")]
+    out: dict[str, float] = {}
+    if len(history) >= 2:
+        out["val/gain_last_epoch"] = history[-1][1] - history[-2][1]
+    solved = [step for step, acc in history if acc >= SOLVED]
+    if solved:
+        out["val/step_solved"] = solved[0]
+    return out
+
+
 def read_run(run_dir: Path) -> RunRecord | None:
     """A run directory -> RunRecord; None when it holds no summary.json (not started). A run whose
     summary.json, config.yaml, probes.json or metrics.csv cannot be read is a record with status
@@ -147,7 +166,7 @@ def read_run(run_dir: Path) -> RunRecord | None:
         run_id=str(summary.get("run_id") or run_dir.name),
         config=config,
         status=CORRUPT if problems else str(summary.get("status", "unknown")),
-        metrics=mapping("metrics"),
+        metrics={**mapping("metrics"), **convergence(logged or [])},
         probes={k: v for k, v in probes.items() if isinstance(v, (int, float))},
         params=mapping("params"),
         bookkeeping={
@@ -409,6 +428,7 @@ def from_records(
     tune = sweep_file_tune(sweep_file) if sweep_file else None
     if tune is not None and tune.key in df.columns and "seed" in df.columns:
         chosen, stage = tuned_choices(df, tune, swept)
+        df = df.copy()  # one block: the rows were assembled column by column
         at = df.columns.get_loc("status")
         df.insert(at, tune.column, chosen)
         df.insert(at + 1, "stage", stage)
