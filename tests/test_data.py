@@ -159,6 +159,20 @@ def test_split_is_deterministic_disjoint_and_seeded(fake_mnist):
     assert len(mnist(fake_mnist["root"], val_size=35).val_set) == 35
 
 
+def test_mnist_chance_level_is_the_most_frequent_label_of_each_evaluation_set(fake_mnist):
+    """ref/<split>/chance, counted by hand from the labels the split indices select (test labels
+    are (i + 3) % 10 of 20 images: each digit twice, chance 0.1; a test subset of 13 holds 3..9, 0..5:
+    digits 3, 4, 5 twice -> 2 / 13)."""
+    from collections import Counter
+
+    labels = torch.cat((fake_mnist["train"][1], fake_mnist["t10k"][1]))
+    dm = mnist(fake_mnist["root"], val_size=30, seed=2)
+    val = Counter(labels[dm.val_set.index].tolist())
+    assert dm.reference_levels() == {"ref/val/chance": max(val.values()) / 30, "ref/test/chance": 0.1}
+    sub = mnist(fake_mnist["root"], test_subset=13)
+    assert sub.reference_levels()["ref/test/chance"] == 2 / 13
+
+
 def test_train_subset_keeps_the_first_n_of_the_training_split(fake_mnist):
     full = mnist(fake_mnist["root"], seed=3)
     sub = mnist(fake_mnist["root"], seed=3, train_subset=17)
