@@ -13,7 +13,13 @@ What a notebook uses (`from ablate import report as R`):
                                             attention maps; S.ready is False when not run yet
     R.estimate(df, metric, where)           mean ± 95 % interval over seeds       (stats.py)
     R.compare(df, metric, a, b)             a - b, "no measurable difference" inside its interval
-    R.at_best_lr(df)                        each variant at its best learning rate (ablate.results.best_lr)
+    R.at_best_lr(df)                        each variant at its best learning rate (ablate.results.best_lr;
+                                            a tuned sweep: at the value its stage 1 chose, every seed)
+    R.lr_phrase(df), R.convergence(df)      sentences: how the learning rate was chosen; whether the runs
+                                            had converged (median val/gain_last_epoch, solved >= 99 %)
+    R.level(df, where), R.at_level(df)      the reference level a run that learned nothing sits at (the
+                                            order-blind level, else chance), and which runs sit there
+    S.probe_curves()                        periodic probes during training (<sweep>_curves.csv), long
     Q = R.question(key, title, text, anchors=[R.Anchor(cite, claim)], sweeps=[...])
     Q.answer(text, checks=[anchor.expect_greater(effect), ...], figure=R.savefig(fig, "q2_scores"))
     Q.not_run_yet(S)                        "not run yet — run `make sweep-scaling`"
@@ -39,26 +45,38 @@ from .answers import (
 from .data import NotRunYet, Sweep, arrays, data_dir, figures_dir, read_meta, sweep, table
 from .figures import TASKS, heatmap_grid, heatmaps, savefig, setup
 from .stats import (
+    LEVEL_MARGIN,
+    PLATEAU,
+    SOLVED,
     Effect,
     Estimate,
     at_best_lr,
+    at_level,
     caveat,
+    chosen_lrs,
     ci95_errorbar,
     compare,
+    convergence,
     effect,
     estimate,
+    level,
     loglog_slope,
     lr_phrase,
     number,
+    row_level,
     rows,
     seeds_per_variant,
     slope_estimate,
+    tune_info,
     values_estimate,
 )
 
 __all__ = [
     "AGREES",
     "ANSWER_MIME",
+    "LEVEL_MARGIN",
+    "PLATEAU",
+    "SOLVED",
     "DISAGREES",
     "INCONCLUSIVE",
     "NOT_RUN",
@@ -72,21 +90,26 @@ __all__ = [
     "TASKS",
     "arrays",
     "at_best_lr",
+    "at_level",
     "caveat",
+    "chosen_lrs",
     "ci95_errorbar",
     "compare",
+    "convergence",
     "data_dir",
     "effect",
     "estimate",
     "figures_dir",
     "heatmap_grid",
     "heatmaps",
+    "level",
     "loglog_slope",
     "lr_phrase",
     "number",
     "question",
     "read_meta",
     "config_defaults",
+    "row_level",
     "rows",
     "savefig",
     "seeds_per_variant",
@@ -94,6 +117,7 @@ __all__ = [
     "slope_estimate",
     "sweep",
     "table",
+    "tune_info",
     "values_estimate",
 ]
 

@@ -14,6 +14,8 @@ index.html and FINDINGS.md. Each check's verdict is computed from an Effect, nev
     anchor.expect_greater(effect)  the anchor says a > b: agrees if a is measurably above b,
                                    disagrees if measurably below, inconclusive inside the interval
     anchor.expect_same(effect)     the anchor says a ≈ b: agrees inside the interval, disagrees outside
+    ..., level=R.level(df, where)  both arms at the task's reference level (chance, or the order-blind
+                                   level): inconclusive, since two runs that learned nothing are no evidence
     anchor.judge(ok, evidence)     any other rule: True / False / None (inconclusive)
 """
 
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .data import Sweep
-from .stats import Effect
+from .stats import LEVEL_MARGIN, Effect
 
 ANSWER_MIME = "application/vnd.ablate.answer+json"
 AGREES, DISAGREES, INCONCLUSIVE, NOT_RUN = "agrees", "disagrees", "inconclusive", "not run yet"
@@ -54,24 +56,41 @@ class Anchor:
     def judge(self, ok: bool | None, evidence: str) -> Check:
         return Check(self, {True: AGREES, False: DISAGREES, None: INCONCLUSIVE}[ok], evidence)
 
-    def expect_greater(self, effect: Effect, what: str = "") -> Check:
-        """The anchor says variant a beats variant b (effect = a - b)."""
+    def _failed_both(self, effect: Effect, evidence: str, level: float | None) -> Check | None:
+        """Both arms at (or below, or within 1 point of) the reference level: two runs that learned
+        nothing beyond it are no evidence for or against the anchor, whatever their difference."""
+        if level is None or not (level == level) or not effect.comparable:
+            return None
+        if max(effect.a.mean, effect.b.mean) <= level + LEVEL_MARGIN:
+            return self.judge(None, f"{evidence}; both at the reference level ({100 * level:.1f} %): no evidence "
+                                    "either way")
+        return None
+
+    def expect_greater(self, effect: Effect, what: str = "", level: float | None = None) -> Check:
+        """The anchor says variant a beats variant b (effect = a - b). With `level` (a reference level
+        of the same metric), both arms at it make the check inconclusive."""
         evidence = f"{what}{': ' if what else ''}{effect.a} vs {effect.b}, {effect}"
+        failed = self._failed_both(effect, evidence, level)
+        if failed is not None:
+            return failed
         if not effect.comparable:
             return self.judge(None, evidence)
         if not effect.has_interval:
             return self.judge(None, evidence)
         return self.judge({1: True, -1: False, 0: None}[effect.sign], evidence)
 
-    def expect_less(self, effect: Effect, what: str = "") -> Check:
+    def expect_less(self, effect: Effect, what: str = "", level: float | None = None) -> Check:
         """The anchor says variant a is below variant b (effect = a - b)."""
-        check = self.expect_greater(effect, what)
+        check = self.expect_greater(effect, what, level)
         flipped = {AGREES: DISAGREES, DISAGREES: AGREES}.get(check.verdict, check.verdict)
         return Check(self, flipped, check.evidence)
 
-    def expect_same(self, effect: Effect, what: str = "") -> Check:
+    def expect_same(self, effect: Effect, what: str = "", level: float | None = None) -> Check:
         """The anchor says a and b are about equal: agrees when the difference is inside its interval."""
         evidence = f"{what}{': ' if what else ''}{effect.a} vs {effect.b}, {effect}"
+        failed = self._failed_both(effect, evidence, level)
+        if failed is not None:
+            return failed
         if not effect.has_interval:
             return self.judge(None, evidence)
         return self.judge(not effect.measurable, evidence)

@@ -30,6 +30,7 @@ from ..results.exported import (  # noqa: F401 - the data folder's format, re-ex
     check_folder,
     make_target,
     read_csv,
+    read_curves,
 )
 from ..results.exported import read_meta as _read_meta
 
@@ -134,6 +135,7 @@ class Sweep:
             S.df                      # the table
             S.curves("val/acc")       # long: run_id, step, value + the swept keys
             S.per_layer("probe/init/cosine")   # long: run_id, layer, value + the swept keys
+            S.probe_curves()          # probes during training: run_id, step, layer, grad, ... + keys
             S.attention(run_id)       # (L, H, T, T) final attention maps of one run
     """
 
@@ -199,6 +201,19 @@ class Sweep:
         return (f"At this budget{steps} the {what} were still learning: over its last epoch the {metric} of the "
                 f"median run rose by {100 * gains.median():.1f} points (the gains ranged from {100 * gains.min():.1f} "
                 f"to {100 * gains.max():.1f} points across runs), so the comparisons are of models early in training.")
+
+    def probe_curves(self) -> pd.DataFrame | None:
+        """The periodic probes during training (<sweep>_curves.csv), long: run_id, the swept keys, step,
+        layer, grad, logit_std, rowmax, onehot_frac, entropy, cosine, erank; with each run's seed and
+        status. None when the sweep has none."""
+        if not self.ready:
+            return None
+        long = read_curves(self.name, self.data)
+        if long is None:
+            return None
+        long = restore_dtypes(long, self.meta.get("dtypes", {}))
+        own = [c for c in long.columns if c not in ("run_id", "step", "layer") and c in self.df.columns]
+        return self._with_config(long.drop(columns=own))
 
     def per_layer(self, prefix: str) -> pd.DataFrame:
         """A per-layer probe (`probe/init/cosine` -> columns probe/init/cosine_l0, _l1, ...), long:

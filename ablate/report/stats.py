@@ -241,9 +241,29 @@ def at_best_lr(df: pd.DataFrame, metric: str = "val/acc_best", lr_key: str = "op
     return out
 
 
+def tune_info(df: pd.DataFrame) -> dict[str, Any] | None:
+    """A tuned sweep's search ({key, seeds, values, metric, goal}, from meta.json) when the table has its
+    `tuned.<key>` column; None for an untuned one."""
+    info = df.attrs.get("tune") or {}
+    key = info.get("key")
+    return dict(info) if key and f"tuned.{key}" in df.columns else None
+
+
 def lr_phrase(df: pd.DataFrame, lr_key: str = "optim.lr", metric: str = "val/acc_best") -> str:
-    """How learning rates were chosen, for a sentence: 'each variant at its best of 2 learning
-    rates (0.001, 0.0003) on val/acc_best' or 'every variant at the one learning rate 0.001'."""
+    """How learning rates were chosen, for a sentence. A tuned sweep: 'each variant at its own learning
+    rate, chosen on val/acc_best (validation) of seed 0 from 4 values (0.0003 to 0.01, 33×), then 5 seeds
+    at the chosen value'; an untuned one: 'each variant at its best of 2 learning rates (0.001, 0.0003)
+    on val/acc_best' or 'every variant at the one learning rate 0.001'."""
+    info = tune_info(df)
+    if info is not None and info.get("key") == lr_key:
+        values = sorted(float(v) for v in info.get("values") or df[lr_key].dropna().unique())
+        seeds = [int(s) for s in info.get("seeds") or []]
+        tuned_on = f"seed{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))}" if seeds else "the tune seeds"
+        span = f", {values[-1] / values[0]:.0f}×" if values and values[0] > 0 else ""
+        n = seeds_per_variant(best_lr(df, metric=info.get("metric", metric), lr_key=lr_key))
+        return (f"each variant at its own learning rate, chosen on {info.get('metric', metric)} (validation) of "
+                f"{tuned_on} from {len(values)} values ({values[0]:g} to {values[-1]:g}{span}), then {n} seed"
+                f"{'s' if n != 1 else ''} at the chosen value")
     if lr_key not in df.columns:
         return "every variant at the default learning rate"
     lrs = sorted({float(v) for v in df[lr_key].dropna()}, reverse=True)
@@ -251,6 +271,67 @@ def lr_phrase(df: pd.DataFrame, lr_key: str = "optim.lr", metric: str = "val/acc
     if lr_key in swept_keys(df) and len(lrs) > 1:
         return f"each variant at its best of {len(lrs)} learning rates ({listed}) on {metric}"
     return f"every variant at the one learning rate {listed}"
+
+
+def chosen_lrs(df: pd.DataFrame, label, lr_key: str = "optim.lr") -> str:
+    """The learning rate each variant was compared at, for a sentence: 'none, causal 0.003; ...'.
+    `label(row) -> str` names a variant; df: rows at the chosen values (at_best_lr)."""
+    seen: dict[str, set[float]] = {}
+    for _, row in df.iterrows():
+        seen.setdefault(label(row), set()).add(float(row[lr_key]))
+    return "; ".join(f"{name} {', '.join(f'{v:g}' for v in sorted(values))}" for name, values in seen.items())
+
+
+SOLVED = 0.99  # a task is solved at this validation accuracy
+PLATEAU = 0.01  # a run gaining at most this over its last epoch has converged or plateaued
+LEVEL_MARGIN = 0.01  # within this of a reference level, a run is at that level
+
+
+def convergence(df: pd.DataFrame, what: str = "primary runs", gain: str = "val/gain_last_epoch",
+                acc: str = "val/acc_best") -> str:
+    """A sentence on whether the runs of df had converged: the median run's validation gain over its last
+    epoch, and how many gained at most 1 point or had solved the task (>= 99 %). '' without the column."""
+    if gain not in df.columns:
+        return ""
+    done = df[df["status"] == "completed"]
+    gains = pd.to_numeric(done[gain], errors="coerce")
+    if gains.notna().sum() == 0:
+        return ""
+    solved = pd.to_numeric(done[acc], errors="coerce") >= SOLVED if acc in done else pd.Series(False, index=done.index)
+    flat = (gains <= PLATEAU) | solved
+    median = float(gains.median())
+    state = ("converged or plateaued" if median <= PLATEAU or solved.mean() > 0.5
+             else "still learning: the comparison is of models early in training")
+    return (f"Over its last epoch the median of the {len(done)} {what} gained {100 * median:+.1f} points of validation "
+            f"accuracy; {int(flat.sum())} of {len(done)} gained at most {100 * PLATEAU:g} point or had solved the task "
+            f"(≥ {100 * SOLVED:g} %): {state}.")
+
+
+def row_level(df: pd.DataFrame, split: str = "val") -> pd.Series:
+    """Per row, the reference level a run that learned nothing useful sits at: the order-blind level
+    (`ref/<split>/order_blind`) where the task records one below 99 %, else chance (`ref/<split>/chance`;
+    the histogram's order-blind level is 100 %: a count depends only on the bag of tokens); NaN where
+    the table records neither."""
+    out = pd.Series(math.nan, index=df.index, dtype=float)
+    if f"ref/{split}/chance" in df.columns:
+        out = pd.to_numeric(df[f"ref/{split}/chance"], errors="coerce").astype(float)
+    if f"ref/{split}/order_blind" in df.columns:
+        blind = pd.to_numeric(df[f"ref/{split}/order_blind"], errors="coerce").astype(float)
+        out = blind.where(blind < SOLVED, out)
+    return out
+
+
+def level(df: pd.DataFrame, where: Mapping[str, Any] | None = None, split: str = "val") -> float:
+    """`row_level` averaged over the rows of `where` (NaN when none records one)."""
+    values = row_level(rows(df, where), split).dropna()
+    return float(values.mean()) if len(values) else math.nan
+
+
+def at_level(df: pd.DataFrame, metric: str = "val/acc_best", split: str = "val") -> pd.Series:
+    """Per row: True where `metric` is below, or within 1 point of, the row's reference level
+    (`row_level`): the run learned nothing that the reference predictor cannot do."""
+    value = pd.to_numeric(df[metric], errors="coerce")
+    return (value <= row_level(df, split) + LEVEL_MARGIN).fillna(False).astype(bool)
 
 
 def loglog_slope(x, y) -> float:
