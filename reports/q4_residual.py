@@ -13,14 +13,26 @@
 # %% [markdown]
 # # Q4 · Residual connections and deep stacks
 #
-# Sweep `residual` (`sweeps/residual.yaml`): 1 … 16 layers with and without the skip connections
-# around both sub-layers, two learning rates, MNIST rows. The probes measure at initialisation and
-# after training the gradient norm reaching every layer (`grad_l<i>`, and `grad_ratio` = first /
-# last layer) and how alike the token representations become after every layer (`cosine_l<i>`,
-# the mean pairwise cosine between tokens, and `erank_l<i>`, the effective rank).
+# **Primary comparison** (sweep `residual`, `sweeps/residual.yaml`): skip connections around both
+# sub-layers on or off, at depth 1, 2, 4, 8, 16, on the **copy task** (it needs positions and two
+# layers' worth of routing; a model blind to order sits at the order-blind level, 30 %), d_model 32,
+# 2 heads, **Pre-LN**, each variant at its own learning rate. **Why Pre-LN:** with skips every depth is
+# then trainable, and without them the stack is a plain deep network with a LayerNorm before each
+# sub-layer; Post-LN adds a depth problem of its own (the norm sweep's question). Periodic probes
+# record every layer's gradient norm, token cosine and effective rank every 50 steps during training
+# (`residual_curves.csv`), not only at initialisation.
+#
+# **Secondary:** `residual_sgd` (depth 2 and 16 with plain SGD: whether gradients reach the first
+# layers shows directly in what SGD learns, while Adam rescales each parameter's step) and
+# `residual_norm` (depth 2, 8, 16 with Post-LN and without LayerNorm; Adam's 1e-3, 2 seeds).
+#
+# **Learning rates:** 4 values spanning 30× are tried on seed 0; each variant's best on validation
+# (`val/acc_best`) is run on 5 seeds.
 
 # %%
 import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 import seaborn as sns
 from IPython.display import display
 
@@ -40,107 +52,172 @@ Q = R.question(
     "Q4 · Residual connections and deep stacks",
     "With no residual connections, what concrete problem does a deep stack hit? Explain it with the \"gradient highway\".",
     anchors=[DONG, HE],
-    sweeps=["residual"],
+    sweeps=["residual", "residual_sgd", "residual_norm"],
 )
-S = R.sweep("residual")
+S, SGD, NORM = R.sweep("residual"), R.sweep("residual_sgd"), R.sweep("residual_norm")
+SKIPS = {True: "residual", False: "no residual"}
 display(Q)
+
+
+def training_ratio(sweep, df):
+    """Per run: the first layer's gradient norm over the last layer's during training (geometric mean
+    over the periodic probes after step 0), and the first layer's own gradient (same mean), from the
+    curves file; NaN for one-layer runs."""
+    curves = sweep.probe_curves()
+    if curves is None:
+        return df.assign(grad_ratio_training=np.nan, grad_first_training=np.nan)
+    curves = curves[(curves["step"] > 0) & curves["run_id"].isin(df["run_id"])]
+    last = curves.groupby("run_id")["layer"].transform("max")
+    first = curves[curves["layer"] == 0].set_index(["run_id", "step"])["grad"]
+    final = curves[(curves["layer"] == last) & (last > 0)].set_index(["run_id", "step"])["grad"]
+    ratio = np.log(first / final).dropna().groupby("run_id").mean().map(np.exp)
+    first_mean = np.log(first[first > 0]).groupby("run_id").mean().map(np.exp)
+    return df.assign(grad_ratio_training=df["run_id"].map(ratio), grad_first_training=df["run_id"].map(first_mean))
+
+
+def prepare(sweep):
+    df = R.at_best_lr(sweep.df)
+    df["skips"] = df["model.residual"].map(SKIPS)
+    return training_ratio(sweep, df)
+
 
 # %%
 if S.ready:
-    best = R.at_best_lr(S.df)
-    best["skips"] = best["model.residual"].map({True: "residual", False: "no residual"})
+    best = prepare(S)
     depths = sorted(int(d) for d in best["model.n_layers"].unique())
     deep, shallow = depths[-1], depths[0]
     print(R.lr_phrase(S.df))
-    display(best[["model.residual", "model.n_layers", "optim.lr", "seed", "status", "test/acc",
-                  "probe/init/grad_ratio", "probe/final/grad_ratio"]])
+    display(best.groupby(["model.residual", "model.n_layers", "optim.lr"])[
+        ["val/acc_best", "test/acc", "probe/init/grad_ratio", "grad_ratio_training", "grad_first_training"]].mean())
 else:
     print(S.missing)
+if SGD.ready:
+    sgd = prepare(SGD)
+if NORM.ready:
+    norm = NORM.df.copy()
+    norm["skips"] = norm["model.residual"].map(SKIPS)
 
 # %% [markdown]
-# ## The gradient highway
-# Gradient norm reaching each layer at initialisation, in the deepest stacks (left), and the ratio
-# first / last layer against depth (right). With skips, x + f(x) has Jacobian I + ∂f/∂x: the identity
-# term carries the gradient past every layer.
+# ## What it costs: accuracy against depth
+# Each variant at its chosen learning rate (dashed: the order-blind level). Adam (primary), plain SGD,
+# and Post-LN / no LayerNorm at Adam's 1e-3.
 
 # %%
 if S.ready:
-    grads = S.per_layer("probe/init/grad")
-    grads = grads[grads["run_id"].isin(best["run_id"])]
-    grads["skips"] = grads["model.residual"].map({True: "residual", False: "no residual"})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    sns.lineplot(grads[grads["model.n_layers"] == deep], x="layer", y="probe/init/grad", hue="skips", marker="o",
-                 errorbar=R.ci95_errorbar, ax=axes[0])
-    axes[0].set(yscale="log", ylabel="gradient norm at initialisation", title=f"{deep} layers: gradient per layer")
-    sns.lineplot(best, x="model.n_layers", y="probe/init/grad_ratio", hue="skips", marker="o",
-                 errorbar=R.ci95_errorbar, ax=axes[1])
-    axes[1].axhline(1.0, color="grey", lw=0.8)
-    axes[1].set(xscale="log", yscale="log", xlabel="layers", ylabel="first / last layer gradient",
-                title="gradient ratio at initialisation")
-    axes[1].set_xticks(depths, [str(d) for d in depths])
-    fig_grad = R.savefig(fig, "q4_gradients")
-
-# %% [markdown]
-# ## Token collapse
-# Mean pairwise cosine between the token representations after each layer (1 = every token the
-# same vector) and the effective rank, at initialisation.
-
-# %%
-if S.ready:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for ax, probe, label in zip(axes, ("probe/init/cosine", "probe/init/erank"), ("token cosine", "effective rank")):
-        layers = S.per_layer(probe)
-        layers = layers[layers["run_id"].isin(best["run_id"]) & (layers["model.n_layers"] == deep)]
-        layers["skips"] = layers["model.residual"].map({True: "residual", False: "no residual"})
-        sns.lineplot(layers, x="layer", y=probe, hue="skips", marker="o", errorbar=R.ci95_errorbar, ax=ax)
-        ax.set(ylabel=label, title=f"{deep} layers at initialisation: {label} after each layer")
-    R.savefig(fig, "q4_collapse")
-
-# %% [markdown]
-# ## What it costs
-
-# %%
-if S.ready:
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    sns.pointplot(best, x="model.n_layers", y="test/acc", hue="skips", errorbar=R.ci95_errorbar, dodge=0.2, ax=ax)
-    ax.set(xlabel="layers", ylabel="test accuracy", title="each variant at its best learning rate")
+    panels = [("Pre-LN, Adam", best)] + ([("Pre-LN, SGD", sgd)] if SGD.ready else [])
+    if NORM.ready:
+        panels += [("Post-LN, Adam 1e-3" if n == "post" else "no LayerNorm, Adam 1e-3", norm[norm["model.norm"] == n])
+                   for n in ("post", "none")
+                   if n in set(norm["model.norm"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False, sharey=True)
+    for ax, (name, df) in zip(axes[0], panels):
+        sns.pointplot(df, x="model.n_layers", y="val/acc_best", hue="skips", hue_order=list(SKIPS.values()),
+                      errorbar=R.ci95_errorbar, dodge=0.2, ax=ax)
+        ax.axhline(R.level(df), color="black", ls="--", lw=0.8)
+        ax.set(xlabel="layers", ylabel="validation accuracy", title=name)
     fig_acc = R.savefig(fig, "q4_accuracy")
+
+# %% [markdown]
+# ## The gradient highway during training
+# Gradient norm reaching the first and the last layer at every periodic probe, in the deepest stacks
+# (one line per run, each at its variant's chosen learning rate). With skips, x + f(x) has Jacobian
+# I + ∂f/∂x: the identity term carries the gradient past every layer.
+
+# %%
+if S.ready:
+    curves = S.probe_curves()
+    if curves is not None:
+        curves = curves[curves["run_id"].isin(best["run_id"]) & (curves["model.n_layers"] == deep)]
+        curves = curves[curves["layer"].isin([0, deep - 1])].copy()
+        curves["skips"] = curves["model.residual"].map(SKIPS)
+        curves["which"] = curves["layer"].map({0: "first layer", deep - 1: "last layer"})
+        grid = sns.relplot(curves, x="step", y="grad", hue="which", col="skips", kind="line", units="run_id",
+                           estimator=None, lw=0.8, height=3.4, aspect=1.3)
+        grid.set(yscale="log")
+        grid.set_axis_labels("optimiser step", "gradient norm")
+        grid.figure.suptitle(f"{deep} layers, Pre-LN, Adam", y=1.03)
+        fig_grad = R.savefig(grid.figure, "q4_gradients")
+    else:
+        fig_grad = None
+
+# %% [markdown]
+# ## Token collapse over depth
+# Mean pairwise cosine between the token representations after each layer (1 = every token the same
+# vector) and their effective rank, at initialisation and after training, in the deepest stacks.
+
+# %%
+if S.ready:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, probe, label in zip(axes, ("cosine", "erank"), ("token cosine", "effective rank")):
+        parts = []
+        for point in ("init", "final"):
+            layers = S.per_layer(f"probe/{point}/{probe}").rename(columns={f"probe/{point}/{probe}": probe})
+            layers = layers[layers["run_id"].isin(best["run_id"]) & (layers["model.n_layers"] == deep)]
+            parts.append(layers.assign(when=point))
+        layers = pd.concat(parts, ignore_index=True)
+        layers["skips"] = layers["model.residual"].map(SKIPS)
+        sns.lineplot(layers, x="layer", y=probe, hue="skips", style="when", marker="o", errorbar=R.ci95_errorbar, ax=ax)
+        ax.set(ylabel=label, title=f"{deep} layers: {label} after each layer")
+    R.savefig(fig, "q4_collapse")
 
 # %% tags=["answer"]
 if not S.ready:
     Q.not_run_yet(S)
 else:
-    last = {}
-    for probe in ("probe/init/cosine", "probe/init/erank"):
-        layers = S.per_layer(probe)
-        layers = layers[layers["last"] & layers["run_id"].isin(best["run_id"])]
-        last[probe] = best.merge(layers[["run_id", probe]].rename(columns={probe: probe + "_last"}), on="run_id")
-
     def at(residual, depth):
         return {"model.residual": residual, "model.n_layers": depth}
 
-    cos = R.compare(last["probe/init/cosine"], "probe/init/cosine_last", at(False, deep), at(True, deep))
-    rank = R.compare(last["probe/init/erank"], "probe/init/erank_last", at(False, deep), at(True, deep))
-    ratio = R.compare(best, "probe/init/grad_ratio", at(True, deep), at(False, deep))
-    acc_deep = R.compare(best, "test/acc", at(True, deep), at(False, deep))
-    acc_shallow = R.compare(best, "test/acc", at(True, shallow), at(False, shallow))
-    collapse = ("attention keeps averaging the tokens toward one vector" if cos.a.mean > cos.b.mean
-                else "no collapse beyond the residual model's shows here")
-    fades = ("so the early layers of a plain stack receive little of the signal" if ratio.b.mean < ratio.a.mean
-             else "though here the plain stack's early layers are not starved")
-    text = (
-        f"Without residual connections, at {deep} layers the tokens' mean pairwise cosine after the last layer at "
-        f"initialisation is {cos.a} against {cos.b} with skips (effective rank {rank.a} against {rank.b}): {collapse}. "
-        f"The gradient reaching the first layer is {ratio.b} of the last layer's without skips and {ratio.a} with "
-        f"them. x + f(x) has Jacobian I + ∂f/∂x: the identity term is a path (the gradient highway) that carries the "
-        f"gradient past every layer whatever f does, which a plain stack lacks, {fades}. After training, "
-        f"{R.lr_phrase(S.df)}, test accuracy at {deep} layers is {acc_deep.a} with skips against {acc_deep.b} without "
-        f"({acc_deep}); at {shallow} layer{'s' if shallow != 1 else ''}: {acc_shallow.a} against {acc_shallow.b} "
-        f"({acc_shallow}). " + S.still_learning(best) + " " + R.caveat(best)
-    )
-    checks = [
-        DONG.expect_greater(cos, f"token cosine after the last of {deep} layers at initialisation, no skips vs skips"),
-        HE.expect_greater(ratio, f"{deep} layers, first / last layer gradient at initialisation, skips vs none"),
-        HE.expect_greater(acc_deep, f"{deep} layers, test accuracy, skips vs none"),
+    def last_layer(df, probe):
+        layers = S.per_layer(probe)
+        layers = layers[layers["last"] & layers["run_id"].isin(df["run_id"])]
+        return df.merge(layers[["run_id", probe]].rename(columns={probe: probe + "_last"}), on="run_id")
+
+    def by_depth(df, name):
+        return f"{name} ({R.lr_phrase(df)}; order-blind level {100 * R.level(df):.1f} %): " + "; ".join(
+            f"{d} layer{'s' if d > 1 else ''} {R.estimate(df, 'val/acc_best', at(True, d))} with skips, "
+            f"{R.estimate(df, 'val/acc_best', at(False, d))} without"
+            for d in sorted(int(v) for v in df["model.n_layers"].unique())) + "."
+
+    lvl = R.level(best)
+    acc_deep = R.compare(best, "val/acc_best", at(True, deep), at(False, deep))
+    ratio_init = R.compare(best, "probe/init/grad_ratio", at(True, deep), at(False, deep))
+    ratio_train = R.compare(best, "grad_ratio_training", at(True, deep), at(False, deep))
+    first_train = R.compare(best, "grad_first_training", at(True, deep), at(False, deep))
+    cos_init = R.compare(last_layer(best, "probe/init/cosine"), "probe/init/cosine_last", at(False, deep), at(True, deep))
+    cos_final = R.compare(last_layer(best, "probe/final/cosine"), "probe/final/cosine_last", at(False, deep), at(True, deep))
+    rank_final = R.compare(last_layer(best, "probe/final/erank"), "probe/final/erank_last", at(False, deep), at(True, deep))
+    stuck = best[R.at_level(best)]
+    parts = [
+        by_depth(best, "Primary comparison, copy, Pre-LN, Adam"),
+        f"Runs at the order-blind level (they learned nothing about order): {len(stuck)} of {len(best)}"
+        + (" — " + ", ".join(f"{s}, {int(d)} layers: {n}" for (s, d), n in
+                             stuck.groupby(["skips", "model.n_layers"]).size().items()) if len(stuck) else "") + ".",
+        f"At {deep} layers the first layer's gradient is {ratio_init.a} of the last layer's at initialisation with skips "
+        f"and {ratio_init.b} without; during training (geometric mean over the periodic probes) {ratio_train.a} with "
+        f"skips and {ratio_train.b} without ({ratio_train}). The first layer's own gradient during training: "
+        f"{first_train.a} with skips, {first_train.b} without ({first_train}).",
+        f"Token cosine after the last of {deep} layers, without vs with skips: {cos_init.a} vs {cos_init.b} at "
+        f"initialisation, {cos_final.a} vs {cos_final.b} after training (effective rank after training "
+        f"{rank_final.a} vs {rank_final.b}).",
+        R.convergence(best),
     ]
-    Q.answer(text.strip(), checks, figure=fig_grad)
+    checks = [
+        DONG.expect_greater(cos_init, f"token cosine after the last of {deep} layers at initialisation, no skips vs skips"),
+        HE.expect_greater(ratio_train, f"{deep} layers, first / last layer gradient during training, skips vs none"),
+        HE.expect_greater(acc_deep, f"{deep} layers, validation accuracy, skips vs none", level=lvl),
+    ]
+    if SGD.ready:
+        sgd_deep = int(sgd["model.n_layers"].max())
+        sgd_acc = R.compare(sgd, "val/acc_best", at(True, sgd_deep), at(False, sgd_deep))
+        checks.append(HE.expect_greater(sgd_acc, f"plain SGD, {sgd_deep} layers, validation accuracy, skips vs none",
+                                        level=R.level(sgd)))
+        parts += [by_depth(sgd, "Plain SGD"), R.convergence(sgd, "SGD runs")]
+    else:
+        parts.append(f"Plain SGD: {SGD.missing}.")
+    if NORM.ready:
+        for n in [n for n in ("post", "none") if n in set(norm["model.norm"])]:
+            parts.append(by_depth(norm[norm["model.norm"] == n], "Post-LN" if n == "post" else "No LayerNorm"))
+    else:
+        parts.append(f"Post-LN and no LayerNorm: {NORM.missing}.")
+    text = " ".join(parts) + " " + R.caveat(best)
+    Q.answer(text.strip(), checks, figure=fig_acc)

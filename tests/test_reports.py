@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "reports"
 FIXTURE = Path(__file__).parent / "data" / "reports"
 COMMITTED = ROOT / "reports" / "data"  # the evidence behind reports/FINDINGS.md
-SWEEPS = ("pos_enc", "scaling", "heads", "residual", "norm", "ffn", "temperature")
+# Every sweep file but the baseline (which no notebook reads); the data folders hold each of them.
+SWEEPS = tuple(sorted(p.stem for p in (ROOT / "sweeps").glob("*.yaml") if p.stem != "baseline"))
 
 pytestmark = pytest.mark.slow  # starts Jupyter kernels
 
@@ -130,6 +131,9 @@ def test_findings_lists_every_answer_and_the_data_provenance(built):
             assert c["cite"] in findings
     for name, m in meta.items():
         assert f"| {name} |" in findings and m["commit"][:12] in findings and m["date"] in findings
+        row = next(line for line in findings.splitlines() if line.startswith(f"| {name} |"))
+        assert ("(uncommitted changes)" in row) == bool(m.get("dirty")), row  # provenance is told as it is
+        assert (f"{m.get('commit_mismatch')} run(s) at other commits" in row) == bool(m.get("commit_mismatch")), row
 
 
 def test_findings_regenerates_byte_identically(fixture_build, tmp_path):
@@ -142,18 +146,47 @@ def test_findings_regenerates_byte_identically(fixture_build, tmp_path):
 # ------------------------------------------------------------------ the committed findings
 
 
+def probed_sweeps() -> set[str]:
+    """The sweeps whose file asks for periodic probes (run.probe_every): their export has a curves file."""
+    import yaml
+
+    return {p.stem for p in (ROOT / "sweeps").glob("*.yaml")
+            if "run.probe_every" in (yaml.safe_load(p.read_text()).get("parameters") or {})}
+
+
 def test_committed_data_is_the_quick_budget_of_every_sweep_and_small():
-    files = sorted(p.name for p in COMMITTED.iterdir())
+    check_data_folder(COMMITTED)
+
+
+def check_data_folder(data: Path) -> None:
+    """What the committed data must be: every sweep (and the baseline) at the quick budget, each sweep's
+    CSV and NPZ, a probe-curves file for exactly the sweeps whose file asks for periodic probes, every run
+    the sweep file defines at quick (a tuned sweep: its stage 1 plus the other seeds at each choice),
+    small enough to commit. A sweep made from uncommitted code, or with runs at other commits, may be
+    committed only if FINDINGS.md's provenance table says so (test_findings_...)."""
+    from ablate.results.export import curves_file, defined_runs
+
+    probed = probed_sweeps()
+    files = sorted(p.name for p in data.iterdir())
     assert files == sorted(["meta.json", "attention_cost.csv", *(f"{n}.{e}" for n in (*SWEEPS, "baseline")
-                                                                  for e in ("csv", "npz"))])
-    assert sum(p.stat().st_size for p in COMMITTED.iterdir()) < 3_000_000
-    meta = json.loads((COMMITTED / "meta.json").read_text())["sweeps"]
+                                                                   for e in ("csv", "npz")),
+                            *(curves_file(n) for n in probed)])
+    assert sum(p.stat().st_size for p in data.iterdir()) < 8_000_000
+    meta = json.loads((data / "meta.json").read_text())["sweeps"]
     assert set(meta) == {*SWEEPS, "baseline"}
     for name, m in meta.items():
-        assert m["budget"] == "quick" and not m["dirty"] and m["commit_mismatch"] == 0, (name, m)
+        assert m["budget"] == "quick", (name, m)
+        assert isinstance(m["dirty"], bool) and m["commit_mismatch"] >= 0 and len(m["commit"]) == 40, (name, m)
         assert m["runs"] == sum(m["status"].values()) and set(m["status"]) <= {"completed", "diverged"}, m
-        table = R.table(name, COMMITTED)
+        assert m["runs"] == defined_runs(name, ROOT / "sweeps")["quick"][1], (name, m["runs"])
+        table = R.table(name, data)
         assert len(table) == m["runs"] and set(table["budget"]) == {"quick"}
+        if name in probed:
+            assert m["curves"]["runs"] == m["runs"], (name, m["curves"])
+            curves = R.sweep(name, data).probe_curves()
+            assert set(curves["run_id"]) == set(table["run_id"]) and (curves["step"] == 0).any()
+        else:
+            assert "curves" not in m and R.sweep(name, data).probe_curves() is None
 
 
 def test_make_report_regenerates_the_committed_findings_and_figures(committed_build):
@@ -178,8 +211,9 @@ def test_answers_follow_the_data_and_a_missing_sweep_is_not_run_yet(fixture_buil
     shutil.copytree(FIXTURE, data)
     (data / "scaling.csv").unlink()
     heads = pd.read_csv(data / "heads.csv")
-    row = heads.index[(heads["data.task"] == "mnist") & (heads["model.n_heads"] == 8)][0]
-    heads.loc[row, "test/acc"] = 0.9125
+    chosen = R.at_best_lr(R.table("heads", data))  # a row the comparison uses: at its variant's chosen lr
+    run = chosen.loc[(chosen["data.task"] == "lookup") & (chosen["model.n_heads"] == 8), "run_id"].iloc[0]
+    heads.loc[heads["run_id"] == run, "test/acc"] = 0.9125
     heads.to_csv(data / "heads.csv", index=False)
 
     again = build(SOURCES, data, tmp_path / "out", only=["q2_scaling", "q3_heads"], log=quiet)
@@ -211,7 +245,10 @@ def test_table_round_trips_the_results_table():
     df = R.table("scaling", FIXTURE)
     assert df["model.qk_scale"].dtype == bool and df["model.d_head"].dtype.kind == "i"
     assert "optim.lr" in df.attrs["swept_keys"] and df.attrs["name"] == "scaling"
-    assert len(R.at_best_lr(df)) == len(df) // 2  # two learning rates, one kept per variant
+    assert df.attrs["tune"]["key"] == "optim.lr" and "tuned.optim.lr" in df.columns
+    best = R.at_best_lr(df)  # smoke: seed 0 only, so stage 1 is every run; one lr kept per variant
+    assert len(best) == len(df) // df["optim.lr"].nunique()
+    assert (best["optim.lr"] == best["tuned.optim.lr"]).all()
     with pytest.raises(R.NotRunYet, match=r"run `make sweep-nope`"):
         R.table("nope", FIXTURE)
     sweep = R.sweep("pos_enc", FIXTURE)
@@ -219,8 +256,13 @@ def test_table_round_trips_the_results_table():
     assert set(curves["run_id"]) <= set(sweep.df["run_id"]) and curves["val/acc"].between(0, 1).all()
     layers = sweep.per_layer("probe/init/cosine")
     assert set(layers["layer"]) == {0, 1} and layers.groupby("run_id")["last"].sum().eq(1).all()
-    maps = sweep.attention({"data.task": "mnist", "model.pos_enc": "none", "model.causal": False})
-    assert maps.shape == (1, 4, 28, 28) and np.allclose(maps.sum(-1), 1, atol=0.1)
+    maps = sweep.attention({"model.pos_enc": "none", "model.causal": False})
+    length = 2 * int(sweep.df["data.length"].iloc[0]) + 1  # copy: the tokens, a separator, the blanks
+    assert maps.shape == (1, 4, length, length) and np.allclose(maps.sum(-1), 1, atol=0.1)
+    probes = sweep.probe_curves()
+    assert set(probes["run_id"]) == set(sweep.df["run_id"]) and set(probes["layer"]) == {0, 1}
+    assert probes["model.causal"].dtype == bool and {"grad", "cosine", "erank", "onehot_frac"} <= set(probes.columns)
+    assert R.sweep("ffn", FIXTURE).probe_curves() is None  # no periodic probes in that sweep
 
 
 def _frame(values_a, values_b, metric="test/acc"):
@@ -251,6 +293,68 @@ def test_effects_inside_the_interval_are_no_measurable_difference():
     assert anchor.expect_greater(close).verdict == "inconclusive"
     assert anchor.expect_same(close).verdict == "agrees"
     assert anchor.expect_same(one).verdict == "inconclusive"
+
+
+def test_reference_levels_per_row_and_runs_at_them():
+    """The level a run that learned nothing sits at: the order-blind level where a task records one below
+    99 % (copy), else chance (histogram: its order-blind level is 100 %; MNIST has none)."""
+    df = pd.DataFrame({
+        "data.task": ["copy", "copy", "histogram", "mnist"],
+        "status": ["completed"] * 4,
+        "val/acc_best": [0.3025, 0.95, 0.30, 0.11],
+        "ref/val/chance": [0.1075, 0.1075, 0.25, 0.1135],
+        "ref/val/order_blind": [0.29725, 0.29725, 1.0, np.nan],
+    })
+    assert R.row_level(df).tolist() == [0.29725, 0.29725, 0.25, 0.1135]
+    assert R.at_level(df).tolist() == [True, False, False, True]  # within 1 point, or below
+    assert math.isclose(R.level(df, {"data.task": "copy"}), 0.29725)
+    assert math.isclose(R.level(df, {"data.task": "histogram"}), 0.25)
+    assert math.isnan(R.level(df.drop(columns=["ref/val/chance", "ref/val/order_blind"])))
+
+
+def test_a_comparison_of_two_arms_at_the_reference_level_is_no_evidence():
+    anchor = R.Anchor("Someone 2020", "a beats b")
+    stuck = R.compare(_frame([0.300, 0.301, 0.302], [0.296, 0.297, 0.297]), "test/acc", {"v": "a"}, {"v": "b"})
+    assert stuck.measurable and stuck.sign == 1  # a real difference of 0.4 points ...
+    assert anchor.expect_greater(stuck).verdict == "agrees"
+    for check in (anchor.expect_greater(stuck, "x", level=0.297), anchor.expect_less(stuck, level=0.297),
+                  anchor.expect_same(stuck, level=0.297)):  # ... between two runs that learned nothing
+        assert check.verdict == "inconclusive" and "both at the reference level (29.7 %): no evidence" in check.evidence
+    learned = R.compare(_frame([0.90, 0.92, 0.94], [0.296, 0.297, 0.297]), "test/acc", {"v": "a"}, {"v": "b"})
+    assert anchor.expect_greater(learned, level=0.297).verdict == "agrees"  # one arm above: judged as usual
+    assert anchor.expect_less(learned, level=0.297).verdict == "disagrees"
+
+
+def test_convergence_and_tuning_sentences_come_from_the_table():
+    df = pd.DataFrame({"status": ["completed"] * 5 + ["diverged"],
+                       "val/gain_last_epoch": [0.0, 0.004, 0.03, 0.05, 0.0, np.nan],
+                       "val/acc_best": [1.0, 0.5, 0.6, 0.7, 0.995, np.nan]})
+    assert R.convergence(df) == ("Over its last epoch the median of the 5 primary runs gained +0.4 points of validation "
+                                 "accuracy; 3 of 5 gained at most 1 point or had solved the task (≥ 99 %): converged "
+                                 "or plateaued.")
+    df["val/gain_last_epoch"] = [0.0, 0.02, 0.03, 0.05, 0.0, np.nan]
+    assert R.convergence(df, "runs").endswith("gained +2.0 points of validation accuracy; 2 of 5 gained at most 1 point "
+                                              "or had solved the task (≥ 99 %): still learning: the comparison is of "
+                                              "models early in training.")
+    assert R.convergence(df.drop(columns="val/gain_last_epoch")) == ""
+
+    rows = [{"model.n_heads": h, "optim.lr": lr, "seed": seed, "stage": 1 if seed == 0 else 2, "status": "completed",
+             "tuned.optim.lr": chosen, "val/acc_best": 0.5 + (lr == chosen) * 0.1 + seed * 0.01}
+            for h, chosen in ((1, 0.001), (2, 0.01)) for lr in (0.0003, 0.001, 0.003, 0.01) for seed in (0,)]
+    rows += [{"model.n_heads": h, "optim.lr": chosen, "seed": seed, "stage": 2, "status": "completed",
+              "tuned.optim.lr": chosen, "val/acc_best": 0.6} for h, chosen in ((1, 0.001), (2, 0.01)) for seed in (1, 2)]
+    tuned = pd.DataFrame(rows)
+    tuned.attrs = {"swept_keys": ["model.n_heads", "optim.lr", "seed"],
+                   "tune": {"key": "optim.lr", "seeds": [0], "values": [0.0003, 0.001, 0.003, 0.01],
+                            "metric": "val/acc_best", "goal": "maximize"}}
+    assert R.lr_phrase(tuned) == ("each variant at its own learning rate, chosen on val/acc_best (validation) of seed 0 "
+                                  "from 4 values (0.0003 to 0.01, 33×), then 3 seeds at the chosen value")
+    best = R.at_best_lr(tuned)
+    assert sorted(best["optim.lr"].unique()) == [0.001, 0.01] and len(best) == 6
+    assert R.chosen_lrs(best, lambda r: f"{r['model.n_heads']} heads") == "1 heads 0.001; 2 heads 0.01"
+    untuned = tuned.drop(columns="tuned.optim.lr")
+    untuned.attrs = {"swept_keys": ["model.n_heads", "optim.lr", "seed"]}
+    assert R.lr_phrase(untuned).startswith("each variant at its best of 4 learning rates (0.01, 0.003, 0.001, 0.0003)")
 
 
 # ------------------------------------------------------------------ export
