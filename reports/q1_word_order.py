@@ -112,7 +112,10 @@ def copy_figure(df, name, title):
                 ax.axhline(float(df[column].mean()), color="black", ls=style, lw=1,
                            label="order-blind level" if ref == "order_blind" else "chance")
         ax.set(xlabel="positional encoding", ylabel="accuracy per token", title=f"{title}, {what}")
-        ax.legend(fontsize="small", loc="upper right")
+        if ax is axes[-1]:
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1))
+        else:
+            ax.get_legend().remove()
     return R.savefig(fig, name)
 
 
@@ -201,6 +204,14 @@ else:
                      "is what a model that cannot see order can do: " + ", ".join(at_level) + ".")
     else:
         parts.append("No run sits at the order-blind level.")
+    if "probe/final/equiv_error" in best:
+        eq = {v: R.estimate(best, "probe/final/equiv_error", at(*v)) for v in
+              [("none", False), ("learned", False), ("none", True)]}
+        parts.append("Reordering the input changes layer 0's attention matrix by max |A(Px) − P·A(x)·Pᵀ| = "
+                     f"{eq['none', False]} without positional encoding or mask ("
+                     + ("the matrix is only reordered: the model sees a bag of tokens" if eq["none", False].mean < 1e-4
+                        else "the matrix itself changes") + f"), {eq['learned', False]} with learned positions and "
+                     f"{eq['none', True]} with a causal mask and no positional encoding.")
     parts.append(f"Tested at {test_len} tokens ({test_len / train_len:g}× the training length; "
                  f"{level_text(best, 'test')}): " + "; ".join(
                      f"{pe} {acc(best, pe, False, 'test/acc')} / {acc(best, pe, True, 'test/acc')}" for pe in pes)
@@ -222,10 +233,12 @@ else:
         TABLE_3E.expect_same(R.effect(learned_bi, sin_bi), "copy, validation, learned vs sinusoidal (bidirectional)",
                              level=val_level),
     ]
-    if "alibi" in pes:
-        checks.append(ALIBI.expect_greater(
-            R.effect(acc(best, "alibi", False, "test/acc"), acc(best, "sinusoidal", False, "test/acc")),
-            f"copy at {test_len} tokens, ALiBi vs sinusoidal (bidirectional)", level=test_level))
+    if "alibi" in pes:  # Press et al. train causal language models; both masks are reported
+        for causal in (True, False):
+            checks.append(ALIBI.expect_greater(
+                R.effect(acc(best, "alibi", causal, "test/acc"), acc(best, "sinusoidal", causal, "test/acc")),
+                f"copy at {test_len} tokens, ALiBi vs sinusoidal ({'causal' if causal else 'bidirectional'})",
+                level=test_level))
 
     if REV.ready:
         rpes = [p for p in PE_ORDER if p in set(rev["model.pos_enc"])]

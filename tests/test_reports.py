@@ -319,7 +319,7 @@ def test_a_comparison_of_two_arms_at_the_reference_level_is_no_evidence():
     assert anchor.expect_greater(stuck).verdict == "agrees"
     for check in (anchor.expect_greater(stuck, "x", level=0.297), anchor.expect_less(stuck, level=0.297),
                   anchor.expect_same(stuck, level=0.297)):  # ... between two runs that learned nothing
-        assert check.verdict == "inconclusive" and "both at the reference level (29.7 %): no evidence" in check.evidence
+        assert check.verdict == "inconclusive" and "both at or below the reference level (29.7 %): no evidence" in check.evidence
     learned = R.compare(_frame([0.90, 0.92, 0.94], [0.296, 0.297, 0.297]), "test/acc", {"v": "a"}, {"v": "b"})
     assert anchor.expect_greater(learned, level=0.297).verdict == "agrees"  # one arm above: judged as usual
     assert anchor.expect_less(learned, level=0.297).verdict == "disagrees"

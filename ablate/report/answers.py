@@ -62,7 +62,7 @@ class Anchor:
         if level is None or not (level == level) or not effect.comparable:
             return None
         if max(effect.a.mean, effect.b.mean) <= level + LEVEL_MARGIN:
-            return self.judge(None, f"{evidence}; both at the reference level ({100 * level:.1f} %): no evidence "
+            return self.judge(None, f"{evidence}; both at or below the reference level ({100 * level:.1f} %): no evidence "
                                     "either way")
         return None
 
