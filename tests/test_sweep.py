@@ -129,10 +129,10 @@ def test_a_sweep_can_have_its_own_quick_profile_and_explicit_keys_still_win(monk
     from ablate import budgets
     from ablate.budgets import SWEEPS
 
-    # every sweep named there exists and uses only keys a budget may change
-    assert set(SWEEPS["quick"]) <= {p.stem for p in SWEEP_FILES}
+    # every sweep named there exists and uses only keys a budget may change (none is named today)
     allowed = {k for task in BUDGETS["quick"].values() for k in task}
-    assert all(set(t) <= allowed for s in SWEEPS["quick"].values() for t in s.values())
+    for group, tasks in SWEEPS["quick"].items():
+        assert group in {p.stem for p in SWEEP_FILES} and all(set(t) <= allowed for t in tasks.values())
     scaling = {"trainer.max_epochs": 2, "data.train_subset": 5000}
     monkeypatch.setitem(budgets.SWEEPS, "quick", {"scaling": {"mnist": scaling}})
     cfg = C.build({"budget": "quick", "run.group": "scaling"})
@@ -144,6 +144,7 @@ def test_a_sweep_can_have_its_own_quick_profile_and_explicit_keys_still_win(monk
     explicit = C.build({"budget": "quick", "run.group": "scaling", "trainer.max_epochs": 7})
     assert explicit.trainer.max_epochs == 7
     assert C.build({"budget": "smoke", "run.group": "scaling"}) == C.build({"budget": "smoke", "run.group": "scaling"})
+    assert set(budgets.SWEEPS["quick"]) <= {p.stem for p in SWEEP_FILES}
 
 
 @pytest.mark.parametrize("budget", [None, "smoke", "quick", "full", "none"])
@@ -225,8 +226,10 @@ def test_bad_options_exit_2_with_one_line(argv, expected, tmp_path, capsys):
 def test_bare_name_finds_the_repository_sweep_and_dry_run_writes_nothing(capsys):
     assert cli.main(["sweep", "scaling", "--budget", "smoke", "--dry-run"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 33 and out[-1].startswith("32 runs in")
-    assert all(line.split()[1] == "new" and "budget=smoke" in line for line in out[:-1])
+    # a tuned sweep: its 24 stage-1 runs (6 variants x 4 learning rates on seed 0), the two stage
+    # lines, the summary; smoke keeps seed 0 only, so stage 2 is empty
+    assert len(out) == 27 and out[-1].startswith("24 runs in") and out[-3:-1] == ["stage 1: 24 runs", "stage 2: 0 runs"]
+    assert all(line.split()[1] == "new" and "budget=smoke" in line for line in out[:24])
     assert not Path("runs").exists()
 
 

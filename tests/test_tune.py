@@ -1,7 +1,8 @@
 """Fair tuning (ablate.sweep.tune): a `tune KEY on seeds ...` line makes a sweep run in two stages,
 each variant at its own best value chosen on validation. The rule on numbers; bad tune lines (exit 2,
 one line, nothing written); and real tiny runs: stage 2 runs at the value stage 1 picked (an absurdly
-small learning rate learns nothing, so the largest one must win), after the runner is killed in each
+small learning rate learns nothing and an absurdly large one wrecks the model, so the one in
+between must win: a runner taking the smallest or the largest value fails), after the runner is killed in each
 stage, exactly once, and the results table says what was chosen."""
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import pytest
 import yaml
 
 from ablate import cli
+from ablate import config as C
 from ablate.rundir import read_summary
 from ablate.sweep import spec
 from ablate.sweep.tune import choose, score
 
 HEADER = {"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
           "metric": {"name": "val/acc_best", "goal": "maximize"}}
-LRS = [1e-7, 1e-6, 3e-6, 1e-2]  # 1e5x; the three tiny ones do not move the model in 32 steps
+LRS = [1e-7, 1e-6, 1e-2, 3.0]  # the two tiny ones do not move the model in 32 steps; 3.0 wrecks it
 # A copy task that lr 1e-2 learns well above chance in 2 epochs of 16 steps, in about a second a run.
 TINY = {
     "data.task": {"value": "copy"}, "data.vocab": {"value": 6}, "data.length": {"value": 4},
@@ -101,6 +103,8 @@ BAD = {
     "two lines": (GRID, {"description": "tune optim.lr on seeds 0\ntune optim.lr on seeds 1"}, "keep one"),
     "goal left out": (GRID, {"metric": {"name": "val/acc_best"}}, "goal spelled out"),
     "test metric": (GRID, {"metric": {"name": "test/acc", "goal": "maximize"}}, "never on test"),
+    "misspelt metric": (GRID, {"metric": {"name": "val/acc_bset", "goal": "maximize"}}, "is not one a run logs"),
+    "metrics.csv metric": (GRID, {"metric": {"name": "val/step_solved", "goal": "minimize"}}, "is not one a run logs"),
     "random": (GRID, {"method": "random", "run_cap": 4}, "tuning needs method grid"),
 }
 
@@ -186,13 +190,13 @@ def test_stage_2_runs_at_the_value_stage_1_chose_after_kills_in_each_stage_exact
         assert (root / name / "summary.json").read_text() == text
     assert all(s["attempts"] <= 2 for s in runs.values())
 
-    # the choice, recomputed here from the stage-1 runs: the largest lr learns, the tiny ones do not
+    # the choice, recomputed here from the stage-1 runs: 1e-2 learns; the tiny ones do not, 3.0 wrecks
     chosen = {}
     for heads in (1, 2):
         curve = {lr: [runs[n]["metrics"]["val/acc_best"] for n, c in cfgs.items()
                       if c["model"]["n_heads"] == heads and c["optim"]["lr"] == lr and c["seed"] == 0] for lr in LRS}
         assert all(len(v) == 1 for v in curve.values())
-        assert curve[1e-2][0] > max(curve[lr][0] for lr in LRS[:3]) + 0.1
+        assert curve[1e-2][0] > max(curve[lr][0] for lr in LRS if lr != 1e-2) + 0.1
         chosen[heads] = max(LRS, key=lambda lr: (curve[lr][0], -lr))
         assert chosen[heads] == 1e-2
     assert result["tuned"]["chosen"] == {"model.n_heads=1": 1e-2, "model.n_heads=2": 1e-2}
@@ -241,3 +245,16 @@ def test_dry_run_of_a_new_tuned_sweep_says_stage_2_waits_for_stage_1(tmp_path, c
                       "(2 of 2 variants)")
     assert out[10].startswith("12 runs in ")
     assert not (tmp_path / "runs").exists()
+
+
+def test_every_tunable_metric_is_in_a_real_runs_summary(tmp_path):
+    """tune.METRICS is what the runner can read: a real token-task run logs all of them, MNIST all
+    but val/seq_acc (so a tune line naming one never scores every run as worst)."""
+    from ablate.sweep.tune import METRICS
+    from ablate.train import train
+
+    cfg = C.build(C.parse_overrides([
+        "data.task=copy", "data.n_train=64", "data.n_val=32", "data.n_test=32", "trainer.max_epochs=1",
+        "tracking=none", "run.probes=false", "model.d_model=16", "model.n_heads=2", f"run.dir={tmp_path / 'r'}"]))
+    metrics = train(cfg, log=lambda *a: None)["metrics"]
+    assert set(METRICS) <= set(metrics)

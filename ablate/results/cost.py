@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..registry import TASKS
 from ..registry import spec as task_spec
 
 GPU_STEPS_PER_S = (100, 300)  # assumed, not measured: see the module docstring
@@ -81,7 +82,7 @@ def sweep_cost(name: str, table: pd.DataFrame | None, sweeps: Path | str = "swee
         sweep=name,
         budget=budget,
         runs=len(sweep.runs),
-        epochs=", ".join(f"{task} {e}" for task, e in sorted(epochs.items(), key=lambda kv: kv[0] != "mnist")),
+        epochs=", ".join(f"{task} {e}" for task, e in sorted(epochs.items(), key=lambda kv: list(TASKS).index(kv[0]))),
         steps=steps,
         cpu_hours=cpu_seconds / 3600 if known else None,
         gpu_hours=(steps / GPU_STEPS_PER_S[1] / 3600, steps / GPU_STEPS_PER_S[0] / 3600),

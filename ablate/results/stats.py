@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..sweep.tune import score as tune_score
 from .table import METRIC, ResultsError, _same, swept_keys
 
 TUNED = "tuned."  # the prefix of a tuned sweep's chosen-value column (table.py)
@@ -205,6 +206,7 @@ def tuned(
     # the curve: stage-1 rows, mean over the tune seeds per value (worst where one diverged)
     worst = -math.inf if maximize else math.inf
     stage1 = df[df["stage"] == 1] if "stage" in df.columns else df.iloc[0:0]
+    n_tune = stage1["seed"].nunique() if "seed" in stage1.columns else 0  # the tune seeds this table ran
     values = info.get("values") or sorted(stage1[key].dropna().unique())
     curve: dict[str, list[float]] = {curve_column(metric, key, v): [] for v in values}
     for row in out[variant].itertuples(index=False) if variant else [()]:
@@ -214,12 +216,12 @@ def tuned(
         for v in values:
             runs = mine[[_same(x, v) for x in mine[key]]]
             finished = runs["status"].isin(("completed", "diverged"))
-            if runs.empty or not finished.all():
-                mean = np.nan
-            elif (runs["status"] == "diverged").any():
-                mean = worst
-            else:
-                mean = float(pd.to_numeric(runs[metric], errors="coerce").mean()) if metric in runs else np.nan
+            if runs.empty or not finished.all() or runs["seed"].nunique() < n_tune:
+                mean = np.nan  # not every tune seed has finished at this value yet
+            else:  # the runner's own rule: diverged, or no finite metric, scores the worst
+                scores = [tune_score(x, st, maximize) for x, st in zip(
+                    runs[metric] if metric in runs else [np.nan] * len(runs), runs["status"])]
+                mean = worst if any(math.isinf(x) for x in scores) else float(np.mean(scores))
             curve[curve_column(metric, key, v)].append(mean)
     for name, column_values in curve.items():
         out[name] = column_values

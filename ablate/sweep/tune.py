@@ -50,6 +50,12 @@ MIN_LR_VALUES = 4
 MIN_LR_SPAN = 30.0
 
 
+# The validation metrics every run's summary.json holds (ablate.tasks logs them; val/seq_acc: token
+# tasks only). A test checks a real run logs each; the results table's val/gain_last_epoch and
+# val/step_solved come from metrics.csv, which the runner does not read, so they cannot be tuned on.
+METRICS = ("val/acc", "val/acc_best", "val/loss", "val/seq_acc")
+
+
 class TuneError(ValueError):
     """A tune line that cannot be used; the message names the problem and, after '; ', the fix."""
 
@@ -149,6 +155,9 @@ def parse_tune(path: Path | str, spec: Mapping[str, Any]) -> Tune | None:
     if not name.startswith("val/"):
         raise TuneError(f"{where}: metric {name!r} is not a validation metric; choose on validation "
                         "(e.g. val/acc_best), never on test")
+    if name not in METRICS:  # a misspelt name would score every run worst and pick the smallest value
+        raise TuneError(f"{where}: metric {name!r} is not one a run logs in summary.json; choose one of "
+                        f"{', '.join(METRICS)}")
     return Tune(key=key, values=values, seeds=seeds, metric=name, maximize=goal == "maximize")
 
 
