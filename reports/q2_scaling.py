@@ -126,9 +126,10 @@ if S.ready:
         curves["d_k"] = curves["model.d_head"].astype(int)
         fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
         for ax, y, what in zip(axes, ("onehot_frac", "logit_std"), ("one-hot rows", "std of the scores")):
-            sns.lineplot(curves, x="step", y=y, hue="scaling", style="d_k", errorbar=None, ax=ax)
+            sns.lineplot(curves, x="step", y=y, hue="scaling", style="d_k", errorbar=None, ax=ax, legend=ax is axes[-1])
             ax.set(ylabel=what, title=f"layer 0 during training: {what}")
         axes[1].set_yscale("log")
+        sns.move_legend(axes[-1], "upper left", bbox_to_anchor=(1.02, 1))
         R.savefig(fig, "q2_during_training")
     maps = []
     for point in ("init", "final"):

@@ -190,7 +190,7 @@ else:
     parts = [
         by_depth(best, "Primary comparison, copy, Pre-LN, Adam"),
         f"Runs at the order-blind level (they learned nothing about order): {len(stuck)} of {len(best)}"
-        + (" — " + ", ".join(f"{s}, {int(d)} layers: {n}" for (s, d), n in
+        + (" — " + ", ".join(f"{s}, {int(d)} layer{'s' if d > 1 else ''}: {n}" for (s, d), n in
                              stuck.groupby(["skips", "model.n_layers"]).size().items()) if len(stuck) else "") + ".",
         f"At {deep} layers the first layer's gradient is {ratio_init.a} of the last layer's at initialisation with skips "
         f"and {ratio_init.b} without; during training (geometric mean over the periodic probes) {ratio_train.a} with "
