@@ -168,6 +168,11 @@ else:
     if "lookup1" in tasks:
         _, control, onc = better(AVERAGING, best, "lookup1", two, heads[0])
         parts.append(f"{two} heads against 1 head: {pair} on lookup ({on}); {control} on the control ({onc}).")
+    val_steps = S.curves("val/acc").sort_values(["run_id", "step"])
+    every = val_steps.groupby("run_id")["step"].diff().median()
+    if every == every:
+        parts.append(f"Steps to 99 % are read at the validation checks, every {every:.0f} optimiser steps here, so "
+                     "differences smaller than that are not resolved.")
     parts.append(R.convergence(best))
     if TUT.ready:
         parts.append(f"The tutorial's 2-layer model on lookup ({R.lr_phrase(TUT.df)}): {per_head(tut, 'lookup')}. "

@@ -260,10 +260,19 @@ def lr_phrase(df: pd.DataFrame, lr_key: str = "optim.lr", metric: str = "val/acc
         seeds = [int(s) for s in info.get("seeds") or []]
         tuned_on = f"seed{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))}" if seeds else "the tune seeds"
         span = f", {values[-1] / values[0]:.0f}×" if values and values[0] > 0 else ""
-        n = seeds_per_variant(best_lr(df, metric=info.get("metric", metric), lr_key=lr_key))
-        return (f"each variant at its own learning rate, chosen on {info.get('metric', metric)} (validation) of "
+        best = best_lr(df, metric=info.get("metric", metric), lr_key=lr_key)
+        n = seeds_per_variant(best)
+        text = (f"each variant at its own learning rate, chosen on {info.get('metric', metric)} (validation) of "
                 f"{tuned_on} from {len(values)} values ({values[0]:g} to {values[-1]:g}{span}), then {n} seed"
                 f"{'s' if n != 1 else ''} at the chosen value")
+        edges = _edge_choices(df, best, values, lr_key, info.get("metric", metric), info.get("goal", "maximize"))
+        if edges:
+            n_variants, counts = edges
+            said = [f"{k} the {word}" for k, word in zip(counts, ("smallest", "largest")) if k]
+            if said:
+                text += (f"; of the {n_variants} variants, {' and '.join(said)} value tried, strictly better there "
+                         "than at its neighbour: the best may lie outside the range")
+        return text
     if lr_key not in df.columns:
         return "every variant at the default learning rate"
     lrs = sorted({float(v) for v in df[lr_key].dropna()}, reverse=True)
@@ -271,6 +280,32 @@ def lr_phrase(df: pd.DataFrame, lr_key: str = "optim.lr", metric: str = "val/acc
     if lr_key in swept_keys(df) and len(lrs) > 1:
         return f"each variant at its best of {len(lrs)} learning rates ({listed}) on {metric}"
     return f"every variant at the one learning rate {listed}"
+
+
+def _edge_choices(df, best, values, lr_key, metric, goal) -> tuple[int, tuple[int, int]] | None:
+    """How many variants chose the smallest / the largest value tried while doing strictly better there (on the
+    stage-1 mean of `metric`) than at the next value in: their best may lie outside the range. A variant that
+    ties (every value solves the task: the rule takes the smaller) is not counted."""
+    if len(values) < 2 or metric not in df.columns:
+        return None
+    variant = [k for k in swept_keys(df) if k not in ("seed", lr_key)]
+    stage1 = df[df["stage"] == 1] if "stage" in df.columns else df
+    sign = 1.0 if goal == "maximize" else -1.0
+    counts, n = [0, 0], 0
+    groups = best.groupby(variant, dropna=False, sort=False) if variant else [((), best)]
+    for key, rows_ in groups:
+        n += 1
+        key = key if isinstance(key, tuple) else (key,)
+        mine = stage1
+        for k, v in zip(variant, key):
+            mine = mine[mine[k].astype(object).map(repr) == repr(v)]
+        chosen = float(rows_[lr_key].iloc[0])
+        means = {v: sign * pd.to_numeric(mine.loc[np.isclose(mine[lr_key].astype(float), v), metric],
+                                         errors="coerce").mean() for v in values}
+        for side, (edge, inner) in enumerate(((values[0], values[1]), (values[-1], values[-2]))):
+            if np.isclose(chosen, edge) and means[edge] > means[inner]:
+                counts[side] += 1
+    return n, (counts[0], counts[1])
 
 
 def chosen_lrs(df: pd.DataFrame, label, lr_key: str = "optim.lr") -> str:
