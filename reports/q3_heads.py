@@ -168,6 +168,16 @@ else:
     if "lookup1" in tasks:
         _, control, onc = better(AVERAGING, best, "lookup1", two, heads[0])
         parts.append(f"{two} heads against 1 head: {pair} on lookup ({on}); {control} on the control ({onc}).")
+    stage1 = S.df[S.df["stage"] == 1] if "stage" in S.df else S.df
+    ties = stage1.groupby(["data.task", "model.n_heads"])["val/acc_best"].apply(lambda v: bool((v >= R.SOLVED).all()))
+    if ties.any():
+        fastest = stage1.groupby(["data.task", "model.n_heads"])["val/step_solved"].min()
+        parts.append(
+            f"For {int(ties.sum())} of {len(ties)} variants every learning rate tried solved the task on the tune seed, "
+            "a tie on val/acc_best that the rule breaks toward the smallest value, which need not be the fastest: "
+            "their steps to 99 % are at that value. The fewest steps any tried value took on the tune seed: "
+            + "; ".join(f"{R.TASKS.get(t, t)}, {int(h)} head{'s' if h > 1 else ''} {v:.0f}"
+                        for (t, h), v in fastest[ties].items()) + ".")
     val_steps = S.curves("val/acc").sort_values(["run_id", "step"])
     every = val_steps.groupby("run_id")["step"].diff().median()
     if every == every:
