@@ -201,7 +201,9 @@ else:
         f"With the unit-variance init the layer-0 q and k components have variance {qv} and {kv}, and the unscaled "
         f"scores' standard deviation at initialisation is {stds}: it grows as d_k^{slope_un} (scaled: d_k^{slope_sc}).",
         f"Rows of the layer-0 softmax that are one-hot at initialisation: {onehot}; after training (unscaled / "
-        f"scaled): {onehot_final}.",
+        f"scaled): {onehot_final}. Training moves the scores too: after it, the layer-0 score standard deviation "
+        f"at d_k = {dk_max} is {est('probe/final/logit_std_l0', un)} unscaled and {est('probe/final/logit_std_l0', sc)} "
+        "scaled.",
         f"Per unit of score the unscaled softmax at d_k = {dk_max} passes back {R.number(soft.a.mean / soft.b.mean)}× "
         f"the gradient of the scaled one ({soft}).",
         f"Test accuracy (chance {100 * chance:.1f} %) — " + accuracy(best, "Adam"),
