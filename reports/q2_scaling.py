@@ -188,6 +188,14 @@ else:
             out.append(f"d_k = {d}: {e.a} scaled, {e.b} unscaled ({e})")
         return f"{name} ({R.lr_phrase(df)}): " + "; ".join(out) + "."
 
+    def at_chance(df):
+        stuck = df[R.at_level(df)]
+        if stuck.empty:
+            return "No run stayed at chance."
+        return ("Runs that stayed within 1 point of chance on validation, i.e. learned nothing: " + ", ".join(
+            f"d_k = {int(d)} {SCALED[bool(q)]} {n} of {len(R.rows(df, {'model.d_head': d, 'model.qk_scale': q}))}"
+            for (d, q), n in stuck.groupby(["model.d_head", "model.qk_scale"]).size().items()) + ".")
+
     ok = None if not slope_un.n else abs(slope_un.mean - 0.5) <= 0.05 or (
         False if slope_un.n > 1 and abs(slope_un.mean - 0.5) > slope_un.ci95 else None)
     checks = [VARIANCE.judge(ok, f"slope of log score std against log d_k at initialisation, unscaled: {slope_un} "
@@ -206,7 +214,8 @@ else:
         "scaled.",
         f"Per unit of score the unscaled softmax at d_k = {dk_max} passes back {R.number(soft.a.mean / soft.b.mean)}× "
         f"the gradient of the scaled one ({soft}).",
-        f"Test accuracy (chance {100 * chance:.1f} %) — " + accuracy(best, "Adam"),
+        f"Test accuracy (chance {100 * chance:.1f} %: always the most frequent count) — " + accuracy(best, "Adam"),
+        at_chance(best),
         R.convergence(best),
     ]
     if SGD.ready:
@@ -214,7 +223,7 @@ else:
                             {"model.d_head": int(sgd["model.d_head"].max()), "model.qk_scale": False})
         checks.append(SATURATION.expect_greater(sgd_acc, f"SGD, test accuracy at d_k = {int(sgd['model.d_head'].max())}, "
                                                 "scaled vs unscaled", level=R.level(sgd, split="test")))
-        parts += [accuracy(sgd, "Plain SGD"), R.convergence(sgd, "SGD runs")]
+        parts += [accuracy(sgd, "Plain SGD"), at_chance(sgd), R.convergence(sgd, "SGD runs")]
     else:
         parts.append(f"Plain SGD: {SGD.missing}.")
     if len(dks) > 1:
