@@ -200,10 +200,10 @@ else:
     ]
     at_level = [f"{v} ({int(s)} of {int(n)})" for v, (s, n) in stuck.iterrows() if s > 0]
     if at_level:
-        parts.append("Runs at the order-blind level — they learned everything about the copy except order, which "
-                     "is what a model that cannot see order can do: " + ", ".join(at_level) + ".")
+        parts.append("Runs at (or below) the order-blind level — a run at it learned everything about the copy "
+                     "except order, which is what a model that cannot see order can do: " + ", ".join(at_level) + ".")
     else:
-        parts.append("No run sits at the order-blind level.")
+        parts.append("No run sits at or below the order-blind level.")
     if "probe/final/equiv_error" in best:
         eq = {v: R.estimate(best, "probe/final/equiv_error", at(*v)) for v in
               [("none", False), ("learned", False), ("none", True)]}

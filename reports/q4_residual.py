@@ -60,19 +60,24 @@ display(Q)
 
 
 def training_ratio(sweep, df):
-    """Per run: the first layer's gradient norm over the last layer's during training (geometric mean
-    over the periodic probes after step 0), and the first layer's own gradient (same mean), from the
-    curves file; NaN for one-layer runs."""
+    """Per run, from the curves file (the periodic probes after step 0): `log10_ratio_training`, the mean
+    over probes of log10(first layer's gradient norm / last layer's), a ratio that spans orders of
+    magnitude between runs; `starved`, whether at most of those probes the first layer got under 1/100 of
+    the last layer's gradient; and `grad_first_training`, the first layer's own gradient (geometric
+    mean). NaN for one-layer runs."""
     curves = sweep.probe_curves()
     if curves is None:
-        return df.assign(grad_ratio_training=np.nan, grad_first_training=np.nan)
+        return df.assign(log10_ratio_training=np.nan, starved=np.nan, grad_first_training=np.nan)
     curves = curves[(curves["step"] > 0) & curves["run_id"].isin(df["run_id"])]
     last = curves.groupby("run_id")["layer"].transform("max")
     first = curves[curves["layer"] == 0].set_index(["run_id", "step"])["grad"]
     final = curves[(curves["layer"] == last) & (last > 0)].set_index(["run_id", "step"])["grad"]
-    ratio = np.log(first / final).dropna().groupby("run_id").mean().map(np.exp)
+    log_ratio = np.log10(first / final).replace([np.inf, -np.inf], np.nan).dropna()
+    mean_log = log_ratio.groupby("run_id").mean()
+    starved = (log_ratio < -2).groupby("run_id").mean() > 0.5
     first_mean = np.log(first[first > 0]).groupby("run_id").mean().map(np.exp)
-    return df.assign(grad_ratio_training=df["run_id"].map(ratio), grad_first_training=df["run_id"].map(first_mean))
+    return df.assign(log10_ratio_training=df["run_id"].map(mean_log), starved=df["run_id"].map(starved),
+                     grad_first_training=df["run_id"].map(first_mean))
 
 
 def prepare(sweep):
@@ -88,7 +93,7 @@ if S.ready:
     deep, shallow = depths[-1], depths[0]
     print(R.lr_phrase(S.df))
     display(best.groupby(["model.residual", "model.n_layers", "optim.lr"])[
-        ["val/acc_best", "test/acc", "probe/init/grad_ratio", "grad_ratio_training", "grad_first_training"]].mean())
+        ["val/acc_best", "test/acc", "probe/init/grad_ratio", "log10_ratio_training", "grad_first_training"]].mean())
 else:
     print(S.missing)
 if SGD.ready:
@@ -181,7 +186,9 @@ else:
     lvl = R.level(best)
     acc_deep = R.compare(best, "val/acc_best", at(True, deep), at(False, deep))
     ratio_init = R.compare(best, "probe/init/grad_ratio", at(True, deep), at(False, deep))
-    ratio_train = R.compare(best, "grad_ratio_training", at(True, deep), at(False, deep))
+    ratio_train = R.compare(best, "log10_ratio_training", at(True, deep), at(False, deep))
+    starved = {r: (int(R.rows(best, at(r, deep))["starved"].fillna(False).astype(bool).sum()), len(R.rows(best, at(r, deep))))
+               for r in (True, False)}
     first_train = R.compare(best, "grad_first_training", at(True, deep), at(False, deep))
     cos_init = R.compare(last_layer(best, "probe/init/cosine"), "probe/init/cosine_last", at(False, deep), at(True, deep))
     cos_final = R.compare(last_layer(best, "probe/final/cosine"), "probe/final/cosine_last", at(False, deep), at(True, deep))
@@ -189,13 +196,16 @@ else:
     stuck = best[R.at_level(best)]
     parts = [
         by_depth(best, "Primary comparison, copy, Pre-LN, Adam"),
-        f"Runs at the order-blind level (they learned nothing about order): {len(stuck)} of {len(best)}"
+        f"Runs at or below the order-blind level (they learned nothing about order): {len(stuck)} of {len(best)}"
         + (" — " + ", ".join(f"{s}, {int(d)} layer{'s' if d > 1 else ''}: {n}" for (s, d), n in
                              stuck.groupby(["skips", "model.n_layers"]).size().items()) if len(stuck) else "") + ".",
         f"At {deep} layers the first layer's gradient is {ratio_init.a} of the last layer's at initialisation with skips "
-        f"and {ratio_init.b} without; during training (geometric mean over the periodic probes) {ratio_train.a} with "
-        f"skips and {ratio_train.b} without ({ratio_train}). The first layer's own gradient during training: "
-        f"{first_train.a} with skips, {first_train.b} without ({first_train}).",
+        f"and {ratio_init.b} without. During training the ratio spans orders of magnitude between runs, so its log10 "
+        f"(mean over the periodic probes) is compared: {ratio_train.a} with skips, {ratio_train.b} without "
+        f"({ratio_train}); the first layer got under 1/100 of the last layer's gradient at most probes in "
+        f"{starved[False][0]} of {starved[False][1]} runs without skips and {starved[True][0]} of {starved[True][1]} "
+        f"with them. The first layer's own gradient during training (geometric mean): {first_train.a} with skips, "
+        f"{first_train.b} without ({first_train}).",
         f"Token cosine after the last of {deep} layers, without vs with skips: {cos_init.a} vs {cos_init.b} at "
         f"initialisation, {cos_final.a} vs {cos_final.b} after training (effective rank after training "
         f"{rank_final.a} vs {rank_final.b}).",
@@ -203,7 +213,7 @@ else:
     ]
     checks = [
         DONG.expect_greater(cos_init, f"token cosine after the last of {deep} layers at initialisation, no skips vs skips"),
-        HE.expect_greater(ratio_train, f"{deep} layers, first / last layer gradient during training, skips vs none"),
+        HE.expect_greater(ratio_train, f"{deep} layers, log10 of first / last layer gradient during training, skips vs none"),
         HE.expect_greater(acc_deep, f"{deep} layers, validation accuracy, skips vs none", level=lvl),
     ]
     if SGD.ready:
