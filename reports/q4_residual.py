@@ -161,8 +161,10 @@ if S.ready:
             parts.append(layers.assign(when=point))
         layers = pd.concat(parts, ignore_index=True)
         layers["skips"] = layers["model.residual"].map(SKIPS)
-        sns.lineplot(layers, x="layer", y=probe, hue="skips", style="when", marker="o", errorbar=R.ci95_errorbar, ax=ax)
+        sns.lineplot(layers, x="layer", y=probe, hue="skips", style="when", marker="o", errorbar=R.ci95_errorbar, ax=ax,
+                     legend=ax is axes[-1])
         ax.set(ylabel=label, title=f"{deep} layers: {label} after each layer")
+    sns.move_legend(axes[-1], "upper left", bbox_to_anchor=(1.02, 1))
     R.savefig(fig, "q4_collapse")
 
 # %% tags=["answer"]
