@@ -79,7 +79,8 @@ if NORM.ready:
         val_acc=(FAILED, "mean"))
     display(counts)
     grid = sns.catplot(norm, x="optim.lr", y=FAILED, hue="model.norm", col="warm-up", kind="point",
-                       errorbar=R.ci95_errorbar, dodge=0.25, height=3.5, aspect=1.2)
+                       errorbar=R.ci95_errorbar, dodge=0.25 if norm["model.norm"].nunique() > 1 else False,
+                       height=3.5, aspect=1.2)
     for ax in grid.axes.flat:
         ax.axhline(R.level(norm), color="black", ls="--", lw=0.8)
     grid.set_axis_labels("learning rate", "validation accuracy (diverged = chance)")

@@ -152,7 +152,8 @@ if S.ready:
     both = [("Adam", best)] + ([("SGD", sgd)] if SGD.ready else [])
     fig, axes = plt.subplots(1, len(both), figsize=(6 * len(both), 3.8), squeeze=False)
     for ax, (name, df) in zip(axes[0], both):
-        sns.pointplot(df, x="model.d_head", y="test/acc", hue="scaling", errorbar=R.ci95_errorbar, dodge=0.2, ax=ax)
+        sns.pointplot(df, x="model.d_head", y="test/acc", hue="scaling", hue_order=list(SCALED.values()),
+                      errorbar=R.ci95_errorbar, dodge=0.2, ax=ax)
         ax.axhline(float(df["ref/test/chance"].mean()), color="black", ls=":", lw=1)
         ax.set(xlabel="d_k", ylabel="test accuracy", title=f"histogram task, {name}")
     fig_acc = R.savefig(fig, "q2_accuracy")

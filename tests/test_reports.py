@@ -279,6 +279,9 @@ def test_estimate_is_the_t_interval_over_seeds():
     assert math.isclose(e.ci95, 4.302653 * 0.02 / math.sqrt(3), rel_tol=1e-6)
     assert str(e) == "92.0 ± 5.0 %"
     assert str(R.estimate(_frame([0.5], []), "test/acc", {"v": "a"})) == "50.0 %"
+    running = _frame([0.5, 0.6], []).assign(status="running")  # a sweep exported part way: nothing finished
+    e = R.estimate(running, "test/acc", {"v": "a"})
+    assert (e.n, e.n_runs, str(e)) == (0, 2, "no completed run")
 
 
 def test_effects_inside_the_interval_are_no_measurable_difference():

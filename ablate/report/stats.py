@@ -140,7 +140,10 @@ def estimate(
         return Estimate(metric, math.nan, math.nan, math.nan, 0, 0, 0)
     frame = chosen.copy()
     frame.attrs = {}
-    agg = aggregate(frame, by=[], metrics=[metric], status=status).iloc[0]
+    agg = aggregate(frame, by=[], metrics=[metric], status=status)
+    if agg.empty:  # runs there, none finished (running, failed): nothing to estimate
+        return Estimate(metric, math.nan, math.nan, math.nan, 0, n_runs, 0)
+    agg = agg.iloc[0]
     return Estimate(
         metric,
         float(agg[f"{metric}_mean"]),
