@@ -62,6 +62,8 @@ def prepare(df):
     df["d_k"] = (df["model.d_model"] // df["model.n_heads"]).astype(int)
     df["task"] = df["data.task"].map(lambda t: R.TASKS.get(t, t))
     df["solved"] = df["val/acc_best"] >= R.SOLVED
+    if "val/step_solved" not in df:  # the table has the column only when some run solved its task
+        df["val/step_solved"] = float("nan")
     return df
 
 
@@ -168,7 +170,7 @@ else:
     if "lookup1" in tasks:
         _, control, onc = better(AVERAGING, best, "lookup1", two, heads[0])
         parts.append(f"{two} heads against 1 head: {pair} on lookup ({on}); {control} on the control ({onc}).")
-    stage1 = S.df[S.df["stage"] == 1] if "stage" in S.df else S.df
+    stage1 = prepare(S.df[S.df["stage"] == 1] if "stage" in S.df else S.df)
     ties = stage1.groupby(["data.task", "model.n_heads"])["val/acc_best"].apply(lambda v: bool((v >= R.SOLVED).all()))
     if ties.any():
         fastest = stage1.groupby(["data.task", "model.n_heads"])["val/step_solved"].min()
