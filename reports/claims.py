@@ -82,10 +82,10 @@ if NORM.ready:
     display(counts)
     grid = sns.catplot(norm, x="optim.lr", y=FAILED, hue="model.norm", col="warm-up", kind="point",
                        errorbar=R.ci95_errorbar, dodge=0.25 if norm["model.norm"].nunique() > 1 else False,
-                       height=3.5, aspect=1.2)
+                       height=3.5, aspect=1.7 if len(warmups) == 1 else 1.2)
     for ax in grid.axes.flat:
         ax.axhline(R.level(norm), color="black", ls="--", lw=0.8)
-    grid.set_axis_labels("learning rate", "validation accuracy (diverged = chance)")
+    grid.set_axis_labels("learning rate", "val. accuracy (diverged: chance)")
     grid.figure.suptitle(f"{depth} layers, copy task (dashed: order-blind level)", y=1.03)
     fig_norm = R.savefig(grid.figure, "claims_norm_accuracy")
 
