@@ -223,7 +223,15 @@ else:
         sgd_acc = R.compare(sgd, "val/acc_best", at(True, sgd_deep), at(False, sgd_deep))
         checks.append(HE.expect_greater(sgd_acc, f"plain SGD, {sgd_deep} layers, validation accuracy, skips vs none",
                                         level=R.level(sgd)))
-        parts += [by_depth(sgd, "Plain SGD"), R.convergence(sgd, "SGD runs")]
+        sgd_ratio = R.compare(sgd, "log10_ratio_training", at(True, sgd_deep), at(False, sgd_deep))
+        sgd_first = R.compare(sgd, "grad_first_training", at(True, sgd_deep), at(False, sgd_deep))
+        checks.append(HE.expect_greater(sgd_ratio, f"plain SGD, {sgd_deep} layers, log10 of first / last layer gradient "
+                                                   "during training, skips vs none"))
+        parts += [by_depth(sgd, "Plain SGD"),
+                  f"With SGD at {sgd_deep} layers, log10 of the first / last layer gradient during training: "
+                  f"{sgd_ratio.a} with skips, {sgd_ratio.b} without ({sgd_ratio}); the first layer's own gradient "
+                  f"{sgd_first.a} with skips, {sgd_first.b} without ({sgd_first}).",
+                  R.convergence(sgd, "SGD runs")]
     else:
         parts.append(f"Plain SGD: {SGD.missing}.")
     if NORM.ready:
