@@ -31,6 +31,7 @@ from .budgets import NAMES as BUDGET_NAMES
 from .budgets import profile as budget_profile
 from .models import EncoderConfig
 from .registry import NAMES as TASK_NAMES
+from .registry import TASKS as TASK_SPECS
 from .registry import spec as task_spec
 from .yamlfile import YamlFileError, read_yaml
 
@@ -202,6 +203,13 @@ class DataConfig:
             raise ConfigError(f"data.task={_shown(self.task)} is not allowed; expected one of {', '.join(TASK_NAMES)}")
         if problem := task_spec(self.task).check(self):
             raise ConfigError(problem)
+        own = task_spec(self.task).keys
+        for f in fields(self):  # another task's key set here would be silently ignored
+            if f.name in TASK_KEYS and f.name not in own and getattr(self, f.name) != f.default:
+                users = ", ".join(t.name for t in TASK_SPECS.values() if f.name in t.keys)
+                raise ConfigError(f"data.{f.name}={_shown(getattr(self, f.name))} does not apply to "
+                                  f"data.task={self.task} (only to {users}); leave it at its default "
+                                  f"({f.default}) or choose that task")
 
     @property
     def eval_length(self) -> int:
@@ -214,9 +222,9 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    # optimiser: Adam (L2 weight decay), AdamW (decoupled), or plain SGD (no momentum): a step is then
-    # lr times the gradient itself, which Adam's per-parameter normalisation hides (Q2, Q4)
-    name: Literal["adam", "adamw", "sgd"] = "adam"
+    # plain SGD has no momentum: a step is then lr times the gradient itself, which Adam's
+    # per-parameter normalisation hides (the SGD arms of Q2 and Q4)
+    name: Literal["adam", "adamw", "sgd"] = "adam"  # optimiser: Adam (L2 weight decay), AdamW (decoupled) or plain SGD
     lr: float = 1e-3  # learning rate (its peak, after any warm-up)
     weight_decay: float = 0.0  # weight decay of the optimiser
     warmup: float = 0.0  # fraction of all training steps spent warming the lr up linearly from 0
@@ -298,6 +306,9 @@ class Config:
                               f"leave pooling=mean for data.task={self.data.task}")
 
 
+# data.* keys that belong to some task (the registry's `keys`); the rest (seed, batch_size,
+# train_subset) apply to every task
+TASK_KEYS = frozenset(k for t in TASK_SPECS.values() for k in t.keys)
 SECTIONS = {"model": EncoderConfig, "data": DataConfig, "optim": OptimConfig, "trainer": TrainerConfig, "run": RunConfig}
 # Keys that change where or how a run is recorded, never what it computes: not part of the run id.
 NOT_IDENTITY = ("run.dir", "run.group", "run.project", "tracking", "trainer.threads", "trainer.log_every_n_steps")

@@ -47,6 +47,7 @@ class TaskSpec:
     budgets: dict[str, dict[str, Any]] = field(default_factory=dict)  # budget -> settings (ablate.budgets)
     references: tuple[str, ...] = ()  # reference levels its data module computes (REFERENCE_TEXT)
     check: Callable[[DataConfig], str | None] = lambda cfg: None  # an impossible setting, in words
+    keys: tuple[str, ...] = ()  # the data.* keys of its own it reads; another task's key must stay at its default
 
     def datamodule_class(self) -> type:
         module, _, cls = self.datamodule.partition(":")
@@ -90,6 +91,7 @@ MNIST = TaskSpec(
     },
     references=("chance",),
     check=_mnist_check,
+    keys=("val_size", "permute", "permute_seed", "test_subset"),
 )
 
 
@@ -107,6 +109,19 @@ def _synthetic_check(cfg: DataConfig) -> str | None:
 
 def _copy_len(length: int) -> int:
     return 2 * length + 1  # tokens, SEP, a blank per token
+
+
+def _copy_check(cfg: DataConfig) -> str | None:
+    """Fewer than 2 tokens (every target the same, nothing to copy), or ids past int64."""
+    if cfg.vocab < 2:
+        return (f"data.vocab={cfg.vocab!r} is not allowed for data.task=copy; expected an integer >= 2 "
+                "(with one token every target is the same and there is nothing to copy)")
+    if cfg.vocab > 2**62:  # token ids vocab and vocab + 1 (SEP, BLANK) stay far inside int64
+        return f"data.vocab={cfg.vocab!r} is not allowed; expected at most 2**62 (token ids are int64)"
+    return _synthetic_check(cfg)
+
+
+SYNTHETIC_KEYS = ("vocab", "length", "test_length", "n_train", "n_val", "n_test")
 
 
 def _copy_bytes(cfg: DataConfig) -> int:
@@ -133,7 +148,8 @@ COPY = TaskSpec(
         "full": {"trainer.max_epochs": 30, "data.n_train": 100000, "data.n_val": 2000, "data.n_test": 5000},
     },
     references=("chance", "order_blind"),
-    check=_synthetic_check,
+    check=_copy_check,
+    keys=(*SYNTHETIC_KEYS, "reverse"),
 )
 
 
@@ -183,6 +199,7 @@ HISTOGRAM = TaskSpec(
     },
     references=("chance", "order_blind"),  # order_blind is 100 %: a count is a function of the bag of tokens
     check=_histogram_check,
+    keys=SYNTHETIC_KEYS,
 )
 
 
@@ -239,6 +256,7 @@ LOOKUP = TaskSpec(
     budgets=LOOKUP_BUDGETS,
     references=("chance", "order_blind"),
     check=_lookup_check("lookup"),
+    keys=SYNTHETIC_KEYS,
 )
 
 LOOKUP1 = TaskSpec(
@@ -254,6 +272,7 @@ LOOKUP1 = TaskSpec(
     budgets=LOOKUP_BUDGETS,
     references=("chance", "order_blind"),
     check=_lookup_check("lookup1"),
+    keys=SYNTHETIC_KEYS,
 )
 
 

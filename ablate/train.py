@@ -400,6 +400,8 @@ def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started
             recorder.restart_curve(resume_step)
         extra.append(recorder)
     trainer = _trainer(cfg, run_dir, loggers, extra)
+    references = datamodule.reference_levels()  # the task's levels on its own sets: before training, so
+    # a set the levels cannot be computed for fails the run before it has trained
     try:
         trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if resume_step is not None else None,
                     weights_only=True)
@@ -409,7 +411,7 @@ def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started
                 log("ablate: probing the final model" + (" (with head masking)" if cfg.run.expensive_probes else ""))
             recorder.final(trainer, task.model, datamodule, cfg.run.expensive_probes)
         trainer.test(task, datamodule=datamodule, verbose=False)
-        metrics.update(datamodule.reference_levels())  # the task's reference levels on its own sets
+        metrics.update(references)
         summary["status"] = "completed"
     except Diverged as err:
         metrics = {}
@@ -432,6 +434,7 @@ def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started
             wandb.run.summary.update({k: summary[k] for k in keys if k in summary})
             wandb.run.summary.update({f"params/{k}": v for k, v in summary["params"].items()})
             wandb.run.summary.update({"commit": summary["provenance"]["commit"]})
+            wandb.run.summary.update({k: v for k, v in summary["metrics"].items() if k.startswith("ref/")})
             where = _wandb_location()
             wandb.finish()
             if where:

@@ -136,3 +136,30 @@ def test_a_run_records_its_tasks_reference_levels(tmp_path):
     expected = build_datamodule(cfg.data).reference_levels()
     assert {k: metrics[k] for k in expected} == expected
     assert 0.1 < expected["ref/test/order_blind"] < expected["ref/val/order_blind"] < 0.5  # L 12 < L 8
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({"data.task": "histogram", "data.permute": "both"}, ["data.permute='both'", "data.task=histogram", "only to mnist"]),
+    ({"data.task": "lookup", "data.val_size": "100"}, ["data.val_size=100", "data.task=lookup", "only to mnist"]),
+    ({"data.task": "mnist", "data.vocab": "20"}, ["data.vocab=20", "data.task=mnist", "copy, histogram, lookup"]),
+    ({"data.task": "lookup1", "data.reverse": "true"}, ["data.reverse=true", "lookup1"]),
+])
+def test_another_tasks_key_is_refused_not_silently_ignored(overrides, words):
+    with pytest.raises(C.ConfigError) as err:
+        C.build(overrides)
+    assert "\n" not in str(err.value) and all(w in str(err.value) for w in words), str(err.value)
+
+
+def test_every_task_check_runs_at_config_time_so_a_dry_run_sees_it():
+    """copy's vocab check lives in its registry entry like the others': C.build (what `ablate sweep
+    --dry-run` calls) refuses it, before any data module is built."""
+    for task in SYNTHETIC:
+        with pytest.raises(C.ConfigError, match="data.vocab=1 is not allowed"):
+            C.build({"data.task": task, "data.vocab": "1"})
+
+
+def test_defaults_of_every_task_build_and_keys_are_known_fields():
+    fields = {f"data.{k}" for t in TASKS.values() for k in t.keys}
+    assert fields <= set(C.all_keys())
+    for name in TASKS:
+        C.build({"data.task": name})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..config import ConfigError, DataConfig
+from ..config import DataConfig
 from .synthetic import IGNORE, MEMORY_SHARE, SyntheticTask, split_seed
 
 MAX_VOCAB = 2**62  # token ids vocab and vocab + 1 (SEP, BLANK) stay far inside int64
@@ -41,18 +41,6 @@ class CopyTask(SyntheticTask):
     def __init__(self, cfg: DataConfig):
         super().__init__(cfg)
         self.sep, self.blank = cfg.vocab, cfg.vocab + 1
-
-    def check(self, cfg: DataConfig) -> None:
-        """Fewer than 2 tokens (every target the same, nothing to copy), or ids past int64."""
-        if cfg.vocab < 2:
-            raise ConfigError(
-                f"data.vocab={cfg.vocab!r} is not allowed for data.task=copy; expected an integer >= 2 "
-                "(with one token every target is the same and there is nothing to copy)"
-            )
-        if cfg.vocab > MAX_VOCAB:
-            raise ConfigError(
-                f"data.vocab={cfg.vocab!r} is not allowed; expected at most 2**62 (token ids are int64)"
-            )
 
     def generate(self, n: int, length: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         return copy_sequences(n, length, self.cfg.vocab, self.cfg.reverse, generator)

@@ -75,11 +75,16 @@ def expected_order_blind(x: torch.Tensor, y: torch.Tensor, pair: bool) -> float:
     fresh data."""
     keep = y != IGNORE
     n, length = x.shape
-    tokens, ids = torch.unique(x, return_inverse=True)  # compact ids (vocabularies can be huge)
-    counts = torch.zeros(n, max(len(tokens), 3), dtype=torch.long)
-    counts.scatter_add_(1, ids, torch.ones_like(ids))  # (n, k) the bag
-    own = counts.gather(1, ids)  # (n, L) count of each position's own token
-    top = counts.topk(3, dim=1).values[:, None, :].repeat(1, length, 1)  # (n, L, 3) largest counts
+    # per row, each token's count from the sorted row (O(n L) memory, any vocabulary)
+    ordered = x.sort(dim=1).values  # (n, L)
+    count_of = lambda v: (torch.searchsorted(ordered, v, right=True) - torch.searchsorted(ordered, v))  # noqa: E731
+    own = count_of(x.contiguous())  # (n, L) count of each position's own token
+    starts = torch.ones_like(ordered, dtype=torch.bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]  # one entry per distinct token of the row
+    distinct = torch.where(starts, count_of(ordered), torch.zeros_like(ordered))
+    if length < 3:
+        distinct = torch.cat((distinct, torch.zeros(n, 3 - length, dtype=distinct.dtype)), dim=1)
+    top = distinct.topk(3, dim=1).values[:, None, :].repeat(1, length, 1)  # (n, L, 3) largest counts
     # less the own token: lower the first of the three equal to its count (if none is, the top two stay)
     first = (top == own[..., None]).long().cumsum(2).eq(1) & (top == own[..., None])  # (n, L, 3)
     m1, m2 = (top - first.long()).sort(dim=2, descending=True).values[..., :2].unbind(2)  # (n, L)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-IGNORE = -100
+IGNORE = -100  # F.cross_entropy's default ignore_index: a position without a target
 
 
 def chance(y: torch.Tensor) -> float:
@@ -39,8 +39,8 @@ def order_blind(x: torch.Tensor, y: torch.Tensor) -> float:
         return float("nan")
     tokens, x = torch.unique(x, return_inverse=True)  # compact ids 0..k-1 (vocabularies can be huge)
     k = len(tokens)
-    counts = torch.zeros(x.shape[0], k, dtype=torch.long).scatter_add_(1, x, torch.ones_like(x))
-    bag = torch.unique(counts, dim=0, return_inverse=True)[1]  # (n,) one id per distinct multiset
+    # one id per distinct multiset: rows sorted, then deduplicated (O(n L) memory, any vocabulary)
+    bag = torch.unique(x.sort(dim=1).values, dim=0, return_inverse=True)[1]  # (n,)
     key = (bag[:, None] * k + x)[keep]  # (targets,) all an order-blind model knows of a position
     key = torch.unique(key, return_inverse=True)[1]
     target = torch.unique(y[keep], return_inverse=True)[1]

@@ -18,9 +18,8 @@ import torch
 from ..config import DataConfig
 from ..registry import spec as task_spec
 from .common import DataError, InMemory, InMemoryDataModule, memory_bytes
-from .reference import reference_levels
+from .reference import IGNORE, reference_levels  # noqa: F401 - IGNORE: the task modules import it from here
 
-IGNORE = -100  # F.cross_entropy's default ignore_index
 # the sets may take this share of the machine's memory; the model and the trainer need the rest
 MEMORY_SHARE = 0.5
 
