@@ -320,12 +320,14 @@ def test_broken_data_files_are_bad_input_found_before_any_run(tmp_path, monkeypa
 
 def test_every_distinct_data_config_is_checked_before_any_run(tmp_path, capsys):
     """The first configuration of a task builds; a later one of the same task cannot: still exit 2
-    before anything runs (every distinct data config is built, not one per task)."""
+    before anything runs (copy's vocab check now lives in its registry entry, so the expansion itself
+    refuses it, naming the run)."""
     path = write(tmp_path, "vocab", {"data.task": {"value": "copy"}, "data.vocab": {"values": [10, 1]},
                                      "tracking": {"value": "none"}})
     assert cli.main(["sweep", str(path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and err.startswith("ablate: data.task=copy: data.vocab=1 is not allowed")
+    assert "\n" not in err and err.startswith("ablate: ") and "run 2 (data.task=copy data.vocab=1" in err
+    assert "data.vocab=1 is not allowed for data.task=copy" in err
     assert not (tmp_path / "runs" / "vocab").exists() or not any((tmp_path / "runs" / "vocab").iterdir())
 
 
