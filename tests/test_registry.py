@@ -163,3 +163,15 @@ def test_defaults_of_every_task_build_and_keys_are_known_fields():
     assert fields <= set(C.all_keys())
     for name in TASKS:
         C.build({"data.task": name})
+
+
+def test_copy_targets_on_a_hand_written_example():
+    """Vocabulary 5 (SEP 5, BLANK 6), 3 tokens: the generator of seed 0 draws 4 4 3, so the input is
+    4 4 3 SEP _ _ _ and the targets at the blanks 4 4 3 (reverse: 3 4 4); every other position IGNORE.
+    Order-blind level of that one sequence: the most frequent token, 2 of 3 blanks."""
+    n = IGNORE
+    x, y = copy_sequences(1, 3, 5, False, torch.Generator().manual_seed(0))
+    assert x.tolist() == [[4, 4, 3, 5, 6, 6, 6]] and y.tolist() == [[n, n, n, n, 4, 4, 3]]
+    x, y = copy_sequences(1, 3, 5, True, torch.Generator().manual_seed(0))
+    assert x.tolist() == [[4, 4, 3, 5, 6, 6, 6]] and y.tolist() == [[n, n, n, n, 3, 4, 4]]
+    assert order_blind(x, y) == pytest.approx(2 / 3) and chance(y) == pytest.approx(2 / 3)
