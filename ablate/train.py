@@ -55,6 +55,7 @@ from .rundir import (
     write_config,
     write_json,
 )
+from .runfiles import RunFileError, read_metrics_rows
 
 
 class RunBusy(RuntimeError):
@@ -377,6 +378,18 @@ def _signals_held():
             signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
 
 
+def learning_curve(path: Path) -> dict[str, float]:
+    """`val/acc_mean`: the mean of every epoch's validation accuracy (metrics.csv, whole even after a
+    resume), the area under the learning curve over the epochs. Where every learning rate solves a
+    task, val/acc_best ties; this still ranks the runs by how fast they got there (a tune metric)."""
+    try:
+        rows = read_metrics_rows(path) or []
+    except RunFileError:
+        return {}
+    accs = [float(r["val/acc"]) for r in rows if r.get("val/acc")]
+    return {"val/acc_mean": sum(accs) / len(accs)} if accs else {}
+
+
 def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started, log, callbacks) -> dict[str, Any]:
     child = is_ddp_child()
     ckpt = run_dir / CKPT
@@ -412,6 +425,8 @@ def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started
             recorder.final(trainer, task.model, datamodule, cfg.run.expensive_probes)
         trainer.test(task, datamodule=datamodule, verbose=False)
         metrics.update(references)
+        if not child and trainer.is_global_zero:
+            metrics.update(learning_curve(run_dir / METRICS))
         summary["status"] = "completed"
     except Diverged as err:
         metrics = {}

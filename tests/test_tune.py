@@ -22,6 +22,7 @@ import yaml
 from ablate import cli
 from ablate import config as C
 from ablate.rundir import read_summary
+from ablate.runfiles import read_metrics_rows
 from ablate.sweep import spec
 from ablate.sweep.tune import choose, score
 
@@ -258,3 +259,12 @@ def test_every_tunable_metric_is_in_a_real_runs_summary(tmp_path):
         "tracking=none", "run.probes=false", "model.d_model=16", "model.n_heads=2", f"run.dir={tmp_path / 'r'}"]))
     metrics = train(cfg, log=lambda *a: None)["metrics"]
     assert set(METRICS) <= set(metrics)
+    # val/acc_mean: the mean of the epochs' val/acc in metrics.csv (here 2 epochs)
+    cfg2 = C.build(C.parse_overrides([
+        "data.task=copy", "data.n_train=64", "data.n_val=32", "data.n_test=32", "trainer.max_epochs=3",
+        "tracking=none", "run.probes=false", "model.d_model=16", "model.n_heads=2", "optim.lr=0.01",
+        f"run.dir={tmp_path / 'r2'}"]))
+    metrics = train(cfg2, log=lambda *a: None)["metrics"]
+    rows = read_metrics_rows(tmp_path / "r2" / "metrics.csv")
+    accs = [float(r["val/acc"]) for r in rows if r["val/acc"]]
+    assert len(accs) == 3 and metrics["val/acc_mean"] == pytest.approx(sum(accs) / 3, abs=1e-9)

@@ -53,7 +53,9 @@ MIN_LR_SPAN = 30.0
 # The validation metrics every run's summary.json holds (ablate.tasks logs them; val/seq_acc: token
 # tasks only). A test checks a real run logs each; the results table's val/gain_last_epoch and
 # val/step_solved come from metrics.csv, which the runner does not read, so they cannot be tuned on.
-METRICS = ("val/acc", "val/acc_best", "val/loss", "val/seq_acc")
+# val/acc_mean: the mean over epochs (ablate.train.learning_curve), which ranks by speed where every
+# value solves the task.
+METRICS = ("val/acc", "val/acc_best", "val/acc_mean", "val/loss", "val/seq_acc")
 
 
 class TuneError(ValueError):
