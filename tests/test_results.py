@@ -88,7 +88,7 @@ def test_one_row_per_run_with_every_column_in_order(root, table):
     flat += [k for k, v in config.items() if not isinstance(v, dict) and k != "seed"]
     status = cols.index("status")
     assert cols[: status + 1] == ["run_id", *flat, "seed", "status"]  # every config key, seed, status
-    metrics = ["test/acc", "test/seq_acc", "val/acc", "val/acc_best", "val/loss", "val/seq_acc", "train/loss"]
+    metrics = ["test/acc", "test/seq_acc", "val/acc", "val/acc_best", "val/acc_mean", "val/loss", "val/seq_acc", "train/loss"]
     assert cols[status + 1 : status + 1 + len(metrics)] == metrics
     metrics += sorted(c for c in cols if c.startswith("ref/"))  # then other metrics: the task's reference levels
     probes = [c for c in cols if c.startswith("probe/")]
