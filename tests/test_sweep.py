@@ -37,25 +37,8 @@ TINY = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def forkserver():
-    """One forkserver for the whole module (an `ablate sweep` command stops the one it starts)."""
-    from ablate.sweep import worker
-
-    worker.forkserver()
-    yield
-    worker.stop_forkserver()
-
-
-@pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    from ablate.data import mnist
-
-    monkeypatch.setattr(mnist, "network_available", lambda timeout=3.0: False)  # never download
-    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.chdir(tmp_path)
+# the module-wide forkserver and the isolated runs folder, network and W&B mode
+from .sweep_fixtures import forkserver, isolated  # noqa: E402, F401
 
 
 def write(tmp_path: Path, name: str, parameters: dict, **top) -> Path:

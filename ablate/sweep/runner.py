@@ -482,22 +482,22 @@ class Runner:
         total = len(first) + (stages.stage2_total if stages else 0)
         report = Report(total=total, stages=stages)
         todo: list[Run] = []
-        for run in first:
-            if finished(run):
-                status = read_summary(run_dir(run))["status"]
-                report.skipped[status] = report.skipped.get(status, 0) + 1
-            else:
-                todo.append(run)
+
+        def take(runs) -> None:
+            """Queue the runs not finished yet; count the finished ones as skipped, by status."""
+            for run in runs:
+                if finished(run):
+                    status = read_summary(run_dir(run))["status"]
+                    report.skipped[status] = report.skipped.get(status, 0) + 1
+                else:
+                    todo.append(run)
+
+        take(first)
         decided: list[str] = []
         if stages:  # variants whose stage 1 finished before: their stage 2 is known now
             for name, runs in stages.plan():
                 decided.append(name)
-                for run in runs:
-                    if finished(run):
-                        status = read_summary(run_dir(run))["status"]
-                        report.skipped[status] = report.skipped.get(status, 0) + 1
-                    else:
-                        todo.append(run)
+                take(runs)
         self.left = None
         if self.max_runs is not None:
             todo = todo[: self.max_runs]
