@@ -11,17 +11,27 @@ What a notebook uses (`from ablate import report as R`):
     R.setup()                               fixed figure style
     S = R.sweep("scaling")                  the exported table (S.df), curves, per-layer probes,
                                             attention maps; S.ready is False when not run yet
-    R.estimate(df, metric, where)           mean ± 95 % interval over seeds       (stats.py)
-    R.compare(df, metric, a, b)             a - b, "no measurable difference" inside its interval
-    R.at_best_lr(df)                        each variant at its best learning rate (ablate.results.best_lr;
-                                            a tuned sweep: at the value its stage 1 chose, every seed)
+    S = R.sweeps("residual", "residual_deep")  several tables stacked, one Sweep
+    R.estimate(df, metric, where)           mean [95 % interval] over seeds: accuracies by a bootstrap over
+                                            seeds and evaluation examples, fractions over seeds, gradients
+                                            on the log scale, the rest Student's t            (stats.py)
+    R.compare(df, metric, a, b), R.effect   a - b (a / b on the log scale) with interval and p-value;
+                                            Effect.tost(margin) for sameness
+    R.learned(df, where)                    "5 of 5 runs (95 % CI 48–100 %)": runs that learned, exact interval
+    R.holm(pvalues), R.errorbar             Holm's adjusted p-values; seaborn's errorbar= (bootstrap)
+    R.at_best_lr(df)                        each variant at its best learning rate (a tuned sweep: at the value
+                                            its stage 1 chose, every seed)
     R.lr_phrase(df), R.convergence(df)      sentences: how the learning rate was chosen; whether the runs
                                             had converged (median val/gain_last_epoch, solved >= 99 %)
     R.level(df, where), R.at_level(df)      the reference level a run that learned nothing sits at (the
                                             order-blind level, else chance), and which runs sit there
     S.probe_curves()                        periodic probes during training (<sweep>_curves.csv), long
-    Q = R.question(key, title, text, anchors=[R.Anchor(cite, claim)], sweeps=[...])
-    Q.answer(text, checks=[anchor.expect_greater(effect), ...], figure=R.savefig(fig, "q2_scores"))
+    R.show_table(df)                        a table without its index
+    A = R.Anchor(cite, claim, claim_zh, kind="outcome"|"mechanism", wording=...)
+    Q = R.question(key, title, text, text_zh, anchors=[A, ...], sweeps=[...], title_zh=...)
+    Q.answer(plain=(en, zh), mechanism=(en, zh), outcome=(en, zh), changes=(en, zh), details=...,
+             checks=[A.greater(effect, what, primary=True, reason=...), A.same(..., margin=...), ...],
+             figure=R.savefig(fig, "q2_scores"))            verdicts, Holm, payload: answers.py
     Q.not_run_yet(S)                        "not run yet — run `make sweep-scaling`"
 
 The layer rule holds (tests/test_layering.py): this package imports only ablate.results and the
@@ -30,16 +40,19 @@ reads run directories (and, for the permuted attention maps, their checkpoints),
 layer (ablate.results.export), as do the data folder's format and the cost estimate.
 """
 
-from ..results import config_defaults
 from .answers import (
     AGREES,
+    AGREES_IN_PART,
     ANSWER_MIME,
     DISAGREES,
     INCONCLUSIVE,
     NOT_RUN,
+    NOT_TESTABLE,
+    PARTLY_DISAGREES,
     Anchor,
     Check,
     Question,
+    overall,
     question,
 )
 from .data import NotRunYet, Sweep, arrays, data_dir, figures_dir, read_meta, sweep, table
@@ -50,15 +63,20 @@ from .stats import (
     SOLVED,
     Effect,
     Estimate,
+    Fraction,
     at_best_lr,
     at_level,
     caveat,
     chosen_lrs,
     ci95_errorbar,
+    clopper_pearson,
     compare,
     convergence,
     effect,
+    errorbar,
     estimate,
+    holm,
+    learned,
     level,
     loglog_slope,
     lr_phrase,
@@ -71,7 +89,34 @@ from .stats import (
     values_estimate,
 )
 
+try:  # helper B's (ablate/report/data.py): meta.json's defaults, several sweeps as one
+    from .data import config_defaults
+except ImportError:  # until it lands: the old config_defaults
+    from ..results import config_defaults
+try:
+    from .data import sweeps
+except ImportError:  # until it lands
+    def sweeps(*names, data=None):
+        raise NotImplementedError("R.sweeps is not there yet (ablate/report/data.py)")
+try:  # helper C's (ablate/report/display.py)
+    from .display import show_table
+except ImportError:  # until it lands: a table without its index
+    def show_table(df):
+        from IPython.display import display
+        display(df.style.hide(axis="index"))
+
 __all__ = [
+    "sweeps",
+    "show_table",
+    "overall",
+    "learned",
+    "holm",
+    "errorbar",
+    "clopper_pearson",
+    "Fraction",
+    "PARTLY_DISAGREES",
+    "NOT_TESTABLE",
+    "AGREES_IN_PART",
     "AGREES",
     "ANSWER_MIME",
     "LEVEL_MARGIN",

@@ -1,148 +1,362 @@
-"""Questions, published anchors and Answer cells.
+"""Questions, published anchors, verdicts and Answer cells.
 
 A notebook declares its question and the published results it is compared with once, at the top:
 
-    Q = R.question("q3", "Q3 · Several heads or one", "Why does multi-head attention split ...?",
-                   anchors=[R.Anchor("Vaswani et al. 2017, Table 3 (A)", "one head is 0.9 BLEU worse ...")],
-                   sweeps=["heads"])
+    BAG = R.Anchor("Vaswani et al. 2017, §3.5", "without positions, attention is blind to word order",
+                   "没有位置编码，注意力看不到词序", kind="outcome")
+    Q = R.question("q1", "Q1 · Word order", "Does a Transformer without positions ...?", "没有位置编码 ...？",
+                   anchors=[BAG], sweeps=["pos_enc", "pos_enc_causal"], title_zh="Q1 · 词序")
 
-and ends with a cell tagged `answer` that calls `Q.answer(text, checks=[...], figure=path)` (or
-`Q.not_run_yet(S)` when its sweep is missing). The cell shows "**Answer.** ..." as Markdown and
-also carries the same content as JSON (ANSWER_MIME), which `ablate report build` reads back for
-index.html and FINDINGS.md. Each check's verdict is computed from an Effect, never typed:
+and ends with a cell tagged `answer`:
 
-    anchor.expect_greater(effect)  the anchor says a > b: agrees if a is measurably above b,
-                                   disagrees if measurably below, inconclusive inside the interval
-    anchor.expect_same(effect)     the anchor says a ≈ b: agrees inside the interval, disagrees outside
-    ..., level=R.level(df, where)  both arms at the task's reference level (chance, or the order-blind
-                                   level): inconclusive, since two runs that learned nothing are no evidence
-    anchor.judge(ok, evidence)     any other rule: True / False / None (inconclusive)
+    Q.answer(plain=(en, zh), mechanism=(en, zh), outcome=(en, zh), changes=(en, zh), details="...",
+             checks=[BAG.less(effect, "copy, validation", level=lvl, primary=True, reason="..."), ...],
+             figure=R.savefig(fig, "q1_copy"))
+
+(or `Q.not_run_yet(S)` when a sweep is missing). The cell shows the answer as Markdown and carries the
+same content as JSON (ANSWER_MIME), which `ablate report build` reads back for index.html and
+FINDINGS.md / FINDINGS.zh.md.
+
+Each check's verdict is computed, never typed:
+
+    anchor.greater(effect, what, primary=, reason=)   the claim says a > b: agrees when the 95 % interval
+    anchor.less(...)                                  of a - b lies above 0 (below, for less), disagrees
+                                                      when on the other side, else inconclusive
+    anchor.same(effect, what, margin=m, ...)          a claim of sameness: agrees only when the TOST
+                                                      p-value against ±m is < 0.05; disagrees when the
+                                                      95 % interval lies wholly outside ±m (no margin:
+                                                      excludes 0); otherwise inconclusive. Without a
+                                                      margin it can never agree.
+    anchor.judge(ok, evidence, p=, ...)               any other rule: True / False / None
+    anchor.not_testable(what, why, ...)               the setting cannot test the claim
+    ..., level=R.level(df, where)                     both arms at or below the task's reference level
+                                                      (+ LEVEL_MARGIN): not testable, since two runs
+                                                      that learned nothing are no evidence either way
+    ..., premise=False, why="..."                     the setting does not realise the claim's premise
+
+Every check is `primary` (the one test of its anchor, with the `reason` it is the right experiment)
+or supporting. `Q.answer` applies Holm across the primary checks that carry a p-value (an agrees or
+disagrees whose adjusted p >= 0.05 becomes inconclusive) and takes the question's verdict from the
+primary checks only (`overall`): supporting checks are shown, never counted.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .data import Sweep
-from .stats import LEVEL_MARGIN, Effect
+from .data import Sweep, read_meta
+from .stats import LEVEL_MARGIN, Effect, holm, take_intervals
 
 ANSWER_MIME = "application/vnd.ablate.answer+json"
-AGREES, DISAGREES, INCONCLUSIVE, NOT_RUN = "agrees", "disagrees", "inconclusive", "not run yet"
+AGREES, DISAGREES, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN = "agrees", "disagrees", "inconclusive", "not testable", "not run yet"
+PARTLY_DISAGREES = "partly disagrees"
+AGREES_IN_PART = "agrees in part, the rest inconclusive"
+ALPHA = 0.05  # the level of every test, and the family-wise level of a question's primary tests (Holm)
+KINDS = ("outcome", "mechanism")  # what training shows / what the probes show
+LEGACY_REASON = "(none stated: a check written before primary tests were declared)"
+PAIRS = ("plain", "mechanism", "outcome", "changes")
+
+
+def p_text(p: float | None) -> str:
+    """A p-value for a sentence: 'p = 0.012', 'p < 0.001'."""
+    if p is None or not math.isfinite(p):
+        return "p n/a"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def _none_if_nan(x: float | None) -> float | None:
+    return float(x) if x is not None and math.isfinite(x) else None
 
 
 @dataclass(frozen=True)
 class Check:
-    """One anchor compared with the measurement: the verdict and the numbers behind it."""
+    """One anchor compared with the measurement: the verdict, the numbers behind it, whether it is the
+    anchor's primary test (and why that is the right experiment), its p-value (Holm-adjusted in
+    `p_holm` once the question's answer is given), the equivalence margin of a sameness claim."""
 
     anchor: Anchor
     verdict: str
     evidence: str
+    primary: bool = True
+    reason: str = ""
+    p: float | None = None
+    p_holm: float | None = None
+    kind: str = "outcome"
+    margin: float | None = None
 
-    def as_dict(self) -> dict[str, str]:
-        return {"cite": self.anchor.cite, "claim": self.anchor.claim, "verdict": self.verdict, "evidence": self.evidence}
+    def as_dict(self) -> dict[str, Any]:
+        a = self.anchor
+        return {"cite": a.cite, "claim": a.claim, "claim_zh": a.claim_zh, "wording": a.wording, "kind": self.kind,
+                "verdict": self.verdict, "evidence": self.evidence, "primary": self.primary, "reason": self.reason,
+                "p": _none_if_nan(self.p), "p_holm": _none_if_nan(self.p_holm), "margin": self.margin}
 
 
 @dataclass(frozen=True)
 class Anchor:
-    """A published result: who (`cite`) and what it says (`claim`)."""
+    """A published result: who (`cite`), what it says (`claim`, and in Chinese `claim_zh`), whether it
+    is about the outcome of training or the mechanism the probes see (`kind`), and the paper's own
+    wording where it hedges or differs from the tutorial's story (`wording`)."""
 
     cite: str
     claim: str
+    claim_zh: str = ""
+    kind: str = "outcome"
+    wording: str = ""
 
-    def judge(self, ok: bool | None, evidence: str) -> Check:
-        return Check(self, {True: AGREES, False: DISAGREES, None: INCONCLUSIVE}[ok], evidence)
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"Anchor {self.cite!r}: kind={self.kind!r}; use one of {', '.join(KINDS)}")
 
-    def _failed_both(self, effect: Effect, evidence: str, level: float | None) -> Check | None:
-        """Both arms at (or below, or within 1 point of) the reference level: two runs that learned
-        nothing beyond it are no evidence for or against the anchor, whatever their difference."""
-        if level is None or not (level == level) or not effect.comparable:
+    # -------------------------------------------------------------- checks
+
+    def _check(self, verdict: str, evidence: str, *, primary: bool, reason: str, p: float | None = None,
+               margin: float | None = None) -> Check:
+        if not isinstance(primary, bool):
+            raise TypeError(f"Anchor {self.cite!r}: primary= must be True or False, got {primary!r}")
+        if primary and not str(reason).strip():
+            raise ValueError(f"Anchor {self.cite!r}: a primary check needs reason= (why this is the right "
+                             "experiment for the claim)")
+        return Check(self, verdict, evidence, primary, str(reason), _none_if_nan(p), None, self.kind, margin)
+
+    @staticmethod
+    def _evidence(effect: Effect, what: str) -> str:
+        text = f"{what}{': ' if what else ''}{effect.a} vs {effect.b}, {effect}"
+        return text + (f", {p_text(effect.p)}" if effect.has_interval else "")
+
+    def _untestable(self, effect: Effect, evidence: str, level: float | None, premise: bool, why: str,
+                    primary: bool, reason: str) -> Check | None:
+        """Not testable: the premise is not realised, or both arms sit at or below the reference level
+        (+ LEVEL_MARGIN), so their difference is no evidence for or against the claim."""
+        if not premise:
+            if not why:
+                raise ValueError(f"Anchor {self.cite!r}: premise=False needs why= (what the setting lacks)")
+            return self._check(NOT_TESTABLE, f"{evidence}; {why}", primary=primary, reason=reason)
+        if level is None or not math.isfinite(level) or not effect.comparable:
             return None
         if max(effect.a.mean, effect.b.mean) <= level + LEVEL_MARGIN:
-            return self.judge(None, f"{evidence}; both at or below the reference level ({100 * level:.1f} %): no evidence "
-                                    "either way")
+            return self._check(NOT_TESTABLE, f"{evidence}; neither variant learned the task (both at or below the "
+                               f"reference level {100 * level:.1f} % + {100 * LEVEL_MARGIN:g} point)",
+                               primary=primary, reason=reason)
         return None
 
-    def expect_greater(self, effect: Effect, what: str = "", level: float | None = None) -> Check:
-        """The anchor says variant a beats variant b (effect = a - b). With `level` (a reference level
-        of the same metric), both arms at it make the check inconclusive."""
-        evidence = f"{what}{': ' if what else ''}{effect.a} vs {effect.b}, {effect}"
-        failed = self._failed_both(effect, evidence, level)
-        if failed is not None:
-            return failed
-        if not effect.comparable:
-            return self.judge(None, evidence)
+    def _direction(self, effect: Effect, what: str, want: int, level: float | None, premise: bool, why: str,
+                   primary: bool, reason: str) -> Check:
+        evidence = self._evidence(effect, what)
+        untestable = self._untestable(effect, evidence, level, premise, why, primary, reason)
+        if untestable is not None:
+            return untestable
         if not effect.has_interval:
-            return self.judge(None, evidence)
-        return self.judge({1: True, -1: False, 0: None}[effect.sign], evidence)
+            return self._check(INCONCLUSIVE, evidence, primary=primary, reason=reason)
+        verdict = INCONCLUSIVE if effect.sign == 0 else AGREES if effect.sign == want else DISAGREES
+        return self._check(verdict, evidence, primary=primary, reason=reason, p=effect.p)
+
+    def greater(self, effect: Effect, what: str = "", *, level: float | None = None, premise: bool = True,
+                why: str = "", primary: bool, reason: str = "") -> Check:
+        """The claim says variant a is above variant b (effect = a - b, or a / b)."""
+        return self._direction(effect, what, +1, level, premise, why, primary, reason)
+
+    def less(self, effect: Effect, what: str = "", *, level: float | None = None, premise: bool = True,
+             why: str = "", primary: bool, reason: str = "") -> Check:
+        """The claim says variant a is below variant b."""
+        return self._direction(effect, what, -1, level, premise, why, primary, reason)
+
+    def same(self, effect: Effect, what: str = "", *, margin: float | None = None, level: float | None = None,
+             premise: bool = True, why: str = "", primary: bool, reason: str = "") -> Check:
+        """A claim of sameness. Agrees only when `margin` (stated before the data were read; the metric's
+        units, 0.02 = 2 points; a factor > 1 for a ratio) is given and the TOST p-value is < 0.05;
+        disagrees when the 95 % interval lies wholly outside ±margin (without a margin: excludes 0);
+        otherwise inconclusive."""
+        evidence = self._evidence(effect, what)
+        untestable = self._untestable(effect, evidence, level, premise, why, primary, reason)
+        if untestable is not None:
+            return untestable
+        if not effect.has_interval:
+            return self._check(INCONCLUSIVE, evidence, primary=primary, reason=reason, margin=margin)
+        if margin is None:
+            if effect.measurable:
+                return self._check(DISAGREES, evidence, primary=primary, reason=reason, p=effect.p)
+            return self._check(INCONCLUSIVE, f"{evidence}; no equivalence margin was stated, and finding no "
+                               "difference is not showing sameness", primary=primary, reason=reason, p=effect.p)
+        tost = effect.tost(margin)
+        bound = _margin_text(effect, margin)
+        if tost < ALPHA:
+            return self._check(AGREES, f"{evidence}; inside the margin {bound} (TOST {p_text(tost)})",
+                               primary=primary, reason=reason, p=tost, margin=margin)
+        m = math.log(margin) if effect.ratio else margin
+        lo, hi = (math.log(effect.lo), math.log(effect.hi)) if effect.ratio else (effect.lo, effect.hi)
+        if lo > m or hi < -m:
+            beyond = effect.beyond(margin)
+            return self._check(DISAGREES, f"{evidence}; the interval lies wholly outside the margin {bound} "
+                               f"({p_text(beyond)})", primary=primary, reason=reason, p=beyond, margin=margin)
+        return self._check(INCONCLUSIVE, f"{evidence}; not shown inside the margin {bound} (TOST {p_text(tost)})",
+                           primary=primary, reason=reason, p=tost, margin=margin)
+
+    def judge(self, ok: bool | None, evidence: str, *, p: float | None = None, primary: bool | None = None,
+              reason: str = "") -> Check:
+        """Any other rule: True agrees, False disagrees, None inconclusive. (`primary` left out: a
+        deprecated call of the older notebooks, counted as primary.)"""
+        if ok not in (True, False, None):
+            raise TypeError(f"Anchor {self.cite!r}: judge(ok=...) takes True, False or None, got {ok!r}")
+        verdict = {True: AGREES, False: DISAGREES, None: INCONCLUSIVE}[ok]
+        if primary is None:
+            primary, reason = True, reason or LEGACY_REASON
+        return self._check(verdict, evidence, primary=primary, reason=reason, p=p)
+
+    def not_testable(self, what: str, why: str, *, primary: bool, reason: str = "") -> Check:
+        """The setting cannot test the claim (`why`)."""
+        return self._check(NOT_TESTABLE, f"{what}{': ' if what else ''}{why}", primary=primary, reason=reason)
+
+    # -------------------------------------------------------------- deprecated: the older notebooks' calls
+    # (primary, without a reason; `level` now gives "not testable"). Remove once every notebook is ported.
+
+    def expect_greater(self, effect: Effect, what: str = "", level: float | None = None) -> Check:
+        return self.greater(effect, what, level=level, primary=True, reason=LEGACY_REASON)
 
     def expect_less(self, effect: Effect, what: str = "", level: float | None = None) -> Check:
-        """The anchor says variant a is below variant b (effect = a - b)."""
-        check = self.expect_greater(effect, what, level)
-        flipped = {AGREES: DISAGREES, DISAGREES: AGREES}.get(check.verdict, check.verdict)
-        return Check(self, flipped, check.evidence)
+        return self.less(effect, what, level=level, primary=True, reason=LEGACY_REASON)
 
     def expect_same(self, effect: Effect, what: str = "", level: float | None = None) -> Check:
-        """The anchor says a and b are about equal: agrees when the difference is inside its interval."""
-        evidence = f"{what}{': ' if what else ''}{effect.a} vs {effect.b}, {effect}"
-        failed = self._failed_both(effect, evidence, level)
-        if failed is not None:
-            return failed
-        if not effect.has_interval:
-            return self.judge(None, evidence)
-        return self.judge(not effect.measurable, evidence)
+        return self.same(effect, what, level=level, primary=True, reason=LEGACY_REASON)
+
+
+def _margin_text(effect: Effect, margin: float) -> str:
+    if effect.ratio:
+        return f"×/÷{margin:g}"
+    return f"±{100 * margin:g} points" if effect.a.percent else f"±{margin:g}"
 
 
 def overall(verdicts: Sequence[str]) -> str:
-    """One verdict for a question from its checks."""
+    """A question's verdict from its primary checks' verdicts: all the same -> that one; agrees and
+    disagrees -> partly disagrees; agrees with inconclusive / not testable -> agrees in part, the rest
+    inconclusive; otherwise (none, or no agrees among mixed ones) inconclusive."""
     v = set(verdicts)
     if not v:
         return INCONCLUSIVE
-    if v == {NOT_RUN}:
-        return NOT_RUN
     if len(v) == 1:
         return v.pop()
-    if DISAGREES in v:
-        return "partly disagrees" if AGREES in v else DISAGREES
+    if AGREES in v and DISAGREES in v:
+        return PARTLY_DISAGREES
     if AGREES in v:
-        return "agrees in part, the rest inconclusive"
+        return AGREES_IN_PART
     return INCONCLUSIVE
+
+
+def correct(checks: Sequence[Check]) -> tuple[list[Check], dict[str, str]]:
+    """Holm across the primary checks that carry a p-value: each gets `p_holm`, and an agrees or disagrees
+    whose adjusted p is >= ALPHA becomes inconclusive (its evidence says so). Returns the checks and the
+    multiplicity note ({"en", "zh"})."""
+    checks = list(checks)
+    family = [i for i, c in enumerate(checks) if c.primary and c.p is not None and math.isfinite(c.p)]
+    m, moved = len(family), 0
+    for i, q in zip(family, holm([checks[i].p for i in family])):
+        c = checks[i]
+        if c.verdict in (AGREES, DISAGREES) and q >= ALPHA:
+            moved += 1
+            c = replace(c, verdict=INCONCLUSIVE, evidence=f"{c.evidence}; Holm-adjusted over {m} primary tests "
+                        f"p = {q:.2g} ≥ {ALPHA:g}: inconclusive (was {c.verdict})")
+        checks[i] = replace(c, p_holm=q)
+    if m == 0:
+        note = {"en": "No primary test carries a p-value, so there is nothing to correct for multiple testing.",
+                "zh": "没有带 p 值的主要检验，无需多重比较校正。"}
+    elif m == 1:
+        note = {"en": "One primary test carries a p-value: no correction for multiple testing is needed.",
+                "zh": "只有一个主要检验带 p 值，无需多重比较校正。"}
+    else:
+        note = {"en": f"Holm–Bonferroni across the {m} primary tests that carry a p-value (family-wise error "
+                      f"{100 * ALPHA:g} %): {moved} verdict{'s' if moved != 1 else ''} moved to inconclusive by it.",
+                "zh": f"对 {m} 个带 p 值的主要检验做 Holm–Bonferroni 校正（族错误率 {100 * ALPHA:g} %）："
+                      f"{moved} 个判定因此改为无定论。"}
+    note = {lang: text + {"en": " Supporting evidence is not corrected; it does not move the verdict.",
+                          "zh": "辅助证据不做校正，也不影响判定。"}[lang] for lang, text in note.items()}
+    return checks, note
+
+
+def _pair(name: str, value: Any) -> dict[str, str]:
+    if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(s, str) for s in value)):
+        raise TypeError(f"Q.answer: {name}= takes an (English, Chinese) pair of strings, got {value!r}")
+    return {"en": re.sub(r" {2,}", " ", value[0]).strip(), "zh": re.sub(r" {2,}", " ", value[1]).strip()}
+
+
+def _budget(sweeps: Sequence[str]) -> str:
+    """The budgets the question's sweeps were run at, from meta.json ('' when none is exported)."""
+    meta = read_meta().get("sweeps", {})
+    return ", ".join(sorted({str(meta[s]["budget"]) for s in sweeps if s in meta and meta[s].get("budget")}))
 
 
 @dataclass
 class Question:
-    """A question (or claim) of the article, its published anchors and the sweeps it reads."""
+    """A question (or claim) of the article in English and Chinese, its published anchors and the sweeps
+    it reads."""
 
     key: str
     title: str
     text: str
+    text_zh: str = ""
     anchors: list[Anchor] = field(default_factory=list)
     sweeps: list[str] = field(default_factory=list)
+    title_zh: str = ""
 
     def _repr_markdown_(self) -> str:
-        cited = "\n".join(f"- *{a.cite}*: {a.claim}" for a in self.anchors)
-        return f"### {self.title}\n\n**Question.** {self.text}\n\n**Published anchors.**\n\n{cited}\n"
+        cited = "\n".join(f"- *{a.cite}* ({a.kind}): {a.claim}" + (f' — the paper: "{a.wording}"' if a.wording else "")
+                          for a in self.anchors)
+        zh = f"\n\n**问题。** {self.text_zh}" if self.text_zh else ""
+        return f"### {self.title}\n\n**Question.** {self.text}{zh}\n\n**Published anchors.**\n\n{cited}\n"
 
-    def payload(self, text: str, checks: Sequence[Check], figure: str | Path | None, status: str) -> dict[str, Any]:
+    def payload(self, *, status: str, plain: dict[str, str], mechanism: dict[str, str], outcome: dict[str, str],
+                changes: dict[str, str], details: str, checks: Sequence[Check], multiplicity: dict[str, str],
+                figure: str | Path | None, figures: Sequence[str | Path]) -> dict[str, Any]:
+        primary = [c.verdict for c in checks if c.primary]
         return {
             "key": self.key,
             "title": self.title,
+            "title_zh": self.title_zh,
             "question": self.text,
-            "answer": text,
+            "question_zh": self.text_zh,
             "status": status,
-            "verdict": NOT_RUN if status == NOT_RUN else overall([c.verdict for c in checks]),
-            "checks": [c.as_dict() for c in checks],
+            "plain": plain,
+            "mechanism": mechanism,
+            "outcome": outcome,
+            "changes": changes,
+            "details": details,
+            "verdict": NOT_RUN if status == NOT_RUN else overall(primary),
+            "checks": [c.as_dict() for c in sorted(checks, key=lambda c: not c.primary)],
+            "multiplicity": multiplicity,
+            "intervals": take_intervals(),
             "figure": Path(figure).name if figure else None,
+            "figures": [Path(f).name for f in figures if f],
             "sweeps": list(self.sweeps),
+            "budget": _budget(self.sweeps),
         }
 
-    def answer(self, text: str, checks: Sequence[Check] = (), figure: str | Path | None = None) -> dict[str, Any]:
-        """Show the Answer (Markdown) and hand the builder the same content (JSON); returns it. Runs of
-        spaces (left by optional sentences that came out empty) become one."""
-        data = self.payload(re.sub(r" {2,}", " ", text).strip(), checks, figure, "answered")
+    def answer(self, *legacy: Any, plain: tuple[str, str] | None = None, mechanism: tuple[str, str] | None = None,
+               outcome: tuple[str, str] | None = None, changes: tuple[str, str] | None = None, details: str = "",
+               checks: Sequence[Check] = (), figure: str | Path | None = None,
+               figures: Sequence[str | Path] = ()) -> dict[str, Any]:
+        """Show the Answer (Markdown) and hand the builder the same content (JSON); returns it.
+        `plain`, `mechanism`, `outcome`, `changes`: (English, Chinese) pairs formatted from the same values.
+        (Deprecated: `answer(text, checks, figure)` of the older notebooks gives text as plain answer and
+        details.)"""
+        if legacy:
+            if plain is not None or len(legacy) > 3:
+                raise TypeError("Q.answer: pass plain=, mechanism=, outcome=, changes= as keywords")
+            text = re.sub(r" {2,}", " ", str(legacy[0])).strip()
+            checks = legacy[1] if len(legacy) > 1 else checks
+            figure = legacy[2] if len(legacy) > 2 else figure
+            plain, details = (text, text), details or text
+            mechanism = outcome = changes = ("", "")
+        given = {"plain": plain, "mechanism": mechanism, "outcome": outcome, "changes": changes}
+        missing = [k for k, v in given.items() if v is None]
+        if missing:
+            raise TypeError(f"Q.answer: missing {', '.join(f'{k}=' for k in missing)} (each an (English, Chinese) pair)")
+        pairs = {k: _pair(k, v) for k, v in given.items()}
+        checked, multiplicity = correct(checks)
+        data = self.payload(status="answered", details=str(details).strip(), checks=checked, multiplicity=multiplicity,
+                            figure=figure, figures=figures, **pairs)
         show(data)
         return data
 
@@ -150,25 +364,50 @@ class Question:
         """The Answer when a sweep is missing: "not run yet — run `make sweep-X`" for each."""
         lines = [m.missing if isinstance(m, Sweep) else str(m) for m in missing]
         text = "; ".join(dict.fromkeys(line for line in lines if line))
-        checks = [Check(a, NOT_RUN, text) for a in self.anchors]
-        data = self.payload(text, checks, None, NOT_RUN)
+        zh = text.replace("not run yet — run", "尚未运行 — 请运行")
+        checks = [Check(a, NOT_RUN, text, True, "", kind=a.kind) for a in self.anchors]
+        empty = {"en": "", "zh": ""}
+        take_intervals()  # nothing quoted: forget what earlier cells formatted
+        data = self.payload(status=NOT_RUN, plain={"en": text, "zh": zh}, mechanism=empty, outcome=empty,
+                            changes=empty, details="", checks=checks, multiplicity=empty, figure=None, figures=())
         show(data)
         return data
 
 
-def question(key: str, title: str, text: str, anchors: Sequence[Anchor] = (), sweeps: Sequence[str] = ()) -> Question:
-    return Question(key, title, text, list(anchors), list(sweeps))
+def question(key: str, title: str, text: str, text_zh: str = "", anchors: Sequence[Anchor] = (),
+             sweeps: Sequence[str] = (), title_zh: str = "") -> Question:
+    return Question(key, title, text, text_zh, list(anchors), list(sweeps), title_zh)
+
+
+def _check_line(c: dict[str, Any]) -> str:
+    wording = f' (the paper: "{c["wording"]}")' if c.get("wording") else ""
+    reason = f" Why this test: {c['reason']}" if c.get("primary") and c.get("reason") else ""
+    return f"- *{c['cite']}* — {c['claim']}{wording}: **{c['verdict']}** ({c['evidence']}).{reason}"
 
 
 def markdown(data: dict[str, Any]) -> str:
-    """The Answer cell's Markdown: the sentence, then each anchor with its verdict."""
-    lines = [f"**Answer.** {data['answer']}", ""]
+    """The Answer cell's Markdown: the plain answer (English, then Chinese), mechanism, outcome, the
+    anchors (primary tests with their reasons, then the supporting evidence), multiplicity, what would
+    change the answer, details."""
+    lines = [f"**Answer.** {data['plain']['en']}", ""]
+    if data["plain"].get("zh") and data["plain"]["zh"] != data["plain"]["en"]:
+        lines += [f"**回答。** {data['plain']['zh']}", ""]
+    for key, label in (("mechanism", "Mechanism"), ("outcome", "Outcome")):
+        if data[key].get("en"):
+            lines += [f"**{label}.** {data[key]['en']}", ""]
+    main = [c for c in data["checks"] if c["primary"]]
+    support = [c for c in data["checks"] if not c["primary"]]
     if data["checks"]:
-        lines.append(f"**Compared with the published anchors** — overall: **{data['verdict']}**")
-        lines.append("")
-        for c in data["checks"]:
-            lines.append(f"- *{c['cite']}* — {c['claim']}: **{c['verdict']}** ({c['evidence']})")
-    return "\n".join(lines)
+        lines += [f"**Published anchors** — overall: **{data['verdict']}**", "", *map(_check_line, main), ""]
+    if support:
+        lines += ["**Supporting evidence** (does not move the verdict)", "", *map(_check_line, support), ""]
+    if data["multiplicity"].get("en"):
+        lines += [f"**Multiplicity.** {data['multiplicity']['en']}", ""]
+    if data["changes"].get("en"):
+        lines += [f"**What would change the answer.** {data['changes']['en']}", ""]
+    if data["details"] and data["details"] != data["plain"]["en"]:
+        lines += [f"**Details.** {data['details']}", ""]
+    return "\n".join(lines).rstrip()
 
 
 def show(data: dict[str, Any]) -> None:

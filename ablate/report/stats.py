@@ -1,35 +1,82 @@
-"""Numbers for Answer sentences: a metric over seeds as mean ± 95 % interval, the difference of two
-variants, log-log slopes, each formatted for a sentence. Nothing here is typed by hand in a notebook.
+"""Numbers for Answer sentences: a metric over seeds with a 95 % interval that respects its range, the
+difference (or ratio) of two variants, the share of runs that learned, Holm's correction, each
+formatted for a sentence. Nothing here is typed by hand in a notebook.
 
-    e = estimate(df, "test/acc", {"model.n_heads": 8})   # Estimate: mean, ci95, n over seeds
-    d = effect(estimate(df, ..., a), estimate(df, ..., b))  # Effect: a - b with a Welch interval
-    f"{e}"  -> "97.3 ± 0.4 %"          f"{d}"  -> "+4.1 ± 1.2 points"
-                                                or "no measurable difference (Δ = +0.3 ± 0.9 points)"
+    e = estimate(df, "val/acc_best", {"model.pos_enc": "none"})   # Estimate: mean [lo, hi] over seeds
+    d = effect(e, estimate(df, "val/acc_best", {"model.pos_enc": "learned"}))   # Effect: a - b, p
+    f = learned(df, {"model.n_heads": 1})                          # Fraction: k of n runs learned
+    f"{e}" -> "97.3 % [96.1, 98.2]"    f"{d}" -> "+4.1 points [2.0, 6.3]"    f"{f}" -> "5 of 5 runs (95 % CI 48–100 %)"
 
-The interval of one variant is ablate.results.aggregate's (Student's t over seeds). The difference of
-two variants gets Welch's t interval, the "combined interval" of the two; a difference inside it
-(|Δ| <= half-width) is "no measurable difference". With one seed there is no interval, and the text
-says so rather than calling a difference real.
+The interval depends on what the metric is (`kind_of`):
+
+- accuracy (the metric's last part contains `acc`): a two-level percentile bootstrap (B = 4000,
+  a fixed seed): resample the seeds, take their mean p̄*, then draw Binomial(n_eval, p̄*) / n_eval once
+  per replicate, because every seed is scored on the same evaluation set, whose sampling error does
+  not average out over seeds. n_eval is the table's `eval/n_val` / `eval/n_test` (examples: sequences
+  or images); without it the bootstrap is over seeds only (`Estimate.eval_noise` is False).
+- fraction (`frac`, `share`, `agreement`, `onehot`): the percentile bootstrap over seeds.
+  Both stay in [0, 1].
+- log (gradient norms and ratios, `grad*`, or `scale="log"`): the geometric mean with a Student-t
+  interval on the log values; two variants compare as a ratio.
+- linear (everything else): the mean with a Student-t interval.
+
+Two variants (`effect(a, b)`): the bootstrap of a - b where both have bootstrap replicates (p-value:
+2 min(P*(d <= 0), P*(d >= 0)), at least 1/B), else Welch's t (scipy); log estimates give the ratio a/b
+with Welch's interval on the log scale. `Effect.tost(margin)` is the p-value of the two one-sided tests
+of |a - b| < margin (equivalence).
+
+Digits follow the interval: its width to 2 significant digits, the mean to the same decimals (a log
+estimate: each number to 2 significant digits). One run: no interval, and the text says "1 run".
+
+Every Estimate, Effect and Fraction formatted into text is recorded (`take_intervals`), so that the
+Answer that quotes it carries its interval in its JSON and a test can check the ranges.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats as scistats
 
-from ..results import aggregate, best_lr, swept_keys, t_quantile_975
+from ..results.stats import best_lr, swept_keys
 
-PERCENT_WORDS = ("acc", "frac", "share", "agreement")  # metrics shown in percent
+B = 4000  # bootstrap replicates
+SEED = 14  # the bootstrap's fixed seed (mixed with the data, so two variants draw independent streams)
+ACCURACY, FRACTION, LOG, LINEAR = "accuracy", "fraction", "log", "linear"
+PERCENT_WORDS = ("acc", "frac", "share", "agreement", "onehot")  # metrics shown in percent
+FRACTION_WORDS = ("frac", "share", "agreement", "onehot")
+N_EVAL = {"val": "eval/n_val", "test": "eval/n_test"}  # a metric's split -> its evaluated examples
 
 
 def is_percent(metric: str) -> bool:
     last = metric.rsplit("/", 1)[-1]
     return any(word in last for word in PERCENT_WORDS)
+
+
+def kind_of(metric: str, scale: str | None = None) -> str:
+    """How `metric` is summarised: "accuracy", "fraction", "log" or "linear" (see the module's text);
+    `scale="log"` or `"linear"` overrides the name."""
+    if scale not in (None, LOG, LINEAR):
+        raise ValueError(f"scale={scale!r}; use 'log', 'linear' or None (from the metric's name)")
+    if scale is not None:
+        return scale
+    last = metric.rsplit("/", 1)[-1]
+    if "acc" in last:
+        return ACCURACY
+    if any(word in last for word in FRACTION_WORDS):
+        return FRACTION
+    if last.startswith("grad"):
+        return LOG
+    return LINEAR
+
+
+# ------------------------------------------------------------------ formatting
 
 
 def number(x: float, digits: int = 3) -> str:
@@ -58,6 +105,59 @@ def pair(value: float, half: float) -> tuple[str, str]:
     return f"{value:,.{decimals}f}", f"{half:,.{decimals}f}"
 
 
+def _fixed(x: float, decimals: int) -> str:
+    """x to `decimals` decimals with a true minus sign, never "-0.0"; scientific beyond 6 decimals."""
+    if not math.isfinite(x):
+        return "n/a"
+    text = f"{x:.1e}" if decimals > 6 else f"{x:,.{max(0, decimals)}f}"
+    if text.startswith("-") and float(text.replace(",", "")) == 0:
+        text = text[1:]
+    return text.replace("-", "−")
+
+
+def interval_strings(mean: float, lo: float, hi: float, decimals: int | None = None,
+                     relative: bool = False) -> tuple[str, str, str]:
+    """mean, lo, hi as text. Digits follow the interval: its width to 2 significant digits and the mean
+    to the same decimals ((0.973, 0.961, 0.982) -> ('0.973', '0.961', '0.982')); a zero-width interval
+    keeps the mean's 3 significant digits; `decimals` fixes them; `relative` (log scale): each number to
+    2 significant digits."""
+    if relative:
+        return tuple(number(x, 2).replace("-", "−") for x in (mean, lo, hi))  # type: ignore[return-value]
+    if decimals is None:
+        width = hi - lo
+        if math.isfinite(width) and width > 0:
+            decimals = 1 - math.floor(math.log10(width))
+        elif mean != 0 and math.isfinite(mean):
+            decimals = max(0, 2 - math.floor(math.log10(abs(mean))))
+        else:
+            decimals = 0
+    return _fixed(mean, decimals), _fixed(lo, decimals), _fixed(hi, decimals)
+
+
+# ------------------------------------------------------------------ what an Answer quotes
+
+_RECORDED: list[dict[str, Any]] = []
+
+
+def _finite(x: float) -> float | None:
+    """x for JSON: rounded to 10 decimals (no float noise in the payload), None when not finite."""
+    return round(float(x), 10) if x is not None and math.isfinite(x) else None
+
+
+def _record(metric: str, kind: str, mean: float, lo: float, hi: float) -> None:
+    entry = {"metric": metric, "kind": kind, "mean": _finite(mean), "lo": _finite(lo), "hi": _finite(hi)}
+    if entry not in _RECORDED:
+        _RECORDED.append(entry)
+
+
+def take_intervals() -> list[dict[str, Any]]:
+    """Every interval formatted into text since the last call ({"metric", "kind", "mean", "lo", "hi"},
+    the metric's own units: a fraction, not percent), and forget them; `Question.answer` calls it."""
+    out = list(_RECORDED)
+    _RECORDED.clear()
+    return out
+
+
 def rows(df: pd.DataFrame, where: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """The rows of df whose columns equal `where`'s values ({"model.n_heads": 8, "data.task": "copy"})."""
     mask = pd.Series(True, index=df.index)
@@ -74,27 +174,66 @@ def rows(df: pd.DataFrame, where: Mapping[str, Any] | None = None) -> pd.DataFra
     return df[mask]
 
 
+def _rng(*key: Any) -> np.random.Generator:
+    """A generator fixed by SEED and `key` (the metric, the variant, the values): the same numbers on
+    every build, and independent streams for two variants."""
+    return np.random.default_rng([SEED, zlib.crc32(repr(key).encode())])
+
+
+def bootstrap_means(values: np.ndarray, n_eval: int | None, rng: np.random.Generator, b: int = B) -> np.ndarray:
+    """B replicates of the mean over seeds: the seeds resampled with replacement, and, with `n_eval`,
+    the evaluation set's own error on top: Binomial(n_eval, mean*) / n_eval."""
+    values = np.asarray(values, dtype=float)
+    means = values[rng.integers(0, len(values), size=(b, len(values)))].mean(axis=1)
+    if n_eval:
+        means = rng.binomial(int(n_eval), np.clip(means, 0.0, 1.0)) / int(n_eval)
+    return means
+
+
+def _t975(dof: float) -> float:
+    return float(scistats.t.ppf(0.975, dof)) if dof >= 1 else math.nan
+
+
 @dataclass(frozen=True)
 class Estimate:
-    """A metric over the seeds of one variant: mean, std, 95 % t-interval half-width, n."""
+    """A metric over the seeds of one variant: mean with its 95 % interval [lo, hi], n runs with a value.
+    `kind` says how (module text); `eval_noise` whether the evaluation set's error is in the interval."""
 
     metric: str
     mean: float
-    ci95: float
-    std: float
-    n: int  # completed runs with a value
+    lo: float = math.nan
+    hi: float = math.nan
+    n: int = 0  # completed runs with a value
     n_runs: int = 0  # runs of the variant (any status)
     n_diverged: int = 0
-    decimals: int | None = None  # fixed decimals (slopes) instead of 3 significant digits
+    kind: str = LINEAR
+    eval_noise: bool = False
+    n_eval: int | None = None
+    std: float = math.nan  # over seeds, ddof=1 (the metric's scale)
+    decimals: int | None = None  # fixed decimals (slopes) instead of digits following the interval
+    values: tuple[float, ...] = field(default=(), repr=False, compare=False)  # one per run
+    _replicates: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def percent(self) -> bool:
-        return is_percent(self.metric)
+        return self.kind != LOG and is_percent(self.metric)
+
+    @property
+    def has_interval(self) -> bool:
+        return self.n >= 2 and math.isfinite(self.lo) and math.isfinite(self.hi)
+
+    @property
+    def ci95(self) -> float:
+        """The larger distance from the mean to an end of the interval (NaN without one)."""
+        if not self.has_interval:
+            return math.nan
+        return max(self.hi - self.mean, self.mean - self.lo)
 
     def value(self, x: float) -> str:
+        """One number of this metric as text (percent where the metric is one)."""
         x = 100 * x if self.percent else x
         if self.decimals is not None and math.isfinite(x):
-            return f"{x + 0.0:.{self.decimals}f}".replace("-0.00", "0.00")
+            return _fixed(x, self.decimals)
         return number(x)
 
     def fmt(self) -> str:
@@ -103,16 +242,15 @@ class Estimate:
                 return f"diverged ({self.n_diverged} of {self.n_runs} runs)"
             return "no completed run"
         unit = " %" if self.percent else ""
-        mean = self.value(self.mean)
-        if self.n < 2 or not math.isfinite(self.ci95):
-            text = f"{mean}{unit}"  # one seed: no interval (say so once, see `caveat`)
-        elif self.decimals is not None:
-            ci = f"{(100 * self.ci95 if self.percent else self.ci95):.{self.decimals}f}"
-            text = f"{mean} ± {ci}{unit}"
+        scale = 100 if self.percent else 1
+        if self.has_interval:
+            mean, lo, hi = interval_strings(scale * self.mean, scale * self.lo, scale * self.hi, self.decimals,
+                                            relative=self.kind == LOG and self.decimals is None)
+            text = f"{mean}{unit} [{lo}, {hi}]"
+            _record(self.metric, self.kind, self.mean, self.lo, self.hi)
         else:
-            scale = 100 if self.percent else 1
-            mean, ci = pair(scale * self.mean, scale * self.ci95)
-            text = f"{mean} ± {ci}{unit}"
+            text = f"{self.value(self.mean)}{unit} ({self.n} run{'s' if self.n != 1 else ''}, no interval)"
+            _record(self.metric, self.kind, self.mean, math.nan, math.nan)
         if self.n_diverged:
             text += f", {self.n_diverged} of {self.n_runs} runs diverged"
         return text
@@ -124,58 +262,106 @@ class Estimate:
         return format(self.fmt(), spec)
 
 
+def from_values(metric: str, values, kind: str | None = None, *, n_eval: int | None = None, n_runs: int | None = None,
+                n_diverged: int = 0, decimals: int | None = None, key: Any = None) -> Estimate:
+    """An Estimate of one value per run (`kind` from the metric's name when None)."""
+    kind = kind_of(metric) if kind is None else kind
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    n = len(v)
+    n_runs = n if n_runs is None else n_runs
+    if kind == LOG and n and (v <= 0).any():
+        kind = LINEAR  # a value <= 0 has no logarithm: summarised on the linear scale instead
+    if kind != ACCURACY:
+        n_eval = None
+    common = dict(n=n, n_runs=n_runs, n_diverged=n_diverged, kind=kind, decimals=decimals, values=tuple(v),
+                  eval_noise=bool(n_eval), n_eval=int(n_eval) if n_eval else None)
+    if n == 0:
+        return Estimate(metric, math.nan, **common)
+    std = float(v.std(ddof=1)) if n > 1 else math.nan
+    if n < 2:
+        mean = float(v.mean())
+        return Estimate(metric, mean, std=std, **common)
+    if kind in (ACCURACY, FRACTION):
+        reps = bootstrap_means(v, n_eval, _rng(metric, key, tuple(v), n_eval))
+        mean = float(v.mean())
+        lo, hi = (float(x) for x in np.percentile(reps, [2.5, 97.5]))
+        lo, hi = float(np.clip(min(lo, mean), 0, 1)), float(np.clip(max(hi, mean), 0, 1))  # never outside [0, 1]
+        return Estimate(metric, mean, lo, hi, std=std, _replicates=reps, **common)
+    x = np.log(v) if kind == LOG else v
+    m, half = float(x.mean()), _t975(n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
+    if kind == LOG:
+        return Estimate(metric, math.exp(m), math.exp(m - half), math.exp(m + half), std=std, **common)
+    return Estimate(metric, m, m - half, m + half, std=std, **common)
+
+
+def _n_eval(df: pd.DataFrame, metric: str) -> int | None:
+    """The examples `metric`'s split evaluated (eval/n_val, eval/n_test), the fewest over df's rows."""
+    column = N_EVAL.get(metric.split("/", 1)[0])
+    if column is None or column not in df.columns:
+        return None
+    values = pd.to_numeric(df[column], errors="coerce").dropna()
+    return int(values.min()) if len(values) and values.min() > 0 else None
+
+
 def estimate(
     df: pd.DataFrame,
     metric: str,
     where: Mapping[str, Any] | None = None,
     status: tuple[str, ...] = ("completed",),
+    *,
+    scale: str | None = None,
+    n_eval: int | None = None,
 ) -> Estimate:
-    """`metric` over the runs of df matching `where`, as ablate.results.aggregate computes it
-    (completed runs enter, diverged ones are counted in n_diverged)."""
-    chosen = rows(df, where)
-    n_runs = len(chosen)
+    """`metric` over the runs of df matching `where` (runs whose status is in `status` enter; diverged
+    ones are counted in n_diverged). `scale`: "log" / "linear" instead of the name's kind; `n_eval`:
+    the evaluation set's size when the table has no eval/n_* column for it."""
     if metric not in df.columns:
         raise KeyError(f"no column {metric!r} in the table")
-    if chosen.empty:
-        return Estimate(metric, math.nan, math.nan, math.nan, 0, 0, 0)
-    frame = chosen.copy()
-    frame.attrs = {}
-    agg = aggregate(frame, by=[], metrics=[metric], status=status)
-    if agg.empty:  # runs there, none finished (running, failed): nothing to estimate
-        return Estimate(metric, math.nan, math.nan, math.nan, 0, n_runs, 0)
-    agg = agg.iloc[0]
-    return Estimate(
-        metric,
-        float(agg[f"{metric}_mean"]),
-        float(agg[f"{metric}_ci95"]),
-        float(agg[f"{metric}_std"]),
-        int(agg[f"{metric}_n"]),
-        n_runs,
-        int(agg["n_diverged"]),
-    )
+    chosen = rows(df, where)
+    state = chosen["status"] if "status" in chosen.columns else pd.Series("completed", index=chosen.index)
+    done = chosen[state.isin(status)]
+    values = pd.to_numeric(done[metric], errors="coerce").to_numpy(dtype=float)
+    if n_eval is None:
+        n_eval = _n_eval(done, metric)
+    where_key = sorted((str(k), repr(v)) for k, v in (where or {}).items())
+    return from_values(metric, values, kind_of(metric, scale), n_eval=n_eval, n_runs=len(chosen),
+                       n_diverged=int((state == "diverged").sum()), key=where_key)
+
+
+def values_estimate(name: str, values, decimals: int | None = None, scale: str | None = LINEAR) -> Estimate:
+    """An Estimate of plain numbers (one per seed); linear unless `scale` says otherwise (None: from the name)."""
+    return from_values(name, values, kind_of(name, scale), decimals=decimals, key=name)
+
 
 
 @dataclass(frozen=True)
 class Effect:
-    """a - b for two variants, with Welch's 95 % interval (the two intervals combined)."""
+    """Variant a against variant b: the difference a - b (the ratio a / b for log estimates) with its
+    95 % interval [lo, hi] and a two-sided p-value; `method` says how ("bootstrap", "welch", "none")."""
 
     a: Estimate
     b: Estimate
+    diff: float
+    lo: float = math.nan
+    hi: float = math.nan
+    p: float = math.nan
+    method: str = "none"
+    _replicates: np.ndarray | None = field(default=None, repr=False, compare=False)  # of a - b (bootstrap)
+    _se: float = math.nan  # Welch: standard error and degrees of freedom (the log scale for a ratio)
+    _dof: float = math.nan
 
     @property
-    def diff(self) -> float:
-        return self.a.mean - self.b.mean
+    def ratio(self) -> bool:
+        return self.a.kind == LOG
 
     @property
-    def ci95(self) -> float:
-        a, b = self.a, self.b
-        if a.n < 2 or b.n < 2:
-            return math.nan
-        va, vb = a.std**2 / a.n, b.std**2 / b.n
-        if va + vb == 0:
-            return 0.0
-        dof = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
-        return t_quantile_975(dof) * math.sqrt(va + vb)
+    def kind(self) -> str:
+        return "ratio" if self.ratio else "difference"
+
+    @property
+    def null(self) -> float:
+        """The value of no effect: 1 for a ratio, 0 for a difference."""
+        return 1.0 if self.ratio else 0.0
 
     @property
     def comparable(self) -> bool:
@@ -183,42 +369,89 @@ class Effect:
 
     @property
     def has_interval(self) -> bool:
-        return self.comparable and math.isfinite(self.ci95)
+        return self.comparable and math.isfinite(self.lo) and math.isfinite(self.hi)
 
     @property
     def measurable(self) -> bool:
-        """The difference lies outside its 95 % interval (needs two seeds per variant)."""
-        return self.has_interval and abs(self.diff) > self.ci95
+        """The 95 % interval excludes no effect (0, or a ratio of 1)."""
+        return self.has_interval and (self.lo > self.null or self.hi < self.null)
 
     @property
     def sign(self) -> int:
         """+1 / -1 when a is measurably above / below b, else 0."""
-        return int(np.sign(self.diff)) if self.measurable else 0
+        return (1 if self.lo > self.null else -1) if self.measurable else 0
 
-    def _diff(self) -> str:
+    @property
+    def ci95(self) -> float:
+        """The larger distance from the estimate to an end of its interval (old callers)."""
+        return max(self.hi - self.diff, self.diff - self.lo) if self.has_interval else math.nan
+
+    def _distance(self, margin: float) -> tuple[float, float]:
+        """The estimate and the margin on the scale the test runs on (log for a ratio)."""
+        if not margin > 0 or (self.ratio and not margin > 1):
+            raise ValueError(f"margin={margin!r}: a difference's margin is > 0 (in the metric's units, 0.02 = 2 "
+                             "points); a ratio's is a factor > 1 (1.25 = within ×/÷1.25)")
+        if self.ratio:
+            return math.log(self.diff), math.log(margin)
+        return self.diff, margin
+
+    def tost(self, margin: float) -> float:
+        """p-value of the two one-sided tests that -margin < a - b < margin (for a ratio: 1/margin < a/b <
+        margin): the larger of the two one-sided p-values, so p < 0.05 exactly when the 90 % interval
+        lies inside the margin. NaN without an interval."""
+        d, m = self._distance(margin)
+        if not self.has_interval:
+            return math.nan
+        if self._replicates is not None:
+            r = self._replicates
+            return max(float(np.mean(r <= -m)), float(np.mean(r >= m)), 1 / len(r))
+        if not self._se > 0:
+            return 0.0 if abs(d) < m else 1.0
+        below = float(scistats.t.sf((d + m) / self._se, self._dof))  # H0: d <= -m
+        above = float(scistats.t.cdf((d - m) / self._se, self._dof))  # H0: d >= m
+        return max(below, above)
+
+    def beyond(self, margin: float) -> float:
+        """Two-sided-style p-value that the difference lies outside ±margin on the side of its estimate
+        (twice the one-sided p of H0 |a - b| <= margin): < 0.05 when the 95 % interval lies wholly
+        outside the margin. NaN without an interval."""
+        d, m = self._distance(margin)
+        if not self.has_interval:
+            return math.nan
+        if self._replicates is not None:
+            r = self._replicates
+            one = float(np.mean(r <= m)) if d >= 0 else float(np.mean(r >= -m))
+            return min(1.0, 2 * max(one, 1 / len(r)))
+        if not self._se > 0:
+            return 0.0 if abs(d) > m else 1.0
+        one = float(scistats.t.sf((abs(d) - m) / self._se, self._dof))
+        return min(1.0, 2 * one)
+
+    def _text(self) -> str:
+        if self.ratio:
+            if not self.has_interval:
+                return f"×{number(self.diff, 2)}"
+            mean, lo, hi = interval_strings(self.diff, self.lo, self.hi, relative=True)
+            return f"×{mean} [{lo}, {hi}]"
         unit = " points" if self.a.percent else ""
         scale = 100 if self.a.percent else 1
-        d = self.diff * scale
-        if self.a.decimals is not None:
-            size, half = f"{abs(d):.{self.a.decimals}f}", f"{self.ci95 * scale:.{self.a.decimals}f}"
-        elif self.has_interval:
-            size, half = pair(abs(d), self.ci95 * scale)
-        else:
-            size, half = number(abs(d)), ""
-        text = ("+" if d > 0 else "−" if d < 0 and float(size.replace(",", "")) != 0 else "") + size
-        if self.has_interval:
-            text += " ± " + half
-        return text + unit
+        if not self.has_interval:
+            d = scale * self.diff
+            return ("+" if d > 0 else "") + number(d).replace("-", "−") + unit
+        mean, lo, hi = interval_strings(scale * self.diff, scale * self.lo, scale * self.hi, self.a.decimals)
+        if self.diff > 0 and mean.strip("0.,") != "":
+            mean = "+" + mean
+        return f"{mean}{unit} [{lo}, {hi}]"
 
     def fmt(self) -> str:
         if not self.comparable:
             side = self.a if self.a.n == 0 else self.b
             return f"no comparison ({side.fmt()})"
+        text = self._text()
+        _record(self.a.metric, self.kind, self.diff, self.lo, self.hi)
         if not self.has_interval:
-            return f"Δ = {self._diff()}, not measurable with one seed"
-        if not self.measurable:
-            return f"no measurable difference, Δ = {self._diff()}"
-        return self._diff()
+            return f"{text} (1 run in an arm, no interval)"
+        return text
 
     def __str__(self) -> str:
         return self.fmt()
@@ -227,13 +460,151 @@ class Effect:
         return format(self.fmt(), spec)
 
 
+def _welch(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float]:
+    """Welch's t for mean(x) - mean(y): (difference, standard error, degrees of freedom, two-sided p)."""
+    vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    d, se = float(x.mean() - y.mean()), math.sqrt(vx + vy)
+    if se == 0:
+        return d, 0.0, math.nan, (0.0 if d != 0 else 1.0)
+    dof = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
+    p = float(scistats.ttest_ind(x, y, equal_var=False).pvalue)
+    return d, se, dof, p
+
+
 def effect(a: Estimate, b: Estimate) -> Effect:
-    return Effect(a, b)
+    """a - b (a / b for log estimates) with its 95 % interval and p-value: the bootstrap of the difference
+    where both arms have bootstrap replicates, else Welch's t; no interval with fewer than 2 runs an arm."""
+    if (a.kind == LOG) != (b.kind == LOG) and a.n and b.n:
+        raise ValueError(f"cannot compare {a.metric} on the {a.kind} scale with {b.metric} on the {b.kind} scale")
+    if not (a.n and b.n):
+        return Effect(a, b, math.nan)
+    if a.kind == LOG:
+        ratio = a.mean / b.mean
+        if a.n < 2 or b.n < 2:
+            return Effect(a, b, ratio)
+        d, se, dof, p = _welch(np.log(a.values), np.log(b.values))
+        half = _t975(dof) * se if se > 0 else 0.0
+        return Effect(a, b, ratio, math.exp(d - half), math.exp(d + half), p, "welch", None, se, dof)
+    diff = a.mean - b.mean
+    if a.n < 2 or b.n < 2:
+        return Effect(a, b, diff)
+    if a._replicates is not None and b._replicates is not None:
+        r = a._replicates - b._replicates
+        lo, hi = (float(x) for x in np.percentile(r, [2.5, 97.5]))
+        p = min(1.0, max(2 * min(float(np.mean(r <= 0)), float(np.mean(r >= 0))), 1 / len(r)))
+        return Effect(a, b, diff, min(lo, diff), max(hi, diff), p, "bootstrap", r)
+    d, se, dof, p = _welch(np.asarray(a.values), np.asarray(b.values))
+    half = _t975(dof) * se if se > 0 else 0.0
+    return Effect(a, b, diff, diff - half, diff + half, p, "welch", None, se, dof)
 
 
-def compare(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> Effect:
+def compare(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Mapping[str, Any], *,
+            scale: str | None = None) -> Effect:
     """Effect of variant `a` minus variant `b` on `metric` (each a `where` mapping)."""
-    return Effect(estimate(df, metric, a), estimate(df, metric, b))
+    return effect(estimate(df, metric, a, scale=scale), estimate(df, metric, b, scale=scale))
+
+
+# ------------------------------------------------------------------ learned or not
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) interval of k successes in n trials (scipy.stats.beta)."""
+    if n <= 0:
+        return math.nan, math.nan
+    alpha = 1 - confidence
+    lo = float(scistats.beta.ppf(alpha / 2, k, n - k + 1)) if k > 0 else 0.0
+    hi = float(scistats.beta.ppf(1 - alpha / 2, k + 1, n - k)) if k < n else 1.0
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class Fraction:
+    """k of n runs learned, with the exact 95 % interval; `steps`: each learned run's val/step_solved."""
+
+    k: int
+    n: int
+    lo: float
+    hi: float
+    metric: str = "val/acc_best"
+    steps: tuple[float, ...] = ()
+
+    @property
+    def mean(self) -> float:
+        return self.k / self.n if self.n else math.nan
+
+    def fmt(self) -> str:
+        if self.n == 0:
+            return "no completed run"
+        _record(f"learned: {self.metric}", FRACTION, self.mean, self.lo, self.hi)
+        return f"{self.k} of {self.n} run{'s' if self.n != 1 else ''} (95 % CI {100 * self.lo:.0f}–{100 * self.hi:.0f} %)"
+
+    def __str__(self) -> str:
+        return self.fmt()
+
+    def __format__(self, spec: str) -> str:
+        return format(self.fmt(), spec)
+
+
+def learned(df: pd.DataFrame, where: Mapping[str, Any] | None = None, metric: str = "val/acc_best",
+            threshold: float | None = None) -> Fraction:
+    """How many runs of `where` learned: `metric` above its row's reference level + LEVEL_MARGIN (`row_level`
+    of the metric's split: the complement of `at_level`), or at least `threshold` when given (SOLVED =
+    0.99: solved). Completed and diverged runs count (a diverged run did not learn)."""
+    if metric not in df.columns:
+        raise KeyError(f"no column {metric!r} in the table")
+    chosen = rows(df, where)
+    if "status" in chosen.columns:
+        chosen = chosen[chosen["status"].isin(("completed", "diverged"))]
+    value = pd.to_numeric(chosen[metric], errors="coerce")
+    if threshold is None:
+        split = metric.split("/", 1)[0] if metric.split("/", 1)[0] in N_EVAL else "val"
+        ref = row_level(chosen, split)
+        if ref.isna().any():
+            raise ValueError(f"no reference level (ref/{split}/chance) for {int(ref.isna().sum())} run(s) of {where}; "
+                             "pass threshold=")
+        ok = value > ref + LEVEL_MARGIN
+    else:
+        ok = value >= threshold
+    ok = ok.fillna(False).astype(bool)
+    steps: tuple[float, ...] = ()
+    if "val/step_solved" in chosen.columns:
+        s = pd.to_numeric(chosen.loc[ok, "val/step_solved"], errors="coerce")
+        steps = tuple(float(x) for x in s if math.isfinite(x))
+    k, n = int(ok.sum()), len(chosen)
+    return Fraction(k, n, *clopper_pearson(k, n), metric=metric, steps=steps)
+
+
+# ------------------------------------------------------------------ several tests
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm–Bonferroni adjusted p-values, in the order given (None / NaN stay None and do not count):
+    the i-th smallest of m becomes max over j <= i of min(1, (m - j + 1) p_(j))."""
+    valid = [(p, i) for i, p in enumerate(pvalues) if p is not None and math.isfinite(p)]
+    m = len(valid)
+    out: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, (p, i) in enumerate(sorted(valid)):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def errorbar(values) -> tuple[float, float]:
+    """For seaborn's `errorbar=`: the 95 % percentile bootstrap of the mean over seeds (B = 4000, a fixed
+    seed, so the figure is the same on every build). It lies within the values' range, so an accuracy's
+    bar never leaves [0, 1]; a single value gets no bar."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) < 2:
+        m = float(v.mean()) if len(v) else math.nan
+        return m, m
+    reps = bootstrap_means(v, None, _rng("errorbar", tuple(v)))
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+ci95_errorbar = errorbar  # the old name
 
 
 def at_best_lr(df: pd.DataFrame, metric: str = "val/acc_best", lr_key: str = "optim.lr") -> pd.DataFrame:
@@ -372,6 +743,7 @@ def at_level(df: pd.DataFrame, metric: str = "val/acc_best", split: str = "val")
     return (value <= row_level(df, split) + LEVEL_MARGIN).fillna(False).astype(bool)
 
 
+
 def loglog_slope(x, y) -> float:
     """Least-squares slope of log y against log x (NaN with fewer than two usable points)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -381,28 +753,17 @@ def loglog_slope(x, y) -> float:
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
+
+
 def slope_estimate(df: pd.DataFrame, x: str, y: str, where: Mapping[str, Any] | None = None) -> Estimate:
-    """The log-log slope of y against x, fitted once per seed, as an Estimate over seeds."""
+    """The log-log slope of y against x, fitted once per seed, as an Estimate over seeds (Student's t)."""
     chosen = rows(df, where)
     chosen = chosen[chosen["status"] == "completed"]
     seeds = chosen["seed"] if "seed" in chosen else pd.Series(0, index=chosen.index)
     slopes = [loglog_slope(g[x], g[y]) for _, g in chosen.groupby(seeds)]
     slopes = [s for s in slopes if math.isfinite(s)]
     name = f"slope of log {y} vs log {x}"
-    if not slopes:
-        return Estimate(name, math.nan, math.nan, math.nan, 0, len(chosen), 0, decimals=2)
-    return values_estimate(name, slopes, decimals=2)
-
-
-def values_estimate(name: str, values, decimals: int | None = None) -> Estimate:
-    """An Estimate of plain numbers (one per seed)."""
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    n = len(v)
-    if n == 0:
-        return Estimate(name, math.nan, math.nan, math.nan, 0, decimals=decimals)
-    std = float(v.std(ddof=1)) if n > 1 else math.nan
-    ci = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
-    return Estimate(name, float(v.mean()), ci, std, n, n, decimals=decimals)
+    return from_values(name, slopes, LINEAR, n_runs=len(slopes) or len(chosen), decimals=2, key=name)
 
 
 def seeds_per_variant(df: pd.DataFrame) -> int:
@@ -424,14 +785,3 @@ def caveat(df: pd.DataFrame) -> str:
     return (f"With {'one seed' if n == 1 else 'no completed run'} per variant{budget} there is no 95 % interval, so no "
             "difference between variants is called measurable: such comparisons are inconclusive.")
 
-
-def ci95_errorbar(values) -> tuple[float, float]:
-    """For seaborn's errorbar=: the 95 % t-interval over seeds, the interval the Answers quote
-    (deterministic, unlike a bootstrap); a single value gets no bar."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) < 2:
-        m = float(v.mean()) if len(v) else math.nan
-        return m, m
-    half = t_quantile_975(len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
-    return float(v.mean() - half), float(v.mean() + half)
