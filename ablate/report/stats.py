@@ -106,10 +106,13 @@ def pair(value: float, half: float) -> tuple[str, str]:
 
 
 def _fixed(x: float, decimals: int) -> str:
-    """x to `decimals` decimals with a true minus sign, never "-0.0"; scientific beyond 6 decimals."""
+    """x to `decimals` decimals (negative: rounded to tens, hundreds, ...; at most 12) with a true minus
+    sign, never "-0.0"."""
     if not math.isfinite(x):
         return "n/a"
-    text = f"{x:.1e}" if decimals > 6 else f"{x:,.{max(0, decimals)}f}"
+    if decimals < 0:
+        x = round(x, decimals)
+    text = f"{x:,.{min(max(0, decimals), 12)}f}"
     if text.startswith("-") and float(text.replace(",", "")) == 0:
         text = text[1:]
     return text.replace("-", "−")
@@ -123,6 +126,8 @@ def interval_strings(mean: float, lo: float, hi: float, decimals: int | None = N
     2 significant digits."""
     if relative:
         return tuple(number(x, 2).replace("-", "−") for x in (mean, lo, hi))  # type: ignore[return-value]
+    if 0 < max(abs(mean), abs(lo), abs(hi)) < 1e-4:  # tiny numbers: scientific, 2 significant digits
+        return tuple(f"{x:.1e}".replace("-", "−") for x in (mean, lo, hi))  # type: ignore[return-value]
     if decimals is None:
         width = hi - lo
         if math.isfinite(width) and width > 0:

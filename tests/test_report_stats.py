@@ -1,0 +1,240 @@
+"""The report's statistics on hand-made tables: intervals that respect the metric's range, the
+evaluation set's own error, exact intervals for learned-or-not outcomes, the log scale for ratios,
+Student's t and Welch from scipy, Holm, and digits that follow the interval."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import ablate.report as R
+from ablate.report import stats as S
+
+
+def frame(a, b=(), metric="test/acc", n_eval=None, **columns):
+    """Two variants `a` and `b`, one completed run per value (seed 0, 1, ...)."""
+    rows = [{"v": "a", "seed": i, "status": "completed", metric: x} for i, x in enumerate(a)]
+    rows += [{"v": "b", "seed": i, "status": "completed", metric: x} for i, x in enumerate(b)]
+    df = pd.DataFrame(rows)
+    if n_eval is not None:
+        df["eval/n_test"] = n_eval
+        df["eval/n_val"] = n_eval
+    return df.assign(**columns)
+
+
+A, B_ = {"v": "a"}, {"v": "b"}
+
+
+def test_metric_kinds_come_from_the_name_or_the_caller():
+    assert [S.kind_of(m) for m in ("val/acc_best", "test/acc_perm", "probe/final/acc", "val/seq_acc")] == ["accuracy"] * 4
+    assert [S.kind_of(m) for m in ("probe/final/onehot_frac_l0", "probe/init/share_ffn", "probe/final/perm_agreement")] \
+        == ["fraction"] * 3
+    assert [S.kind_of(m) for m in ("probe/init/grad_ratio", "probe/final/grad_l3", "probe/init/grad_norm_l0")] == ["log"] * 3
+    assert S.kind_of("val/step_solved") == "linear" and S.kind_of("val/step_solved", "log") == "log"
+    with pytest.raises(ValueError, match="scale="):
+        S.kind_of("test/acc", "logit")
+
+
+def test_accuracy_interval_includes_the_evaluation_sets_own_error():
+    """Five seeds at exactly 29.7 % on one 500-example test set: the seeds agree, but the test set's
+    sampling error is still there (binomial: 1.96 sqrt(p(1-p)/500) = 4.0 points), not ±0."""
+    e = R.estimate(frame([0.297] * 5, n_eval=500), "test/acc", A)
+    half = 1.959964 * math.sqrt(0.297 * 0.703 / 500)
+    assert e.kind == "accuracy" and e.eval_noise and e.n_eval == 500
+    assert e.mean == pytest.approx(0.297)
+    assert e.lo == pytest.approx(0.297 - half, abs=0.006) and e.hi == pytest.approx(0.297 + half, abs=0.006)
+    seeds_only = R.estimate(frame([0.297] * 5), "test/acc", A)  # no eval/n_test column: seeds only, and it says so
+    assert not seeds_only.eval_noise and seeds_only.lo == seeds_only.hi == pytest.approx(0.297)
+    assert e.hi - e.lo > seeds_only.hi - seeds_only.lo + 0.06
+    given = R.estimate(frame([0.297] * 5), "test/acc", A, n_eval=500)  # the size passed by hand
+    assert (given.lo, given.hi) == (e.lo, e.hi)
+    # the split's own column: val/* reads eval/n_val, test/* eval/n_test
+    df = frame([0.297] * 5, metric="val/acc_best").assign(**{"eval/n_val": 100, "eval/n_test": 10_000})
+    val = R.estimate(df, "val/acc_best", A)
+    assert val.n_eval == 100 and val.hi - val.lo > e.hi - e.lo
+
+
+@pytest.mark.parametrize("values, n_eval", [
+    ([1.0] * 5, 500), ([0.0] * 5, 500), ([1.0, 1.0, 0.99, 0.98, 1.0], 50), ([0.0, 0.01, 0.0], 30),
+    ([0.5, 1.0], None), ([0.999, 0.97, 1.0], None), ([0.02, 0.0, 0.0, 0.0, 0.01], 100),
+])
+def test_accuracy_and_fraction_intervals_never_leave_0_1(values, n_eval):
+    for metric in ("test/acc", "probe/final/onehot_frac_l0"):
+        e = R.estimate(frame(values, n_eval=n_eval, metric=metric), metric, A)
+        assert 0.0 <= e.lo <= e.mean <= e.hi <= 1.0, (metric, e)
+        assert e.kind == ("accuracy" if metric == "test/acc" else "fraction")
+        assert e.n_eval == (n_eval if metric == "test/acc" else None)  # fractions: over seeds only
+    # the old Student-t interval of the third case went above 100 %: mean 0.994, t-half-width 0.011
+    v = np.array([1.0, 1.0, 0.99, 0.98, 1.0])
+    assert v.mean() + stats.t.ppf(0.975, 4) * v.std(ddof=1) / math.sqrt(5) > 1.0
+
+
+def test_one_run_has_no_interval_and_says_so():
+    e = R.estimate(frame([0.5], n_eval=500), "test/acc", A)
+    assert e.n == 1 and math.isnan(e.lo) and math.isnan(e.hi) and not e.has_interval
+    assert str(e) == "50.0 % (1 run, no interval)"
+    d = R.effect(e, R.estimate(frame([], [0.4, 0.45]), "test/acc", B_))
+    assert not d.has_interval and not d.measurable and math.isnan(d.p) and str(d) == "+7.50 points (1 run in an arm, no interval)"
+
+
+def test_the_bootstrap_is_deterministic():
+    df = frame([0.61, 0.64, 0.58, 0.66], [0.52, 0.55, 0.50, 0.57], n_eval=300)
+    first = [R.estimate(df, "test/acc", w) for w in (A, B_)]
+    again = [R.estimate(df, "test/acc", w) for w in (A, B_)]
+    assert [(e.lo, e.hi) for e in first] == [(e.lo, e.hi) for e in again]
+    d1, d2 = R.effect(*first), R.effect(*again)
+    assert (d1.lo, d1.hi, d1.p, d1.tost(0.05)) == (d2.lo, d2.hi, d2.p, d2.tost(0.05))
+    assert R.errorbar([0.61, 0.64, 0.58]) == R.errorbar([0.61, 0.64, 0.58])
+    # two variants draw independent replicates, even with the same values
+    same = frame([0.6, 0.7, 0.65], [0.6, 0.7, 0.65])
+    a, b = R.estimate(same, "test/acc", A), R.estimate(same, "test/acc", B_)
+    assert not np.array_equal(a._replicates, b._replicates)
+    assert R.effect(a, b).lo < 0 < R.effect(a, b).hi  # a shared stream would give a - b = 0 in every replicate
+
+
+def test_bootstrap_effect_of_two_accuracies():
+    far = R.compare(frame([0.90, 0.92, 0.94], [0.50, 0.51, 0.52], n_eval=1000), "test/acc", A, B_)
+    assert far.method == "bootstrap" and far.diff == pytest.approx(0.41)
+    assert far.lo > 0.3 and far.hi < 0.5 and far.measurable and far.sign == 1
+    assert far.p == pytest.approx(1 / S.B)  # no replicate at or below 0: the floor 1/B
+    r = far._replicates  # the interval is the replicates' 2.5 and 97.5 percentiles
+    assert (far.lo, far.hi) == pytest.approx(tuple(np.percentile(r, [2.5, 97.5])))
+    tie = R.compare(frame([0.5, 0.5, 0.5], [0.5, 0.5, 0.5]), "test/acc", A, B_)  # no spread, no eval noise
+    assert tie.lo == tie.hi == 0 and tie.p == 1.0 and not tie.measurable and tie.sign == 0
+
+
+def test_student_t_and_welch_against_scipy():
+    x, y = np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.5, 3.0, 4.5])
+    df = frame(x, y, metric="val/step_solved")
+    e = R.estimate(df, "val/step_solved", A)
+    half = stats.t.ppf(0.975, 3) * x.std(ddof=1) / 2
+    assert e.kind == "linear" and (e.mean, e.lo, e.hi) == pytest.approx((2.5, 2.5 - half, 2.5 + half))
+    assert e.ci95 == pytest.approx(half)
+    d = R.compare(df, "val/step_solved", A, B_)
+    vx, vy = x.var(ddof=1) / 4, y.var(ddof=1) / 3
+    dof = (vx + vy) ** 2 / (vx**2 / 3 + vy**2 / 2)
+    half = stats.t.ppf(0.975, dof) * math.sqrt(vx + vy)
+    assert d.method == "welch" and d.diff == pytest.approx(x.mean() - y.mean())
+    assert (d.lo, d.hi) == pytest.approx((d.diff - half, d.diff + half))
+    assert d.p == pytest.approx(stats.ttest_ind(x, y, equal_var=False).pvalue)
+    # TOST by hand: the larger one-sided p against -m and +m
+    se, m = math.sqrt(vx + vy), 2.0
+    tost = max(stats.t.sf((d.diff + m) / se, dof), stats.t.cdf((d.diff - m) / se, dof))
+    assert d.tost(m) == pytest.approx(tost)
+
+
+def test_ratios_on_the_log_scale():
+    a, b = np.array([2.0, 2.5, 3.2]), np.array([1.0, 1.1, 0.9, 1.2])
+    df = frame(a, b, metric="probe/init/grad_ratio")
+    e = R.estimate(df, "probe/init/grad_ratio", A)
+    la, lb = np.log(a), np.log(b)
+    half = stats.t.ppf(0.975, 2) * la.std(ddof=1) / math.sqrt(3)
+    assert e.kind == "log"
+    assert (e.mean, e.lo, e.hi) == pytest.approx((math.exp(la.mean()), math.exp(la.mean() - half), math.exp(la.mean() + half)))
+    d = R.compare(df, "probe/init/grad_ratio", A, B_)
+    va, vb = la.var(ddof=1) / 3, lb.var(ddof=1) / 4
+    dof = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 3)
+    half = stats.t.ppf(0.975, dof) * math.sqrt(va + vb)
+    diff = la.mean() - lb.mean()
+    assert d.ratio and d.kind == "ratio" and d.diff == pytest.approx(math.exp(diff))
+    assert (d.lo, d.hi) == pytest.approx((math.exp(diff - half), math.exp(diff + half)))
+    assert d.p == pytest.approx(stats.ttest_ind(la, lb, equal_var=False).pvalue)
+    assert d.measurable and d.sign == 1 and str(d) == f"×{S.number(d.diff, 2)} [{S.number(d.lo, 2)}, {S.number(d.hi, 2)}]"
+    assert d.tost(1.25) == pytest.approx(max(stats.t.sf((diff + math.log(1.25)) / math.sqrt(va + vb), dof),
+                                             stats.t.cdf((diff - math.log(1.25)) / math.sqrt(va + vb), dof)))
+    with pytest.raises(ValueError, match="factor > 1"):
+        d.tost(0.1)
+    # scale="log" for any positive quantity; a value <= 0 has no logarithm: the linear scale
+    assert R.estimate(frame([10.0, 100.0], metric="x"), "x", A, scale="log").mean == pytest.approx(math.sqrt(1000))
+    assert R.estimate(frame([0.0, 1.0], metric="probe/x/grad_l0"), "probe/x/grad_l0", A).kind == "linear"
+
+
+def test_clopper_pearson_against_scipy():
+    for k, n in [(0, 5), (5, 5), (3, 7), (1, 10), (12, 20), (0, 1)]:
+        ci = stats.binomtest(k, n).proportion_ci(method="exact")
+        assert R.clopper_pearson(k, n) == pytest.approx((ci.low, ci.high), abs=1e-12), (k, n)
+
+
+def test_learned_counts_runs_above_their_reference_level_or_a_threshold():
+    df = pd.DataFrame({
+        "v": ["a"] * 5 + ["b"] * 4,
+        "status": ["completed"] * 4 + ["diverged"] + ["completed"] * 3 + ["failed"],
+        "val/acc_best": [0.95, 1.0, 0.305, 0.99, np.nan, 0.29, 0.30, 0.50, 0.9],
+        "ref/val/chance": [0.1] * 9,
+        "ref/val/order_blind": [0.297] * 9,
+        "val/step_solved": [400.0, 300.0, np.nan, 800.0, np.nan, np.nan, np.nan, np.nan, 100.0],
+    })
+    f = R.learned(df, A)  # 0.305 is within 1 point of the order-blind level; the diverged run did not learn
+    assert (f.k, f.n) == (3, 5) and f.steps == (400.0, 300.0, 800.0)
+    ci = stats.binomtest(3, 5).proportion_ci(method="exact")
+    assert (f.lo, f.hi) == pytest.approx((ci.low, ci.high))
+    assert str(f) == f"3 of 5 runs (95 % CI {100 * ci.low:.0f}–{100 * ci.high:.0f} %)"
+    solved = R.learned(df, A, threshold=R.SOLVED)
+    assert (solved.k, solved.n) == (2, 5)
+    assert (R.learned(df, B_).k, R.learned(df, B_).n) == (1, 3)  # the failed run is not counted
+    all_five = pd.DataFrame({"status": ["completed"] * 5, "val/acc_best": [1.0] * 5, "ref/val/chance": [0.1] * 5})
+    assert str(R.learned(all_five)) == "5 of 5 runs (95 % CI 48–100 %)"
+    with pytest.raises(ValueError, match="threshold="):
+        R.learned(all_five.drop(columns="ref/val/chance"))
+
+
+def test_holm_against_a_hand_computation():
+    # sorted: 0.005 x 4 = 0.02, 0.01 x 3 = 0.03, 0.03 x 2 = 0.06, 0.04 x 1 = 0.04 -> kept monotone: 0.06
+    assert R.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert R.holm([0.2, None, 0.6, float("nan")]) == [pytest.approx(0.4), None, pytest.approx(0.6), None]
+    assert R.holm([0.7, 0.9]) == [1.0, 1.0] and R.holm([]) == [] and R.holm([0.03]) == [0.03]
+
+
+@pytest.mark.parametrize("mean, lo, hi, expected", [
+    (97.31, 96.12, 98.24, ("97.3", "96.1", "98.2")),  # width 2.1: one decimal
+    (0.1312, 0.0498, 0.3204, ("0.13", "0.05", "0.32")),  # width 0.27: two decimals
+    (29.7, 25.71, 33.69, ("29.7", "25.7", "33.7")),
+    (1234.4, 1001.0, 1499.0, ("1,230", "1,000", "1,500")),  # width 500: to tens
+    (100.0, 100.0, 100.0, ("100", "100", "100")),  # no width: the mean's 3 significant digits
+    (-0.0001, -0.02, 0.02, ("0.000", "−0.020", "0.020")),  # never "-0.000"
+    (2e-6, 1e-6, 3e-6, ("2.0e−06", "1.0e−06", "3.0e−06")),
+])
+def test_digits_follow_the_interval(mean, lo, hi, expected):
+    assert S.interval_strings(mean, lo, hi) == expected
+
+
+def test_estimate_and_effect_text():
+    df = frame([0.90, 0.92, 0.94], [0.50, 0.51, 0.52])
+    a, b = R.estimate(df, "test/acc", A), R.estimate(df, "test/acc", B_)
+    lo, hi = S.interval_strings(92.0, 100 * a.lo, 100 * a.hi)[1:]
+    assert str(a) == f"92.0 % [{lo}, {hi}]"
+    d = R.effect(a, b)
+    text = S.interval_strings(100 * d.diff, 100 * d.lo, 100 * d.hi)
+    assert str(d) == f"+{text[0]} points [{text[1]}, {text[2]}]" and str(d).startswith("+41")
+    assert str(R.effect(b, a)).startswith("−41")
+    assert f"{a:>40}".endswith(str(a))  # format specs apply to the text
+    diverged = frame([0.5]).assign(status="diverged")
+    assert str(R.estimate(diverged, "test/acc", A)) == "diverged (1 of 1 runs)"
+    assert str(R.effect(R.estimate(diverged, "test/acc", A), b)) == "no comparison (diverged (1 of 1 runs))"
+    slope = R.values_estimate("slope", [0.48, 0.52, 0.50], decimals=2)  # fixed decimals stay fixed
+    assert str(slope).startswith("0.50 [") and slope.kind == "linear"
+
+
+def test_formatted_numbers_are_recorded_for_the_answer():
+    S.take_intervals()
+    df = frame([0.90, 0.92, 0.94], [0.50, 0.51, 0.52], n_eval=200)
+    a, b = R.estimate(df, "test/acc", A), R.estimate(df, "test/acc", B_)
+    assert S.take_intervals() == []  # computing is not quoting
+    f"{a} and {R.effect(a, b)} and {a}"
+    got = S.take_intervals()
+    assert got == [{"metric": "test/acc", "kind": "accuracy", "mean": round(a.mean, 10), "lo": round(a.lo, 10),
+                    "hi": round(a.hi, 10)},
+                   {"metric": "test/acc", "kind": "difference", "mean": round(a.mean - b.mean, 10),
+                    "lo": round(R.effect(a, b).lo, 10), "hi": round(R.effect(a, b).hi, 10)}]
+    assert S.take_intervals() == []
+
+
+def test_errorbar_is_a_percentile_bootstrap_inside_the_values():
+    values = [0.97, 1.0, 1.0, 0.99, 1.0]
+    lo, hi = R.errorbar(values)
+    assert 0.97 <= lo < hi <= 1.0
+    reps = S.bootstrap_means(np.array(values), None, S._rng("errorbar", tuple(values)))
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(reps, [2.5, 97.5])))
+    assert R.errorbar([0.4]) == (0.4, 0.4) and R.ci95_errorbar is R.errorbar

@@ -1,0 +1,259 @@
+"""Verdicts from hand-made tables: two arms that learned nothing are not evidence, sameness needs an
+equivalence margin (TOST), the question's verdict comes from its primary tests only, Holm across them,
+and the Answer's payload carries every interval it quotes."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+import ablate.report as R
+from ablate.report import answers
+from ablate.report import stats as S
+
+REASON = "the experiment the claim is about"
+
+
+@pytest.fixture(autouse=True)
+def no_data(tmp_path, monkeypatch):
+    """No exported data (meta.json is read for the budget), nothing left over from another test."""
+    monkeypatch.setenv("ABLATE_REPORT_DATA", str(tmp_path / "data"))
+    S.take_intervals()
+
+
+def frame(a, b, metric="test/acc", n_eval=None):
+    rows = [{"v": "a", "seed": i, "status": "completed", metric: x} for i, x in enumerate(a)]
+    rows += [{"v": "b", "seed": i, "status": "completed", metric: x} for i, x in enumerate(b)]
+    df = pd.DataFrame(rows)
+    if n_eval is not None:
+        df["eval/n_test"] = n_eval
+    return df
+
+
+def effect(a, b, metric="test/acc", n_eval=None):
+    return R.compare(frame(a, b, metric, n_eval), metric, {"v": "a"}, {"v": "b"})
+
+
+def anchor(**kw):
+    return R.Anchor("Someone 2020", "a beats b", "a 胜过 b", **kw)
+
+
+FAR = ([0.90, 0.92, 0.94], [0.50, 0.51, 0.52])  # a measurably above b
+CLOSE = ([0.90, 0.92, 0.94], [0.89, 0.91, 0.95])  # no measurable difference
+STUCK = ([0.300, 0.302, 0.304], [0.290, 0.291, 0.292])  # measurably different, both at the order-blind level
+
+
+def test_direction_checks():
+    far, close = effect(*FAR), effect(*CLOSE)
+    x = anchor()
+    assert x.greater(far, primary=True, reason=REASON).verdict == "agrees"
+    assert x.less(far, primary=True, reason=REASON).verdict == "disagrees"
+    assert x.greater(close, primary=True, reason=REASON).verdict == "inconclusive"
+    check = x.greater(far, "copy", primary=True, reason=REASON)
+    assert check.p == far.p and check.kind == "outcome" and check.primary and check.reason == REASON
+    assert check.evidence.startswith(f"copy: {far.a} vs {far.b}, {far}")
+    one = effect([0.9], [0.5])  # one seed each: no interval, never a verdict either way
+    assert x.greater(one, primary=True, reason=REASON).verdict == "inconclusive"
+
+
+def test_both_variants_at_the_reference_level_are_not_testable():
+    stuck = effect(*STUCK)
+    assert stuck.measurable  # the difference is real ...
+    x = anchor()
+    for check in (x.greater(stuck, "x", level=0.297, primary=True, reason=REASON),
+                  x.less(stuck, level=0.297, primary=True, reason=REASON),
+                  x.same(stuck, level=0.297, margin=0.05, primary=True, reason=REASON),
+                  x.same(stuck, level=0.297, primary=False)):
+        assert check.verdict == "not testable"  # ... but between two runs that learned nothing
+        assert "neither variant learned the task" in check.evidence
+    learned = effect([0.90, 0.92, 0.94], STUCK[1])  # one arm above the level: judged as usual
+    assert x.greater(learned, level=0.297, primary=True, reason=REASON).verdict == "agrees"
+    assert x.less(learned, level=0.297, primary=True, reason=REASON).verdict == "disagrees"
+    assert x.greater(stuck, level=None, primary=True, reason=REASON).verdict == "agrees"  # no level: no such rule
+
+
+def test_a_setting_without_the_claims_premise_is_not_testable():
+    x = anchor()
+    check = x.greater(effect(*FAR), "copy", premise=False, why="the task needs no order", primary=True, reason=REASON)
+    assert check.verdict == "not testable" and check.evidence.endswith("; the task needs no order")
+    with pytest.raises(ValueError, match="why="):
+        x.greater(effect(*FAR), premise=False, primary=True, reason=REASON)
+    assert x.not_testable("MNIST rows", "no positions to remove", primary=False).verdict == "not testable"
+
+
+def test_sameness_needs_an_equivalence_margin():
+    # a difference well inside ±2 points, measured on a large test set
+    inside = effect([0.900, 0.902, 0.901, 0.899, 0.900], [0.899, 0.901, 0.900, 0.900, 0.898], n_eval=100_000)
+    assert not inside.measurable and inside.hi - inside.lo < 0.01
+    x = anchor()
+    agrees = x.same(inside, "learned vs sinusoidal", margin=0.02, primary=True, reason=REASON)
+    assert agrees.verdict == "agrees" and agrees.margin == 0.02 and agrees.p == inside.tost(0.02) < 0.05
+    assert "inside the margin ±2 points" in agrees.evidence
+    # no margin: no difference found is not sameness
+    assert x.same(inside, primary=True, reason=REASON).verdict == "inconclusive"
+    # the interval straddles the margin: inconclusive, with the TOST p-value
+    straddle = x.same(inside, margin=0.001, primary=True, reason=REASON)
+    assert straddle.verdict == "inconclusive" and straddle.p == inside.tost(0.001) >= 0.05
+    # the interval wholly outside the margin: disagrees (without a margin: excludes 0)
+    far = effect(*FAR)
+    out = x.same(far, margin=0.05, primary=True, reason=REASON)
+    assert far.lo > 0.05 and out.verdict == "disagrees" and out.p == far.beyond(0.05) < 0.05
+    assert x.same(far, primary=True, reason=REASON).verdict == "disagrees"
+    # a wide interval (few seeds, noisy) inside which the margin lies: inconclusive either way
+    noisy = effect(*CLOSE)
+    assert x.same(noisy, margin=0.02, primary=True, reason=REASON).verdict == "inconclusive"
+
+
+def test_tost_on_a_welch_effect_matches_the_90_percent_interval():
+    d = effect([10.0, 11.0, 12.0, 11.5], [10.5, 11.2, 11.8, 11.0], metric="val/step_solved")
+    assert d.method == "welch"
+    for margin in (0.5, 1.0, 1.5, 3.0):
+        q = stats.t.ppf(0.95, d._dof) * d._se  # the 90 % interval inside ±margin <=> TOST p < 0.05
+        assert (d.tost(margin) < 0.05) == (abs(d.diff) + q < margin)
+
+
+def test_primary_checks_need_a_reason_and_a_declared_role():
+    x = anchor()
+    with pytest.raises(ValueError, match="reason="):
+        x.greater(effect(*FAR), primary=True)
+    with pytest.raises(TypeError):
+        x.greater(effect(*FAR))  # primary= is required
+    with pytest.raises(ValueError, match="kind="):
+        R.Anchor("X", "y", kind="speculation")
+
+
+@pytest.mark.parametrize("verdicts, overall", [
+    (["agrees", "agrees"], "agrees"),
+    (["disagrees"], "disagrees"),
+    (["not testable", "not testable"], "not testable"),
+    (["inconclusive"], "inconclusive"),
+    (["agrees", "disagrees", "inconclusive"], "partly disagrees"),
+    (["agrees", "inconclusive"], "agrees in part, the rest inconclusive"),
+    (["agrees", "not testable"], "agrees in part, the rest inconclusive"),
+    (["disagrees", "inconclusive"], "inconclusive"),
+    (["not testable", "inconclusive"], "inconclusive"),
+    ([], "inconclusive"),
+])
+def test_overall_verdict_rules(verdicts, overall):
+    assert answers.overall(verdicts) == overall
+
+
+def ask(checks, **kw):
+    q = R.question("q9", "Q9 · test", "Does a beat b?", "a 胜过 b 吗？", anchors=[anchor()], title_zh="Q9 · 测试")
+    pairs = {k: (f"{k} en", f"{k} 中") for k in ("plain", "mechanism", "outcome", "changes")}
+    return q.answer(checks=checks, **{**pairs, **kw})
+
+
+def test_supporting_checks_never_change_the_verdict():
+    x, y = anchor(), anchor(kind="mechanism")
+    primaries = [x.greater(effect(*FAR), primary=True, reason=REASON),
+                 y.greater(effect(*CLOSE), primary=True, reason=REASON)]
+    supports = [[], [x.less(effect(*FAR), primary=False)], [x.greater(effect(*FAR), primary=False)] * 3,
+                [y.judge(False, "a probe says no", primary=False), y.judge(True, "another says yes", p=0.001, primary=False)]]
+    verdicts = {ask(primaries + s)["verdict"] for s in supports}
+    assert verdicts == {"agrees in part, the rest inconclusive"}
+    only_support = ask([x.less(effect(*FAR), primary=False)])  # no primary test: nothing to conclude
+    assert only_support["verdict"] == "inconclusive"
+    payload = ask(supports[1] + primaries)  # primary tests are listed first
+    assert [c["primary"] for c in payload["checks"]] == [True, True, False]
+
+
+def test_holm_turns_a_weak_agreement_inconclusive():
+    x = anchor()
+    one = ask([x.judge(True, "e1", p=0.03, primary=True, reason=REASON)])
+    assert one["verdict"] == "agrees" and one["checks"][0]["p_holm"] == pytest.approx(0.03)
+    two = ask([x.judge(True, "e1", p=0.03, primary=True, reason=REASON),
+               x.judge(True, "e2", p=0.04, primary=True, reason=REASON),
+               x.judge(True, "e3", p=0.5, primary=False)])  # supporting: not in the family
+    # m = 2: 0.03 x 2 = 0.06, 0.04 x 1 -> 0.06: both >= 0.05
+    assert [c["p_holm"] for c in two["checks"]] == [pytest.approx(0.06), pytest.approx(0.06), None]
+    assert [c["verdict"] for c in two["checks"]] == ["inconclusive", "inconclusive", "agrees"]
+    assert "Holm-adjusted over 2 primary tests p = 0.06" in two["checks"][0]["evidence"]
+    assert two["verdict"] == "inconclusive" and "2 verdicts moved to inconclusive" in two["multiplicity"]["en"]
+    assert "Holm–Bonferroni" in two["multiplicity"]["en"] and "Holm–Bonferroni" in two["multiplicity"]["zh"]
+    strong = ask([x.judge(True, "e1", p=0.001, primary=True, reason=REASON),
+                  x.judge(False, "e2", p=0.02, primary=True, reason=REASON),
+                  x.judge(None, "e3", p=0.9, primary=True, reason=REASON)])
+    # sorted: 0.001 x 3, 0.02 x 2 = 0.04, 0.9 x 1 -> all stand
+    assert [c["p_holm"] for c in strong["checks"]] == [pytest.approx(0.003), pytest.approx(0.04), pytest.approx(0.9)]
+    assert strong["verdict"] == "partly disagrees"
+
+
+def test_the_payload():
+    x = anchor(wording="we suspect")
+    d = effect(*FAR, n_eval=500)
+    f = R.learned(pd.DataFrame({"status": ["completed"] * 3, "val/acc_best": [1.0, 1.0, 0.105], "ref/val/chance": 0.1}))
+    plain = (f"a wins by {d}; {f} learned.", f"a 领先 {d}；{f} 学会了。")
+    payload = ask([x.greater(d, "copy", primary=True, reason=REASON)], plain=plain, details="more", figure="/x/q9_acc.png",
+                  figures=["/x/q9_a.png", "/x/q9_b.png"])
+    assert set(payload) == {"key", "title", "title_zh", "question", "question_zh", "status", "plain", "mechanism",
+                            "outcome", "changes", "details", "verdict", "checks", "multiplicity", "intervals", "figure",
+                            "figures", "sweeps", "budget"}
+    assert payload["status"] == "answered" and payload["verdict"] == "agrees"
+    assert payload["plain"] == {"en": plain[0], "zh": plain[1]} and payload["question_zh"] == "a 胜过 b 吗？"
+    assert (payload["figure"], payload["figures"]) == ("q9_acc.png", ["q9_a.png", "q9_b.png"])
+    check = payload["checks"][0]
+    assert set(check) == {"cite", "claim", "claim_zh", "wording", "kind", "verdict", "evidence", "primary", "reason",
+                          "p", "p_holm", "margin"}
+    assert (check["wording"], check["claim_zh"], check["reason"]) == ("we suspect", "a 胜过 b", REASON)
+    json.dumps(payload, allow_nan=False)  # strict JSON: no NaN anywhere
+    # every Estimate / Effect / Fraction formatted into the answer is in `intervals`
+    quoted = {(i["kind"], i["mean"]) for i in payload["intervals"]}
+    assert {("accuracy", round(d.a.mean, 10)), ("accuracy", round(d.b.mean, 10)), ("difference", round(d.diff, 10)),
+            ("fraction", round(2 / 3, 10))} <= quoted
+    for i in payload["intervals"]:
+        if i["kind"] in ("accuracy", "fraction"):
+            assert 0 <= i["lo"] <= i["mean"] <= i["hi"] <= 1
+    assert ask([])["intervals"] == []  # drained by the answer that quoted them
+    with pytest.raises(TypeError, match="plain="):
+        ask([], plain="only English")
+    with pytest.raises(TypeError, match="missing changes="):
+        R.question("q", "t", "x").answer(plain=("a", "b"), mechanism=("", ""), outcome=("", ""))
+
+
+def test_budget_comes_from_the_exported_sweeps(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.json").write_text(json.dumps({"sweeps": {"s1": {"budget": "quick"}, "s2": {"budget": "full"},
+                                                           "other": {"budget": "smoke"}}}))
+    q = R.question("q", "t", "x", sweeps=["s1", "s2", "missing"])
+    pairs = {k: ("", "") for k in ("mechanism", "outcome", "changes")}
+    assert q.answer(plain=("a", "b"), **pairs)["budget"] == "full, quick"
+
+
+def test_the_older_notebooks_calls_still_work():
+    """Deprecated shims until every notebook is ported: expect_*, judge without primary, answer(text, checks, figure)."""
+    x = anchor()
+    far = effect(*FAR)
+    checks = [x.expect_greater(far, "copy"), x.expect_less(far), x.expect_same(effect(*CLOSE)),
+              x.expect_greater(effect(*STUCK), level=0.297), x.judge(None, "unclear")]
+    assert [c.verdict for c in checks] == ["agrees", "disagrees", "inconclusive", "not testable", "inconclusive"]
+    assert all(c.primary for c in checks)
+    q = R.question("q1", "Q1", "Word order?", anchors=[x], sweeps=["pos_enc"])
+    payload = q.answer("It  matters.", checks[:1], "fig.png")
+    assert payload["plain"] == {"en": "It matters.", "zh": "It matters."} and payload["details"] == "It matters."
+    assert payload["verdict"] == "agrees" and payload["figure"] == "fig.png"
+
+
+def test_not_run_yet():
+    q = R.question("q4", "Q4", "Residuals?", "残差？", anchors=[anchor(), anchor(kind="mechanism")])
+    payload = q.not_run_yet("not run yet — run `make sweep-residual`")
+    assert payload["status"] == payload["verdict"] == "not run yet"
+    assert payload["plain"] == {"en": "not run yet — run `make sweep-residual`", "zh": "尚未运行 — 请运行 `make sweep-residual`"}
+    assert [c["verdict"] for c in payload["checks"]] == ["not run yet"] * 2
+    assert [c["kind"] for c in payload["checks"]] == ["outcome", "mechanism"]
+
+
+def test_the_answer_cell_shows_the_plain_answer_first():
+    x = anchor()
+    data = ask([x.greater(effect(*FAR), primary=True, reason=REASON), x.less(effect(*FAR), primary=False)],
+               details="d")
+    md = answers.markdown(data)
+    order = [md.index(s) for s in ("**Answer.** plain en", "plain 中", "**Mechanism.** mechanism en",
+                                   "**Outcome.** outcome en", "**Published anchors** — overall: **agrees**",
+                                   f"Why this test: {REASON}", "**Supporting evidence**", "**Multiplicity.**",
+                                   "**What would change the answer.** changes en", "**Details.** d")]
+    assert order == sorted(order)
+    assert not math.isnan(data["checks"][0]["p"])
