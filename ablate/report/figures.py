@@ -65,8 +65,9 @@ PALETTES: dict[str, dict[Any, str]] = {
     "model.qk_scale": {True: BLUE, False: VERMILLION},
     "model.norm": {"pre": BLUE, "post": ORANGE, "none": VERMILLION},
     "optim.name": {"adam": BLUE, "adamw": SKY, "sgd": GREEN},
-    "data.permute": {"none": BLUE, "fixed": ORANGE, "random": VERMILLION},
+    "data.permute": {"none": BLUE, "train": ORANGE, "test": PINK, "both": VERMILLION},
     "data.task": {"copy": BLUE, "lookup": ORANGE, "lookup1": GREEN, "histogram": PINK, "mnist": BROWN},
+    "test rows": {"as trained": BLUE, "permuted": VERMILLION},  # MNIST rows tested as trained / permuted
     "model.n_heads": _ramp([1, 2, 4, 8, 16, 32]),
     "model.n_layers": _ramp([1, 2, 4, 6, 8, 12, 16, 24, 32]),
     "model.d_head": _ramp([4, 8, 16, 32, 64, 128, 256, 512]),
