@@ -3,6 +3,8 @@
 A task is one module (its LightningDataModule, under ablate/data/) plus one `TaskSpec` in `TASKS`
 below. The config validates `data.task` against these names and sizes the model from `model_sizes`;
 the memory check reads `data_bytes`; budgets read `budgets`; the cost estimate reads `train_examples`;
+the results table reads `eval_examples` (its eval/n_val and eval/n_test columns, which the reports'
+intervals use for the evaluation set's own sampling error);
 the reports name a task by `title` and draw its `references` (reference levels: chance, and the best
 an order-blind predictor can score, which the data module computes exactly on its own evaluation sets
 and every run records in summary.json as `ref/<split>/<name>`).
@@ -44,6 +46,7 @@ class TaskSpec:
     model_sizes: Callable[[DataConfig], dict[str, int]]  # in_features/n_classes or n_tokens/n_out
     train_examples: Callable[[DataConfig], int]  # training examples of one epoch
     data_bytes: Callable[[DataConfig], int]  # peak host memory of building the data sets
+    eval_examples: Callable[[DataConfig], dict[str, int]]  # {"val": n, "test": n}: examples each split evaluates
     budgets: dict[str, dict[str, Any]] = field(default_factory=dict)  # budget -> settings (ablate.budgets)
     references: tuple[str, ...] = ()  # reference levels its data module computes (REFERENCE_TEXT)
     check: Callable[[DataConfig], str | None] = lambda cfg: None  # an impossible setting, in words
@@ -79,6 +82,9 @@ MNIST = TaskSpec(
     train_examples=lambda cfg: min(cfg.train_subset or MNIST_TRAIN, MNIST_TRAIN - cfg.val_size),
     # uint8 files, one float32 tensor, labels
     data_bytes=lambda cfg: MNIST_IMAGES * (MNIST_ROWS * MNIST_ROWS * 5 + 2 * LONG),
+    # val: the first val_size of a seeded shuffle of the training images; test: the first test_subset
+    # official test images, all 10,000 when unset
+    eval_examples=lambda cfg: {"val": cfg.val_size, "test": cfg.test_subset or MNIST_IMAGES - MNIST_TRAIN},
     budgets={
         # CI: a whole sweep in about 2 minutes on 2 cores. Proves the plumbing, answers nothing.
         "smoke": {"trainer.max_epochs": 1, "data.train_subset": 512, "data.val_size": 256,
@@ -99,6 +105,10 @@ MNIST = TaskSpec(
 
 def _synthetic_examples(cfg: DataConfig) -> int:
     return min(cfg.train_subset or cfg.n_train, cfg.n_train)
+
+
+def _synthetic_eval(cfg: DataConfig) -> dict[str, int]:
+    return {"val": cfg.n_val, "test": cfg.n_test}  # sequences, generated from data.seed
 
 
 def _synthetic_check(cfg: DataConfig) -> str | None:
@@ -141,6 +151,7 @@ COPY = TaskSpec(
     model_sizes=lambda cfg: {"n_tokens": cfg.vocab + 2, "n_out": cfg.vocab},
     train_examples=_synthetic_examples,
     data_bytes=_copy_bytes,
+    eval_examples=_synthetic_eval,
     budgets={
         "smoke": {"trainer.max_epochs": 1, "data.n_train": 512, "data.n_val": 128, "data.n_test": 128,
                   "run.probe_batch": 32},
@@ -189,6 +200,7 @@ HISTOGRAM = TaskSpec(
     model_sizes=lambda cfg: {"n_tokens": cfg.vocab + 1, "n_out": max(cfg.length, cfg.eval_length) + 1},
     train_examples=_synthetic_examples,
     data_bytes=_histogram_bytes,
+    eval_examples=_synthetic_eval,
     budgets={
         "smoke": {"trainer.max_epochs": 1, "data.n_train": 512, "data.n_val": 128, "data.n_test": 128,
                   "run.probe_batch": 32},
@@ -253,6 +265,7 @@ LOOKUP = TaskSpec(
     model_sizes=lambda cfg: {"n_tokens": cfg.vocab, "n_out": cfg.vocab**2},
     train_examples=_synthetic_examples,
     data_bytes=_lookup_bytes,
+    eval_examples=_synthetic_eval,
     budgets=LOOKUP_BUDGETS,
     references=("chance", "order_blind"),
     check=_lookup_check("lookup"),
@@ -269,6 +282,7 @@ LOOKUP1 = TaskSpec(
     model_sizes=lambda cfg: {"n_tokens": cfg.vocab, "n_out": cfg.vocab},
     train_examples=_synthetic_examples,
     data_bytes=_lookup_bytes,
+    eval_examples=_synthetic_eval,
     budgets=LOOKUP_BUDGETS,
     references=("chance", "order_blind"),
     check=_lookup_check("lookup1"),

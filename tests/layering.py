@@ -9,6 +9,12 @@ Each rule names a layer (a module prefix) and the ablate modules it must never i
 reads source with `ast`, so it sees every import statement wherever it stands — at the top, inside a
 function, under `if TYPE_CHECKING` — and resolves relative imports (`from ..sweep import spec`) to
 absolute names before matching.
+
+Beyond the direct rules, `Graph.chains` walks transitively (issue 14: reports read tables only): from a
+module it follows every ablate import, module by module (inside functions too, and through the package
+`__init__`s an import runs and the names a package loads lazily, its LAZY dict), and names the chain to
+any module of BELOW_REPORTS or library of HEAVY_LIBRARIES it reaches. An entry point (the report's CLI)
+is followed at import time only: what its functions import runs when the user runs the command.
 """
 
 from __future__ import annotations
@@ -133,3 +139,119 @@ def edges_of(root: Path, *packages: str) -> list[Edge]:
         for path in sorted((root / package).rglob("*.py")):
             out += imports(path, root)
     return out
+
+
+# ------------------------------------------------------------------ the transitive walk
+
+# What the reports must never reach, however indirectly (issue 14, "Layering"): training, tasks, data,
+# models, sweeps, the config, run directories and probes, nor the libraries they need.
+BELOW_REPORTS = ("ablate.config", "ablate.models", "ablate.tasks", "ablate.data", "ablate.train", "ablate.sweep",
+                 "ablate.probing", "ablate.probes", "ablate.rundir")
+HEAVY_LIBRARIES = ("torch", "lightning", "pytorch_lightning", "wandb")
+# Entry points: modules a user runs, which may reach the harness inside their functions (the report's
+# CLI runs export); only their import-time edges (outside any function) are followed.
+ENTRY_POINTS = ("ablate.report.cli",)
+LAZY = "LAZY"  # a package's {name: ".module"} for the names its module __getattr__ imports (PEP 562)
+
+
+def _deferred(tree: ast.AST) -> set[int]:
+    """ids of the import nodes that stand inside a function (run when it is called, not at import)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            inside.update(id(n) for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return inside
+
+
+class Graph:
+    """The modules under `root` (ablate/, reports/*.py) and their imports, for walks from module to module.
+
+    An import of `a.b.c` runs the packages `a` and `a.b` first; `from a.b import name` where `name` is no
+    module reaches what a.b's module `__getattr__` imports for it, which the package declares in a
+    literal dict `LAZY = {name: ".module"}` (a package with a module `__getattr__` and no such dict
+    cannot be walked: an error says so)."""
+
+    def __init__(self, root: Path, packages: tuple[str, ...] = ("ablate",), scripts: tuple[str, ...] = ("reports",)):
+        self.root = root
+        self.paths: dict[str, Path] = {}
+        for package in packages:
+            for path in sorted((root / package).rglob("*.py")):
+                self.paths[module_name(path, root)] = path
+        for folder in scripts:
+            for path in sorted((root / folder).glob("*.py")):
+                self.paths[module_name(path, root)] = path
+        self._edges: dict[str, list[tuple[Edge, bool]]] = {}
+        self._lazy: dict[str, dict[str, str] | None] = {}
+
+    def lazy(self, module: str) -> dict[str, str] | None:
+        """The package's LAZY names as absolute module names; None when it has no module __getattr__."""
+        if module not in self._lazy:
+            tree = ast.parse(self.paths[module].read_text())
+            top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+            table = next((n.value for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                          and any(isinstance(t, ast.Name) and t.id == LAZY
+                                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))), None)
+            if "__getattr__" not in top:
+                self._lazy[module] = None
+            elif table is None:
+                raise ValueError(f"{self.paths[module]}: a module __getattr__ without a literal {LAZY} dict; "
+                                 f"declare the names it imports as {LAZY} = {{name: '.module'}}")
+            else:
+                names = ast.literal_eval(table)
+                is_package = self.paths[module].name == "__init__.py"
+                self._lazy[module] = {
+                    n: _resolve(module, is_package, len(m) - len(m.lstrip(".")), m.lstrip(".") or None)
+                    for n, m in names.items()}
+        return self._lazy[module]
+
+    def edges(self, module: str) -> list[tuple[Edge, bool]]:
+        """(edge, deferred) for every import of `module` (deferred: inside a function)."""
+        if module not in self._edges:
+            path = self.paths[module]
+            tree = ast.parse(path.read_text(), filename=str(path))
+            deferred = _deferred(tree)
+            lines = {}
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    lines.setdefault(node.lineno, id(node) in deferred)
+            self._edges[module] = [(e, lines[e.line]) for e in imports(path, self.root)]
+        return self._edges[module]
+
+    def targets(self, name: str) -> list[str]:
+        """The modules an import of `name` runs: its packages, the module itself, and for a name that is
+        no module the module its package's LAZY names; [] for a name outside the graph."""
+        parts = name.split(".")
+        out = [".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in self.paths]
+        if name not in self.paths and len(parts) > 1 and ".".join(parts[:-1]) in self.paths:
+            lazy = self.lazy(".".join(parts[:-1])) or {}
+            if parts[-1] in lazy:
+                out += self.targets(lazy[parts[-1]])
+        return list(dict.fromkeys(out))
+
+    def chains(self, start: str, forbidden: tuple[str, ...] = BELOW_REPORTS,
+               libraries: tuple[str, ...] = HEAVY_LIBRARIES) -> list[str]:
+        """One line per forbidden module or library reachable from `start` (breadth first: the shortest
+        chain), naming each step and where it is written: 'a -> b (a.py:3) -> torch (b.py:9)'."""
+        seen: dict[str, str] = {start: start}
+        queue, found = [start], {}
+        while queue:
+            module = queue.pop(0)
+            for edge, deferred in self.edges(module):
+                if deferred and module in ENTRY_POINTS:
+                    continue
+                step = f"{seen[module]} -> {{}} ({edge.path.relative_to(self.root)}:{edge.line})"
+                top = edge.imported.split(".")[0]
+                if top in libraries:
+                    found.setdefault(top, step.format(top))
+                    continue
+                for target in self.targets(edge.imported):
+                    if target in seen:
+                        continue
+                    lazily = "" if _under(edge.imported, target) else f" for {edge.imported}"
+                    seen[target] = step.format(target + lazily)
+                    bad = next((f for f in forbidden if _under(target, f)), None)
+                    if bad:
+                        found.setdefault(bad, seen[target])
+                    else:
+                        queue.append(target)
+        return sorted(found.values())

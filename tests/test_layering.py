@@ -3,12 +3,26 @@ and the checker itself finds a forbidden import wherever it is written."""
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.layering import RULES, Rule, check, edges_of, imports
+from tests import layering
+from tests.layering import (
+    BELOW_REPORTS,
+    HEAVY_LIBRARIES,
+    RULES,
+    Graph,
+    Rule,
+    check,
+    edges_of,
+    imports,
+    module_name,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,3 +92,78 @@ def test_the_project_keeps_its_layers(rule):
                                         for e in imports(p, ROOT)]
     problems = check(edges, (rule,))
     assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------ reports read tables only, transitively
+
+REPORT_MODULES = sorted([module_name(p, ROOT) for p in (ROOT / "ablate" / "report").rglob("*.py")]
+                        + [module_name(p, ROOT) for p in (ROOT / "reports").glob("*.py")])
+
+
+def test_the_walk_names_the_chain_through_a_lazy_package_and_a_call_time_import(tmp_path, monkeypatch):
+    """A report reaches the config through a lazily exported name of the results package, and the config
+    imports torch inside a function: the walk names every step and where it is written. The CLI entry
+    point's own call-time import of the harness is not followed; its import-time one is."""
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/results/__init__.py": """
+            LAZY = {"load": ".table", "aggregate": ".stats"}
+
+            def __getattr__(name):
+                import importlib
+                return getattr(importlib.import_module(LAZY[name], __name__), name)
+            """,
+        "pkg/results/stats.py": "import numpy\n",
+        "pkg/results/table.py": "from ..config import keys\n",
+        "pkg/config.py": "def keys():\n    import torch\n    return torch\n",
+        "pkg/report/__init__.py": "from ..results import aggregate\n",
+        "pkg/report/data.py": "def table():\n    from ..results import load\n    return load\n",
+        "pkg/report/cli.py": "def main():\n    from ..results.table import keys\n",
+        "pkg/report/cli2.py": "from ..results.table import keys\n",
+    })
+    graph = Graph(tmp_path, packages=("pkg",), scripts=())
+    forbidden = ("pkg.config",)
+    assert graph.chains("pkg.report", forbidden) == []  # stats is clean; the package imports nothing at import
+    assert graph.chains("pkg.report.data", forbidden) == [
+        "pkg.report.data -> pkg.results.table for pkg.results.load (pkg/report/data.py:2) "
+        "-> pkg.config (pkg/results/table.py:1)"]
+    assert graph.chains("pkg.results.table", ()) == [
+        "pkg.results.table -> pkg.config (pkg/results/table.py:1) -> torch (pkg/config.py:2)"]
+    monkeypatch.setattr(layering, "ENTRY_POINTS", ("pkg.report.cli", "pkg.report.cli2"))
+    assert graph.chains("pkg.report.cli", forbidden) == []  # inside main(): run only when the user runs it
+    assert graph.chains("pkg.report.cli2", forbidden) == [
+        "pkg.report.cli2 -> pkg.results.table (pkg/report/cli2.py:1) -> pkg.config (pkg/results/table.py:1)"]
+
+
+def test_the_walk_refuses_a_module_getattr_it_cannot_see_through(tmp_path):
+    _write(tmp_path, {"pkg/__init__.py": "def __getattr__(name):\n    return 1\n",
+                      "pkg/a.py": "from pkg import thing\n"})
+    with pytest.raises(ValueError, match="a module __getattr__ without a literal LAZY dict"):
+        Graph(tmp_path, packages=("pkg",), scripts=()).chains("pkg.a", ())
+
+
+@pytest.mark.parametrize("module", REPORT_MODULES)
+def test_reports_reach_no_training_code_even_transitively(module):
+    """Issue 14: ablate/report and reports/*.py import nothing of training, tasks, data, models, sweeps,
+    the config, run directories or probes, nor torch / lightning / wandb, at import time or inside a
+    function, directly or through any module they import."""
+    chains = Graph(ROOT).chains(module)
+    assert not chains, "\n".join(chains)
+
+
+def test_importing_the_report_and_the_notebooks_imports_loads_no_training_code():
+    """What a notebook runs before it reads a table: `import ablate.report` (and the CLI module), then
+    each notebook's own imports. Nothing of the harness below the results layer is in sys.modules."""
+    statements = ["import ablate.report", "import ablate.report.cli"]
+    for path in sorted((ROOT / "reports").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        statements += [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    code = "\n".join([*dict.fromkeys(statements), textwrap.dedent(f"""
+        import sys
+        bad = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY_LIBRARIES!r}
+                     or any(m == f or m.startswith(f + '.') for f in {BELOW_REPORTS!r}))
+        print(' '.join(bad))
+        """)])
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == []

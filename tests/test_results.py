@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -584,3 +585,66 @@ def test_convergence_columns_come_from_the_validation_accuracy_of_each_epoch():
     assert convergence(rows[:2]) == {}  # one epoch: no gain to measure, not solved
     assert convergence([{"step": "62", "val/acc": "0.5"}, {"step": "125", "val/acc": "0.7"}]) == {
         "val/gain_last_epoch": pytest.approx(0.2)}
+
+
+# ------------------------------------------------------------------ the evaluation sets' sizes
+
+MNIST_ONLY = {"data.n_train": 20000, "data.n_val": 1000, "data.n_test": 2000}  # copy's keys back at their defaults
+EVAL_CONFIGS = {  # task -> config changes; what each split then holds (sequences, images)
+    "copy": ({"data.task": "copy", "data.n_val": 48, "data.n_test": 80}, 48, 80),
+    "lookup": ({"data.task": "lookup", "data.vocab": 4, "data.n_val": 40, "data.n_test": 24}, 40, 24),
+    "histogram": ({"data.task": "histogram", "data.n_val": 16, "data.n_test": 32}, 16, 32),
+    "mnist": ({"data.task": "mnist", **MNIST_ONLY, "data.val_size": 300, "data.test_subset": None}, 300, 10_000),
+    "mnist-subset": ({"data.task": "mnist", **MNIST_ONLY, "data.val_size": 256, "data.test_subset": 512}, 256, 512),
+}
+
+
+def test_eval_columns_hold_the_examples_each_split_evaluates(root, tmp_path):
+    """eval/n_val and eval/n_test (issue 14: the evaluation set's own sampling error enters the reports'
+    intervals): synthetic tasks' data.n_val / data.n_test, MNIST's data.val_size and data.test_subset
+    (all 10,000 test images when unset); the same numbers as the sets the data modules build."""
+    from ablate.config import from_dict
+    from ablate.data import build_datamodule
+
+    src = run_dirs(root)[0]
+    for name, (changes, _, _) in EVAL_CONFIGS.items():
+        clone(src, tmp_path / "evals" / name, changes)
+    df = load("evals", root=tmp_path).set_index("run_id")
+    assert ["eval/n_test", "eval/n_val"] == [c for c in df.columns if c.startswith("eval/")]
+    assert table_columns_after_metrics(df)
+    mnist = Path(os.environ.get("ABLATE_DATA_DIR", "data")) / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
+    for name, (changes, n_val, n_test) in EVAL_CONFIGS.items():
+        assert (df.loc[name, "eval/n_val"], df.loc[name, "eval/n_test"]) == (n_val, n_test), name
+        if changes["data.task"] == "mnist" and not mnist.is_file():
+            continue  # the config's numbers are checked above; the images are not on this machine
+        cfg = from_dict(yaml.safe_load((tmp_path / "evals" / name / "config.yaml").read_text()))
+        data = build_datamodule(cfg.data)
+        data.setup("fit")
+        data.setup("test")
+        assert (len(data.val_set), len(data.test_set)) == (n_val, n_test), name
+    # the original runs: copy with data.n_val=64, data.n_test=64
+    assert load("mysweep", root=root)[["eval/n_val", "eval/n_test"]].drop_duplicates().values.tolist() == [[64, 64]]
+
+
+def table_columns_after_metrics(df: pd.DataFrame) -> bool:
+    """eval/* stand with the other recorded numbers (after test/, val/, train/), before the probes."""
+    cols = list(df.columns)
+    last_metric = max(i for i, c in enumerate(cols) if c.startswith(("test/", "val/", "train/")))
+    first_probe = min(i for i, c in enumerate(cols) if c.startswith("probe/"))
+    return all(last_metric < cols.index(c) < first_probe for c in ("eval/n_val", "eval/n_test"))
+
+
+def test_the_import_clean_rules_are_the_harness_rules():
+    """ablate.results.stats may not import the config or the sweep runner (the reports use it), so it
+    keeps copies of two of their rules: the keys that are no part of a run's identity, and the tuning
+    score. They must stay the same."""
+    import itertools
+
+    from ablate.config import NOT_IDENTITY
+    from ablate.results import stats
+    from ablate.sweep.tune import score
+
+    assert stats.NOT_IDENTITY == NOT_IDENTITY
+    values = (0.5, 1, "0.25", None, "x", math.nan, math.inf, -math.inf, True)
+    for value, status, maximize in itertools.product(values, ("completed", "diverged", "failed", None), (True, False)):
+        assert stats.score(value, status, maximize) == score(value, status, maximize), (value, status, maximize)

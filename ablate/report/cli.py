@@ -14,8 +14,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..results.export import BUDGET_ORDER
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
@@ -24,6 +22,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
+    # the CLI reaches export (this function runs only for `ablate report`); importing ablate.report does not
+    from ..results.export import BUDGET_ORDER
+
     p = _Parser(prog="ablate report", description="Export the sweeps' results to reports/data, then execute "
                 "every report notebook on them: reports/build/*.html, index.html, reports/figures, reports/FINDINGS.md.")
     p.add_argument("step", nargs="?", choices=["export", "build", "all"], default="all",

@@ -4,9 +4,11 @@
                                     floats rounded to 6 significant digits)
     reports/data/<sweep>.npz        small arrays per run: `<run_id>/train_loss`, `<run_id>/val_acc`
                                     ((k, 2): step, value), and for a few sweeps first-layer attention
-                                    maps `<run_id>/final/attention` (1, H, T, T) (see export.py)
+                                    maps `<run_id>/final/attention` (1, H, T, T), and for Q1 the
+                                    sentence's maps `<run_id>/final/sentence` (H, 13, 13) (export.py)
     reports/data/attention_cost.csv `ablate bench attention --csv ...`
-    reports/data/meta.json          per sweep: commit, budget, machine, date, runs, swept keys, dtypes
+    reports/data/meta.json          per sweep: commit, budget, machine, date, runs, swept keys, dtypes,
+                                    the config defaults, the full budget's cost; Q1's sentence
 
 The folder is $ABLATE_REPORT_DATA (set by `ablate report build`), else ./reports/data, else ./data
 (a notebook opened inside reports/). A table that is not there raises `NotRunYet`, whose message is
@@ -33,6 +35,7 @@ from ..results.exported import (  # noqa: F401 - the data folder's format, re-ex
     read_curves,
 )
 from ..results.exported import read_meta as _read_meta
+from ..results.stats import config_columns, swept, swept_keys
 
 DATA_ENV = "ABLATE_REPORT_DATA"
 FIGURES_ENV = "ABLATE_REPORT_FIGURES"
@@ -69,13 +72,31 @@ def read_meta(data: Path | str | None = None) -> dict[str, Any]:
     return _read_meta(data if data is not None else data_dir())
 
 
-def _column_groups(df: pd.DataFrame) -> dict[str, list[str]]:
-    """df.attrs as ablate.results.load sets them, recovered from the column names."""
-    from ..results import config_keys
+def config_defaults(data: Path | str | None = None, sweep: str | None = None) -> dict[str, Any]:
+    """Every config key with the harness's default ({'model.ffn_mult': 2, ...}), as export recorded it in
+    meta.json: `sweep`'s, or (default) the most recently exported sweep's. {} for a folder with no
+    exported sweep; DataFileError for one exported before the defaults were recorded (export again)."""
+    folder = Path(data if data is not None else data_dir())
+    sweeps = read_meta(folder).get("sweeps", {})
+    if sweep is not None:
+        sweeps = {sweep: sweeps[sweep]} if sweep in sweeps else {}
+    recorded = [(str(info.get("date")), name, info["config_defaults"]) for name, info in sweeps.items()
+                if isinstance(info.get("config_defaults"), dict)]
+    if not recorded:
+        if not sweeps:
+            return {}
+        raise DataFileError(folder / META, f"records no config defaults{f' for {sweep}' if sweep else ''} "
+                            "(exported before they were)")
+    return dict(max(recorded)[2])
 
-    keys = set(config_keys())
+
+def _column_groups(df: pd.DataFrame, defaults: dict[str, Any]) -> dict[str, list[str]]:
+    """df.attrs as ablate.results.load sets them, recovered from the column names: the config columns are
+    the keys meta.json's config defaults name, else those the table's column order places before status."""
+    plain = df.copy(deep=False)
+    plain.attrs = {}
     return {
-        "config_keys": [c for c in df.columns if c in keys],
+        "config_keys": [c for c in df.columns if c in defaults] if defaults else config_columns(plain),
         "metrics": [c for c in df.columns if c.split("/")[0] in ("test", "val", "train")],
         "probes": [c for c in df.columns if c.startswith("probe/")],
         "params": [c for c in df.columns if c.startswith("params/")],
@@ -107,7 +128,8 @@ def table(name: str, data: Path | str | None = None) -> pd.DataFrame:
     df = read_csv(path)
     info = read_meta(folder).get("sweeps", {}).get(name, {})
     df = restore_dtypes(df, info.get("dtypes", {}))
-    attrs: dict[str, Any] = {"name": name, "source": str(path), **_column_groups(df)}
+    attrs: dict[str, Any] = {"name": name, "source": str(path),
+                             **_column_groups(df, info.get("config_defaults") or {})}
     if "swept_keys" in info:
         attrs["swept_keys"] = [k for k in info["swept_keys"] if k in df.columns]
     attrs["reference_commit"] = info.get("commit")
@@ -162,8 +184,6 @@ class Sweep:
 
     def keys(self) -> list[str]:
         """The swept keys other than seed (the variant), in column order."""
-        from ..results import swept_keys
-
         return [k for k in swept_keys(self.df) if k != "seed"] if self.ready else []
 
     def _with_config(self, long: pd.DataFrame) -> pd.DataFrame:
@@ -208,12 +228,15 @@ class Sweep:
         status. None when the sweep has none."""
         if not self.ready:
             return None
-        long = read_curves(self.name, self.data)
+        long = self._probe_long()
         if long is None:
             return None
-        long = restore_dtypes(long, self.meta.get("dtypes", {}))
         own = [c for c in long.columns if c not in ("run_id", "step", "layer") and c in self.df.columns]
         return self._with_config(long.drop(columns=own))
+
+    def _probe_long(self) -> pd.DataFrame | None:
+        long = read_curves(self.name, self.data)
+        return None if long is None else restore_dtypes(long, self.meta.get("dtypes", {}))
 
     def per_layer(self, prefix: str) -> pd.DataFrame:
         """A per-layer probe (`probe/init/cosine` -> columns probe/init/cosine_l0, _l1, ...), long:
@@ -249,3 +272,79 @@ class Sweep:
 
 def sweep(name: str, data: Path | str | None = None) -> Sweep:
     return Sweep(name, data)
+
+
+class Sweeps(Sweep):
+    """Several sweeps read as one (`R.sweeps("pos_enc", "pos_enc_causal")`): the same API as a Sweep.
+
+    `df` is the tables stacked (columns in first-seen order, a `sweep` column naming each row's table);
+    its swept keys are every part's plus the config keys that differ between the parts (model.causal:
+    false in one table, true in the other). Arrays, curves and probe curves are the parts' together.
+    `ready` only when every part is there; `missing` then names the missing ones in one line."""
+
+    def __init__(self, names: tuple[str, ...], data: Path | str | None = None):
+        if not names:
+            raise ValueError("R.sweeps() needs at least one sweep name")
+        self.names = tuple(names)
+        self.name = "+".join(self.names)
+        self.data = Path(data if data is not None else data_dir())
+        self.parts = [Sweep(n, self.data) for n in self.names]
+        absent = [p for p in self.parts if not p.ready]
+        if absent:
+            targets = " ".join(make_target(p.name) for p in absent)
+            self.df, self.missing = None, f"not run yet — run `make {targets}`"
+        else:
+            self.df, self.missing = self._stack(), None
+
+    def _stack(self) -> pd.DataFrame:
+        frames = [p.df.assign(sweep=p.name) for p in self.parts]
+        df = pd.concat(frames, ignore_index=True, sort=False)
+        listed = [k for p in self.parts for k in swept_keys(p.df)]
+        config = list(dict.fromkeys(k for p in self.parts for k in p.df.attrs.get("config_keys", [])))
+        config = [c for c in df.columns if c in config]
+        attrs: dict[str, Any] = {
+            "name": self.name, "sweeps": list(self.names), "source": [p.df.attrs.get("source") for p in self.parts],
+            "config_keys": config,
+            "swept_keys": swept(df, config, listed),
+        }
+        for group in ("metrics", "probes", "params"):
+            attrs[group] = list(dict.fromkeys(k for p in self.parts for k in p.df.attrs.get(group, [])))
+        for key in ("reference_commit", "tune"):  # kept where the parts agree
+            values = [p.df.attrs.get(key) for p in self.parts]
+            if all(v == values[0] for v in values) and values[0] is not None:
+                attrs[key] = values[0]
+        df.attrs = attrs
+        return df
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The parts' meta.json entries as one: what they agree on, runs summed, dtypes together, the
+        budgets joined ('quick' or 'quick, smoke'), and each part's own entry under `parts`."""
+        metas = [p.meta for p in self.parts]
+        keys = dict.fromkeys(k for m in metas for k in m)
+        out: dict[str, Any] = {k: metas[0][k] for k in keys if all(k in m and m[k] == metas[0][k] for m in metas)}
+        out["runs"] = sum(int(m.get("runs") or 0) for m in metas)
+        out["dtypes"] = {k: v for m in metas for k, v in (m.get("dtypes") or {}).items()}
+        budgets = dict.fromkeys(b.strip() for m in metas for b in str(m.get("budget", "unknown")).split(","))
+        out["budget"] = ", ".join(budgets)
+        if self.ready:
+            out["swept_keys"] = self.df.attrs["swept_keys"]
+        out["parts"] = dict(zip(self.names, metas))
+        return out
+
+    @cached_property
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: v for p in self.parts for k, v in p.arrays.items()}
+
+    def _probe_long(self) -> pd.DataFrame | None:
+        parts = [long for p in self.parts if (long := p._probe_long()) is not None]
+        return pd.concat(parts, ignore_index=True, sort=False) if parts else None
+
+    def __repr__(self) -> str:
+        state = f"{len(self.df)} runs" if self.ready else self.missing
+        return f"Sweeps({', '.join(map(repr, self.names))}: {state})"
+
+
+def sweeps(*names: str, data: Path | str | None = None) -> Sweeps:
+    """Several sweeps as one Sweep (their tables stacked): `R.sweeps("pos_enc", "pos_enc_causal")`."""
+    return Sweeps(names, data)

@@ -22,45 +22,40 @@ each), never an exception.
 the printed short view fits the terminal (`format_table`).
 """
 
-from ..config import all_keys as config_keys
-from .stats import aggregate, best_lr, t_quantile_975, tuned
-from .table import (
-    ResultsError,
-    commit_warnings,
-    corrupt_warnings,
-    format_table,
-    from_records,
-    load,
-    swept_keys,
-    table_warnings,
-    write,
-)
-from .wandb_runs import load_wandb
+import importlib
+
+# The package imports nothing when it is imported (PEP 562): each name is loaded from its home on first
+# use, so `from ablate.results.stats import aggregate` (the reports) stays clear of the harness that
+# load() and export need (the config, run directories, sweep files, W&B). tests/layering.py reads LAZY.
+LAZY = {
+    "ResultsError": ".stats",
+    "aggregate": ".stats",
+    "best_lr": ".stats",
+    "swept_keys": ".stats",
+    "t_quantile_975": ".stats",
+    "tuned": ".stats",
+    "commit_warnings": ".table",
+    "corrupt_warnings": ".table",
+    "format_table": ".table",
+    "from_records": ".table",
+    "load": ".table",
+    "table_warnings": ".table",
+    "write": ".table",
+    "load_wandb": ".wandb_runs",
+    "config_defaults": ".export",
+    "config_keys": ".export",
+}
+
+__all__ = sorted(LAZY)
 
 
-def config_defaults() -> dict:
-    """Every config key with its default ({'model.ffn_mult': 2, ...}): what a report needs to know
-    of the harness's defaults, without importing it."""
-    from ..config import Config, flat
+def __getattr__(name: str):
+    if name not in LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
 
-    return flat(Config())
 
-
-__all__ = [
-    "ResultsError",
-    "config_defaults",
-    "config_keys",
-    "aggregate",
-    "best_lr",
-    "commit_warnings",
-    "corrupt_warnings",
-    "format_table",
-    "from_records",
-    "load",
-    "load_wandb",
-    "swept_keys",
-    "table_warnings",
-    "t_quantile_975",
-    "tuned",
-    "write",
-]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *LAZY})

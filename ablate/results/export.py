@@ -85,6 +85,21 @@ def sweep_names(sweeps: Path | str = "sweeps") -> list[str]:
     return sorted(p.stem for p in Path(sweeps).glob("*.yaml"))
 
 
+def config_keys() -> list[str]:
+    """Every config key, as the results table spells its columns (model.n_heads, ..., seed)."""
+    from ..config import all_keys
+
+    return all_keys()
+
+
+def config_defaults() -> dict[str, Any]:
+    """Every config key with its default ({'model.ffn_mult': 2, ...}), as export records it in meta.json
+    for the reports (ablate.report.config_defaults reads it there, without importing the harness)."""
+    from ..config import Config, flat
+
+    return flat(Config())
+
+
 # ------------------------------------------------------------------ the table
 
 

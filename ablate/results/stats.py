@@ -1,10 +1,16 @@
 """Over seeds: mean, standard deviation, 95 % confidence interval and n per variant; each variant
-at its best learning rate.
+at its best learning rate; which config keys a table sweeps.
+
+Import-clean: this module (and the light `ablate.results` package) imports nothing of the harness
+below the results layer (no config, run directories, sweeps, torch), so the reports can use it on an
+exported table (tests/test_layering.py walks every import). What it needs of the harness comes with
+the table: `df.attrs["swept_keys"]` (load() computes them; ablate.report.data.table() reads them from
+meta.json), else the column order of the table's format.
 
 The interval is Student's t: mean +- t_{0.975, n-1} * std / sqrt(n), std with ddof=1 (n = 3 seeds:
-t = 4.303, so the half-width is 2.48 standard deviations). scipy is not a dependency: the
-quantiles for 1..30 degrees of freedom are tabulated, beyond that the Cornish-Fisher expansion in
-the normal quantile (Hill 1970, Comm. ACM 13(10)) is within 1e-6 of the exact value.
+t = 4.303, so the half-width is 2.48 standard deviations). The quantiles for 1..30 degrees of freedom
+are tabulated, beyond that the Cornish-Fisher expansion in the normal quantile (Hill 1970, Comm. ACM
+13(10)) is within 1e-6 of the exact value.
 
 A tuned sweep (a `tuned.<key>` column, see ablate.sweep.tune) is read at each variant's chosen value:
 `best_lr` returns those rows (every seed), `aggregate(df)` gives one row per variant at it, with the
@@ -19,15 +25,96 @@ accuracy) counts each diverged run as that value instead, a dict gives one value
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Collection, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..sweep.tune import score as tune_score
-from .table import METRIC, ResultsError, _same, swept_keys
+from ..budgets import profile_keys
 
+METRIC = re.compile(r"^(test|val|train)/")
+CORRUPT = "corrupt"  # the status of a run whose files cannot be read
+# ablate.config.NOT_IDENTITY: keys that name where or how a run ran, never what it is (a test keeps the
+# two equal; the reports may not import the config)
+NOT_IDENTITY = ("run.dir", "run.group", "run.project", "tracking", "trainer.threads", "trainer.log_every_n_steps")
+PROFILE_CONTEXT = ("budget", "data.task", "run.group")  # what a profile key's value follows from
 TUNED = "tuned."  # the prefix of a tuned sweep's chosen-value column (table.py)
+
+
+class ResultsError(ValueError):
+    """No runs to tabulate, or a request the table cannot answer; the message says what to do."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of a key; floats within rounding (a CSV round trip may print 0.0003 as 0.00030000000000000003)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return bool(np.isclose(a, b, rtol=1e-9, atol=0.0))
+    return a == b
+
+
+def _worst(maximize: bool) -> float:
+    return -math.inf if maximize else math.inf
+
+
+def score(value: Any, status: str | None, maximize: bool) -> float:
+    """A finished run's score: its metric, or the worst possible when it diverged or has no finite metric.
+    ablate.sweep.tune.score, the runner's rule (a test keeps the two equal; the reports may not import sweeps)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return _worst(maximize)
+    return x if status == "completed" and math.isfinite(x) else _worst(maximize)
+
+
+def _varies(column: pd.Series) -> bool:
+    return column.astype(object).map(repr).nunique() > 1  # None, NaN and unhashables compare by value
+
+
+def swept(df: pd.DataFrame, config_keys: list[str], listed: Collection[str] = ()) -> list[str]:
+    """The config keys that vary between the readable runs (listed ones always): not the bookkeeping
+    keys, and a budget-profile key (ablate.budgets: epochs, subset sizes) only when it varies between
+    runs of the same budget, task and sweep (it differs between the tasks of a sweep because of the
+    profile, not because the sweep compares it)."""
+    rows = df
+    if "status" in df.columns and (df["status"] != CORRUPT).any():
+        rows = df[df["status"] != CORRUPT]  # a corrupt row's missing config would make every key vary
+    skip, profiled = set(NOT_IDENTITY), profile_keys()
+    context = [rows[c].astype(object).map(repr) for c in PROFILE_CONTEXT if c in rows.columns]
+
+    def varies(key: str) -> bool:
+        if key in skip or key not in rows.columns:
+            return False
+        if key not in profiled or not context:
+            return _varies(rows[key])
+        return any(_varies(group) for _, group in rows[key].groupby(context, sort=False))
+
+    return [k for k in config_keys if k in listed or varies(k)]
+
+
+def config_columns(df: pd.DataFrame) -> list[str]:
+    """The table's config columns: df.attrs["config_keys"] when set, else (a table read back from a CSV)
+    the columns between run_id and status, as the table's format orders them (run_id | config keys |
+    seed | tuned.<key>, stage | status | metrics ...), without tuned.<key> and stage."""
+    keys = df.attrs.get("config_keys")
+    if keys is not None:
+        return [k for k in keys if k in df.columns]
+    columns = [c for c in df.columns if isinstance(c, str)]
+    end = columns.index("status") if "status" in columns else len(columns)
+    return [c for c in columns[:end] if c not in ("run_id", "stage") and not c.startswith(TUNED) and "/" not in c]
+
+
+def swept_keys(df: pd.DataFrame) -> list[str]:
+    """The config keys the sweep varies (seed included when it varies), in column order: df.attrs
+    ["swept_keys"] when the table came from ablate.results.load or ablate.report.table (meta.json);
+    otherwise the config columns (config_columns) whose values differ between rows, by load()'s rule."""
+    keys = df.attrs.get("swept_keys")
+    if keys is not None:
+        return [k for k in keys if k in df.columns]
+    return swept(df, config_columns(df))
+
+
 
 
 def tuned_key(df: pd.DataFrame) -> str | None:
@@ -219,7 +306,7 @@ def tuned(
             if runs.empty or not finished.all() or runs["seed"].nunique() < n_tune:
                 mean = np.nan  # not every tune seed has finished at this value yet
             else:  # the runner's own rule: diverged, or no finite metric, scores the worst
-                scores = [tune_score(x, st, maximize) for x, st in zip(
+                scores = [score(x, st, maximize) for x, st in zip(
                     runs[metric] if metric in runs else [np.nan] * len(runs), runs["status"])]
                 mean = worst if any(math.isinf(x) for x in scores) else float(np.mean(scores))
             curve[curve_column(metric, key, v)].append(mean)

@@ -38,6 +38,7 @@ Rows are sorted by the swept keys, then seed, then run_id.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 import shutil
@@ -46,16 +47,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from ..config import NOT_IDENTITY, SECTIONS, all_keys, flatten_overrides
+from ..config import SECTIONS, flatten_overrides
 from ..fileio import atomic_write
 from ..rundir import CONFIG, METRICS, SUMMARY, runs_root
 from ..runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
 from ..sweep.tune import Tune, TuneError, parse_tune, score, stage1_seeds
 from ..sweep.tune import choose as choose_value
 from ..yamlfile import YamlFileError, read_yaml
+from .stats import CORRUPT, METRIC, ResultsError, _same, swept_keys  # noqa: F401 - the table's rules, import-clean
+from .stats import swept as swept_of
 
 PARAMS = ("attention", "ffn", "embedding", "other", "total")
 BOOKKEEPING = (
@@ -70,14 +72,8 @@ BOOKKEEPING = (
     "error",
     "run_dir",
 )
-METRIC = re.compile(r"^(test|val|train)/")
 MAIN_METRICS = ("val/acc_best",)  # shown by the CLI next to every test/* metric
 PROBES = "probes.json"
-CORRUPT = "corrupt"  # the status of a run whose files cannot be read
-
-
-class ResultsError(ValueError):
-    """No runs to tabulate, or a request the table cannot answer; the message says what to do."""
 
 
 @dataclass
@@ -126,6 +122,30 @@ def convergence(rows: list[dict[str, str]]) -> dict[str, float]:
     return out
 
 
+EVAL = "eval/n_"  # eval/n_val, eval/n_test: the number of examples each evaluation split holds
+
+
+def eval_sizes(config: dict[str, Any]) -> dict[str, int]:
+    """{"eval/n_val": n, "eval/n_test": n} of a run's flat config: the examples (sequences, images) its
+    validation and test sets hold, from its task's registry entry (a key the config file lacks takes
+    its default); {} when the config cannot say (no or an unknown task: a corrupt run's)."""
+    from types import SimpleNamespace
+
+    from ..config import DataConfig
+    from ..registry import TASKS
+
+    task = config.get("data.task")
+    if task not in TASKS:
+        return {}
+    data = {f.name: None if f.default is dataclasses.MISSING else f.default for f in dataclasses.fields(DataConfig)}
+    data.update({k.split(".", 1)[1]: v for k, v in config.items() if k.startswith("data.")})
+    try:
+        sizes = TASKS[task].eval_examples(SimpleNamespace(**data))
+    except (TypeError, ValueError, AttributeError):
+        return {}
+    return {f"{EVAL}{split}": int(n) for split, n in sizes.items() if isinstance(n, int) and not isinstance(n, bool)}
+
+
 def read_run(run_dir: Path) -> RunRecord | None:
     """A run directory -> RunRecord; None when it holds no summary.json (not started). A run whose
     summary.json, config.yaml, probes.json or metrics.csv cannot be read is a record with status
@@ -166,7 +186,7 @@ def read_run(run_dir: Path) -> RunRecord | None:
         run_id=str(summary.get("run_id") or run_dir.name),
         config=config,
         status=CORRUPT if problems else str(summary.get("status", "unknown")),
-        metrics={**mapping("metrics"), **convergence(logged or [])},
+        metrics={**mapping("metrics"), **convergence(logged or []), **eval_sizes(config)},
         probes={k: v for k, v in probes.items() if isinstance(v, (int, float))},
         params=mapping("params"),
         bookkeeping={
@@ -276,13 +296,6 @@ def sweep_file_tune(path: Path | str) -> Tune | None:
         return None
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal values of a key; floats within rounding (a CSV round trip may print 0.0003 as 0.00030000000000000003)."""
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        return bool(np.isclose(a, b, rtol=1e-9, atol=0.0))
-    return a == b
-
-
 def tune_seeds(tune: Tune, budget: Any) -> tuple[int, ...]:
     """The stage-1 seeds of runs at `budget`: the tune seeds, or what budget smoke keeps of them."""
     from ..budgets import SMOKE_SEEDS
@@ -335,41 +348,6 @@ def tuned_choices(df: pd.DataFrame, tune: Tune, swept: list[str]) -> tuple[pd.Se
     return chosen, stage
 
 
-def _varies(column: pd.Series) -> bool:
-    return column.astype(object).map(repr).nunique() > 1  # None, NaN and unhashables compare by value
-
-
-def profile_keys() -> frozenset[str]:
-    """The keys budget profiles set (ablate.budgets: epochs, subset sizes): a run's value of one
-    follows from its budget, task and sweep, so these differ between the tasks of a sweep without
-    being what the sweep compares."""
-    from ..budgets import profile_keys as keys
-
-    return keys()
-
-
-PROFILE_CONTEXT = ("budget", "data.task", "run.group")  # what a profile key's value follows from
-
-
-def _swept(df: pd.DataFrame, config_keys: list[str], listed: Collection[str] = ()) -> list[str]:
-    """The config keys that vary between the readable runs (listed ones always): not the bookkeeping
-    keys, and a budget-profile key only when it varies between runs of the same budget, task and sweep."""
-    rows = df
-    if "status" in df.columns and (df["status"] != CORRUPT).any():
-        rows = df[df["status"] != CORRUPT]  # a corrupt row's missing config would make every key vary
-    skip, profiled = set(NOT_IDENTITY), profile_keys()
-    context = [rows[c].astype(object).map(repr) for c in PROFILE_CONTEXT if c in rows.columns]
-
-    def varies(key: str) -> bool:
-        if key in skip or key not in rows.columns:
-            return False
-        if key not in profiled or not context:
-            return _varies(rows[key])
-        return any(_varies(group) for _, group in rows[key].groupby(context, sort=False))
-
-    return [k for k in config_keys if k in listed or varies(k)]
-
-
 def _tidy_config(column: pd.Series) -> pd.Series:
     """Integers with some nulls (model.d_head: 8, 32, null) stay integers (Int64), not 8.0."""
     values = [v for v in column if v is not None and not (isinstance(v, float) and pd.isna(v))]
@@ -420,7 +398,7 @@ def from_records(
         df[column] = pd.to_numeric(df[column], errors="coerce").astype(float)
 
     listed = set(sweep_file_keys(Path(sweep_file))) if sweep_file else set()
-    swept = _swept(df, config_keys, listed)
+    swept = swept_of(df, config_keys, listed)
 
     reference = reference_commit(df)
     df["commit_mismatch"] = df["commit"].notna() & (df["commit"] != reference) if reference else False
@@ -452,17 +430,6 @@ def from_records(
 
 
 # ------------------------------------------------------------------ queries
-
-
-def swept_keys(df: pd.DataFrame) -> list[str]:
-    """The config keys the sweep varies (seed included when it varies), in column order.
-    From df.attrs when the table came from load(); otherwise (a CSV read back) the config
-    columns whose values differ between rows, by the same rule as load() (see _swept)."""
-    keys = df.attrs.get("swept_keys")
-    if keys is not None:
-        return [k for k in keys if k in df.columns]
-    config = df.attrs.get("config_keys") or [k for k in df.columns if k in set(all_keys())]
-    return _swept(df, [k for k in config if k in df.columns])
 
 
 def corrupt_warnings(df: pd.DataFrame) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from ..config import SECTIONS, all_keys, flatten_overrides
-from .table import METRIC, PARAMS, ResultsError, RunRecord, from_records, no_runs
+from .table import METRIC, PARAMS, ResultsError, RunRecord, eval_sizes, from_records, no_runs
 
 STATES = {
     "finished": "completed",
@@ -75,11 +75,12 @@ def run_record(run) -> RunRecord:
     state = str(getattr(run, "state", "") or "").lower()
     status = summary.get("status") if summary.get("status") in TERMINAL else STATES.get(state, state or "unknown")
     params = {p: summary[k] for p in PARAMS for k in (f"params/{p}", p) if _scalar(summary.get(k))}
+    config = run_config(getattr(run, "config", None) or {})
     return RunRecord(
         run_id=str(run.id),
-        config=run_config(getattr(run, "config", None) or {}),
+        config=config,
         status=str(status),
-        metrics={k: v for k, v in summary.items() if METRIC.match(k) and _scalar(v)},
+        metrics={**{k: v for k, v in summary.items() if METRIC.match(k) and _scalar(v)}, **eval_sizes(config)},
         probes={k: v for k, v in summary.items() if k.startswith("probe/") and _scalar(v)},
         params=params,
         bookkeeping={
