@@ -10,11 +10,12 @@ formatted for a sentence. Nothing here is typed by hand in a notebook.
 The interval depends on what the metric is (`kind_of`):
 
 - accuracy (the metric's last part contains `acc`): a two-level percentile bootstrap (B = 4000,
-  a fixed seed): resample the seeds, take their mean p̄*, then draw Binomial(n_eval, p̄*) / n_eval once
-  per replicate, because every seed is scored on the same evaluation set, whose sampling error does
-  not average out over seeds. n_eval is the table's `eval/n_val` / `eval/n_test` (examples: sequences
+  a fixed seed): resample the seeds, take their mean p̄* (its distance from the mean widened so that
+  few seeds get Student's t's width, not the plain bootstrap's, which is too narrow: `widen`), then
+  draw Binomial(n_eval, p̄*) / n_eval once per replicate, because every seed is scored on the same
+  evaluation set, whose sampling error does not average out over seeds. n_eval is the table's `eval/n_val` / `eval/n_test` (examples: sequences
   or images); without it the bootstrap is over seeds only (`Estimate.eval_noise` is False).
-- fraction (`frac`, `share`, `agreement`, `onehot`): the percentile bootstrap over seeds.
+- fraction (`frac`, `share`, `agreement`, `onehot`): the same bootstrap over seeds only.
   Both stay in [0, 1].
 - log (gradient norms and ratios, `grad*`, or `scale="log"`): the geometric mean with a Student-t
   interval on the log values; two variants compare as a ratio.
@@ -185,11 +186,25 @@ def _rng(*key: Any) -> np.random.Generator:
     return np.random.default_rng([SEED, zlib.crc32(repr(key).encode())])
 
 
-def bootstrap_means(values: np.ndarray, n_eval: int | None, rng: np.random.Generator, b: int = B) -> np.ndarray:
-    """B replicates of the mean over seeds: the seeds resampled with replacement, and, with `n_eval`,
-    the evaluation set's own error on top: Binomial(n_eval, mean*) / n_eval."""
+def widen(n: int) -> float:
+    """How much wider the seeds' bootstrap is drawn than it resamples: t_{0.975, n-1} / (z_{0.975} sqrt((n-1)/n)).
+    The plain percentile bootstrap of a mean over n seeds is too narrow for few seeds (it uses the
+    population standard deviation and the normal quantile): its 95 % interval covers the true mean 73 % of
+    the time for 3 normal seeds, 83 % for 5. Widened by this factor, the seeds' part of the interval is
+    Student's t's for normal seeds (95 % coverage), and keeps the bootstrap's shape otherwise."""
+    return float(scistats.t.ppf(0.975, n - 1) / (scistats.norm.ppf(0.975) * math.sqrt((n - 1) / n))) if n >= 2 else 1.0
+
+
+def bootstrap_means(values: np.ndarray, n_eval: int | None, rng: np.random.Generator, b: int = B,
+                    bounds: tuple[float, float] | None = (0.0, 1.0)) -> np.ndarray:
+    """B replicates of the mean over seeds: the seeds resampled with replacement, the replicate's distance
+    from the mean widened by `widen(n)`, kept inside `bounds`; with `n_eval`, the evaluation set's own error
+    on top: Binomial(n_eval, mean*) / n_eval (the seeds share one evaluation set, so it does not average out)."""
     values = np.asarray(values, dtype=float)
-    means = values[rng.integers(0, len(values), size=(b, len(values)))].mean(axis=1)
+    n, mean = len(values), float(values.mean())
+    means = mean + (values[rng.integers(0, n, size=(b, n))].mean(axis=1) - mean) * widen(n)
+    if bounds is not None:
+        means = np.clip(means, *bounds)
     if n_eval:
         means = rng.binomial(int(n_eval), np.clip(means, 0.0, 1.0)) / int(n_eval)
     return means
@@ -596,15 +611,17 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 
 
 def errorbar(values) -> tuple[float, float]:
-    """For seaborn's `errorbar=`: the 95 % percentile bootstrap of the mean over seeds (B = 4000, a fixed
-    seed, so the figure is the same on every build). It lies within the values' range, so an accuracy's
-    bar never leaves [0, 1]; a single value gets no bar."""
+    """For seaborn's `errorbar=`: the 95 % interval of the mean over seeds by the same widened bootstrap
+    as an Estimate's (seeds only; B = 4000, a fixed seed, so the figure is the same on every build).
+    Values all in [0, 1] (accuracies, fractions) keep their bar in [0, 1], values all >= 0 keep it >= 0;
+    a single value gets no bar."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     if len(v) < 2:
         m = float(v.mean()) if len(v) else math.nan
         return m, m
-    reps = bootstrap_means(v, None, _rng("errorbar", tuple(v)))
+    bounds = (0.0, 1.0) if v.min() >= 0 and v.max() <= 1 else (0.0, math.inf) if v.min() >= 0 else None
+    reps = bootstrap_means(v, None, _rng("errorbar", tuple(v)), bounds=bounds)
     lo, hi = np.percentile(reps, [2.5, 97.5])
     return float(lo), float(hi)
 
