@@ -13,137 +13,218 @@
 # %% [markdown]
 # # Q4 · Residual connections and deep stacks
 #
-# **Primary comparison** (sweep `residual`, `sweeps/residual.yaml`): skip connections around both
-# sub-layers on or off, at depth 1, 2, 4, 8, 16, on the **copy task** (it needs positions and two
-# layers' worth of routing; a model blind to order sits at the order-blind level, 30 %), d_model 32,
-# 2 heads, **Pre-LN**, each variant at its own learning rate. **Why Pre-LN:** with skips every depth is
-# then trainable, and without them the stack is a plain deep network with a LayerNorm before each
-# sub-layer; Post-LN adds a depth problem of its own (the norm sweep's question). Periodic probes
-# record every layer's gradient norm, token cosine and effective rank every 50 steps during training
-# (`residual_curves.csv`), not only at initialisation.
+# **Primary comparison** (sweeps `residual`, depth 1, 2, 4, 8, and `residual_deep`, depth 16; two sweeps
+# so that each fits 10 minutes at quick): skip connections around both sub-layers on or off, on the
+# **copy task** (it needs positions and two layers' worth of routing; a model blind to order sits at the
+# order-blind level, 30 %), d_model 32, 2 heads, **Pre-LN**, each variant at its own learning rate.
+# **Why Pre-LN:** with skips every depth is then trainable, and without them the stack is a plain deep
+# network with a LayerNorm before each sub-layer — the setting of He et al.'s plain networks, which had
+# BatchNorm; Post-LN adds a depth problem of its own (the norm claim's question). Periodic probes record
+# every layer's gradient norm, token cosine and effective rank every 50 steps during training, besides
+# at initialisation and after training.
 #
-# **Secondary:** `residual_sgd` (depth 2 and 16 with plain SGD: whether gradients reach the first
-# layers shows directly in what SGD learns, while Adam rescales each parameter's step) and
-# `residual_norm` (depth 2, 8, 16 with Post-LN and without LayerNorm; Adam's 1e-3, 2 seeds).
+# **Secondary:** `residual_sgd` (depth 2 and 16 with plain SGD: Adam rescales each parameter's step, so
+# whether gradients reach the first layers shows more directly in what SGD learns) and `residual_norm`
+# (depth 2 and 16 with Post-LN and without LayerNorm; Adam's 1e-3, 2 seeds).
 #
 # **Learning rates:** 4 values spanning 30× are tried on seed 0; each variant's best on validation
 # (`val/acc_best`) is run on 5 seeds.
 
+# %% [markdown]
+# ## The tests, fixed before the data are read
+#
+# All primary tests are at the deepest stack, **16 layers** (`residual_deep`), skips vs none. The
+# mechanism (what the probes show) is judged apart from the outcome (what training reaches).
+#
+# | anchor | kind | primary test | why this test |
+# | --- | --- | --- | --- |
+# | Dong et al. 2021: rank collapse | mechanism | token cosine after the last layer **at initialisation**, no skips vs skips, greater | the claim is about the architecture: at initialisation no optimiser has had a chance to counter it, and both arms start from the same distribution of weights |
+# | He et al. 2016b: the identity skip carries the gradient back | mechanism | first / last layer gradient norm **at initialisation**, skips vs none, greater (a ratio, log scale) | the "gradient highway": with skips the earliest layer's gradient contains the last layer's unchanged. At initialisation the two arms see the same data and weights; during training the runs that solved the task have near-zero loss and so near-zero gradients, which would confound the comparison |
+# | He et al. 2016a: plain nets with normalisation keep healthy gradients | mechanism | the first layer's gradient norm **at initialisation**, no skips vs skips, the same within a factor `HEALTHY_FACTOR` (TOST on the log scale) | the tutorial's story says the first layers of a deep plain stack are starved of gradient; He et al. measured that they are not, with BatchNorm. The first layer's own gradient, not its ratio to the last, is what a starved layer lacks |
+# | He et al. 2016a: deeper plain nets train worse | outcome | **test accuracy**, skips vs none, greater | the held-out test set (validation chose the learning rates); copy is learned or not, so the runs that learned (above the order-blind level) are reported as well |
+#
+# Supporting: the same quantities during training (periodic probes), after training, at every depth,
+# with plain SGD, with Post-LN and without LayerNorm.
+
 # %%
-import matplotlib.pyplot as plt
+import matplotlib.pyplot as plt  # noqa: F401 - the figures' backend, before seaborn
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from IPython.display import display
 
 from ablate import report as R
+from ablate.report import figures as F
+from ablate.report.answers import correct  # the verdicts after Holm, for the plain answer's wording
+
+DEEP = 16  # layers: the primary comparison
+COLLAPSE = "probe/init/cosine"  # mean pairwise cosine of the token representations, per layer (last layer: _last)
+RATIO = "probe/init/grad_ratio"  # first layer's gradient norm / last layer's, at initialisation
+FIRST = "probe/init/grad_l0"  # the first layer's gradient norm at initialisation
+OUTCOME = "test/acc"
+# "Healthy" as a factor: a plain stack whose first layer gets within ×/÷2 of the residual stack's first-layer
+# gradient is as well fed as it; the vanishing the highway story describes compounds over 16 layers (0.9 per
+# layer is already ×0.19), far outside a factor of 2.
+HEALTHY_FACTOR = 2.0
 
 R.setup()
 DONG = R.Anchor(
     "Dong et al. 2021",
-    "without skip connections, self-attention's token representations collapse to rank 1 as depth grows",
+    "without skip connections, self-attention's token representations collapse to rank 1 as depth grows (proved for "
+    "pure attention; FFNs slow it, skips prevent it)",
+    "没有跳跃连接时，随着深度增加，自注意力的词元表示会坍缩到秩 1（对纯注意力证明；FFN 会减缓，跳跃连接能阻止）",
+    kind="mechanism",
+    wording="pure attention loses rank doubly exponentially with depth",
 )
-HE = R.Anchor(
-    "He et al. 2016 (identity mappings)",
-    "an identity skip passes the gradient to early layers undiminished; deep plain stacks train worse than residual ones",
+HE_IDENTITY = R.Anchor(
+    "He et al. 2016b (identity mappings), §3",
+    "an identity skip carries the gradient back to the earliest layers undiminished (the tutorial's \"gradient "
+    "highway\"; that without skips it vanishes is the tutorial's addition, not this paper's claim)",
+    "恒等跳跃连接把梯度原样传回最早的层（即教程的“梯度高速公路”；没有跳跃连接梯度就会消失，是教程加上的，不是这篇论文的论断）",
+    kind="mechanism",
+    wording="the forward and backward signals can be directly propagated from one block to any other block, when using "
+            "identity mappings as the skip connections and after-addition activation",
+)
+HE_PLAIN = R.Anchor(
+    "He et al. 2016a (deep residual learning), §4.1",
+    "deep plain networks with normalisation keep healthy gradient norms: their trouble is not vanishing gradients",
+    "带归一化的深层普通网络梯度范数保持正常：它们的问题不在于梯度消失",
+    kind="mechanism",
+    wording="We argue that this optimization difficulty is unlikely to be caused by vanishing gradients. These plain "
+            "networks are trained with BN ... We also verify that the backward propagated gradients exhibit healthy "
+            "norms with BN.",
+)
+HE_DEPTH = R.Anchor(
+    "He et al. 2016a (deep residual learning), §4.1",
+    "a deeper plain network trains worse than its residual counterpart (the degradation problem: on ImageNet the "
+    "34-layer plain net had higher training error than the 18-layer one, the residual nets did not)",
+    "更深的普通网络比对应的残差网络训练得更差（退化问题：在 ImageNet 上 34 层普通网络的训练误差高于 18 层，残差网络则没有）",
+    wording="The deeper network has higher training error, and thus test error.",
 )
 Q = R.question(
     "q4",
     "Q4 · Residual connections and deep stacks",
     "With no residual connections, what concrete problem does a deep stack hit? Explain it with the \"gradient highway\".",
-    anchors=[DONG, HE],
-    sweeps=["residual", "residual_sgd", "residual_norm"],
+    "如果没有残差连接，深层堆叠会遇到什么具体问题？请用“梯度高速公路”来解释。",
+    title_zh="Q4 · 残差连接与深层堆叠",
+    anchors=[DONG, HE_IDENTITY, HE_PLAIN, HE_DEPTH],
+    sweeps=["residual", "residual_deep", "residual_sgd", "residual_norm"],
 )
-S, SGD, NORM = R.sweep("residual"), R.sweep("residual_sgd"), R.sweep("residual_norm")
-SKIPS = {True: "residual", False: "no residual"}
+SHALLOW, DEEP_SWEEP = R.sweep("residual"), R.sweep("residual_deep")
+PARTS = [s.name for s in (SHALLOW, DEEP_SWEEP) if s.ready]
+S = R.sweeps(*PARTS) if PARTS else DEEP_SWEEP  # every depth there is; a missing table says so below
+SGD, NORM = R.sweep("residual_sgd"), R.sweep("residual_norm")
+SKIPS = "model.residual"
 display(Q)
 
 
-def training_ratio(sweep, df):
-    """Per run, from the curves file (the periodic probes after step 0): `log10_ratio_training`, the mean
-    over probes of log10(first layer's gradient norm / last layer's), a ratio that spans orders of
-    magnitude between runs; `starved`, whether at most of those probes the first layer got under 1/100 of
-    the last layer's gradient; and `grad_first_training`, the first layer's own gradient (geometric
-    mean). NaN for one-layer runs."""
+# %%
+def training_probes(sweep, df):
+    """Per run, from the periodic probes after step 0 (the curves file): `grad_ratio_training`, the first layer's
+    gradient norm over the last layer's (geometric mean over the probes: the ratio spans orders of magnitude);
+    `starved`, whether at most probes the first layer got under 1/100 of the last layer's gradient; and
+    `grad_first_training`, the first layer's own gradient (geometric mean). NaN for one-layer runs."""
     curves = sweep.probe_curves()
     if curves is None:
-        return df.assign(log10_ratio_training=np.nan, starved=np.nan, grad_first_training=np.nan)
+        return df.assign(grad_ratio_training=np.nan, starved=np.nan, grad_first_training=np.nan)
     curves = curves[(curves["step"] > 0) & curves["run_id"].isin(df["run_id"])]
     last = curves.groupby("run_id")["layer"].transform("max")
     first = curves[curves["layer"] == 0].set_index(["run_id", "step"])["grad"]
     final = curves[(curves["layer"] == last) & (last > 0)].set_index(["run_id", "step"])["grad"]
     log_ratio = np.log10(first / final).replace([np.inf, -np.inf], np.nan).dropna()
-    mean_log = log_ratio.groupby("run_id").mean()
+    ratio = 10 ** log_ratio.groupby("run_id").mean()
     starved = (log_ratio < -2).groupby("run_id").mean() > 0.5
-    first_mean = np.log(first[first > 0]).groupby("run_id").mean().map(np.exp)
-    return df.assign(log10_ratio_training=df["run_id"].map(mean_log), starved=df["run_id"].map(starved),
+    first_mean = np.exp(np.log(first[first > 0]).groupby("run_id").mean())
+    return df.assign(grad_ratio_training=df["run_id"].map(ratio), starved=df["run_id"].map(starved),
                      grad_first_training=df["run_id"].map(first_mean))
 
 
-def prepare(sweep):
-    df = R.at_best_lr(sweep.df)
-    df["skips"] = df["model.residual"].map(SKIPS)
-    return training_ratio(sweep, df)
+def last_layer(sweep, df, probe):
+    """df with `<probe>_last`: the probe's value after each run's last layer."""
+    layers = sweep.per_layer(probe)
+    layers = layers[layers["last"] & layers["run_id"].isin(df["run_id"])]
+    return df.merge(layers[["run_id", probe]].rename(columns={probe: probe + "_last"}), on="run_id", how="left")
 
 
-# %%
+def prepare(sweep, tuned=True):
+    df = R.at_best_lr(sweep.df) if tuned else sweep.df.copy()
+    df["model.n_layers"] = df["model.n_layers"].astype(int)
+    df = training_probes(sweep, df)
+    for probe in (COLLAPSE, "probe/final/cosine", "probe/final/erank", "probe/init/erank"):
+        df = last_layer(sweep, df, probe)
+    return df
+
+
+def at(residual, depth):
+    return {SKIPS: residual, "model.n_layers": depth}
+
+
+def layers_word(d, zh=False):
+    return f"{d} 层" if zh else f"{d} layer{'s' if d != 1 else ''}"
+
+
 if S.ready:
     best = prepare(S)
     depths = sorted(int(d) for d in best["model.n_layers"].unique())
-    deep, shallow = depths[-1], depths[0]
+    deep = DEEP if DEEP in depths else None
+    summary = best.groupby([SKIPS, "model.n_layers", "optim.lr"], as_index=False).agg(
+        runs=("seed", "count"), val_acc=("val/acc_best", "mean"), test_acc=(OUTCOME, "mean"),
+        first_last_init=(RATIO, "mean"), first_grad_init=(FIRST, "mean"), cosine_init_last=(COLLAPSE + "_last", "mean"))
     print(R.lr_phrase(S.df))
-    display(best.groupby(["model.residual", "model.n_layers", "optim.lr"])[
-        ["val/acc_best", "test/acc", "probe/init/grad_ratio", "log10_ratio_training", "grad_first_training"]].mean())
+    R.show_table(summary)
 else:
     print(S.missing)
-if SGD.ready:
-    sgd = prepare(SGD)
-if NORM.ready:
-    norm = NORM.df.copy()
-    norm["skips"] = norm["model.residual"].map(SKIPS)
+if not DEEP_SWEEP.ready:
+    print(f"residual_deep (the 16-layer primary comparison): {DEEP_SWEEP.missing}")
+sgd = prepare(SGD) if SGD.ready else None
+norm = prepare(NORM, tuned=False) if NORM.ready else None
 
 # %% [markdown]
 # ## What it costs: accuracy against depth
-# Each variant at its chosen learning rate (dashed: the order-blind level). Adam (primary), plain SGD,
-# and Post-LN / no LayerNorm at Adam's 1e-3.
+# Each variant at its chosen learning rate; bars: 95 % bootstrap intervals over seeds. Adam (primary),
+# plain SGD, and Post-LN / no LayerNorm at Adam's 1e-3.
 
 # %%
 if S.ready:
-    panels = [("Pre-LN, Adam", best)] + ([("Pre-LN, SGD", sgd)] if SGD.ready else [])
-    if NORM.ready:
-        panels += [("Post-LN, Adam 1e-3" if n == "post" else "no LayerNorm, Adam 1e-3", norm[norm["model.norm"] == n])
-                   for n in ("post", "none")
-                   if n in set(norm["model.norm"])]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False, sharey=True)
-    for ax, (name, df) in zip(axes[0], panels):
-        sns.pointplot(df, x="model.n_layers", y="val/acc_best", hue="skips", hue_order=list(SKIPS.values()),
-                      errorbar=R.ci95_errorbar, dodge=0.2, ax=ax)
-        ax.axhline(R.level(df), color="black", ls="--", lw=0.8)
-        ax.set(xlabel="layers", ylabel="validation accuracy", title=name)
+    panels = [("Pre-LN, Adam", best, S)] + ([("Pre-LN, SGD", sgd, SGD)] if sgd is not None else [])
+    if norm is not None:
+        panels += [(f"{F.label('model.norm', n)}, Adam 1e-3", norm[norm["model.norm"] == n], NORM)
+                   for n in F.order("model.norm", norm["model.norm"]) if n != "pre"]
+    fig, axes = F.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False, sharey=True)
+    for ax, (name, df, _) in zip(axes[0], panels):
+        sns.pointplot(df, x="model.n_layers", y=OUTCOME, hue=SKIPS, order=F.order("model.n_layers", df["model.n_layers"]),
+                      hue_order=F.order(SKIPS, df[SKIPS]), palette=F.palette(SKIPS, df[SKIPS]),
+                      errorbar=R.errorbar, dodge=0.2, ax=ax)
+        F.reference_lines(ax, df, split="test")
+        ax.set(xlabel="layers", ylabel="test accuracy", title=name, ylim=(0, 1.02))
+        F.legend(ax, "skips")
+    F.stamp(fig, *(s for _, _, s in panels))
     fig_acc = R.savefig(fig, "q4_accuracy")
 
 # %% [markdown]
-# ## The gradient highway during training
-# Gradient norm reaching the first and the last layer at every periodic probe, in the deepest stacks
-# (one line per run, each at its variant's chosen learning rate). With skips, x + f(x) has Jacobian
-# I + ∂f/∂x: the identity term carries the gradient past every layer.
+# ## The gradient each layer gets
+# Left: every layer's gradient norm at initialisation in the deepest stacks (one line per arm, 95 %
+# interval over seeds). Right: the first and the last layer's gradient during training (periodic probes).
+# With skips, x + f(x) has Jacobian I + ∂f/∂x: the identity term carries the gradient past every layer.
 
 # %%
-if S.ready:
-    curves = S.probe_curves()
-    if curves is not None:
-        curves = curves[curves["run_id"].isin(best["run_id"]) & (curves["model.n_layers"] == deep)]
-        curves = curves[curves["layer"].isin([0, deep - 1])].copy()
-        curves["skips"] = curves["model.residual"].map(SKIPS)
-        curves["which"] = curves["layer"].map({0: "first layer", deep - 1: "last layer"})
-        grid = sns.relplot(curves, x="step", y="grad", hue="which", col="skips", kind="line", units="run_id",
-                           estimator=None, lw=0.8, height=3.4, aspect=1.3)
-        grid.set(yscale="log")
-        grid.set_axis_labels("optimiser step", "gradient norm")
-        grid.figure.suptitle(f"{deep} layers, Pre-LN, Adam", y=1.03)
-        fig_grad = R.savefig(grid.figure, "q4_gradients")
-    else:
-        fig_grad = None
+if S.ready and deep:
+    fig, axes = F.subplots(1, 2, figsize=(12, 3.8))
+    grads = S.per_layer("probe/init/grad")
+    grads = grads[grads["run_id"].isin(best["run_id"]) & (grads["model.n_layers"] == deep)]
+    sns.lineplot(grads, x="layer", y="probe/init/grad", hue=SKIPS, hue_order=F.order(SKIPS, grads[SKIPS]),
+                 palette=F.palette(SKIPS, grads[SKIPS]), marker="o", errorbar=R.errorbar, seed=0, ax=axes[0])
+    axes[0].set(yscale="log", xlabel="layer (0 = first)", ylabel="gradient norm at initialisation",
+                title=f"{deep} layers, Pre-LN: gradient per layer")
+    F.integer_ticks(axes[0], "x")
+    F.legend(axes[0], "skips")
+    deep_runs = best[best["model.n_layers"] == deep]
+    F.probe_curve(S, "grad", hue=SKIPS, runs=deep_runs, layer=0, style=None, log=True, ax=axes[1],
+                  title=f"{deep} layers: the first layer's gradient during training")
+    F.stamp(fig, S)
+    fig_grad = R.savefig(fig, "q4_gradients")
+else:
+    fig_grad = None
 
 # %% [markdown]
 # ## Token collapse over depth
@@ -151,93 +232,224 @@ if S.ready:
 # vector) and their effective rank, at initialisation and after training, in the deepest stacks.
 
 # %%
-if S.ready:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+if S.ready and deep:
+    fig, axes = F.subplots(1, 2, figsize=(12, 3.8))
     for ax, probe, label in zip(axes, ("cosine", "erank"), ("token cosine", "effective rank")):
         parts = []
         for point in ("init", "final"):
             layers = S.per_layer(f"probe/{point}/{probe}").rename(columns={f"probe/{point}/{probe}": probe})
             layers = layers[layers["run_id"].isin(best["run_id"]) & (layers["model.n_layers"] == deep)]
-            parts.append(layers.assign(when=point))
+            parts.append(layers.assign(when="at initialisation" if point == "init" else "after training"))
         layers = pd.concat(parts, ignore_index=True)
-        layers["skips"] = layers["model.residual"].map(SKIPS)
-        sns.lineplot(layers, x="layer", y=probe, hue="skips", style="when", marker="o", errorbar=R.ci95_errorbar, ax=ax,
-                     legend=ax is axes[-1])
-        ax.set(ylabel=label, title=f"{deep} layers: {label} after each layer")
-    sns.move_legend(axes[-1], "upper left", bbox_to_anchor=(1.02, 1))
-    R.savefig(fig, "q4_collapse")
+        sns.lineplot(layers, x="layer", y=probe, hue=SKIPS, hue_order=F.order(SKIPS, layers[SKIPS]),
+                     palette=F.palette(SKIPS, layers[SKIPS]), style="when",
+                     style_order=["at initialisation", "after training"], marker="o", errorbar=R.errorbar, seed=0,
+                     ax=ax, legend=ax is axes[-1])
+        F.integer_ticks(ax, "x")
+        ax.set(xlabel="layer (0 = first)", ylabel=label, title=f"{deep} layers: {label} after each layer")
+    F.legend(axes[-1], outside=True)
+    F.stamp(fig, S)
+    fig_collapse = R.savefig(fig, "q4_collapse")
+else:
+    fig_collapse = None
+
+# %% [markdown]
+# ## Learning curves of the primary comparison
+# Validation accuracy over training at 16 layers, mean over seeds with its 95 % band.
+
+# %%
+if S.ready and deep:
+    fig, ax = F.subplots(figsize=(7, 3.6))
+    F.learning_curves(S, "val/acc", hue=SKIPS, runs=best[best["model.n_layers"] == deep], ax=ax, outside=True,
+                      title=f"{deep} layers, Pre-LN, Adam")
+    F.stamp(fig, S)
+    R.savefig(fig, "q4_curves")
+
 
 # %% tags=["answer"]
-if not S.ready:
-    Q.not_run_yet(S)
+def zh(x):
+    """An Estimate / Effect / Fraction formatted for a Chinese sentence (the numbers are the same)."""
+    return (str(x).replace(" points", " 个百分点").replace(" runs", " 次运行").replace(" run", " 次运行")
+            .replace(" of ", "/").replace("no interval", "无区间"))
+
+
+if not S.ready or not deep:
+    Q.not_run_yet(DEEP_SWEEP if not DEEP_SWEEP.ready else S)
 else:
-    def at(residual, depth):
-        return {"model.residual": residual, "model.n_layers": depth}
-
-    def last_layer(df, probe):
-        layers = S.per_layer(probe)
-        layers = layers[layers["last"] & layers["run_id"].isin(df["run_id"])]
-        return df.merge(layers[["run_id", probe]].rename(columns={probe: probe + "_last"}), on="run_id")
-
-    def by_depth(df, name):
-        return f"{name} ({R.lr_phrase(df)}; order-blind level {100 * R.level(df):.1f} %): " + "; ".join(
-            f"{d} layer{'s' if d > 1 else ''} {R.estimate(df, 'val/acc_best', at(True, d))} with skips, "
-            f"{R.estimate(df, 'val/acc_best', at(False, d))} without"
-            for d in sorted(int(v) for v in df["model.n_layers"].unique())) + "."
-
-    lvl = R.level(best)
-    acc_deep = R.compare(best, "val/acc_best", at(True, deep), at(False, deep))
-    ratio_init = R.compare(best, "probe/init/grad_ratio", at(True, deep), at(False, deep))
-    ratio_train = R.compare(best, "log10_ratio_training", at(True, deep), at(False, deep))
-    starved = {r: (int(R.rows(best, at(r, deep))["starved"].fillna(False).astype(bool).sum()), len(R.rows(best, at(r, deep))))
-               for r in (True, False)}
-    first_train = R.compare(best, "grad_first_training", at(True, deep), at(False, deep))
-    cos_init = R.compare(last_layer(best, "probe/init/cosine"), "probe/init/cosine_last", at(False, deep), at(True, deep))
-    cos_final = R.compare(last_layer(best, "probe/final/cosine"), "probe/final/cosine_last", at(False, deep), at(True, deep))
-    rank_final = R.compare(last_layer(best, "probe/final/erank"), "probe/final/erank_last", at(False, deep), at(True, deep))
-    stuck = best[R.at_level(best)]
-    parts = [
-        by_depth(best, "Primary comparison, copy, Pre-LN, Adam"),
-        f"Runs at or below the order-blind level (they learned nothing about order): {len(stuck)} of {len(best)}"
-        + (" — " + ", ".join(f"{s}, {int(d)} layer{'s' if d > 1 else ''}: {n}" for (s, d), n in
-                             stuck.groupby(["skips", "model.n_layers"]).size().items()) if len(stuck) else "") + ".",
-        f"At {deep} layers the first layer's gradient is {ratio_init.a} of the last layer's at initialisation with skips "
-        f"and {ratio_init.b} without. During training the ratio spans orders of magnitude between runs, so its log10 "
-        f"(mean over the periodic probes) is compared: {ratio_train.a} with skips, {ratio_train.b} without "
-        f"({ratio_train}); the first layer got under 1/100 of the last layer's gradient at most probes in "
-        f"{starved[False][0]} of {starved[False][1]} runs without skips and {starved[True][0]} of {starved[True][1]} "
-        f"with them. The first layer's own gradient during training (geometric mean): {first_train.a} with skips, "
-        f"{first_train.b} without ({first_train}).",
-        f"Token cosine after the last of {deep} layers, without vs with skips: {cos_init.a} vs {cos_init.b} at "
-        f"initialisation, {cos_final.a} vs {cos_final.b} after training (effective rank after training "
-        f"{rank_final.a} vs {rank_final.b}).",
-        R.convergence(best),
-    ]
+    lvl = R.level(best, split="test")
+    collapse = R.compare(best, COLLAPSE + "_last", at(False, deep), at(True, deep))
+    ratio = R.compare(best, RATIO, at(True, deep), at(False, deep))
+    first = R.compare(best, FIRST, at(False, deep), at(True, deep))
+    outcome = R.compare(best, OUTCOME, at(True, deep), at(False, deep))
     checks = [
-        DONG.expect_greater(cos_init, f"token cosine after the last of {deep} layers at initialisation, no skips vs skips"),
-        HE.expect_greater(ratio_train, f"{deep} layers, log10 of first / last layer gradient during training, skips vs none"),
-        HE.expect_greater(acc_deep, f"{deep} layers, validation accuracy, skips vs none", level=lvl),
+        DONG.greater(collapse, f"token cosine after the last of {deep} layers at initialisation, no skips vs skips",
+                     primary=True, reason="the architecture's own effect, before any optimiser can counter it"),
+        HE_IDENTITY.greater(ratio, f"{deep} layers, first / last layer gradient at initialisation, skips vs none",
+                            primary=True, reason="the highway is about where the gradient arrives; at initialisation "
+                                                 "neither arm's loss has moved"),
+        HE_PLAIN.same(first, f"{deep} layers, the first layer's gradient at initialisation, no skips vs skips",
+                      margin=HEALTHY_FACTOR, primary=True,
+                      reason="a starved first layer lacks gradient of its own; its ratio to the last layer can fall "
+                             "because the last layer gets more"),
+        HE_DEPTH.greater(outcome, f"{deep} layers, test accuracy, skips vs none", level=lvl, primary=True,
+                         reason="held-out test set, each arm at its own learning rate"),
     ]
-    if SGD.ready:
-        sgd_deep = int(sgd["model.n_layers"].max())
-        sgd_acc = R.compare(sgd, "val/acc_best", at(True, sgd_deep), at(False, sgd_deep))
-        checks.append(HE.expect_greater(sgd_acc, f"plain SGD, {sgd_deep} layers, validation accuracy, skips vs none",
-                                        level=R.level(sgd)))
-        sgd_ratio = R.compare(sgd, "log10_ratio_training", at(True, sgd_deep), at(False, sgd_deep))
-        sgd_first = R.compare(sgd, "grad_first_training", at(True, sgd_deep), at(False, sgd_deep))
-        checks.append(HE.expect_greater(sgd_ratio, f"plain SGD, {sgd_deep} layers, log10 of first / last layer gradient "
-                                                   "during training, skips vs none"))
-        parts += [by_depth(sgd, "Plain SGD"),
-                  f"With SGD at {sgd_deep} layers, log10 of the first / last layer gradient during training: "
-                  f"{sgd_ratio.a} with skips, {sgd_ratio.b} without ({sgd_ratio}); the first layer's own gradient "
-                  f"{sgd_first.a} with skips, {sgd_first.b} without ({sgd_first}).",
-                  R.convergence(sgd, "SGD runs")]
+    # supporting: the same quantities during and after training, other optimisers and norms
+    cos_final = R.compare(best, "probe/final/cosine_last", at(False, deep), at(True, deep))
+    rank_final = R.compare(best, "probe/final/erank_last", at(False, deep), at(True, deep))
+    ratio_train = R.compare(best, "grad_ratio_training", at(True, deep), at(False, deep))
+    first_train = R.compare(best, "grad_first_training", at(False, deep), at(True, deep))
+    checks += [
+        DONG.greater(cos_final, f"token cosine after the last of {deep} layers after training, no skips vs skips",
+                     primary=False, reason="whether training undoes the collapse"),
+        DONG.less(rank_final, f"effective rank after the last of {deep} layers after training, no skips vs skips",
+                  primary=False, reason="rank itself, the quantity the claim names"),
+        HE_IDENTITY.greater(ratio_train, f"{deep} layers, first / last layer gradient during training (geometric mean "
+                                         "over the probes), skips vs none", primary=False,
+                            reason="during training; confounded by each arm's loss"),
+    ]
+    sgd_first = None
+    if sgd is not None and DEEP in set(sgd["model.n_layers"]):
+        sgd_acc = R.compare(sgd, OUTCOME, at(True, deep), at(False, deep))
+        sgd_first = R.compare(sgd, "grad_first_training", at(False, deep), at(True, deep))
+        checks += [
+            HE_DEPTH.greater(sgd_acc, f"plain SGD, {deep} layers, test accuracy, skips vs none",
+                             level=R.level(sgd, split="test"), primary=False, reason="another optimiser"),
+            HE_PLAIN.same(sgd_first, f"plain SGD, {deep} layers, the first layer's gradient during training, no skips "
+                                     "vs skips", margin=HEALTHY_FACTOR, primary=False,
+                          reason="SGD's step is the gradient itself; confounded by each arm's loss"),
+        ]
+    if norm is not None:
+        for n in [n for n in F.order("model.norm", norm["model.norm"]) if n != "pre"]:
+            sub = norm[norm["model.norm"] == n]
+            if DEEP in set(sub["model.n_layers"]):
+                checks.append(HE_DEPTH.greater(
+                    R.compare(sub, OUTCOME, at(True, deep), at(False, deep)),
+                    f"{F.label('model.norm', n)}, {deep} layers, test accuracy, skips vs none",
+                    level=R.level(sub, split="test"), primary=False, reason="another norm placement, Adam 1e-3, 2 seeds"))
+
+    learned = {(r, d): R.learned(best, at(r, d), metric=OUTCOME) for r in (True, False) for d in depths}
+    f_skip, f_none = learned[True, deep], learned[False, deep]
+    cos_none, cos_skip = collapse.a, collapse.b
+    first_none, first_skip = first.a, first.b
+    last_grad = R.compare(best, f"probe/init/grad_l{deep - 1}", at(False, deep), at(True, deep))
+    final = {c.anchor: c.verdict for c in correct(checks)[0] if c.primary}  # after Holm, as the Answer shows them
+    sgd_starved = next((c for c in checks if c.anchor is HE_PLAIN and not c.primary), None)
+    if final[HE_PLAIN] == R.AGREES:
+        gradient_en = (f"The first layer is not starved: its gradient at initialisation is {first_none} without skips and "
+                       f"{first_skip} with them ({first}), as He et al. found for plain nets with normalisation. ")
+        gradient_zh = (f"第一层并没有被饿死：初始化时它的梯度无跳跃连接为 {first_none}，有跳跃连接为 {first_skip}（{zh(first)}），"
+                       "与 He 等人对带归一化的普通网络的发现一致。")
+    elif final[HE_PLAIN] == R.DISAGREES and first.diff < 1:
+        gradient_en = (f"The \"gradient highway\" story holds here: the first layer's gradient at initialisation is "
+                       f"{first_none} without skips against {first_skip} with them ({first}). ")
+        gradient_zh = (f"“梯度高速公路”的说法在这里成立：初始化时第一层的梯度无跳跃连接为 {first_none}，有跳跃连接为 "
+                       f"{first_skip}（{zh(first)}）。")
     else:
-        parts.append(f"Plain SGD: {SGD.missing}.")
-    if NORM.ready:
-        for n in [n for n in ("post", "none") if n in set(norm["model.norm"])]:
-            parts.append(by_depth(norm[norm["model.norm"] == n], "Post-LN" if n == "post" else "No LayerNorm"))
+        gradient_en = (f"Whether the first layer is starved, as the \"gradient highway\" story says, these runs do not "
+                       f"settle: at initialisation its gradient is {first_none} without skips and {first_skip} with them "
+                       f"({first}), neither shown within ×/÷{HEALTHY_FACTOR:g} nor below it. ")
+        gradient_zh = (f"第一层是否像“梯度高速公路”说的那样被饿死，这些运行没有定论：初始化时它的梯度无跳跃连接为 "
+                       f"{first_none}，有跳跃连接为 {first_skip}（{zh(first)}），既没有显示在 {HEALTHY_FACTOR:g} 倍之内，"
+                       "也没有显示更低。")
+    gradient_en += (f"What skips change measurably is the balance: the first layer gets {ratio.a} of the last layer's "
+                    f"gradient with skips and {ratio.b} without")
+    gradient_zh += (f"跳跃连接可测地改变的是平衡：有跳跃连接时第一层得到最后一层梯度的 {ratio.a}，没有时为 {ratio.b}")
+    if sgd_starved is not None and sgd_starved.verdict == R.DISAGREES:
+        gradient_en += (f"; and during training with plain SGD the plain stack's first layer did fall behind "
+                        f"({sgd_first}).")
+        gradient_zh += f"；而在用普通 SGD 训练期间，普通堆叠的第一层确实落后了（{zh(sgd_first)}）。"
     else:
-        parts.append(f"Post-LN and no LayerNorm: {NORM.missing}.")
-    text = " ".join(parts) + " " + R.caveat(best)
-    Q.answer(text.strip(), checks, figure=fig_acc)
+        gradient_en += "."
+        gradient_zh += "。"
+    learned_en = (f"A {deep}-layer stack without skips does not learn the copy task: {f_none} learned it (above the "
+                  f"order-blind level), against {f_skip} with skips (test accuracy {outcome.b} vs {outcome.a}). "
+                  if final[HE_DEPTH] == R.AGREES else
+                  f"At {deep} layers, {f_none} without skips and {f_skip} with them learned the copy task (test accuracy "
+                  f"{outcome.b} vs {outcome.a}). ")
+    learned_zh = (f"没有跳跃连接的 {deep} 层堆叠学不会复制任务：{zh(f_none)} 学会了（高于顺序无关水平），有跳跃连接时为 "
+                  f"{zh(f_skip)}（测试准确率 {outcome.b} 对 {outcome.a}）。" if final[HE_DEPTH] == R.AGREES else
+                  f"{deep} 层时，无跳跃连接 {zh(f_none)}、有跳跃连接 {zh(f_skip)} 学会了复制任务（测试准确率 {outcome.b} 对 "
+                  f"{outcome.a}）。")
+    collapse_en = (f"The concrete problem measured here is collapse: after {deep} plain layers every token is nearly the "
+                   f"same vector (cosine {cos_none} at initialisation, {cos_skip} with skips), so which token stood where "
+                   "is lost. " if final[DONG] == R.AGREES else
+                   f"Token cosine after {deep} layers: {cos_none} without skips, {cos_skip} with them ({collapse}). ")
+    collapse_zh = (f"这里测到的具体问题是坍缩：经过 {deep} 个普通层后，所有词元几乎成了同一个向量（初始化时余弦相似度 "
+                   f"{cos_none}，有跳跃连接时 {cos_skip}），于是哪个词元在哪个位置的信息丢失了。"
+                   if final[DONG] == R.AGREES else
+                   f"{deep} 层后的词元余弦相似度：无跳跃连接 {cos_none}，有跳跃连接 {cos_skip}（{zh(collapse)}）。")
+    plain = (learned_en + collapse_en + gradient_en, learned_zh + collapse_zh + gradient_zh)
+    mechanism = (
+        f"Token cosine after the last of {deep} layers, no skips vs skips: {cos_none} vs {cos_skip} at initialisation, "
+        f"{cos_final.a} vs {cos_final.b} after training; effective rank after training {rank_final.a} vs {rank_final.b}. "
+        f"The last layer's gradient at initialisation is {last_grad} as large without skips as with them. "
+        f"First / last layer gradient at initialisation: {ratio.a} with skips, {ratio.b} without ({ratio}); during "
+        f"training (geometric mean over the periodic probes) {ratio_train.a} vs {ratio_train.b} ({ratio_train}); the "
+        "first layer got under 1/100 of the last layer's gradient at most probes in "
+        f"{int(R.rows(best, at(False, deep))['starved'].fillna(False).astype(bool).sum())} of "
+        f"{len(R.rows(best, at(False, deep)))} runs without skips and "
+        f"{int(R.rows(best, at(True, deep))['starved'].fillna(False).astype(bool).sum())} of "
+        f"{len(R.rows(best, at(True, deep)))} with them. The first layer's own gradient during training: "
+        f"{first_train.a} without skips, {first_train.b} with ({first_train}); a run that solved the task has a small "
+        "loss and so small gradients, which is why the initialisation is the primary point.",
+        f"{deep} 层最后一层之后的词元余弦相似度（无跳跃连接对有跳跃连接）：初始化时 {cos_none} 对 {cos_skip}，训练后 "
+        f"{cos_final.a} 对 {cos_final.b}；训练后有效秩 {rank_final.a} 对 {rank_final.b}。初始化时无跳跃连接的最后一层梯度是有跳跃"
+        f"连接时的 {last_grad}。初始化时第一层与最后一层的梯度之比："
+        f"有跳跃连接 {ratio.a}，无跳跃连接 {ratio.b}（{zh(ratio)}）；训练期间（各次周期探针的几何平均）{ratio_train.a} 对 "
+        f"{ratio_train.b}（{zh(ratio_train)}）。训练期间第一层自身的梯度：无跳跃连接 {first_train.a}，有跳跃连接 "
+        f"{first_train.b}（{zh(first_train)}）；已经解决任务的运行损失很小，梯度也就很小，所以以初始化为主要检验点。",
+    )
+    by_depth_en = "; ".join(f"{layers_word(d)}: {learned[True, d]} with skips, {learned[False, d]} without"
+                            for d in depths)
+    by_depth_zh = "；".join(f"{layers_word(d, True)}：有跳跃连接 {zh(learned[True, d])}，无跳跃连接 {zh(learned[False, d])}"
+                           for d in depths)
+    outcome_en = [f"Runs that learned the copy task (test accuracy above the order-blind level, {100 * lvl:.1f} %), Adam: "
+                  f"{by_depth_en}. Test accuracy at {deep} layers: {outcome.a} with skips, {outcome.b} without ({outcome})."]
+    outcome_zh = [f"学会复制任务（测试准确率高于顺序无关水平 {100 * lvl:.1f} %）的运行，Adam：{by_depth_zh}。"
+                  f"{deep} 层时的测试准确率：有跳跃连接 {outcome.a}，无跳跃连接 {outcome.b}（{zh(outcome)}）。"]
+    if sgd is not None:
+        sgd_depths = sorted(int(d) for d in sgd["model.n_layers"].unique())
+        outcome_en.append("Plain SGD: " + "; ".join(
+            f"{layers_word(d)}: {R.learned(sgd, at(True, d), metric=OUTCOME)} with skips, "
+            f"{R.learned(sgd, at(False, d), metric=OUTCOME)} without" for d in sgd_depths) + ".")
+        outcome_zh.append("普通 SGD：" + "；".join(
+            f"{layers_word(d, True)}：有跳跃连接 {zh(R.learned(sgd, at(True, d), metric=OUTCOME))}，无跳跃连接 "
+            f"{zh(R.learned(sgd, at(False, d), metric=OUTCOME))}" for d in sgd_depths) + "。")
+    if norm is not None:
+        for n in [n for n in F.order("model.norm", norm["model.norm"]) if n != "pre"]:
+            sub = norm[norm["model.norm"] == n]
+            n_depths = sorted(int(d) for d in sub["model.n_layers"].unique())
+            name = F.label("model.norm", n)
+            outcome_en.append(f"{name}, Adam 1e-3: " + "; ".join(
+                f"{layers_word(d)}: {R.learned(sub, at(True, d), metric=OUTCOME)} with skips, "
+                f"{R.learned(sub, at(False, d), metric=OUTCOME)} without" for d in n_depths) + ".")
+            outcome_zh.append(f"{name}，Adam 1e-3：" + "；".join(
+                f"{layers_word(d, True)}：有跳跃连接 {zh(R.learned(sub, at(True, d), metric=OUTCOME))}，无跳跃连接 "
+                f"{zh(R.learned(sub, at(False, d), metric=OUTCOME))}" for d in n_depths) + "。")
+    changes = (
+        "The mechanism tests are at initialisation and do not depend on the budget. What could change the outcome: a "
+        f"plain {deep}-layer stack that learns copy at some learning rate outside the 4 tried, or with longer training "
+        "(the full budget). The gradient verdict depends on the margin of a factor "
+        f"{HEALTHY_FACTOR:g}: a plain first layer more than ×{HEALTHY_FACTOR:g} below the residual one would make it disagree.",
+        "机制检验都在初始化时进行，与预算无关。可能改变结果的是：在所试 4 个学习率之外的某个学习率下，或在更长的训练"
+        f"（完整预算）中，{deep} 层的普通堆叠学会了复制任务。关于梯度的结论取决于 {HEALTHY_FACTOR:g} 倍的容差：若普通堆叠的"
+        f"第一层梯度比残差堆叠低 {HEALTHY_FACTOR:g} 倍以上，结论就会变成不符合。",
+    )
+    details = [f"Primary comparison, copy, Pre-LN, Adam: {R.lr_phrase(S.df)}.", R.convergence(best), R.caveat(best)]
+    if sgd is not None:
+        details += [f"Plain SGD: {R.lr_phrase(SGD.df)}.", R.convergence(sgd, "SGD runs")]
+    else:
+        details.append(f"Plain SGD: {SGD.missing}.")
+    if norm is None:
+        details.append(f"Post-LN and no LayerNorm: {NORM.missing}.")
+    Q.answer(
+        plain=plain,
+        mechanism=mechanism,
+        outcome=(" ".join(outcome_en), " ".join(outcome_zh)),
+        changes=changes,
+        details=" ".join(d for d in details if d),
+        checks=checks,
+        figure=fig_acc,
+        figures=[f for f in (fig_acc, fig_grad, fig_collapse) if f is not None],
+    )
