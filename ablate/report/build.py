@@ -671,7 +671,7 @@ def _img(path: Path) -> str:
 
 
 def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, where: Path) -> str:
-    """Every question: its title and verdict, the plain answer (Chinese one click away), its figures,
+    """Every question: its title and verdict, the plain answer (Chinese one click away), its key figure,
     then the rest of the answer folded; the provenance and the notebooks below. Relative paths only."""
     e = html.escape
     parts = [
@@ -693,7 +693,7 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
                 f'<details class="zh" lang="zh"><summary>中文</summary><h3>{e(title_of(a, "zh"))} '
                 f'<span class="verdict {css}">{e(verdict_word(verdict, "zh"))}</span></h3>'
                 f'{_md(text_of(a, "plain", "zh"))}</details>',
-                *(_img(figures / name) for name in figures_of(a)),
+                _img(figures / a["figure"]) if a.get("figure") else "",  # the key figure; the rest in the notebook
                 '<details class="more" open><summary>mechanism, outcome, anchors</summary>',
                 _md("\n".join(answer_body(a, "en"))),
                 "</details>",
