@@ -215,6 +215,8 @@ def test_estimate_and_effect_text():
     assert str(R.effect(R.estimate(diverged, "test/acc", A), b)) == "no comparison (diverged (1 of 1 runs))"
     slope = R.values_estimate("slope", [0.48, 0.52, 0.50], decimals=2)  # fixed decimals stay fixed
     assert str(slope).startswith("0.50 [") and slope.kind == "linear"
+    acc = R.values_estimate("probe/final/acc", [1.0, 0.99, 1.0])  # kind from the name: stays in [0, 1]
+    assert acc.kind == "accuracy" and acc.hi <= 1.0
 
 
 def test_formatted_numbers_are_recorded_for_the_answer():

@@ -348,8 +348,9 @@ def estimate(
                        n_diverged=int((state == "diverged").sum()), key=where_key)
 
 
-def values_estimate(name: str, values, decimals: int | None = None, scale: str | None = LINEAR) -> Estimate:
-    """An Estimate of plain numbers (one per seed); linear unless `scale` says otherwise (None: from the name)."""
+def values_estimate(name: str, values, decimals: int | None = None, scale: str | None = None) -> Estimate:
+    """An Estimate of plain numbers (one per seed), summarised as `name`'s kind says (an accuracy's interval
+    stays in [0, 1]) unless `scale` is given."""
     return from_values(name, values, kind_of(name, scale), decimals=decimals, key=name)
 
 
