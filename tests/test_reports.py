@@ -1043,3 +1043,19 @@ def test_notebook_html_shows_the_answer_first_code_folded_no_warnings_no_index(t
         assert "<th" not in body, table
     assert "<th>heads</th>" in tables[1] and "<th>mean_acc</th>" in tables[1]
     assert [re.findall(r"<td>(\d)</td>", t)[:1] for t in tables] == [["1"], ["1"], ["2"]]
+
+
+def test_tables_show_no_row_index():
+    """R.show_table's HTML and text: a groupby's keys (named index levels) become columns, positional row
+    numbers (0, 1, ... or those a filter leaves) are dropped, a long table is cut as pandas cuts it."""
+    from ablate.report.display import table_html, table_text
+
+    df = pd.DataFrame({"task": ["copy", "copy", "lookup"], "heads": [1, 2, 1], "acc": [0.5, 0.75, 1.0]})
+    grouped = df.groupby(["task", "heads"]).agg(acc=("acc", "mean"))
+    assert table_text(grouped).splitlines() == ["  task  heads  acc", "  copy      1 0.50", "  copy      2 0.75",
+                                                "lookup      1 1.00"]
+    assert table_text(df[df["heads"] == 1]).splitlines()[1:] == ["  copy      1  0.5", "lookup      1  1.0"]
+    page = table_html(df[df["heads"] == 1])
+    assert "<th>task</th>" in page and "<th" not in page.split("<tbody>")[1] and "<td>2</td>" not in page
+    with pd.option_context("display.max_rows", 10):
+        assert table_html(pd.DataFrame({"x": range(100)})).count("<tr>") == 11  # 10 rows and the "..." row

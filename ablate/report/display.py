@@ -17,6 +17,11 @@ import warnings
 import pandas as pd
 
 
+def _limits() -> dict[str, int | None]:
+    """pandas' display limits (a long table is cut in the middle, as pandas' own display does)."""
+    return {"max_rows": pd.get_option("display.max_rows"), "max_cols": pd.get_option("display.max_columns")}
+
+
 def without_index(df: pd.DataFrame) -> pd.DataFrame:
     """`df` with its index as columns when any level is named, else without it."""
     if any(name is not None for name in df.index.names):
@@ -30,13 +35,13 @@ def table_html(df: pd.DataFrame) -> str:
     """The HTML of `df` without its index (pandas' own table markup, so notebook styles apply)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return without_index(df).to_html(index=False, border=0)
+        return without_index(df).to_html(index=False, border=0, **_limits())
 
 
 def table_text(df: pd.DataFrame) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return without_index(df).to_string(index=False)
+        return without_index(df).to_string(index=False, **_limits())
 
 
 def show_table(df: pd.DataFrame) -> None:
