@@ -164,6 +164,20 @@ def take_intervals() -> list[dict[str, Any]]:
     return out
 
 
+def _lang(lang: str) -> str:
+    if lang not in ("en", "zh"):
+        raise ValueError(f"lang={lang!r}; use 'en' or 'zh'")
+    return lang
+
+
+def _format(x: Any, spec: str) -> str:
+    """format() of an Estimate / Effect / Fraction: "zh" (optionally after a width: ">40zh") gives the
+    Chinese text, any other spec applies to the English text."""
+    if spec.endswith("zh"):
+        return format(x.fmt("zh"), spec[:-2])
+    return format(x.fmt(), spec)
+
+
 def rows(df: pd.DataFrame, where: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """The rows of df whose columns equal `where`'s values ({"model.n_heads": 8, "data.task": "copy"})."""
     mask = pd.Series(True, index=df.index)
@@ -256,11 +270,14 @@ class Estimate:
             return _fixed(x, self.decimals)
         return number(x)
 
-    def fmt(self) -> str:
+    def fmt(self, lang: str = "en") -> str:
+        """The text, in English or Chinese (`lang="zh"`, or `f"{e:zh}"`): the same numbers."""
+        zh = _lang(lang) == "zh"
         if self.n == 0:
             if self.n_diverged:
-                return f"diverged ({self.n_diverged} of {self.n_runs} runs)"
-            return "no completed run"
+                return (f"发散（{self.n_runs} 次运行中 {self.n_diverged} 次）" if zh
+                        else f"diverged ({self.n_diverged} of {self.n_runs} runs)")
+            return "没有完成的运行" if zh else "no completed run"
         unit = " %" if self.percent else ""
         scale = 100 if self.percent else 1
         if self.has_interval:
@@ -269,17 +286,19 @@ class Estimate:
             text = f"{mean}{unit} [{lo}, {hi}]"
             _record(self.metric, self.kind, self.mean, self.lo, self.hi)
         else:
-            text = f"{self.value(self.mean)}{unit} ({self.n} run{'s' if self.n != 1 else ''}, no interval)"
+            text = (f"{self.value(self.mean)}{unit}（{self.n} 次运行，无区间）" if zh else
+                    f"{self.value(self.mean)}{unit} ({self.n} run{'s' if self.n != 1 else ''}, no interval)")
             _record(self.metric, self.kind, self.mean, math.nan, math.nan)
         if self.n_diverged:
-            text += f", {self.n_diverged} of {self.n_runs} runs diverged"
+            text += (f"，{self.n_runs} 次运行中 {self.n_diverged} 次发散" if zh
+                     else f", {self.n_diverged} of {self.n_runs} runs diverged")
         return text
 
     def __str__(self) -> str:
         return self.fmt()
 
     def __format__(self, spec: str) -> str:
-        return format(self.fmt(), spec)
+        return _format(self, spec)
 
 
 def from_values(metric: str, values, kind: str | None = None, *, n_eval: int | None = None, n_runs: int | None = None,
@@ -448,13 +467,13 @@ class Effect:
         one = float(scistats.t.sf((abs(d) - m) / self._se, self._dof))
         return min(1.0, 2 * one)
 
-    def _text(self) -> str:
+    def _text(self, zh: bool = False) -> str:
         if self.ratio:
             if not self.has_interval:
                 return f"×{number(self.diff, 2)}"
             mean, lo, hi = interval_strings(self.diff, self.lo, self.hi, relative=True)
             return f"×{mean} [{lo}, {hi}]"
-        unit = " points" if self.a.percent else ""
+        unit = (" 个百分点" if zh else " points") if self.a.percent else ""
         scale = 100 if self.a.percent else 1
         if not self.has_interval:
             d = scale * self.diff
@@ -464,21 +483,23 @@ class Effect:
             mean = "+" + mean
         return f"{mean}{unit} [{lo}, {hi}]"
 
-    def fmt(self) -> str:
+    def fmt(self, lang: str = "en") -> str:
+        """The text, in English or Chinese (`lang="zh"`, or `f"{d:zh}"`): the same numbers."""
+        zh = _lang(lang) == "zh"
         if not self.comparable:
             side = self.a if self.a.n == 0 else self.b
-            return f"no comparison ({side.fmt()})"
-        text = self._text()
+            return f"无法比较（{side.fmt(lang)}）" if zh else f"no comparison ({side.fmt()})"
+        text = self._text(zh)
         _record(self.a.metric, self.kind, self.diff, self.lo, self.hi)
         if not self.has_interval:
-            return f"{text} (1 run in an arm, no interval)"
+            return f"{text}（一组只有 1 次运行，无区间）" if zh else f"{text} (1 run in an arm, no interval)"
         return text
 
     def __str__(self) -> str:
         return self.fmt()
 
     def __format__(self, spec: str) -> str:
-        return format(self.fmt(), spec)
+        return _format(self, spec)
 
 
 def _welch(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float]:
@@ -553,17 +574,22 @@ class Fraction:
     def mean(self) -> float:
         return self.k / self.n if self.n else math.nan
 
-    def fmt(self) -> str:
+    def fmt(self, lang: str = "en") -> str:
+        """The text, in English or Chinese (`lang="zh"`, or `f"{f:zh}"`): the same numbers."""
+        zh = _lang(lang) == "zh"
         if self.n == 0:
-            return "no completed run"
+            return "没有完成的运行" if zh else "no completed run"
         _record(f"learned: {self.metric}", FRACTION, self.mean, self.lo, self.hi)
-        return f"{self.k} of {self.n} run{'s' if self.n != 1 else ''} (95 % CI {100 * self.lo:.0f}–{100 * self.hi:.0f} %)"
+        ci = f"{100 * self.lo:.0f}–{100 * self.hi:.0f} %"
+        if zh:
+            return f"{self.n} 次运行中 {self.k} 次（95 % 置信区间 {ci}）"
+        return f"{self.k} of {self.n} run{'s' if self.n != 1 else ''} (95 % CI {ci})"
 
     def __str__(self) -> str:
         return self.fmt()
 
     def __format__(self, spec: str) -> str:
-        return format(self.fmt(), spec)
+        return _format(self, spec)
 
 
 def learned(df: pd.DataFrame, where: Mapping[str, Any] | None = None, metric: str = "val/acc_best",
