@@ -48,6 +48,18 @@ MEMORY_SLOPE_TOLERANCE = 0.25  # supporting: the explicit path stores the n x n 
 R.setup()
 
 
+def geomean(values):
+    v = np.asarray(values, dtype=float)
+    return float(np.exp(np.mean(np.log(v[v > 0])))) if (v > 0).any() else np.nan
+
+
+def log_errorbar(values):
+    """R.errorbar on the log scale: gradient norms span orders of magnitude between runs."""
+    v = np.asarray(values, dtype=float)
+    lo, hi = R.errorbar(np.log(v[v > 0]))
+    return float(np.exp(lo)), float(np.exp(hi))
+
+
 def zh(x):
     """An Estimate / Effect / Fraction formatted for a Chinese sentence (the numbers are the same)."""
     return (str(x).replace(" points", " 个百分点").replace(" runs", " 次运行").replace(" run", " 次运行")
@@ -125,10 +137,15 @@ if NORM.ready:
     # the initialisation does not depend on the learning rate: one rate's runs, one per seed
     init = norm[np.isclose(norm["optim.lr"], lrs[0])]
     KINDS = F.order("model.norm", norm["model.norm"])
+    NAMES = F.LABELS["model.norm"]  # pre -> Pre-LN, post -> Post-LN: one colour each in every figure
+    HUE = {"hue": "LayerNorm", "hue_order": F.order("model.norm", KINDS, NAMES),
+           "palette": F.palette("model.norm", KINDS, NAMES)}
+    norm["LayerNorm"] = norm["model.norm"].map(lambda v: F.label("model.norm", v))
 
-    grid = sns.catplot(norm, x="optim.lr", y=FAILED, hue="model.norm", col="warm-up", kind="point",
-                       hue_order=KINDS, palette=F.palette("model.norm", KINDS), errorbar=R.errorbar, seed=0,
-                       dodge=0.25 if len(KINDS) > 1 else False, height=3.5, aspect=1.7 if len(warmups) == 1 else 1.2)
+    grid = sns.catplot(norm, x="optim.lr", y=FAILED, col="warm-up", kind="point", errorbar=R.errorbar, seed=0,
+                       dodge=0.25 if len(KINDS) > 1 else False, height=3.5, aspect=1.7 if len(warmups) == 1 else 1.2,
+                       **HUE)
+    grid.set_titles("{col_name}")
     for ax in grid.axes.flat:
         F.reference_lines(ax, norm)
         ax.set_ylim(0, 1.02)
@@ -139,9 +156,10 @@ if NORM.ready:
 
     grads = NORM.per_layer("probe/init/grad")
     grads = grads[grads["run_id"].isin(init["run_id"])]
+    grads["LayerNorm"] = grads["model.norm"].map(lambda v: F.label("model.norm", v))
     fig, ax = F.subplots(figsize=(6.5, 3.6))
-    sns.lineplot(grads, x="layer", y="probe/init/grad", hue="model.norm", hue_order=KINDS,
-                 palette=F.palette("model.norm", KINDS), marker="o", errorbar=R.errorbar, seed=0, ax=ax)
+    sns.lineplot(grads, x="layer", y="probe/init/grad", estimator=geomean, errorbar=log_errorbar, marker="o", ax=ax,
+                 **HUE)
     ax.set(yscale="log", xlabel="layer (0 = first)", ylabel="gradient norm at initialisation",
            title=f"{depth} layers: gradient per layer at initialisation")
     F.integer_ticks(ax, "x")
@@ -400,6 +418,7 @@ if TAU.ready:
                        hue_order=["at initialisation", "after training"], errorbar=R.errorbar, seed=0, height=3.4,
                        aspect=1.2, facet_kws={"sharey": False})
     grid.set(xscale="log", ylim=(0, 1.02))
+    grid.set_titles("{col_name}")
     for ax in grid.axes.flat:
         F.integer_ticks(ax, "x", taus)
     grid.set_axis_labels("τ", "layer 0")

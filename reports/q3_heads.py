@@ -192,10 +192,11 @@ if S.ready:
 if S.ready:
     fig, axes = F.subplots(1, len(tasks), figsize=(6 * len(tasks), 3.6), squeeze=False, sharey=True)
     for ax, t in zip(axes[0], tasks):
-        F.learning_curves(S, "val/acc", hue="model.n_heads", where={"data.task": t}, runs=best, ax=ax)
-        F.reference_lines(ax, R.rows(best, {"data.task": t}))
-        ax.set(title=R.TASKS.get(t, t), xlabel="optimiser step", ylabel="validation accuracy")
-        F.legend(ax, "heads")
+        F.learning_curves(S, "val/acc", hue="model.n_heads", where={"data.task": t}, runs=best, ax=ax,
+                          outside=t == tasks[-1], title=R.TASKS.get(t, t))
+        ax.set(xlabel="optimiser step", ylabel="validation accuracy")
+        if t != tasks[-1] and ax.get_legend() is not None:
+            ax.get_legend().remove()
     F.stamp(fig, S)
     R.savefig(fig, "q3_curves")
 

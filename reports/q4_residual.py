@@ -185,42 +185,71 @@ norm = prepare(NORM, tuned=False) if NORM.ready else None
 # plain SGD, and Post-LN / no LayerNorm at Adam's 1e-3.
 
 # %%
+SKIP_NAMES = F.LABELS[SKIPS]  # True -> "with skips", False -> "no skips": one colour each in every figure
+HUE = {"hue": "skips", "hue_order": F.order(SKIPS, None, SKIP_NAMES), "palette": F.palette(SKIPS, None, SKIP_NAMES)}
+
+
+def named(df):
+    return df.assign(skips=df[SKIPS].map(lambda v: F.label(SKIPS, v)))
+
+
+def geomean(values):
+    v = np.asarray(values, dtype=float)
+    return float(np.exp(np.mean(np.log(v[v > 0])))) if (v > 0).any() else np.nan
+
+
+def log_errorbar(values):
+    """R.errorbar on the log scale: gradient norms span orders of magnitude between runs."""
+    v = np.asarray(values, dtype=float)
+    lo, hi = R.errorbar(np.log(v[v > 0]))
+    return float(np.exp(lo)), float(np.exp(hi))
+
+
 if S.ready:
     panels = [("Pre-LN, Adam", best, S)] + ([("Pre-LN, SGD", sgd, SGD)] if sgd is not None else [])
     if norm is not None:
         panels += [(f"{F.label('model.norm', n)}, Adam 1e-3", norm[norm["model.norm"] == n], NORM)
                    for n in F.order("model.norm", norm["model.norm"]) if n != "pre"]
-    fig, axes = F.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False, sharey=True)
+    fig, axes = F.subplots(1, len(panels), figsize=(3.9 * len(panels) + 1.5, 3.8), squeeze=False, sharey=True)
     for ax, (name, df, _) in zip(axes[0], panels):
-        sns.pointplot(df, x="model.n_layers", y=OUTCOME, hue=SKIPS, order=F.order("model.n_layers", df["model.n_layers"]),
-                      hue_order=F.order(SKIPS, df[SKIPS]), palette=F.palette(SKIPS, df[SKIPS]),
-                      errorbar=R.errorbar, dodge=0.2, ax=ax)
+        sns.pointplot(named(df), x="model.n_layers", y=OUTCOME, order=F.order("model.n_layers", df["model.n_layers"]),
+                      errorbar=R.errorbar, dodge=0.2, ax=ax, **HUE)
         F.reference_lines(ax, df, split="test")
         ax.set(xlabel="layers", ylabel="test accuracy", title=name, ylim=(0, 1.02))
-        F.legend(ax, "skips")
+        if ax is axes[0][-1]:
+            F.legend(ax, outside=True)
+        elif ax.get_legend() is not None:
+            ax.get_legend().remove()
     F.stamp(fig, *(s for _, _, s in panels))
     fig_acc = R.savefig(fig, "q4_accuracy")
 
 # %% [markdown]
 # ## The gradient each layer gets
-# Left: every layer's gradient norm at initialisation in the deepest stacks (one line per arm, 95 %
-# interval over seeds). Right: the first and the last layer's gradient during training (periodic probes).
-# With skips, x + f(x) has Jacobian I + ∂f/∂x: the identity term carries the gradient past every layer.
+# Left: every layer's gradient norm at initialisation in the deepest stacks (geometric mean over seeds,
+# 95 % interval on the log scale). Right: the first and the last layer's gradient during training
+# (periodic probes). With skips, x + f(x) has Jacobian I + ∂f/∂x: the identity term carries the gradient
+# past every layer.
 
 # %%
 if S.ready and deep:
-    fig, axes = F.subplots(1, 2, figsize=(12, 3.8))
+    fig, axes = F.subplots(1, 2, figsize=(12.5, 3.8))
     grads = S.per_layer("probe/init/grad")
-    grads = grads[grads["run_id"].isin(best["run_id"]) & (grads["model.n_layers"] == deep)]
-    sns.lineplot(grads, x="layer", y="probe/init/grad", hue=SKIPS, hue_order=F.order(SKIPS, grads[SKIPS]),
-                 palette=F.palette(SKIPS, grads[SKIPS]), marker="o", errorbar=R.errorbar, seed=0, ax=axes[0])
+    grads = named(grads[grads["run_id"].isin(best["run_id"]) & (grads["model.n_layers"] == deep)])
+    sns.lineplot(grads, x="layer", y="probe/init/grad", estimator=geomean, errorbar=log_errorbar, marker="o",
+                 ax=axes[0], legend=False, **HUE)
     axes[0].set(yscale="log", xlabel="layer (0 = first)", ylabel="gradient norm at initialisation",
                 title=f"{deep} layers, Pre-LN: gradient per layer")
     F.integer_ticks(axes[0], "x")
-    F.legend(axes[0], "skips")
-    deep_runs = best[best["model.n_layers"] == deep]
-    F.probe_curve(S, "grad", hue=SKIPS, runs=deep_runs, layer=0, style=None, log=True, ax=axes[1],
-                  title=f"{deep} layers: the first layer's gradient during training")
+    curves = S.probe_curves()
+    if curves is not None:
+        curves = curves[curves["run_id"].isin(best["run_id"]) & (curves["model.n_layers"] == deep)]
+        curves = named(curves[curves["layer"].isin([0, deep - 1])])
+        curves["layer "] = curves["layer"].map({0: "first layer", deep - 1: "last layer"})
+        sns.lineplot(curves, x="step", y="grad", style="layer ", style_order=["first layer", "last layer"],
+                     estimator=geomean, errorbar=log_errorbar, ax=axes[1], **HUE)
+        axes[1].set(yscale="log", xlabel="optimiser step", ylabel="gradient norm during training",
+                    title=f"{deep} layers: first and last layer during training")
+        F.legend(axes[1], outside=True)
     F.stamp(fig, S)
     fig_grad = R.savefig(fig, "q4_gradients")
 else:
@@ -233,20 +262,19 @@ else:
 
 # %%
 if S.ready and deep:
-    fig, axes = F.subplots(1, 2, figsize=(12, 3.8))
-    for ax, probe, label in zip(axes, ("cosine", "erank"), ("token cosine", "effective rank")):
+    fig, axes = F.subplots(1, 2, figsize=(12.5, 3.8))
+    for ax, probe, what in zip(axes, ("cosine", "erank"), ("token cosine", "effective rank")):
         parts = []
         for point in ("init", "final"):
             layers = S.per_layer(f"probe/{point}/{probe}").rename(columns={f"probe/{point}/{probe}": probe})
             layers = layers[layers["run_id"].isin(best["run_id"]) & (layers["model.n_layers"] == deep)]
             parts.append(layers.assign(when="at initialisation" if point == "init" else "after training"))
-        layers = pd.concat(parts, ignore_index=True)
-        sns.lineplot(layers, x="layer", y=probe, hue=SKIPS, hue_order=F.order(SKIPS, layers[SKIPS]),
-                     palette=F.palette(SKIPS, layers[SKIPS]), style="when",
-                     style_order=["at initialisation", "after training"], marker="o", errorbar=R.errorbar, seed=0,
-                     ax=ax, legend=ax is axes[-1])
+        layers = named(pd.concat(parts, ignore_index=True))
+        sns.lineplot(layers, x="layer", y=probe, style="when", style_order=["at initialisation", "after training"],
+                     marker="o", errorbar=R.errorbar, ax=ax, legend=ax is axes[-1], **HUE)
         F.integer_ticks(ax, "x")
-        ax.set(xlabel="layer (0 = first)", ylabel=label, title=f"{deep} layers: {label} after each layer")
+        ax.set(xlabel="layer (0 = first)", ylabel=what, title=f"{deep} layers: {what} after each layer")
+    F.hline(axes[0], 1.0, "every token the same vector", ls=":")
     F.legend(axes[-1], outside=True)
     F.stamp(fig, S)
     fig_collapse = R.savefig(fig, "q4_collapse")
@@ -380,10 +408,18 @@ else:
                    if final[DONG] == R.AGREES else
                    f"{deep} 层后的词元余弦相似度：无跳跃连接 {cos_none}，有跳跃连接 {cos_skip}（{zh(collapse)}）。")
     plain = (learned_en + collapse_en + gradient_en, learned_zh + collapse_zh + gradient_zh)
+    per_layer_cos = S.per_layer(COLLAPSE)
+    per_layer_cos = per_layer_cos[per_layer_cos["run_id"].isin(R.rows(best, at(False, deep))["run_id"])]
+    flat = per_layer_cos.groupby("layer")[COLLAPSE].mean()
+    flat = flat[flat >= 0.99]
+    after_en = (f" Without skips the tokens are already this alike (mean cosine ≥ 0.99) after layer {int(flat.index.min())} "
+                "(0 = first)." if len(flat) else "")
+    after_zh = (f"没有跳跃连接时，第 {int(flat.index.min())} 层（0 为第一层）之后词元就已经如此相似（平均余弦 ≥ 0.99）。"
+                if len(flat) else "")
     mechanism = (
         f"Token cosine after the last of {deep} layers, no skips vs skips: {cos_none} vs {cos_skip} at initialisation, "
-        f"{cos_final.a} vs {cos_final.b} after training; effective rank after training {rank_final.a} vs {rank_final.b}. "
-        f"The last layer's gradient at initialisation is {last_grad} as large without skips as with them. "
+        f"{cos_final.a} vs {cos_final.b} after training; effective rank after training {rank_final.a} vs {rank_final.b}."
+        + after_en + f" The last layer's gradient at initialisation is {last_grad} as large without skips as with them. "
         f"First / last layer gradient at initialisation: {ratio.a} with skips, {ratio.b} without ({ratio}); during "
         f"training (geometric mean over the periodic probes) {ratio_train.a} vs {ratio_train.b} ({ratio_train}); the "
         "first layer got under 1/100 of the last layer's gradient at most probes in "
@@ -394,7 +430,7 @@ else:
         f"{first_train.a} without skips, {first_train.b} with ({first_train}); a run that solved the task has a small "
         "loss and so small gradients, which is why the initialisation is the primary point.",
         f"{deep} 层最后一层之后的词元余弦相似度（无跳跃连接对有跳跃连接）：初始化时 {cos_none} 对 {cos_skip}，训练后 "
-        f"{cos_final.a} 对 {cos_final.b}；训练后有效秩 {rank_final.a} 对 {rank_final.b}。初始化时无跳跃连接的最后一层梯度是有跳跃"
+        f"{cos_final.a} 对 {cos_final.b}；训练后有效秩 {rank_final.a} 对 {rank_final.b}。" + after_zh + f"初始化时无跳跃连接的最后一层梯度是有跳跃"
         f"连接时的 {last_grad}。初始化时第一层与最后一层的梯度之比："
         f"有跳跃连接 {ratio.a}，无跳跃连接 {ratio.b}（{zh(ratio)}）；训练期间（各次周期探针的几何平均）{ratio_train.a} 对 "
         f"{ratio_train.b}（{zh(ratio_train)}）。训练期间第一层自身的梯度：无跳跃连接 {first_train.a}，有跳跃连接 "
