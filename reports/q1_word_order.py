@@ -107,6 +107,8 @@ ALIBI = R.Anchor(
     "Press et al. 2022",
     "ALiBi extrapolates to inputs longer than those seen in training, sinusoidal positions do not",
     "ALiBi 能外推到比训练时更长的输入，正弦位置编码不能",
+    wording="shown on causal language models (perplexity on inputs longer than the training length); here, a "
+            "copy task at twice the training length",
 )
 Q = R.question(
     "q1",
@@ -219,19 +221,26 @@ if REV.ready:
 # %% [markdown]
 # ## Learning curves of the primary comparisons
 # Validation accuracy over training (mean over seeds, 95 % band), each variant at its chosen learning
-# rate. Left: every scheme, bidirectional (no PE against learned: the bag-of-tokens test; learned against
-# sinusoidal). Right: no positional encoding, with and without the causal mask.
+# rate. Left: every scheme, bidirectional (no PE against learned: the bag-of-tokens test). Middle: no
+# positional encoding, with and without the causal mask. Right: learned against sinusoidal on MNIST rows
+# (the Table 3 (E) test).
 
 # %%
 if S.ready:
-    fig, axes = subplots(1, 2, figsize=(12, 3.9), sharey=True)
+    fig, axes = subplots(1, 3 if ROWS.ready else 2, figsize=(17 if ROWS.ready else 12, 3.9))
     learning_curves(S, "val/acc", hue="model.pos_enc", where={"model.causal": False}, runs=best, ax=axes[0],
-                    title="bidirectional, by positional encoding")
+                    title="copy, bidirectional, by positional encoding")
     learning_curves(S, "val/acc", hue="model.causal", where={"model.pos_enc": "none"}, runs=best, ax=axes[1],
-                    title="no positional encoding, by mask")
+                    title="copy, no positional encoding, by mask")
     legend(axes[0], "positional encoding")
-    legend(axes[1], "mask", outside=True)
-    stamp(fig, S)
+    legend(axes[1], "mask")
+    axes[1].set_ylim(axes[0].get_ylim())
+    if ROWS.ready:  # the Table 3 (E) comparison: learned and sinusoidal on MNIST rows in order
+        learning_curves(ROWS, "val/acc", hue="model.pos_enc", where={"data.permute": "none"},
+                        runs=R.rows(ROWS.df, {"data.permute": "none"}).query("`model.pos_enc` in ['learned', 'sinusoidal']"),
+                        ax=axes[2], title="MNIST rows in order: learned vs sinusoidal")
+        legend(axes[2], "positional encoding")
+    stamp(fig, S, *([ROWS] if ROWS.ready else []))
     figures.append(R.savefig(fig, "q1_curves"))
 
 # %% [markdown]

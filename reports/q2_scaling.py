@@ -87,6 +87,9 @@ VARIANCE = R.Anchor(
     "q·k of unit-variance components has variance d_k, so unscaled scores grow as √d_k",
     "分量方差为 1 的 q·k 的方差是 d_k，所以不缩放的分数按 √d_k 增长",
     kind="mechanism",
+    wording="\"assume that the components of q and k are independent random variables with mean 0 and variance 1. "
+            "Then their dot product ... has mean 0 and variance d_k\": a premise about q and k, which the "
+            "unit-variance init realises here",
 )
 SATURATION = R.Anchor(
     "Vaswani et al. 2017, §3.2.1",

@@ -312,6 +312,9 @@ def default_errorbar():
     return getattr(stats, "errorbar", None) or stats.ci95_errorbar
 
 
+METRIC_NAMES = {"val/acc": "validation accuracy", "val/loss": "validation loss", "train/loss": "training loss"}
+
+
 def _select(df, where: Mapping[str, Any] | None, runs) -> Any:
     from .stats import rows
 
@@ -374,7 +377,7 @@ def learning_curves(S, metric: str = "val/acc", hue: str | None = None, where: M
     if references and "acc" in metric.rsplit("/", 1)[-1]:
         reference_lines(ax, _select(S.df, where, runs), split=metric.split("/")[0])
     legend(ax, outside=outside)
-    ax.set(xlabel="optimiser step", ylabel=metric)
+    ax.set(xlabel="optimiser step", ylabel=METRIC_NAMES.get(metric, metric))
     if title:
         ax.set_title(title)
     return ax
