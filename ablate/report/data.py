@@ -33,6 +33,7 @@ from ..results.exported import (  # noqa: F401 - the data folder's format, re-ex
     make_target,
     read_csv,
     read_curves,
+    restore_dtypes,
 )
 from ..results.exported import read_meta as _read_meta
 from ..results.stats import config_columns, swept, swept_keys
@@ -101,21 +102,6 @@ def _column_groups(df: pd.DataFrame, defaults: dict[str, Any]) -> dict[str, list
         "probes": [c for c in df.columns if c.startswith("probe/")],
         "params": [c for c in df.columns if c.startswith("params/")],
     }
-
-
-def restore_dtypes(df: pd.DataFrame, dtypes: dict[str, str]) -> pd.DataFrame:
-    """Columns whose dtype a CSV does not keep (nullable ints such as model.d_head, strings that
-    look like numbers such as trainer.devices) get back the dtype export recorded."""
-    for column, dtype in dtypes.items():
-        if column not in df.columns:
-            continue
-        if dtype == "str":
-            df[column] = df[column].map(lambda v: v if pd.isna(v) else str(v)).astype(object)
-        elif dtype == "bool":
-            df[column] = df[column].map(lambda v: v if pd.isna(v) else str(v) == "True").astype(object)
-        else:
-            df[column] = df[column].astype(dtype)
-    return df
 
 
 def table(name: str, data: Path | str | None = None) -> pd.DataFrame:
@@ -297,8 +283,8 @@ class Sweeps(Sweep):
             self.df, self.missing = self._stack(), None
 
     def _stack(self) -> pd.DataFrame:
-        frames = [p.df.assign(sweep=p.name) for p in self.parts]
-        df = pd.concat(frames, ignore_index=True, sort=False)
+        df = pd.concat([p.df for p in self.parts], ignore_index=True, sort=False)
+        df = pd.concat([df, pd.Series([p.name for p in self.parts for _ in range(len(p.df))], name="sweep")], axis=1)
         listed = [k for p in self.parts for k in swept_keys(p.df)]
         config = list(dict.fromkeys(k for p in self.parts for k in p.df.attrs.get("config_keys", [])))
         config = [c for c in df.columns if c in config]

@@ -11,7 +11,11 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
                  (`<run_id>/<point>/attention` (1, H, T, T), uint8: weight x 255, rounded);
                  for the sweeps in PERMUTED also the maps on the same example with its
                  positions permuted (`final/attention_perm`, and `perm`), computed from the
-                 run's checkpoint
+                 run's checkpoint; for the sweeps in SENTENCE (Q1), every run with a checkpoint
+                 keeps its first layer's attention (`final/sentence`, `final/sentence_perm`: (H, 13, 13)
+                 uint8) on the literal example "the cat sat on the mat" and its reordering "the mat on
+                 the cat sat" (words -> token ids the=0 cat=1 sat=2 on=3 mat=4, each a copy input:
+                 the tokens, SEP, six BLANKs)
     <name>_curves.csv  the mechanisms during training, from every run with periodic probes
                  (`run.probe_every`, its probes.csv): long format, one row per run, probe step and
                  layer: run_id, the swept keys, step, layer, then one column per quantity of
@@ -20,7 +24,11 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
                  Sorted by run_id, step, layer; floats rounded as in the table. Not written when no
                  run has periodic probes (and an older one is then removed with the rest)
     meta.json    per sweep: runs, statuses, budget, commit, dirty, machine, date, swept keys, the
-                 dtypes a CSV does not keep, and `curves` (file, runs, rows) when there are curves
+                 dtypes a CSV does not keep, `curves` (file, runs, rows) when there are curves, and
+                 what the reports would otherwise import the harness for: `config_defaults` (every
+                 config key's default) and `cost_full` (the full budget's cost estimate, the fields of
+                 ablate.results.cost.Cost, from the exported table); at the top, `sentence` (words,
+                 token ids and the 13 axis labels of Q1's literal example) once a SENTENCE sweep is exported
 
 Which runs: those sweeps/<name>.yaml defines now, at one budget (the first of full, none, quick,
 smoke that has runs, or --budget): runs of other budgets or of an older grid or budget profile that the
@@ -46,6 +54,7 @@ files all old or all new, never a new table beside old arrays, old curves or an 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -63,13 +72,20 @@ import pandas as pd
 from ..budgets import BY_TRAINING
 from ..fileio import atomic_write
 from ..runfiles import RunFileError, read_json_object, read_metrics_rows
-from .exported import META, DataFileError, curves_file, read_meta
+from .exported import META, DataFileError, curves_file, read_meta, restore_dtypes
 
 CURVES = ("train/loss", "val/acc")
 # Sweeps whose figures show attention maps, and at which probe points.
-ATTENTION = {"pos_enc": ("final",), "scaling": ("init", "final"), "temperature": ("final",)}
+ATTENTION = {"pos_enc": ("final",), "pos_enc_causal": ("final",), "scaling": ("init", "final"),
+             "temperature": ("final",)}
 ATTENTION_LAYERS = 1  # layer 0: where the input order (and PE) enters directly
-PERMUTED = ("pos_enc",)  # + maps of the permuted probe example (needs the checkpoint)
+PERMUTED = ("pos_enc", "pos_enc_causal")  # + maps of the permuted probe example (needs the checkpoint)
+# Q1's literal example (issue 14): a sentence and its reordering through every trained model of these
+# sweeps (copy task), as the tutorial tells it. Words are token ids; each is fed as a copy input.
+SENTENCE = ("pos_enc", "pos_enc_causal")
+WORDS = ("the", "cat", "sat", "on", "mat")  # token id = index: the=0 cat=1 sat=2 on=3 mat=4
+SENTENCE_WORDS = ("the", "cat", "sat", "on", "the", "mat")
+SENTENCE_PERM_WORDS = ("the", "mat", "on", "the", "cat", "sat")
 DROP = ("run_dir",)
 SIGNIFICANT = 6
 PROBE_CURVE = "probes.csv"  # a run's periodic probes (ablate.probing writes it)
@@ -262,6 +278,50 @@ def permuted_maps(run_dir: Path) -> dict[str, np.ndarray]:
     return {"final/attention_perm": quantise(permuted.numpy()), "perm": perm.numpy().astype(np.int16)}
 
 
+def sentence() -> dict[str, list]:
+    """meta.json's `sentence`: the words, their token ids, and the labels of the 13 positions of each
+    copy input (the words, SEP, a blank `_` per word)."""
+    ids = {w: i for i, w in enumerate(WORDS)}
+    return {"words": list(SENTENCE_WORDS), "perm_words": list(SENTENCE_PERM_WORDS),
+            "tokens": [ids[w] for w in SENTENCE_WORDS], "perm_tokens": [ids[w] for w in SENTENCE_PERM_WORDS],
+            "labels": [*SENTENCE_WORDS, "SEP", *["_"] * len(SENTENCE_WORDS)]}
+
+
+def copy_input(tokens: Sequence[int], vocab: int) -> list[int]:
+    """A copy task's input: the tokens, SEP (= vocab), then a BLANK (= vocab + 1) per token."""
+    return [*tokens, vocab, *[vocab + 1] * len(tokens)]
+
+
+def sentence_maps(run_dir: Path) -> dict[str, np.ndarray]:
+    """The trained model's first-layer attention (H, 13, 13) on the sentence and on its reordering
+    (`final/sentence`, `final/sentence_perm`), from last.ckpt; {} without a checkpoint. ValueError
+    (one line) for a model that cannot read them: not the copy task, fewer than 5 tokens, or
+    sequences shorter than 13."""
+    ckpt = run_dir / "last.ckpt"
+    if not ckpt.is_file():
+        return {}
+    import torch
+
+    from ..probes import attention_maps  # pure-torch measurements
+    from ..registry import spec
+    from ..tasks import load_task  # harness side: export only, never a notebook
+
+    task, _ = load_task(ckpt)
+    data = task.cfg.data
+    words = sentence()
+    need = len(copy_input(words["tokens"], 0))
+    if data.task != "copy" or data.vocab < len(WORDS):
+        raise ValueError(f"the sentence is a copy input over {len(WORDS)} tokens; the run is "
+                         f"data.task={data.task} with data.vocab={data.vocab}")
+    if spec(data.task).seq_len(data) < need:
+        raise ValueError(f"the sentence needs {need} positions; the model takes {spec(data.task).seq_len(data)}")
+    out = {}
+    for key, tokens in (("final/sentence", words["tokens"]), ("final/sentence_perm", words["perm_tokens"])):
+        x = torch.tensor([copy_input(tokens, data.vocab)], dtype=torch.long)  # (1, 13)
+        out[key] = quantise(attention_maps(task.model, x)[0, 0].numpy())  # layer 0: (H, 13, 13)
+    return out
+
+
 def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[[str], None]) -> dict[str, np.ndarray]:
     """The arrays of `df`'s runs. A run whose file cannot be read (a probes.npz cut short, a crafted or
     corrupt checkpoint) loses those arrays only, with one line naming the run and the file."""
@@ -282,6 +342,9 @@ def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[
             get(run_id, lambda d=Path(run_dir): probe_maps(d, ATTENTION[name]), "attention maps")
             if name in PERMUTED:
                 get(run_id, lambda d=Path(run_dir): permuted_maps(d), "permuted attention maps")
+    if name in SENTENCE:
+        for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
+            get(run_id, lambda d=Path(run_dir): sentence_maps(d), "sentence maps")
     return out
 
 
@@ -483,6 +546,24 @@ def keep_reason(
     return f"{table} only {runs} of the {defined} {where} defines at budget {', '.join(after) or 'unknown'}; {replace}"
 
 
+def full_cost(name: str, text: str, dtypes: dict[str, str], sweeps: Path | str) -> dict[str, Any] | None:
+    """The full budget's cost of sweeps/<name>.yaml (ablate.results.cost.Cost as a dict, tuples as lists),
+    measured on the exported table as the reports read it back (`text`, `dtypes`); None without a
+    usable sweep file."""
+    from ..config import ConfigError
+    from ..sweep.spec import SweepError
+    from .cost import sweep_cost
+
+    back = restore_dtypes(pd.read_csv(io.StringIO(text)), dtypes)
+    try:
+        cost = sweep_cost(name, back, sweeps)
+    except (SweepError, ConfigError):
+        return None
+    if cost is None:
+        return None
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cost).items()}
+
+
 # ------------------------------------------------------------------ export
 
 
@@ -536,6 +617,10 @@ def export_sweep(
     files: dict[Path, str | bytes | None] = {data / f"{name}.csv": text,
                                              data / f"{name}.npz": npz_bytes(run_arrays(table, name, swept, warn))}
     entry = provenance(table, swept, dtypes)
+    entry["config_defaults"] = config_defaults()
+    cost = full_cost(name, text, dtypes, sweeps)
+    if cost is not None:
+        entry["cost_full"] = cost
     curve_text, curve_runs = curves_table(table, swept, name, warn)
     files[data / curves_file(name)] = curve_text  # None: no curves, and an older file goes too
     if curve_text is not None:
@@ -586,6 +671,8 @@ def export(
                                                    meta["sweeps"].get(name), replace, warn)
         if entry is not None:
             meta["sweeps"][name] = entry
+            if name in SENTENCE:
+                meta["sentence"] = sentence()
             text = meta_text()
             if text != written:  # an export that changed nothing leaves meta.json byte for byte as it was
                 files[meta_path] = text

@@ -94,6 +94,21 @@ def read_csv(path: Path, columns: tuple[str, ...] = ()) -> pd.DataFrame:
     return df
 
 
+def restore_dtypes(df: pd.DataFrame, dtypes: dict[str, str]) -> pd.DataFrame:
+    """Columns whose dtype a CSV does not keep (nullable ints such as model.d_head, strings that
+    look like numbers such as trainer.devices) get back the dtype export recorded."""
+    for column, dtype in dtypes.items():
+        if column not in df.columns:
+            continue
+        if dtype == "str":
+            df[column] = df[column].map(lambda v: v if pd.isna(v) else str(v)).astype(object)
+        elif dtype == "bool":
+            df[column] = df[column].map(lambda v: v if pd.isna(v) else str(v) == "True").astype(object)
+        else:
+            df[column] = df[column].astype(dtype)
+    return df
+
+
 def check_folder(data: Path | str) -> None:
     """Read every file a build uses from `data` (meta.json, the tables, the arrays), so a damaged one
     stops the build with one line before any notebook runs (DataFileError)."""

@@ -1,0 +1,98 @@
+"""`R.sweeps(*names)`: several exported sweeps read as one (issue 14: Q1 reads pos_enc and its causal arm
+pos_enc_causal, Q4 residual and residual_deep). The committed fixture's pos_enc table (both causal arms
+in one sweep, as before the split) is split in two as export now writes them; stacked again, it is the
+same table, arrays, curves and probe curves, with model.causal swept again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ablate import report as R
+from ablate.report.data import Sweeps, sweeps
+from ablate.results.stats import best_lr, swept_keys
+
+FIXTURE = Path(__file__).parent / "data" / "reports"
+PARTS = {"pos_enc": False, "pos_enc_causal": True}  # model.causal of each part
+
+
+def _split(data: Path) -> None:
+    """pos_enc (causal false and true) -> pos_enc (false) + pos_enc_causal (true), as export writes them."""
+    table = pd.read_csv(data / "pos_enc.csv", dtype=str, keep_default_na=False)
+    curves = pd.read_csv(data / "pos_enc_curves.csv", dtype=str, keep_default_na=False)
+    with np.load(data / "pos_enc.npz") as f:
+        arrays = {k: f[k] for k in f.files}
+    meta = json.loads((data / "meta.json").read_text())
+    whole = meta["sweeps"]["pos_enc"]
+    for name, causal in PARTS.items():
+        rows = table[table["model.causal"] == str(causal)]
+        ids = set(rows["run_id"])
+        rows.to_csv(data / f"{name}.csv", index=False, lineterminator="\n")
+        mine = curves[curves["run_id"].isin(ids)]
+        mine.to_csv(data / f"{name}_curves.csv", index=False, lineterminator="\n")
+        np.savez(data / f"{name}.npz", **{k: v for k, v in arrays.items() if k.split("/")[0] in ids})
+        meta["sweeps"][name] = {**whole, "runs": len(rows), "swept_keys": [k for k in whole["swept_keys"] if k != "model.causal"],
+                                "curves": {"file": f"{name}_curves.csv", "runs": mine["run_id"].nunique(), "rows": len(mine)}}
+    (data / "meta.json").write_text(json.dumps(meta))
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    shutil.copytree(FIXTURE, tmp_path / "whole")
+    shutil.copytree(FIXTURE, tmp_path / "split")
+    _split(tmp_path / "split")
+    return tmp_path
+
+
+def _by_run(df: pd.DataFrame) -> pd.DataFrame:
+    return df.sort_values(["run_id", *[c for c in ("step", "layer") if c in df.columns]]).reset_index(drop=True)
+
+
+def test_the_stacked_parts_are_the_whole_sweep(data):
+    whole, split = R.sweep("pos_enc", data / "whole"), data / "split"
+    assert set(whole.df["model.causal"]) == {False, True}  # the fixture predates the split
+    parts = [R.sweep(name, split) for name in PARTS]
+    assert [swept_keys(p.df) for p in parts] == [["model.pos_enc", "optim.lr", "seed"]] * 2
+    S = sweeps(*PARTS, data=split)
+    assert isinstance(S, Sweeps) and S.ready and S.missing is None
+    assert S.keys() == whole.keys() == ["model.pos_enc", "model.causal", "optim.lr"]  # causal differs between parts
+    assert S.df["sweep"].tolist() == ["pos_enc"] * len(parts[0].df) + ["pos_enc_causal"] * len(parts[1].df)
+    columns = list(whole.df.columns)
+    pd.testing.assert_frame_equal(_by_run(S.df[columns]), _by_run(whole.df), check_dtype=False)
+    assert S.df["model.d_head"].dtype == whole.df["model.d_head"].dtype  # nullable ints stay ints
+    # the tuned choice per variant is the whole sweep's
+    assert sorted(best_lr(S.df)["run_id"]) == sorted(best_lr(whole.df)["run_id"])
+    assert S.df.attrs["tune"] == whole.df.attrs["tune"]
+    # arrays, curves and probe curves: the whole sweep's
+    assert sorted(S.arrays) == sorted(whole.arrays)
+    assert all(np.array_equal(S.arrays[k], whole.arrays[k]) for k in whole.arrays)
+    pd.testing.assert_frame_equal(_by_run(S.curves("val/acc")), _by_run(whole.curves("val/acc")))
+    stacked_probes, whole_probes = S.probe_curves(), whole.probe_curves()
+    pd.testing.assert_frame_equal(_by_run(stacked_probes[list(whole_probes.columns)]), _by_run(whole_probes),
+                                  check_dtype=False)
+    run = whole.df["run_id"].iloc[-1]
+    assert np.array_equal(S.attention(run, "final/attention"), whole.attention(run, "final/attention"))
+    meta = S.meta
+    assert meta["runs"] == len(whole.df) and meta["budget"] == whole.meta["budget"]
+    assert meta["swept_keys"] == ["model.pos_enc", "model.causal", "optim.lr", "seed"]
+    assert sorted(meta["parts"]) == sorted(PARTS)
+
+
+def test_a_missing_part_makes_the_stack_not_ready_and_says_which(data):
+    split = data / "split"
+    (split / "pos_enc_causal.csv").unlink()
+    S = R.sweeps("pos_enc", "pos_enc_causal", data=split)
+    assert not S.ready and S.df is None
+    assert S.missing == "not run yet — run `make sweep-pos_enc_causal`"
+    assert S.keys() == [] and S.probe_curves() is None
+    (split / "pos_enc.csv").unlink()
+    S = R.sweeps("pos_enc", "pos_enc_causal", data=split)
+    assert S.missing == "not run yet — run `make sweep-pos_enc sweep-pos_enc_causal`"
+    assert repr(S) == "Sweeps('pos_enc', 'pos_enc_causal': not run yet — run `make sweep-pos_enc sweep-pos_enc_causal`)"
+    with pytest.raises(ValueError, match="at least one sweep name"):
+        R.sweeps(data=split)
