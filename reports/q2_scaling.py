@@ -49,6 +49,7 @@ import seaborn as sns
 from IPython.display import display
 
 from ablate import report as R
+from ablate.report.answers import correct  # the verdicts after Holm, for the plain answer's wording
 from ablate.report.figures import (
     hline,
     integer_ticks,
@@ -329,9 +330,10 @@ else:
 
     # ---- the text ----
     s512, oh_un, oh_sc = std_init[dk_max], onehot_init[dk_max][0], onehot_init[dk_max][1]
-    grows = checks[0].verdict == R.AGREES  # the exponent is 0.5 within its margin
-    fails = checks[2].verdict == R.AGREES  # scaled measurably above unscaled at d_k = 512
-    saturates = checks[1].verdict == R.AGREES  # the unscaled softmax passes back measurably less gradient
+    final = correct(checks)[0]  # the verdicts after Holm, as the Answer shows them: the plain answer follows them
+    grows = final[0].verdict == R.AGREES  # the exponent is 0.5 within its margin
+    saturates = final[1].verdict == R.AGREES  # the unscaled softmax passes back measurably less gradient
+    fails = final[2].verdict == R.AGREES  # scaled measurably above unscaled at d_k = 512
     plain_en = (
         f"Without the scaling the scores' standard deviation grows {'as √d_k' if grows else 'with d_k'} "
         f"(exponent {slope_un}; √d_k is 0.5): at d_k = {dk_max} it is {s512} at initialisation (√{dk_max} = "
