@@ -395,7 +395,8 @@ def from_records(
     for key in config_keys:
         df[key] = _tidy_config(df[key])
     for column in (*metrics, *probes):
-        df[column] = pd.to_numeric(df[column], errors="coerce").astype(float)
+        numbers = pd.to_numeric(df[column], errors="coerce")
+        df[column] = numbers.astype("Int64" if column.startswith(EVAL) else float)  # counts stay whole
 
     listed = set(sweep_file_keys(Path(sweep_file))) if sweep_file else set()
     swept = swept_of(df, config_keys, listed)
