@@ -303,7 +303,12 @@ def sentence_permutation(meta):
     return np.array(perm + list(range(len(perm), n)))
 
 
-SENTENCE = R.sweep("pos_enc").meta.get("sentence") if S.ready else None
+def head_mean(m):
+    """Layer 0's attention averaged over heads: (T, T) from (H, T, T) or (1, H, T, T)."""
+    return m.reshape(-1, *m.shape[-2:]).mean(axis=0)
+
+
+SENTENCE = (R.read_meta(S.data).get("sentence") or S.meta.get("sentence")) if S.ready else None
 sentence = {}  # variant -> (A(x), A(Px), max |A(Px) - P·A(x)·Pᵀ|)
 if SENTENCE:
     P = sentence_permutation(SENTENCE)
@@ -311,8 +316,7 @@ if SENTENCE:
     for name, where in (("no PE", NO_PE_BI), ("learned PE", LEARNED_BI)):
         run = first_run(best, where, "final/sentence", "final/sentence_perm")
         if run:
-            a = S.attention(run, "final/sentence")[0].mean(axis=0)  # layer 0, mean over heads: (T, T)
-            ap = S.attention(run, "final/sentence_perm")[0].mean(axis=0)
+            a, ap = head_mean(S.attention(run, "final/sentence")), head_mean(S.attention(run, "final/sentence_perm"))
             sentence[name] = (a, ap, float(np.abs(ap - a[P][:, P]).max()))
     if sentence:
         fig = heatmap_grid({f"{k}, bidirectional": [v[0], v[1]] for k, v in sentence.items()},
