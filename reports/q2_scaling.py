@@ -51,6 +51,7 @@ from IPython.display import display
 from ablate import report as R
 from ablate.report.answers import correct  # the verdicts after Holm, for the plain answer's wording
 from ablate.report.figures import (
+    heatmap_grid,
     hline,
     integer_ticks,
     learning_curves,
@@ -216,18 +217,19 @@ if S.ready:
             ax.get_legend().remove()
     stamp(fig, S, extra="layer 0")
     figures.append(R.savefig(fig, "q2_during_training"))
-    maps = []
-    for point in ("init", "final"):
+    maps = {}  # "at initialisation" / "after training" -> [scaled, unscaled] (the lowest seed at the chosen rate)
+    for point, name in (("init", "at initialisation"), ("final", "after training")):
+        row = []
         for scaled in (True, False):
-            run = next((r for r in R.rows(best, {"model.d_head": dk_max, "model.qk_scale": scaled}).sort_values("seed")[
-                "run_id"] if f"{r}/{point}/attention" in S.arrays), None)
+            run = next((r for r in R.rows(best, at_max | {"model.qk_scale": scaled}).sort_values("seed")["run_id"]
+                        if f"{r}/{point}/attention" in S.arrays), None)
             if run is not None:
-                maps.append((f"{'initialisation' if point == 'init' else 'after training'}, {SCALED[scaled]}",
-                             S.attention(run, f"{point}/attention")[0, 0]))
+                row.append(S.attention(run, f"{point}/attention")[0, 0])
+        if len(row) == 2:
+            maps[name] = row
     if maps:
-        fig = R.heatmaps(maps)
-        fig.suptitle(f"layer-0 attention, d_k = {dk_max}, first probe example", y=1.02)
-        stamp(fig, S)
+        fig = heatmap_grid(maps, [f"{SCALED[True]}, d_k = {dk_max}", f"{SCALED[False]}, d_k = {dk_max}"], shared=True)
+        stamp(fig, S, extra="layer 0, head 0, first probe example")
         figures.append(R.savefig(fig, "q2_attention"))
 
 # %% [markdown]

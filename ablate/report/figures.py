@@ -157,11 +157,16 @@ def label(key: str, value: Any) -> Any:
 
 def setup() -> None:
     """Seaborn whitegrid theme, fixed dpi and font; pandas shows wide tables whole; numpy's global
-    generator seeded, since seaborn's strip plots jitter with it (a rebuild gives the same PNGs)."""
+    generator seeded, since seaborn's strip plots jitter with it (a rebuild gives the same PNGs); warnings
+    silenced, so that a report shows its answer and figures, not library chatter (a notebook's own
+    sanity checks are in its text)."""
+    import warnings
+
     import pandas as pd
     import seaborn as sns
 
     np.random.seed(0)
+    warnings.simplefilter("ignore")
 
     sns.set_theme(style="whitegrid", context="notebook", palette="colorblind")
     matplotlib.rcParams.update(
@@ -420,17 +425,20 @@ def probe_curve(S, quantity: str, hue: str | None = None, where: Mapping[str, An
 def heatmaps(maps: list[tuple[str, np.ndarray]], ncols: int | None = None, size: float = 2.6, vmax: float | None = None):
     """A row (or grid) of T x T attention maps, each with its title; rows are queries, columns keys.
     One colour scale for all, so maps compare directly."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
     n = len(maps)
     ncols = ncols or n
     nrows = (n + ncols - 1) // ncols
-    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols, size * nrows + 0.4), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 1.0, size * nrows + 0.6), squeeze=False,
+                             layout="constrained")
     top = vmax if vmax is not None else max(float(np.nanmax(m)) for _, m in maps)
     image = None
     for ax, (title, m) in zip(axes.flat, maps):
         image = ax.imshow(m, cmap="rocket_r", vmin=0.0, vmax=top, interpolation="nearest")
-        ax.set_title(title, fontsize="small")
+        ax.set_title(textwrap.fill(title, max(12, int(size * 9))), fontsize="small")  # wrapped: no collisions
         ax.set_xticks([])
         ax.set_yticks([])
         ax.grid(False)
