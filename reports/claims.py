@@ -60,11 +60,6 @@ def log_errorbar(values):
     return float(np.exp(lo)), float(np.exp(hi))
 
 
-def zh(x):
-    """An Estimate / Effect / Fraction formatted for a Chinese sentence (the numbers are the same)."""
-    return (str(x).replace(" points", " 个百分点").replace(" runs", " 次运行").replace(" run", " 次运行")
-            .replace(" of ", "/").replace("no interval", "无区间"))
-
 
 # %% [markdown]
 # ## 1 · Pre-LN vs Post-LN at depth 12, at large learning rates
@@ -223,14 +218,14 @@ else:
            f"; its first layer's is {near_input} Pre-LN's, not smaller near the input. ")
         + (warmup_en or "")
         + " The tutorial's code block titled \"Post-LN\" computes x + sublayer(norm(x)), which is Pre-LN.",
-        (f"在 {depth} 层时这里没有出现：在最大学习率 {top:g} 下，Post-LN 在 {zh(post_top)} 中学会了复制任务，Pre-LN 为 "
-         f"{zh(pre_top)}（两者都用 {warm:g} 的预热）。" if not fails else
-         f"会：在最大学习率 {top:g} 下，Post-LN 在 {zh(post_top)} 中学会了复制任务，Pre-LN 为 {zh(pre_top)}"
+        (f"在 {depth} 层时这里没有出现：在最大学习率 {top:g} 下，Post-LN 在 {post_top:zh} 中学会了复制任务，Pre-LN 为 "
+         f"{pre_top:zh}（两者都用 {warm:g} 的预热）。" if not fails else
+         f"会：在最大学习率 {top:g} 下，Post-LN 在 {post_top:zh} 中学会了复制任务，Pre-LN 为 {pre_top:zh}"
          f"（两者都用 {warm:g} 的预热）。")
-        + f"初始化时 Post-LN 最后一层的梯度是 Pre-LN 的 {near_output}"
+        + f"初始化时 Post-LN 最后一层的梯度是 Pre-LN 的 {near_output:zh}"
         + ("，即 Xiong 所说的靠近输出层的大梯度" if near_output.sign > 0 else "")
-        + (f"；它第一层的梯度是 Pre-LN 的 {near_input}，靠近输入处更小。" if near_input.sign < 0 else
-           f"；它第一层的梯度是 Pre-LN 的 {near_input}，靠近输入处并不更小。") + (warmup_zh or "")
+        + (f"；它第一层的梯度是 Pre-LN 的 {near_input:zh}，靠近输入处更小。" if near_input.sign < 0 else
+           f"；它第一层的梯度是 Pre-LN 的 {near_input:zh}，靠近输入处并不更小。") + (warmup_zh or "")
         + "教程中标为“Post-LN”的代码块计算的是 x + sublayer(norm(x))，这其实是 Pre-LN。",
     )
     mechanism = (
@@ -238,8 +233,8 @@ else:
         f"Post-LN vs Pre-LN: last layer {near_output.a} vs {near_output.b} ({near_output}), first layer {near_input.a} "
         f"vs {near_input.b} ({near_input}); first / last {ratio.a} vs {ratio.b}.",
         f"初始化时的梯度范数（{depth} 层，每种放置方式 {len(init) // max(1, len(KINDS))} 个种子），Post-LN 对 Pre-LN："
-        f"最后一层 {near_output.a} 对 {near_output.b}（{zh(near_output)}），第一层 {near_input.a} 对 {near_input.b}"
-        f"（{zh(near_input)}）；第一层/最后一层 {ratio.a} 对 {ratio.b}。",
+        f"最后一层 {near_output.a:zh} 对 {near_output.b:zh}（{near_output:zh}），第一层 {near_input.a:zh} 对 {near_input.b:zh}"
+        f"（{near_input:zh}）；第一层/最后一层 {ratio.a:zh} 对 {ratio.b:zh}。",
     )
     outcome = (
         f"Runs that learned the copy task (validation above the order-blind level, {100 * lvl:.1f} %; diverged = not), "
@@ -249,9 +244,9 @@ else:
         + ", ".join(f"{F.label('model.norm', k)} {int(R.rows(norm, {'model.norm': k})['diverged'].sum())} of "
                     f"{len(R.rows(norm, {'model.norm': k}))}" for k in KINDS) + ".",
         f"学会复制任务（验证准确率高于顺序无关水平 {100 * lvl:.1f} %；发散算作未学会）的运行，按学习率："
-        + "；".join(f"{F.label('model.norm', k)} " + "，".join(f"{lr:g}: {zh(learned[k, lr])}" for lr in lrs)
+        + "；".join(f"{F.label('model.norm', k)} " + "，".join(f"{lr:g}: {learned[k, lr]:zh}" for lr in lrs)
                    for k in KINDS)
-        + f"。在 {top:g} 时 Pre-LN 对 Post-LN：{robust.a} 对 {robust.b}（{zh(robust)}）。发散的运行："
+        + f"。在 {top:g} 时 Pre-LN 对 Post-LN：{robust.a:zh} 对 {robust.b:zh}（{robust:zh}）。发散的运行："
         + "，".join(f"{F.label('model.norm', k)} {int(R.rows(norm, {'model.norm': k})['diverged'].sum())}/"
                    f"{len(R.rows(norm, {'model.norm': k}))}" for k in KINDS) + "。",
     )
@@ -355,7 +350,7 @@ else:
         f"在标准 Transformer 中是的：d_ff = 4 × d_model 时 FFN 占每层的 {100 * share4:.1f} %。教程自己的 FFN 宽度是 "
         f"{default} × d_model，所以占每层的 {100 * share_default:.1f} %，而不是 2/3；连同嵌入层和输出头算整个模型则占 "
         f"{100 * whole:.1f} %。"
-        + (f"在 MNIST 行任务上去掉它，测试准确率变化 {zh(removed)}（{removed.a} 对 {removed.b}）。" if removed is not None else ""),
+        + (f"在 MNIST 行任务上去掉它，测试准确率变化 {removed:zh}（{removed.a:zh} 对 {removed.b:zh}）。" if removed is not None else ""),
     )
     mechanism = (
         "One layer's share by FFN width: " + "; ".join(f"{m} × d_model {100 * share(m):.1f} %" for m in mults)
@@ -369,9 +364,9 @@ else:
         + (f". Removed vs {default} ×: {removed}" if removed is not None else "")
         + f"; {mults[-1]} × vs {default} ×: {widest}.",
         "MNIST 行任务上按 FFN 宽度的测试准确率：" + "；".join(
-            f"{m} ×（{params[m]:,} 个参数）{R.estimate(ffn, 'test/acc', {'model.ffn_mult': m})}" for m in mults)
-        + (f"。去掉对 {default} ×：{zh(removed)}" if removed is not None else "")
-        + f"；{mults[-1]} × 对 {default} ×：{zh(widest)}。",
+            f"{m} ×（{params[m]:,} 个参数）{R.estimate(ffn, 'test/acc', {'model.ffn_mult': m}):zh}" for m in mults)
+        + (f"。去掉对 {default} ×：{removed:zh}" if removed is not None else "")
+        + f"；{mults[-1]} × 对 {default} ×：{widest:zh}。",
     )
     changes = (
         "The share is arithmetic and no budget changes it. What removing the FFN costs is task-dependent: MNIST rows "
@@ -458,24 +453,24 @@ else:
         f"averaging. " + ("Training sharpens attention at both ends" if sharper else "After training")
         + f" (entropy {final.b} at τ = {taus[0]:g} and {final.a} at τ = {taus[-1]:g}); on MNIST rows the best test "
         f"accuracy was at τ = {best_tau:g} ({accs[best_tau]}).",
-        f"是的。τ = {taus[0]:g} 时，初始化时第 0 层注意力的熵是均匀分布最大值的 {entropy.b}（每行最大权重 {rowmax_lo}），"
-        f"τ = {taus[-1]:g} 时为 {entropy.a}（最大权重 {rowmax_hi}）：接近均匀平均。"
+        f"是的。τ = {taus[0]:g} 时，初始化时第 0 层注意力的熵是均匀分布最大值的 {entropy.b:zh}（每行最大权重 {rowmax_lo:zh}），"
+        f"τ = {taus[-1]:g} 时为 {entropy.a:zh}（最大权重 {rowmax_hi:zh}）：接近均匀平均。"
         + ("训练让两端的注意力都更集中" if sharper else "训练后")
-        + f"（τ = {taus[0]:g} 时熵为 {final.b}，τ = {taus[-1]:g} 时为 {final.a}）；在 MNIST 行任务上，最好的测试准确率出现在 "
+        + f"（τ = {taus[0]:g} 时熵为 {final.b:zh}，τ = {taus[-1]:g} 时为 {final.a:zh}）；在 MNIST 行任务上，最好的测试准确率出现在 "
         f"τ = {best_tau:g}（{accs[best_tau]}）。",
     )
     mechanism = (
         f"Layer-0 entropy / log T at initialisation, τ = {taus[-1]:g} vs {taus[0]:g}: {entropy}; rows one-hot at "
         f"initialisation {onehot_lo} at τ = {taus[0]:g}, {onehot_hi} at τ = {taus[-1]:g}; after training the entropy "
         f"difference is {final}.",
-        f"初始化时第 0 层的熵 / log T，τ = {taus[-1]:g} 对 {taus[0]:g}：{zh(entropy)}；初始化时独热行的比例 τ = {taus[0]:g} 为 "
-        f"{onehot_lo}，τ = {taus[-1]:g} 为 {onehot_hi}；训练后熵的差为 {zh(final)}。",
+        f"初始化时第 0 层的熵 / log T，τ = {taus[-1]:g} 对 {taus[0]:g}：{entropy:zh}；初始化时独热行的比例 τ = {taus[0]:g} 为 "
+        f"{onehot_lo:zh}，τ = {taus[-1]:g} 为 {onehot_hi:zh}；训练后熵的差为 {final:zh}。",
     )
     outcome = (
         "Test accuracy on MNIST rows by τ: " + "; ".join(f"{t:g}: {accs[t]}" for t in taus)
         + (f"; the best against τ = 1: {acc_gap}" if acc_gap is not None else "") + ".",
-        "MNIST 行任务上按 τ 的测试准确率：" + "；".join(f"{t:g}: {accs[t]}" for t in taus)
-        + (f"；最好的对 τ = 1：{zh(acc_gap)}" if acc_gap is not None else "") + "。",
+        "MNIST 行任务上按 τ 的测试准确率：" + "；".join(f"{t:g}: {accs[t]:zh}" for t in taus)
+        + (f"；最好的对 τ = 1：{acc_gap:zh}" if acc_gap is not None else "") + "。",
     )
     changes = (
         "The mechanism is the softmax's own arithmetic and no budget changes it; which τ trains best is a "

@@ -295,11 +295,6 @@ if S.ready and deep:
 
 
 # %% tags=["answer"]
-def zh(x):
-    """An Estimate / Effect / Fraction formatted for a Chinese sentence (the numbers are the same)."""
-    return (str(x).replace(" points", " 个百分点").replace(" runs", " 次运行").replace(" run", " 次运行")
-            .replace(" of ", "/").replace("no interval", "无区间"))
-
 
 if not S.ready or not deep:
     Q.not_run_yet(DEEP_SWEEP if not DEEP_SWEEP.ready else S)
@@ -366,27 +361,27 @@ else:
     if final[HE_PLAIN] == R.AGREES:
         gradient_en = (f"The first layer is not starved: its gradient at initialisation is {first_none} without skips and "
                        f"{first_skip} with them ({first}), as He et al. found for plain nets with normalisation. ")
-        gradient_zh = (f"第一层并没有被饿死：初始化时它的梯度无跳跃连接为 {first_none}，有跳跃连接为 {first_skip}（{zh(first)}），"
+        gradient_zh = (f"第一层并没有被饿死：初始化时它的梯度无跳跃连接为 {first_none:zh}，有跳跃连接为 {first_skip:zh}（{first:zh}），"
                        "与 He 等人对带归一化的普通网络的发现一致。")
     elif final[HE_PLAIN] == R.DISAGREES and first.diff < 1:
         gradient_en = (f"The \"gradient highway\" story holds here: the first layer's gradient at initialisation is "
                        f"{first_none} without skips against {first_skip} with them ({first}). ")
-        gradient_zh = (f"“梯度高速公路”的说法在这里成立：初始化时第一层的梯度无跳跃连接为 {first_none}，有跳跃连接为 "
-                       f"{first_skip}（{zh(first)}）。")
+        gradient_zh = (f"“梯度高速公路”的说法在这里成立：初始化时第一层的梯度无跳跃连接为 {first_none:zh}，有跳跃连接为 "
+                       f"{first_skip}（{first:zh}）。")
     else:
         gradient_en = (f"Whether the first layer is starved, as the \"gradient highway\" story says, these runs do not "
                        f"settle: at initialisation its gradient is {first_none} without skips and {first_skip} with them "
                        f"({first}), neither shown within ×/÷{HEALTHY_FACTOR:g} nor below it. ")
         gradient_zh = (f"第一层是否像“梯度高速公路”说的那样被饿死，这些运行没有定论：初始化时它的梯度无跳跃连接为 "
-                       f"{first_none}，有跳跃连接为 {first_skip}（{zh(first)}），既没有显示在 {HEALTHY_FACTOR:g} 倍之内，"
+                       f"{first_none:zh}，有跳跃连接为 {first_skip:zh}（{first:zh}），既没有显示在 {HEALTHY_FACTOR:g} 倍之内，"
                        "也没有显示更低。")
     gradient_en += (f"What skips change measurably is the balance: the first layer gets {ratio.a} of the last layer's "
                     f"gradient with skips and {ratio.b} without")
-    gradient_zh += (f"跳跃连接可测地改变的是平衡：有跳跃连接时第一层得到最后一层梯度的 {ratio.a}，没有时为 {ratio.b}")
+    gradient_zh += (f"跳跃连接可测地改变的是平衡：有跳跃连接时第一层得到最后一层梯度的 {ratio.a:zh}，没有时为 {ratio.b:zh}")
     if sgd_starved is not None and sgd_starved.verdict == R.DISAGREES:
         gradient_en += (f"; and during training with plain SGD the plain stack's first layer did fall behind "
                         f"({sgd_first}).")
-        gradient_zh += f"；而在用普通 SGD 训练期间，普通堆叠的第一层确实落后了（{zh(sgd_first)}）。"
+        gradient_zh += f"；而在用普通 SGD 训练期间，普通堆叠的第一层确实落后了（{sgd_first:zh}）。"
     else:
         gradient_en += "."
         gradient_zh += "。"
@@ -395,18 +390,18 @@ else:
                   if final[HE_DEPTH] == R.AGREES else
                   f"At {deep} layers, {f_none} without skips and {f_skip} with them learned the copy task (test accuracy "
                   f"{outcome.b} vs {outcome.a}). ")
-    learned_zh = (f"没有跳跃连接的 {deep} 层堆叠学不会复制任务：{zh(f_none)} 学会了（高于顺序无关水平），有跳跃连接时为 "
-                  f"{zh(f_skip)}（测试准确率 {outcome.b} 对 {outcome.a}）。" if final[HE_DEPTH] == R.AGREES else
-                  f"{deep} 层时，无跳跃连接 {zh(f_none)}、有跳跃连接 {zh(f_skip)} 学会了复制任务（测试准确率 {outcome.b} 对 "
+    learned_zh = (f"没有跳跃连接的 {deep} 层堆叠学不会复制任务：{f_none:zh} 学会了（高于顺序无关水平），有跳跃连接时为 "
+                  f"{f_skip:zh}（测试准确率 {outcome.b:zh} 对 {outcome.a:zh}）。" if final[HE_DEPTH] == R.AGREES else
+                  f"{deep} 层时，无跳跃连接 {f_none:zh}、有跳跃连接 {f_skip:zh} 学会了复制任务（测试准确率 {outcome.b:zh} 对 "
                   f"{outcome.a}）。")
     collapse_en = (f"The concrete problem measured here is collapse: after {deep} plain layers every token is nearly the "
                    f"same vector (cosine {cos_none} at initialisation, {cos_skip} with skips), so which token stood where "
                    "is lost. " if final[DONG] == R.AGREES else
                    f"Token cosine after {deep} layers: {cos_none} without skips, {cos_skip} with them ({collapse}). ")
     collapse_zh = (f"这里测到的具体问题是坍缩：经过 {deep} 个普通层后，所有词元几乎成了同一个向量（初始化时余弦相似度 "
-                   f"{cos_none}，有跳跃连接时 {cos_skip}），于是哪个词元在哪个位置的信息丢失了。"
+                   f"{cos_none:zh}，有跳跃连接时 {cos_skip:zh}），于是哪个词元在哪个位置的信息丢失了。"
                    if final[DONG] == R.AGREES else
-                   f"{deep} 层后的词元余弦相似度：无跳跃连接 {cos_none}，有跳跃连接 {cos_skip}（{zh(collapse)}）。")
+                   f"{deep} 层后的词元余弦相似度：无跳跃连接 {cos_none:zh}，有跳跃连接 {cos_skip:zh}（{collapse:zh}）。")
     plain = (learned_en + collapse_en + gradient_en, learned_zh + collapse_zh + gradient_zh)
     per_layer_cos = S.per_layer(COLLAPSE)
     per_layer_cos = per_layer_cos[per_layer_cos["run_id"].isin(R.rows(best, at(False, deep))["run_id"])]
@@ -429,29 +424,29 @@ else:
         f"{len(R.rows(best, at(True, deep)))} with them. The first layer's own gradient during training: "
         f"{first_train.a} without skips, {first_train.b} with ({first_train}); a run that solved the task has a small "
         "loss and so small gradients, which is why the initialisation is the primary point.",
-        f"{deep} 层最后一层之后的词元余弦相似度（无跳跃连接对有跳跃连接）：初始化时 {cos_none} 对 {cos_skip}，训练后 "
-        f"{cos_final.a} 对 {cos_final.b}；训练后有效秩 {rank_final.a} 对 {rank_final.b}。" + after_zh + f"初始化时无跳跃连接的最后一层梯度是有跳跃"
-        f"连接时的 {last_grad}。初始化时第一层与最后一层的梯度之比："
-        f"有跳跃连接 {ratio.a}，无跳跃连接 {ratio.b}（{zh(ratio)}）；训练期间（各次周期探针的几何平均）{ratio_train.a} 对 "
-        f"{ratio_train.b}（{zh(ratio_train)}）。训练期间第一层自身的梯度：无跳跃连接 {first_train.a}，有跳跃连接 "
-        f"{first_train.b}（{zh(first_train)}）；已经解决任务的运行损失很小，梯度也就很小，所以以初始化为主要检验点。",
+        f"{deep} 层最后一层之后的词元余弦相似度（无跳跃连接对有跳跃连接）：初始化时 {cos_none:zh} 对 {cos_skip:zh}，训练后 "
+        f"{cos_final.a:zh} 对 {cos_final.b:zh}；训练后有效秩 {rank_final.a:zh} 对 {rank_final.b:zh}。" + after_zh + f"初始化时无跳跃连接的最后一层梯度是有跳跃"
+        f"连接时的 {last_grad:zh}。初始化时第一层与最后一层的梯度之比："
+        f"有跳跃连接 {ratio.a:zh}，无跳跃连接 {ratio.b:zh}（{ratio:zh}）；训练期间（各次周期探针的几何平均）{ratio_train.a:zh} 对 "
+        f"{ratio_train.b:zh}（{ratio_train:zh}）。训练期间第一层自身的梯度：无跳跃连接 {first_train.a:zh}，有跳跃连接 "
+        f"{first_train.b:zh}（{first_train:zh}）；已经解决任务的运行损失很小，梯度也就很小，所以以初始化为主要检验点。",
     )
     by_depth_en = "; ".join(f"{layers_word(d)}: {learned[True, d]} with skips, {learned[False, d]} without"
                             for d in depths)
-    by_depth_zh = "；".join(f"{layers_word(d, True)}：有跳跃连接 {zh(learned[True, d])}，无跳跃连接 {zh(learned[False, d])}"
+    by_depth_zh = "；".join(f"{layers_word(d, True)}：有跳跃连接 {learned[True, d]:zh}，无跳跃连接 {learned[False, d]:zh}"
                            for d in depths)
     outcome_en = [f"Runs that learned the copy task (test accuracy above the order-blind level, {100 * lvl:.1f} %), Adam: "
                   f"{by_depth_en}. Test accuracy at {deep} layers: {outcome.a} with skips, {outcome.b} without ({outcome})."]
     outcome_zh = [f"学会复制任务（测试准确率高于顺序无关水平 {100 * lvl:.1f} %）的运行，Adam：{by_depth_zh}。"
-                  f"{deep} 层时的测试准确率：有跳跃连接 {outcome.a}，无跳跃连接 {outcome.b}（{zh(outcome)}）。"]
+                  f"{deep} 层时的测试准确率：有跳跃连接 {outcome.a:zh}，无跳跃连接 {outcome.b:zh}（{outcome:zh}）。"]
     if sgd is not None:
         sgd_depths = sorted(int(d) for d in sgd["model.n_layers"].unique())
         outcome_en.append("Plain SGD: " + "; ".join(
             f"{layers_word(d)}: {R.learned(sgd, at(True, d), metric=OUTCOME)} with skips, "
             f"{R.learned(sgd, at(False, d), metric=OUTCOME)} without" for d in sgd_depths) + ".")
         outcome_zh.append("普通 SGD：" + "；".join(
-            f"{layers_word(d, True)}：有跳跃连接 {zh(R.learned(sgd, at(True, d), metric=OUTCOME))}，无跳跃连接 "
-            f"{zh(R.learned(sgd, at(False, d), metric=OUTCOME))}" for d in sgd_depths) + "。")
+            f"{layers_word(d, True)}：有跳跃连接 {R.learned(sgd, at(True, d), metric=OUTCOME):zh}，无跳跃连接 "
+            f"{R.learned(sgd, at(False, d), metric=OUTCOME):zh}" for d in sgd_depths) + "。")
     if norm is not None:
         for n in [n for n in F.order("model.norm", norm["model.norm"]) if n != "pre"]:
             sub = norm[norm["model.norm"] == n]
@@ -461,8 +456,8 @@ else:
                 f"{layers_word(d)}: {R.learned(sub, at(True, d), metric=OUTCOME)} with skips, "
                 f"{R.learned(sub, at(False, d), metric=OUTCOME)} without" for d in n_depths) + ".")
             outcome_zh.append(f"{name}，Adam 1e-3：" + "；".join(
-                f"{layers_word(d, True)}：有跳跃连接 {zh(R.learned(sub, at(True, d), metric=OUTCOME))}，无跳跃连接 "
-                f"{zh(R.learned(sub, at(False, d), metric=OUTCOME))}" for d in n_depths) + "。")
+                f"{layers_word(d, True)}：有跳跃连接 {R.learned(sub, at(True, d), metric=OUTCOME):zh}，无跳跃连接 "
+                f"{R.learned(sub, at(False, d), metric=OUTCOME):zh}" for d in n_depths) + "。")
     changes = (
         "The mechanism tests are at initialisation and do not depend on the budget. What could change the outcome: a "
         f"plain {deep}-layer stack that learns copy at some learning rate outside the 4 tried, or with longer training "
