@@ -17,7 +17,7 @@ from ablate import report as R
 from ablate.config import Config, flat
 from ablate.report.data import DataFileError
 from ablate.results import load
-from ablate.results.cost import sweep_cost
+from ablate.results.cost import GPU_STEPS_PER_S, sweep_cost
 from ablate.results.export import export
 from ablate.sweep import spec
 from ablate.tasks import load_task
@@ -73,7 +73,8 @@ def test_meta_records_what_the_reports_would_import_the_harness_for(exported):
     assert df.attrs["swept_keys"] == entry["swept_keys"]
     assert df.attrs["config_keys"] == [c for c in df.columns if c in flat(Config())]
     cost = sweep_cost("pos_enc", df, sweeps)  # what the report computed before, from the exported table
-    assert entry["cost_full"] == json.loads(json.dumps(dataclasses.asdict(cost)))  # tuples as lists
+    assert entry["cost_full"] == {**json.loads(json.dumps(dataclasses.asdict(cost))),  # tuples as lists
+                                  "gpu_steps_per_s": list(GPU_STEPS_PER_S)}
     assert entry["cost_full"]["runs"] == 2 and entry["cost_full"]["budget"] == "full"
     assert entry["cost_full"]["cpu_hours"] > 0 and len(entry["cost_full"]["gpu_hours"]) == 2
     assert (df["eval/n_val"] == 32).all() and (df["eval/n_test"] == 48).all()

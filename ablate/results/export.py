@@ -547,12 +547,12 @@ def keep_reason(
 
 
 def full_cost(name: str, text: str, dtypes: dict[str, str], sweeps: Path | str) -> dict[str, Any] | None:
-    """The full budget's cost of sweeps/<name>.yaml (ablate.results.cost.Cost as a dict, tuples as lists),
-    measured on the exported table as the reports read it back (`text`, `dtypes`); None without a
-    usable sweep file."""
+    """The full budget's cost of sweeps/<name>.yaml (ablate.results.cost.Cost as a dict, tuples as lists,
+    and `gpu_steps_per_s`: the assumed GPU rate its GPU hours are at), measured on the exported table as
+    the reports read it back (`text`, `dtypes`); None without a usable sweep file."""
     from ..config import ConfigError
     from ..sweep.spec import SweepError
-    from .cost import sweep_cost
+    from .cost import GPU_STEPS_PER_S, sweep_cost
 
     back = restore_dtypes(pd.read_csv(io.StringIO(text)), dtypes)
     try:
@@ -561,7 +561,8 @@ def full_cost(name: str, text: str, dtypes: dict[str, str], sweeps: Path | str) 
         return None
     if cost is None:
         return None
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cost).items()}
+    fields = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cost).items()}
+    return {**fields, "gpu_steps_per_s": list(GPU_STEPS_PER_S)}
 
 
 # ------------------------------------------------------------------ export
