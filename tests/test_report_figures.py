@@ -148,3 +148,22 @@ def test_heatmap_grid_labels_the_axes_with_the_words():
     axes = [ax for ax in fig.axes if ax.get_title() in ("in order", "reordered")]
     assert [t.get_text() for t in axes[0].get_xticklabels()] == words
     assert [t.get_text() for t in axes[1].get_yticklabels()] == words[::-1]
+
+
+def test_heatmap_titles_do_not_collide():
+    maps = [(f"after training, scores ÷ √d_k, panel {i}", np.random.default_rng(i).random((8, 8))) for i in range(4)]
+    fig = F.heatmaps(maps)
+    fig.canvas.draw()
+    boxes = [ax.title.get_window_extent() for ax in fig.axes if ax.get_title()]
+    assert len(boxes) == 4
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_setup_silences_warnings():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        F.setup()
+        warnings.warn("library chatter", RuntimeWarning, stacklevel=1)
+    assert caught == []

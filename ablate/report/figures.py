@@ -428,6 +428,7 @@ def heatmaps(maps: list[tuple[str, np.ndarray]], ncols: int | None = None, size:
     import textwrap
 
     import matplotlib.pyplot as plt
+    import seaborn as sns  # noqa: F401  (registers the colormap)
 
     n = len(maps)
     ncols = ncols or n
