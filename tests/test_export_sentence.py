@@ -109,7 +109,7 @@ def test_the_sentence_through_every_trained_model(exported):
         "tokens": [0, 1, 2, 3, 0, 4], "perm_tokens": [0, 4, 3, 0, 1, 2],
         "labels": ["the", "cat", "sat", "on", "the", "mat", "SEP", "_", "_", "_", "_", "_", "_"]}
     df, arrays = R.table("pos_enc", data), R.arrays("pos_enc", data)
-    assert len(df) == 2
+    assert len(df) == 2 and R.sweep("pos_enc", data).sentence == meta["sentence"]
     for run_id, pos_enc in zip(df["run_id"], df["model.pos_enc"]):
         task, _ = load_task(runs / run_id / "last.ckpt")
         stored = {key: arrays[f"{run_id}/final/{key}"] for key in ("sentence", "sentence_perm")}
@@ -117,6 +117,8 @@ def test_the_sentence_through_every_trained_model(exported):
             assert stored[key].dtype == np.uint8 and stored[key].shape == (2, 13, 13), (pos_enc, key)
             own = _attention(task.model, tokens)
             assert np.abs(stored[key].astype(float) - own * 255).max() <= 0.5 + 1e-6, (pos_enc, key)
+        shown = R.sweep("pos_enc", data).attention(run_id, "final/sentence")  # what a notebook reads
+        assert shown.dtype == np.float32 and np.array_equal(shown, stored["sentence"] / np.float32(255))
         a, b = (stored[k].astype(int) for k in ("sentence", "sentence_perm"))
         moved = a[:, WHERE][:, :, WHERE]  # the sentence's map, rows and columns in the reordering's order
         if pos_enc == "none":

@@ -145,6 +145,8 @@ class Sweep:
             S.per_layer("probe/init/cosine")   # long: run_id, layer, value + the swept keys
             S.probe_curves()          # probes during training: run_id, step, layer, grad, ... + keys
             S.attention(run_id)       # (L, H, T, T) final attention maps of one run
+            S.attention(run_id, "final/sentence")   # Q1: (H, 13, 13) on "the cat sat on the mat"
+        R.sweeps("pos_enc", "pos_enc_causal")       # several sweeps as one (Sweeps)
     """
 
     def __init__(self, name: str, data: Path | str | None = None):
@@ -237,10 +239,19 @@ class Sweep:
         long["last"] = long["layer"] == long.groupby("run_id")["layer"].transform("max")
         return self._with_config(long.sort_values(["run_id", "layer"], kind="stable"))
 
+    @property
+    def sentence(self) -> dict[str, Any] | None:
+        """Q1's literal example as export recorded it (meta.json `sentence`: words, perm_words, tokens,
+        perm_tokens, and `labels`, the 13 positions' axis labels); None when no Q1 sweep is exported.
+        Each run's maps: attention(run_id, "final/sentence") and (run_id, "final/sentence_perm")."""
+        return read_meta(self.data).get("sentence")
+
     def attention(self, run: str | dict[str, Any], which: str = "final/attention") -> np.ndarray | None:
         """(1, H, T, T) first-layer attention weights on a run's first probe example (stored as uint8
-        x 255, returned as floats in [0, 1]), or None if not exported. `run`: a run id, or a `where`
-        mapping ({"model.d_head": 512, ...}): the lowest seed among the matching runs that has them."""
+        x 255, returned as floats in [0, 1]), or None if not exported; `which="final/sentence"` or
+        `"final/sentence_perm"`: (H, 13, 13) on Q1's sentence and its reordering (see `sentence`).
+        `run`: a run id, or a `where` mapping ({"model.d_head": 512, ...}): the lowest seed among the
+        matching runs that has them (pass a run id of R.at_best_lr's rows for a tuned sweep's choice)."""
         if isinstance(run, dict):
             from .stats import rows
 
