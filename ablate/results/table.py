@@ -15,7 +15,9 @@
     <metrics>           final metrics under their logged names: test/*, val/*, train/*, then any other
                         (ref/*: the task's reference levels); from metrics.csv also
                         val/gain_last_epoch (what the last epoch added to validation accuracy) and
-                        val/step_solved (the first step at >= 99 % validation accuracy)
+                        val/step_solved (the first step at >= 99 % validation accuracy), and from the
+                        config eval/n_val, eval/n_test (the examples each evaluation split holds:
+                        sequences or images; the task registry's eval_examples)
     <probes>            probe scalars: probe/init/*, probe/final/*, then any other point
     params/*            attention, ffn, embedding, other, total
     wall_time_s, train_samples_per_s, global_step, attempts, diverged_step
