@@ -161,6 +161,14 @@ if NORM.ready:
     F.legend(ax, "LayerNorm")
     F.stamp(fig, init)
     fig_norm_grad = R.savefig(fig, "claims_norm_gradients")
+
+    fig, ax = F.subplots(figsize=(7, 3.6))
+    F.learning_curves(NORM, "val/acc", hue="model.norm", where={"optim.lr": lrs[-1]}, ax=ax, outside=True,
+                      title=f"{depth} layers at the largest learning rate, {lrs[-1]:g}")
+    ax.set(ylabel="validation accuracy")
+    F.legend(ax, "LayerNorm", outside=True)
+    F.stamp(fig, NORM)
+    R.savefig(fig, "claims_norm_curves")
 else:
     print(NORM.missing)
 

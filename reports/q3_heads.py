@@ -337,11 +337,15 @@ else:
         out_en.append(f"{tn[0].upper() + tn[1:]}, runs that solved it (≥ {100 * R.SOLVED:g} % validation accuracy): "
                       + "; ".join(f"{heads_word(h)} {solved(best, t, h)[0]}" for h in heads)
                       + f". Mean validation accuracy over training ({OUTCOME}): "
-                      + "; ".join(f"{heads_word(h)} {R.estimate(best, OUTCOME, at(t, h))}" for h in heads) + ".")
+                      + "; ".join(f"{heads_word(h)} {R.estimate(best, OUTCOME, at(t, h))}" for h in heads)
+                      + ". Test accuracy at the end: "
+                      + "; ".join(f"{heads_word(h)} {R.estimate(best, 'test/acc', at(t, h))}" for h in heads) + ".")
         out_zh.append(f"{tn_zh}，解决任务（验证准确率 ≥ {100 * R.SOLVED:g} %）的运行："
                       + "；".join(f"{heads_word(h, True)} {solved(best, t, h)[1]}" for h in heads)
                       + f"。训练期间的平均验证准确率（{OUTCOME}）："
-                      + "；".join(f"{heads_word(h, True)} {R.estimate(best, OUTCOME, at(t, h)):zh}" for h in heads) + "。")
+                      + "；".join(f"{heads_word(h, True)} {R.estimate(best, OUTCOME, at(t, h)):zh}" for h in heads)
+                      + "。训练结束时的测试准确率："
+                      + "；".join(f"{heads_word(h, True)} {R.estimate(best, 'test/acc', at(t, h)):zh}" for h in heads) + "。")
     out_en.append(f"On the {name}, {base} heads vs {one}: {eight_one}; {many} vs {base}: {many_base}.")
     out_zh.append(f"{name_zh}上 {base} 个头对 {one} 个头：{eight_one:zh}；{many} 个对 {base} 个：{many_base:zh}。")
     if TUT.ready:
