@@ -150,8 +150,8 @@ if TUT.ready:
 # %%
 if S.ready:
     fig, ax = F.subplots(figsize=(6.5, 3.8))
-    sns.pointplot(best, x="model.n_heads", y=MECHANISM, hue="data.task", order=HEADS,
-                  hue_order=F.order("data.task", tasks), palette=F.palette("data.task", tasks),
+    sns.pointplot(best, x="model.n_heads", y=MECHANISM, hue="task", order=HEADS,
+                  hue_order=F.order("data.task", tasks, R.TASKS), palette=F.palette("data.task", tasks, R.TASKS),
                   errorbar=R.errorbar, dodge=0.2 if len(tasks) > 1 else False, ax=ax)
     F.hline(ax, 0.5, "even split over two positions", ls=":")
     ax.set(xlabel="heads (d_k = 64 / heads)", ylabel="largest weight per row", ylim=(0, 1.02),
@@ -171,8 +171,8 @@ if S.ready:
     fig, axes = F.subplots(1, 2, figsize=(12, 3.8))
     for ax, y, label in zip(axes, (OUTCOME, "val/step_solved"),
                             ("mean validation accuracy over training", "optimiser steps to 99 %")):
-        sns.pointplot(best, x="model.n_heads", y=y, hue="data.task", order=HEADS,
-                      hue_order=F.order("data.task", tasks), palette=F.palette("data.task", tasks),
+        sns.pointplot(best, x="model.n_heads", y=y, hue="task", order=HEADS,
+                      hue_order=F.order("data.task", tasks, R.TASKS), palette=F.palette("data.task", tasks, R.TASKS),
                       errorbar=R.errorbar, dodge=0.2 if len(tasks) > 1 else False, ax=ax)
         ax.set(xlabel="heads (d_k = 64 / heads)", ylabel=label)
     F.reference_lines(axes[0], R.rows(best, {"data.task": tasks[0]}))
