@@ -308,7 +308,7 @@ def head_mean(m):
     return m.reshape(-1, *m.shape[-2:]).mean(axis=0)
 
 
-SENTENCE = (R.read_meta(S.data).get("sentence") or S.meta.get("sentence")) if S.ready else None
+SENTENCE = S.sentence if S.ready else None  # meta.json `sentence`: words, token ids, axis labels
 sentence = {}  # variant -> (A(x), A(Px), max |A(Px) - P·A(x)·Pᵀ|)
 if SENTENCE:
     P = sentence_permutation(SENTENCE)
@@ -359,11 +359,8 @@ if not S.ready:
     Q.not_run_yet(S)
 else:
     def zh(x) -> str:
-        """An Estimate / Effect / Fraction as the Chinese text writes it: the same numbers."""
-        if isinstance(x, R.Fraction):
-            return f"{x.k}/{x.n} 次运行（95 % 置信区间 {100 * x.lo:.0f}–{100 * x.hi:.0f} %）" if x.n else "没有完成的运行"
-        return (str(x).replace(" points", " 个百分点").replace(" runs, no interval", " 次运行，无区间")
-                .replace(" run, no interval", " 次运行，无区间").replace("1 run in an arm, no interval", "一组只有 1 次运行，无区间").replace("no completed run", "没有完成的运行"))
+        """An Estimate / Effect / Fraction as the Chinese text writes it: the same numbers (the API's "zh")."""
+        return format(x, "zh")
 
     def acc(df, where, metric=COPY_METRIC):
         return R.estimate(df, metric, where)

@@ -260,11 +260,8 @@ if not S.ready:
     Q.not_run_yet(S)
 else:
     def zh(x) -> str:
-        """An Estimate / Effect / Fraction as the Chinese text writes it: the same numbers."""
-        if isinstance(x, R.Fraction):
-            return f"{x.n} 次中 {x.k} 次（95 % 置信区间 {100 * x.lo:.0f}–{100 * x.hi:.0f} %）" if x.n else "没有完成的运行"
-        return (str(x).replace(" points", " 个百分点").replace(" runs, no interval", " 次运行，无区间")
-                .replace(" run, no interval", " 次运行，无区间").replace("1 run in an arm, no interval", "一组只有 1 次运行，无区间").replace("no completed run", "没有完成的运行"))
+        """An Estimate / Effect / Fraction as the Chinese text writes it: the same numbers (the API's "zh")."""
+        return format(x, "zh")
 
     def at(d, scaled):
         return {"model.d_head": d, "model.qk_scale": scaled}
