@@ -132,3 +132,30 @@ def test_export_of_the_sentence_is_reproducible(exported, tmp_path):
     first = {p.name: p.read_bytes() for p in (exported / "data").iterdir()}
     export(["pos_enc"], runs=exported / "runs", data=tmp_path, sweeps=exported / "sweeps", log=quiet)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == first
+
+
+def test_a_model_that_cannot_read_the_sentence_goes_without_and_says_so(tmp_path, monkeypatch):
+    """Sequences of 4 tokens (9 positions, learned positions): the 13-position sentence does not fit. The
+    run keeps its permuted maps, loses the sentence's, and one line says why; a checkpoint that cannot be
+    loaded is named once, not once per map."""
+    sweeps, runs, data = tmp_path / "sweeps", tmp_path / "runs", tmp_path / "data"
+    sweeps.mkdir()
+    short = {**FIXED, "data.length": 4, "model.pos_enc": "learned"}
+    sweep_file = {"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
+                  "parameters": {"run.group": {"value": "pos_enc"}, "budget": {"value": "smoke"},
+                                 **{k: {"value": v} for k, v in short.items()}, "seed": {"values": [0]}}}
+    (sweeps / "pos_enc.yaml").write_text(yaml.safe_dump(sweep_file))
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(runs))
+    monkeypatch.setenv("ABLATE_PROGRESS", "0")
+    (run,) = spec.load(str(sweeps / "pos_enc.yaml"), budget="smoke").runs
+    assert train(run.cfg, log=quiet)["status"] == "completed"
+    said: list[str] = []
+    export(["pos_enc"], runs=runs, data=data, sweeps=sweeps, log=quiet, warn=said.append)
+    assert said == [f"ablate report export: pos_enc: run {run.run_id}: no sentence maps (the sentence needs 13 "
+                    "positions; the model takes 9)"]
+    kept = {k.split("/", 1)[1] for k in R.arrays("pos_enc", data)}
+    assert {"final/attention", "final/attention_perm", "perm"} <= kept and not {k for k in kept if "sentence" in k}
+    (runs / "pos_enc" / run.run_id / "last.ckpt").write_bytes(b"garbage")
+    said.clear()
+    export(["pos_enc"], runs=runs, data=tmp_path / "again", sweeps=sweeps, log=quiet, warn=said.append)
+    assert len(said) == 1 and "no permuted attention maps or sentence maps (CheckpointError" in said[0], said

@@ -259,25 +259,6 @@ def _first_line(err: BaseException) -> str:
     return lines[0].strip() if lines else type(err).__name__
 
 
-def permuted_maps(run_dir: Path) -> dict[str, np.ndarray]:
-    """The final model's maps on the probe example with its positions permuted (the permutation
-    the run's probes use: MNIST's fixed row order, a fixed one for the copy task). Rebuilds the
-    model and data from last.ckpt as `ablate probe` does; {} when that is not possible."""
-    ckpt = run_dir / "last.ckpt"
-    if not ckpt.is_file():
-        return {}
-    from ..probes import attention_maps  # pure-torch measurements
-    from ..probing import probe_batch, probe_permutation
-    from ..tasks import load_task  # harness side: export only, never a notebook
-
-    task, datamodule = load_task(ckpt)
-    datamodule.setup("fit")
-    x, _ = probe_batch(datamodule, 1)
-    perm = probe_permutation(datamodule, x.shape[1])
-    permuted = attention_maps(task.model, x[:, perm])[0][:ATTENTION_LAYERS]
-    return {"final/attention_perm": quantise(permuted.numpy()), "perm": perm.numpy().astype(np.int16)}
-
-
 def sentence() -> dict[str, list]:
     """meta.json's `sentence`: the words, their token ids, and the labels of the 13 positions of each
     copy input (the words, SEP, a blank `_` per word)."""
@@ -292,21 +273,23 @@ def copy_input(tokens: Sequence[int], vocab: int) -> list[int]:
     return [*tokens, vocab, *[vocab + 1] * len(tokens)]
 
 
-def sentence_maps(run_dir: Path) -> dict[str, np.ndarray]:
-    """The trained model's first-layer attention (H, 13, 13) on the sentence and on its reordering
-    (`final/sentence`, `final/sentence_perm`), from last.ckpt; {} without a checkpoint. ValueError
-    (one line) for a model that cannot read them: not the copy task, fewer than 5 tokens, or
-    sequences shorter than 13."""
-    ckpt = run_dir / "last.ckpt"
-    if not ckpt.is_file():
-        return {}
+def _permuted(task, datamodule) -> dict[str, np.ndarray]:
+    from ..probes import attention_maps  # pure-torch measurements
+    from ..probing import probe_batch, probe_permutation
+
+    datamodule.setup("fit")
+    x, _ = probe_batch(datamodule, 1)
+    perm = probe_permutation(datamodule, x.shape[1])
+    permuted = attention_maps(task.model, x[:, perm])[0][:ATTENTION_LAYERS]
+    return {"final/attention_perm": quantise(permuted.numpy()), "perm": perm.numpy().astype(np.int16)}
+
+
+def _sentence(task) -> dict[str, np.ndarray]:
     import torch
 
-    from ..probes import attention_maps  # pure-torch measurements
+    from ..probes import attention_maps
     from ..registry import spec
-    from ..tasks import load_task  # harness side: export only, never a notebook
 
-    task, _ = load_task(ckpt)
     data = task.cfg.data
     words = sentence()
     need = len(copy_input(words["tokens"], 0))
@@ -320,6 +303,44 @@ def sentence_maps(run_dir: Path) -> dict[str, np.ndarray]:
         x = torch.tensor([copy_input(tokens, data.vocab)], dtype=torch.long)  # (1, 13)
         out[key] = quantise(attention_maps(task.model, x)[0, 0].numpy())  # layer 0: (H, 13, 13)
     return out
+
+
+def checkpoint_maps(run_dir: Path, permuted: bool = True, sentence: bool = False,
+                    note: Callable[[str], None] | None = None) -> dict[str, np.ndarray]:
+    """Maps computed from the run's final model (last.ckpt, loaded once, rebuilt as `ablate probe` does);
+    {} without a checkpoint. `permuted`: the first layer's maps on the probe example with its positions
+    permuted (the permutation the run's probes use: MNIST's fixed row order, a fixed one for the copy
+    task), `final/attention_perm` (1, H, T, T) and `perm`. `sentence`: its first layer's attention
+    (H, 13, 13) on Q1's sentence and on its reordering, `final/sentence` and `final/sentence_perm`; a
+    model that cannot read them (not the copy task, fewer than 5 tokens, sequences shorter than 13)
+    goes without, said in one line to `note` (raised as ValueError without one). A checkpoint that
+    cannot be loaded raises CheckpointError (one line)."""
+    ckpt = run_dir / "last.ckpt"
+    if not ckpt.is_file():
+        return {}
+    from ..tasks import load_task  # harness side: export only, never a notebook
+
+    task, datamodule = load_task(ckpt)
+    out = _permuted(task, datamodule) if permuted else {}
+    if sentence:
+        try:
+            out.update(_sentence(task))
+        except ValueError as err:
+            if note is None:
+                raise
+            note(f"no sentence maps ({err})")
+    return out
+
+
+def permuted_maps(run_dir: Path) -> dict[str, np.ndarray]:
+    """The final model's maps on the permuted probe example (see checkpoint_maps); {} without a checkpoint."""
+    return checkpoint_maps(run_dir, permuted=True)
+
+
+def sentence_maps(run_dir: Path) -> dict[str, np.ndarray]:
+    """The final model's maps on Q1's sentence and its reordering (see checkpoint_maps); ValueError for a
+    model that cannot read them; {} without a checkpoint."""
+    return checkpoint_maps(run_dir, permuted=False, sentence=True)
 
 
 def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[[str], None]) -> dict[str, np.ndarray]:
@@ -337,14 +358,21 @@ def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[
 
     for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
         get(run_id, lambda d=Path(run_dir): curves(d), "curves")
-    if name in ATTENTION:
-        for run_id, run_dir in zip(*(first_seeds(df, keys)[c] for c in ("run_id", "run_dir"))):
-            get(run_id, lambda d=Path(run_dir): probe_maps(d, ATTENTION[name]), "attention maps")
-            if name in PERMUTED:
-                get(run_id, lambda d=Path(run_dir): permuted_maps(d), "permuted attention maps")
-    if name in SENTENCE:
-        for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
-            get(run_id, lambda d=Path(run_dir): sentence_maps(d), "sentence maps")
+    firsts = first_seeds(df, keys) if name in ATTENTION else df.iloc[0:0]
+    for run_id, run_dir in zip(firsts["run_id"], firsts["run_dir"]):
+        get(run_id, lambda d=Path(run_dir): probe_maps(d, ATTENTION[name]), "attention maps")
+    # from the checkpoint, loaded once per run: the permuted maps of the first seeds, the sentence's of all
+    permute = set(firsts["run_id"]) if name in PERMUTED else set()
+    every = name in SENTENCE
+    for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
+        if run_id not in permute and not every:
+            continue
+        said = " or ".join([*(["permuted attention maps"] if run_id in permute else []), *(["sentence maps"] if every else [])])
+
+        def note(line: str, run_id: str = run_id) -> None:
+            warn(f"{PREFIX}{name}: run {run_id}: {line}")
+
+        get(run_id, lambda d=Path(run_dir), p=run_id in permute: checkpoint_maps(d, p, every, note), said)
     return out
 
 
