@@ -34,10 +34,11 @@ What a notebook uses (`from ablate import report as R`):
              figure=R.savefig(fig, "q2_scores"))            verdicts, Holm, payload: answers.py
     Q.not_run_yet(S)                        "not run yet — run `make sweep-scaling`"
 
-The layer rule holds (tests/test_layering.py): this package imports only ablate.results and the
-leaf utilities (fileio): it reads the exported tables and never imports training code. Export, which
-reads run directories (and, for the permuted attention maps, their checkpoints), lives in the results
-layer (ablate.results.export), as do the data folder's format and the cost estimate.
+The layer rule holds (tests/test_layering.py, transitively): this package imports only
+ablate.results.stats, ablate.results.exported and the leaf modules (registry, fileio); the CLI reaches
+export only inside its functions. Config defaults, swept keys and the full budget's cost come from
+meta.json, written at export. Export, which reads run directories (and, for the permuted and sentence
+attention maps, their checkpoints), lives in the results layer (ablate.results.export).
 """
 
 from .answers import (
@@ -55,8 +56,42 @@ from .answers import (
     overall,
     question,
 )
-from .data import NotRunYet, Sweep, arrays, data_dir, figures_dir, read_meta, sweep, table
-from .figures import TASKS, heatmap_grid, heatmaps, savefig, setup
+from .data import (
+    NotRunYet,
+    Sweep,
+    Sweeps,
+    arrays,
+    config_defaults,
+    data_dir,
+    figures_dir,
+    read_meta,
+    sweep,
+    sweeps,
+    table,
+)
+from .display import show_table
+from .figures import (
+    LABELS,
+    PALETTES,
+    TASKS,
+    heatmap_grid,
+    heatmaps,
+    hline,
+    integer_ticks,
+    label,
+    learning_curves,
+    legend,
+    order,
+    palette,
+    probe_curve,
+    reference_curve,
+    reference_lines,
+    savefig,
+    setup,
+    stamp,
+    stamp_text,
+    subplots,
+)
 from .stats import (
     LEVEL_MARGIN,
     PLATEAU,
@@ -89,23 +124,23 @@ from .stats import (
     values_estimate,
 )
 
-try:  # helper B's (ablate/report/data.py): meta.json's defaults, several sweeps as one
-    from .data import config_defaults
-except ImportError:  # until it lands: the old config_defaults
-    from ..results import config_defaults
-try:
-    from .data import sweeps
-except ImportError:  # until it lands
-    def sweeps(*names, data=None):
-        raise NotImplementedError("R.sweeps is not there yet (ablate/report/data.py)")
-try:  # helper C's (ablate/report/display.py)
-    from .display import show_table
-except ImportError:  # until it lands: a table without its index
-    def show_table(df):
-        from IPython.display import display
-        display(df.style.hide(axis="index"))
-
 __all__ = [
+    "LABELS",
+    "PALETTES",
+    "Sweeps",
+    "hline",
+    "integer_ticks",
+    "label",
+    "learning_curves",
+    "legend",
+    "order",
+    "palette",
+    "probe_curve",
+    "reference_curve",
+    "reference_lines",
+    "stamp",
+    "stamp_text",
+    "subplots",
     "sweeps",
     "show_table",
     "overall",
