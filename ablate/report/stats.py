@@ -21,9 +21,13 @@ The interval depends on what the metric is (`kind_of`):
   interval on the log values; two variants compare as a ratio.
 - linear (everything else): the mean with a Student-t interval.
 
-Two variants (`effect(a, b)`): the bootstrap of a - b where both have bootstrap replicates (p-value:
-2 min(P*(d <= 0), P*(d >= 0)), at least 1/B), else Welch's t (scipy); log estimates give the ratio a/b
-with Welch's interval on the log scale. `Effect.tost(margin)` is the p-value of the two one-sided tests
+Two variants (`effect(a, b)`): Welch's t on the per-seed values (scipy), for accuracies with the
+evaluation set's own variance p(1 - p) / n_eval of each arm added to the standard error (and nothing to
+the Welch–Satterthwaite denominator: it is known); the difference of two proportions is kept in [-1, 1].
+Not a bootstrap of the difference: the widened bootstrap of a skewed handful of seeds (one of five
+runs failed) spreads past the metric's bound and put a variant solved on every seed level with one
+that failed once. Log estimates give the ratio a/b with Welch's interval on the log scale.
+`Effect.tost(margin)` is the p-value of the two one-sided tests
 of |a - b| < margin (equivalence).
 
 Digits follow the interval: its width to 2 significant digits, the mean to the same decimals (a log
@@ -209,19 +213,30 @@ def widen(n: int) -> float:
     return float(scistats.t.ppf(0.975, n - 1) / (scistats.norm.ppf(0.975) * math.sqrt((n - 1) / n))) if n >= 2 else 1.0
 
 
-def bootstrap_means(values: np.ndarray, n_eval: int | None, rng: np.random.Generator, b: int = B,
-                    bounds: tuple[float, float] | None = (0.0, 1.0)) -> np.ndarray:
+def bootstrap_means(values: np.ndarray, n_eval: int | None, rng: np.random.Generator, b: int = B) -> np.ndarray:
     """B replicates of the mean over seeds: the seeds resampled with replacement, the replicate's distance
-    from the mean widened by `widen(n)`, kept inside `bounds`; with `n_eval`, the evaluation set's own error
-    on top: Binomial(n_eval, mean*) / n_eval (the seeds share one evaluation set, so it does not average out)."""
+    from the mean widened by `widen(n)`; with `n_eval`, the evaluation set's own error on top: the
+    deviation of Binomial(n_eval, p*) / n_eval from p* (p* the replicate inside [0, 1]; the seeds share
+    one evaluation set, so it does not average out). The replicates are NOT clipped: a difference of two
+    variants is taken between replicates as drawn (clipping at 1 would pile a variant's widened replicates
+    on the bound and bias the difference); an interval of one variant is clipped to the metric's range
+    where it is read (`bounded`)."""
     values = np.asarray(values, dtype=float)
     n, mean = len(values), float(values.mean())
     means = mean + (values[rng.integers(0, n, size=(b, n))].mean(axis=1) - mean) * widen(n)
-    if bounds is not None:
-        means = np.clip(means, *bounds)
     if n_eval:
-        means = rng.binomial(int(n_eval), np.clip(means, 0.0, 1.0)) / int(n_eval)
+        p = np.clip(means, 0.0, 1.0)
+        means = means + rng.binomial(int(n_eval), p) / int(n_eval) - p
     return means
+
+
+def bounded(reps: np.ndarray, mean: float, bounds: tuple[float, float] | None) -> tuple[float, float]:
+    """The 95 % percentile interval of `reps`, holding `mean`, inside `bounds` (None: unbounded)."""
+    lo, hi = (float(x) for x in np.percentile(reps, [2.5, 97.5]))
+    lo, hi = min(lo, mean), max(hi, mean)
+    if bounds is not None:
+        lo, hi = float(np.clip(lo, *bounds)), float(np.clip(hi, *bounds))
+    return lo, hi
 
 
 def _t975(dof: float) -> float:
@@ -323,8 +338,7 @@ def from_values(metric: str, values, kind: str | None = None, *, n_eval: int | N
     if kind in (ACCURACY, FRACTION):
         reps = bootstrap_means(v, n_eval, _rng(metric, key, tuple(v), n_eval))
         mean = float(v.mean())
-        lo, hi = (float(x) for x in np.percentile(reps, [2.5, 97.5]))
-        lo, hi = float(np.clip(min(lo, mean), 0, 1)), float(np.clip(max(hi, mean), 0, 1))  # never outside [0, 1]
+        lo, hi = bounded(reps, mean, (0.0, 1.0))  # never outside [0, 1]
         return Estimate(metric, mean, lo, hi, std=std, _replicates=reps, **common)
     x = np.log(v) if kind == LOG else v
     m, half = float(x.mean()), _t975(n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
@@ -502,14 +516,17 @@ class Effect:
         return _format(self, spec)
 
 
-def _welch(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float]:
-    """Welch's t for mean(x) - mean(y): (difference, standard error, degrees of freedom, two-sided p)."""
+def _welch(x: np.ndarray, y: np.ndarray, ex: float = 0.0, ey: float = 0.0) -> tuple[float, float, float, float]:
+    """Welch's t for mean(x) - mean(y): (difference, standard error, degrees of freedom, two-sided p).
+    `ex`, `ey`: variance each mean carries besides its seeds' (the evaluation set's own error, known, so
+    it adds to the standard error and nothing to the Welch–Satterthwaite denominator)."""
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
-    d, se = float(x.mean() - y.mean()), math.sqrt(vx + vy)
+    d, se = float(x.mean() - y.mean()), math.sqrt(vx + vy + ex + ey)
     if se == 0:
         return d, 0.0, math.nan, (0.0 if d != 0 else 1.0)
-    dof = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
-    p = float(scistats.ttest_ind(x, y, equal_var=False).pvalue)
+    denominator = vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1)
+    dof = (vx + vy + ex + ey) ** 2 / denominator if denominator > 0 else math.inf
+    p = float(2 * scistats.t.sf(abs(d) / se, dof))
     return d, se, dof, p
 
 
@@ -530,14 +547,21 @@ def effect(a: Estimate, b: Estimate) -> Effect:
     diff = a.mean - b.mean
     if a.n < 2 or b.n < 2:
         return Effect(a, b, diff)
-    if a._replicates is not None and b._replicates is not None:
-        r = a._replicates - b._replicates
-        lo, hi = (float(x) for x in np.percentile(r, [2.5, 97.5]))
-        p = min(1.0, max(2 * min(float(np.mean(r <= 0)), float(np.mean(r >= 0))), 1 / len(r)))
-        return Effect(a, b, diff, min(lo, diff), max(hi, diff), p, "bootstrap", r)
-    d, se, dof, p = _welch(np.asarray(a.values), np.asarray(b.values))
+    d, se, dof, p = _welch(np.asarray(a.values), np.asarray(b.values), _eval_var(a), _eval_var(b))
     half = _t975(dof) * se if se > 0 else 0.0
-    return Effect(a, b, diff, diff - half, diff + half, p, "welch", None, se, dof)
+    lo, hi = diff - half, diff + half
+    if a.kind in (ACCURACY, FRACTION):  # a difference of two proportions lies in [-1, 1]
+        lo, hi = max(lo, -1.0), min(hi, 1.0)
+    return Effect(a, b, diff, lo, hi, p, "welch", None, se, dof)
+
+
+def _eval_var(e: Estimate) -> float:
+    """The variance the evaluation set's own sampling adds to a variant's mean accuracy: p(1 - p) / n_eval
+    (once, not divided by the seeds: they share one evaluation set); 0 without `eval_noise`."""
+    if not (e.eval_noise and e.n_eval):
+        return 0.0
+    p = min(max(e.mean, 0.0), 1.0)
+    return p * (1 - p) / e.n_eval
 
 
 def compare(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Mapping[str, Any], *,
@@ -648,9 +672,8 @@ def errorbar(values) -> tuple[float, float]:
         m = float(v.mean()) if len(v) else math.nan
         return m, m
     bounds = (0.0, 1.0) if v.min() >= 0 and v.max() <= 1 else (0.0, math.inf) if v.min() >= 0 else None
-    reps = bootstrap_means(v, None, _rng("errorbar", tuple(v)), bounds=bounds)
-    lo, hi = np.percentile(reps, [2.5, 97.5])
-    return float(lo), float(hi)
+    reps = bootstrap_means(v, None, _rng("errorbar", tuple(v)))
+    return bounded(reps, float(v.mean()), bounds)
 
 
 ci95_errorbar = errorbar  # the old name
