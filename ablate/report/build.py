@@ -87,7 +87,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "anchors_head": ("claim | primary test | verdict | evidence", "论断 | 主要检验 | 判定 | 证据"),
     "supporting": ("**Supporting evidence** (does not move the verdict)", "**辅助证据**（不影响判定）"),
     "supporting_head": ("claim | verdict | evidence", "论断 | 判定 | 证据"),
-    "paper_says": ("the paper: “{text}”", "原文：“{text}”"),
+    "paper_says": ("the paper: {text}", "论文原文：{text}"),
     "multiplicity": ("**Multiplicity.** {text}", "**多重比较。** {text}"),
     "changes": ("**What would change the answer.** {text}", "**什么会改变这个答案。** {text}"),
     "details": ("**Details.** {text}", "**细节**（英文）。{text}"),
@@ -138,6 +138,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "completed": ("completed", "完成"),
     "diverged": ("diverged", "发散"),
     "list_sep": (", ", "，"),
+    "runs_status": ("{runs} ({status})", "{runs}（{status}）"),
+    "aside": (" ({text})", "（{text}）"),
 }
 
 
@@ -465,7 +467,7 @@ def provenance_rows(built: list[Built], meta: dict[str, Any], lang: str = "en") 
             continue
         status = say("list_sep", lang).join(f"{v} {say(k, lang) if k in ('completed', 'diverged') else k}"
                                             for k, v in (m.get("status") or {}).items())
-        runs = f"{m.get('runs')}" + (f" ({status})" if status else "")
+        runs = say("runs_status", lang, runs=m.get("runs"), status=status) if status else f"{m.get('runs')}"
         commit = (m.get("commit") or "")[:12] or "—"
         if m.get("dirty"):
             commit += say("uncommitted", lang)
@@ -567,7 +569,7 @@ def check_row(c: dict[str, Any], lang: str, reason: bool) -> list[str]:
     test's reason (primary checks only), verdict, evidence."""
     claim = str(c.get("claim_zh") or c["claim"]) if lang == "zh" else str(c["claim"])
     if c.get("wording"):
-        claim += f" ({say('paper_says', lang, text=c['wording'])})"
+        claim += say("aside", lang, text=say("paper_says", lang, text=c["wording"]))
     evidence = "" if c["verdict"] == "not run yet" else str(c.get("evidence") or "")
     why = [str(c.get("reason") or "")] if reason else []
     return [f"*{c['cite']}* — {claim}", *why, f"**{verdict_word(c['verdict'], lang)}**", evidence]
