@@ -1,7 +1,8 @@
 """`R.sweeps(*names)`: several exported sweeps read as one (issue 14: Q1 reads pos_enc and its causal arm
-pos_enc_causal, Q4 residual and residual_deep). The committed fixture's pos_enc table (both causal arms
-in one sweep, as before the split) is split in two as export now writes them; stacked again, it is the
-same table, arrays, curves and probe curves, with model.causal swept again."""
+pos_enc_causal, Q4 residual and residual_deep). The committed fixture holds the two parts as export
+writes them; joined by hand into one sweep (both causal arms in one table, as pos_enc was before the
+split), they must be what R.sweeps stacks: the same table, arrays, curves and probe curves, with
+model.causal swept again."""
 
 from __future__ import annotations
 
@@ -21,23 +22,26 @@ FIXTURE = Path(__file__).parent / "data" / "reports"
 PARTS = {"pos_enc": False, "pos_enc_causal": True}  # model.causal of each part
 
 
-def _split(data: Path) -> None:
-    """pos_enc (causal false and true) -> pos_enc (false) + pos_enc_causal (true), as export writes them."""
-    table = pd.read_csv(data / "pos_enc.csv", dtype=str, keep_default_na=False)
-    curves = pd.read_csv(data / "pos_enc_curves.csv", dtype=str, keep_default_na=False)
-    with np.load(data / "pos_enc.npz") as f:
-        arrays = {k: f[k] for k in f.files}
+def _join(data: Path) -> None:
+    """pos_enc (causal false) + pos_enc_causal (true) -> one pos_enc with model.causal swept, by hand."""
+    tables = [pd.read_csv(data / f"{name}.csv", dtype=str, keep_default_na=False) for name in PARTS]
+    curves = [pd.read_csv(data / f"{name}_curves.csv", dtype=str, keep_default_na=False) for name in PARTS]
+    arrays = {}
+    for name in PARTS:
+        with np.load(data / f"{name}.npz") as f:
+            arrays.update({k: f[k] for k in f.files})
     meta = json.loads((data / "meta.json").read_text())
-    whole = meta["sweeps"]["pos_enc"]
-    for name, causal in PARTS.items():
-        rows = table[table["model.causal"] == str(causal)]
-        ids = set(rows["run_id"])
-        rows.to_csv(data / f"{name}.csv", index=False, lineterminator="\n")
-        mine = curves[curves["run_id"].isin(ids)]
-        mine.to_csv(data / f"{name}_curves.csv", index=False, lineterminator="\n")
-        np.savez(data / f"{name}.npz", **{k: v for k, v in arrays.items() if k.split("/")[0] in ids})
-        meta["sweeps"][name] = {**whole, "runs": len(rows), "swept_keys": [k for k in whole["swept_keys"] if k != "model.causal"],
-                                "curves": {"file": f"{name}_curves.csv", "runs": mine["run_id"].nunique(), "rows": len(mine)}}
+    table, curve = pd.concat(tables), pd.concat(curves)
+    table.to_csv(data / "pos_enc.csv", index=False, lineterminator="\n")
+    curve.to_csv(data / "pos_enc_curves.csv", index=False, lineterminator="\n")
+    np.savez(data / "pos_enc.npz", **arrays)
+    part = meta["sweeps"]["pos_enc"]
+    keys = list(part["swept_keys"])
+    keys.insert(keys.index("model.pos_enc") + 1, "model.causal")
+    meta["sweeps"]["pos_enc"] = {**part, "runs": len(table), "swept_keys": keys,
+                                 "curves": {"file": "pos_enc_curves.csv", "runs": curve["run_id"].nunique(), "rows": len(curve)}}
+    del meta["sweeps"]["pos_enc_causal"]
+    (data / "pos_enc_causal.csv").unlink()
     (data / "meta.json").write_text(json.dumps(meta))
 
 
@@ -45,7 +49,7 @@ def _split(data: Path) -> None:
 def data(tmp_path) -> Path:
     shutil.copytree(FIXTURE, tmp_path / "whole")
     shutil.copytree(FIXTURE, tmp_path / "split")
-    _split(tmp_path / "split")
+    _join(tmp_path / "whole")
     return tmp_path
 
 
@@ -55,7 +59,7 @@ def _by_run(df: pd.DataFrame) -> pd.DataFrame:
 
 def test_the_stacked_parts_are_the_whole_sweep(data):
     whole, split = R.sweep("pos_enc", data / "whole"), data / "split"
-    assert set(whole.df["model.causal"]) == {False, True}  # the fixture predates the split
+    assert set(whole.df["model.causal"]) == {False, True}  # both arms in one table
     parts = [R.sweep(name, split) for name in PARTS]
     assert [swept_keys(p.df) for p in parts] == [["model.pos_enc", "optim.lr", "seed"]] * 2
     S = sweeps(*PARTS, data=split)
