@@ -102,13 +102,12 @@ VERDICTS = ("agrees", "disagrees", "inconclusive", "not testable")
 
 def test_every_accuracy_interval_an_answer_quotes_stays_in_0_1(built):
     """Every interval formatted into an Answer is in its payload (`intervals`): an accuracy or a fraction of
-    runs never leaves [0, 1]; a difference of two never leaves [-1, 1]."""
+    runs never leaves [0, 1] (a difference of two is kind "difference", not checked here)."""
     _, results, _ = built
     quoted = [i for b in results for a in b.answers for i in a["intervals"] if i["kind"] in ("accuracy", "fraction")]
     assert quoted
     for i in quoted:
-        low = -1 if i.get("difference") else 0
-        assert all(v is None or low <= v <= 1 for v in (i["lo"], i["mean"], i["hi"])), i
+        assert all(v is None or 0 <= v <= 1 for v in (i["lo"], i["mean"], i["hi"])), i
         assert i["lo"] is None or i["lo"] <= i["mean"] <= i["hi"], i
 
 
