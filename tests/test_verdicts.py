@@ -132,7 +132,8 @@ def test_primary_checks_need_a_reason_and_a_declared_role():
     (["agrees", "disagrees", "inconclusive"], "partly disagrees"),
     (["agrees", "inconclusive"], "agrees in part, the rest inconclusive"),
     (["agrees", "not testable"], "agrees in part, the rest inconclusive"),
-    (["disagrees", "inconclusive"], "inconclusive"),
+    (["disagrees", "inconclusive"], "disagrees in part, the rest inconclusive"),
+    (["disagrees", "not testable"], "disagrees in part, the rest inconclusive"),
     (["not testable", "inconclusive"], "inconclusive"),
     ([], "inconclusive"),
 ])

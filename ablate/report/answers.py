@@ -56,6 +56,7 @@ ANSWER_MIME = "application/vnd.ablate.answer+json"
 AGREES, DISAGREES, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN = "agrees", "disagrees", "inconclusive", "not testable", "not run yet"
 PARTLY_DISAGREES = "partly disagrees"
 AGREES_IN_PART = "agrees in part, the rest inconclusive"
+DISAGREES_IN_PART = "disagrees in part, the rest inconclusive"
 ALPHA = 0.05  # the level of every test, and the family-wise level of a question's primary tests (Holm)
 KINDS = ("outcome", "mechanism")  # what training shows / what the probes show
 LEGACY_REASON = "(none stated: a check written before primary tests were declared)"
@@ -233,7 +234,8 @@ def _margin_text(effect: Effect, margin: float) -> str:
 def overall(verdicts: Sequence[str]) -> str:
     """A question's verdict from its primary checks' verdicts: all the same -> that one; agrees and
     disagrees -> partly disagrees; agrees with inconclusive / not testable -> agrees in part, the rest
-    inconclusive; otherwise (none, or no agrees among mixed ones) inconclusive."""
+    inconclusive; disagrees with inconclusive / not testable -> disagrees in part, the rest inconclusive (a
+    disagreement is never hidden); otherwise (none, or only inconclusive and not testable) inconclusive."""
     v = set(verdicts)
     if not v:
         return INCONCLUSIVE
@@ -243,6 +245,8 @@ def overall(verdicts: Sequence[str]) -> str:
         return PARTLY_DISAGREES
     if AGREES in v:
         return AGREES_IN_PART
+    if DISAGREES in v:
+        return DISAGREES_IN_PART
     return INCONCLUSIVE
 
 

@@ -52,6 +52,7 @@ VERDICT_ZH = {
     "not run yet": "尚未运行",
     "partly disagrees": "部分不符合",
     "agrees in part, the rest inconclusive": "部分符合，其余无定论",
+    "disagrees in part, the rest inconclusive": "部分不符合，其余无定论",
 }
 
 # Every fixed sentence of FINDINGS.md with its twin in FINDINGS.zh.md ({...} are filled in).
@@ -651,7 +652,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width:
 table { border-collapse: collapse; font-size: 0.9rem; } td, th { border: 1px solid #ccc; padding: 0.2rem 0.5rem; }
 section { border-top: 1px solid #ddd; margin-top: 1.5rem; }
 .verdict { font-weight: 600; padding: 0.1rem 0.4rem; border-radius: 0.3rem; background: #eee; }
-.agrees { background: #d7f0d7; } .disagrees, .partly-disagrees { background: #f6d5d5; }
+.agrees { background: #d7f0d7; } .disagrees, .partly-disagrees, .disagrees-in-part-the-rest-inconclusive { background: #f6d5d5; }
 .not-run-yet { background: #f3ecc9; } .not-testable { background: #e4e4f4; }
 .plain { font-size: 1.05rem; } details.zh > summary, details.more > summary { cursor: pointer; color: #555; }
 img { max-width: 100%; } code { background: #f4f4f4; padding: 0 0.2rem; }
