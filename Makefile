@@ -51,13 +51,13 @@ REPORT_DATA := reports/data
 # part way), replace an exported table
 REPORT_FORCE := $(if $(filter 1 yes true,$(FORCE)),--replace)
 
-report: venv $(REPORT_DATA)/attention_cost.csv ## export the sweeps' results to reports/data (a smaller budget or fewer runs replace a table only with FORCE=1), run every report notebook (reports/build/index.html, reports/FINDINGS.md)
+report: venv $(REPORT_DATA)/attention_cost.csv ## export the sweeps' results to reports/data (a smaller budget or fewer runs replace a table only with FORCE=1), run every report notebook (reports/build/index.html, reports/FINDINGS.md, reports/FINDINGS.zh.md)
 	$(BIN)/ablate report all --data $(REPORT_DATA) --out reports $(REPORT_FORCE)
 
 report-export: venv ## copy the results of the sweeps that have runs into reports/data (CSV, NPZ, meta.json; FORCE=1 as for report)
 	$(BIN)/ablate report export --data $(REPORT_DATA) $(REPORT_FORCE)
 
-report-build: venv ## run the report notebooks on reports/data only: HTML, figures, FINDINGS.md
+report-build: venv ## run the report notebooks on reports/data only: HTML, figures, FINDINGS.md, FINDINGS.zh.md
 	$(BIN)/ablate report build --data $(REPORT_DATA) --out reports
 
 bench-attention: venv ## attention time and memory against sequence length, fused vs explicit

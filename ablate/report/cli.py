@@ -1,4 +1,4 @@
-"""`ablate report [export|build|all]`: run directories -> reports/data -> HTML, figures, FINDINGS.md.
+"""`ablate report [export|build|all]`: run directories -> reports/data -> HTML, figures, FINDINGS.md (+ .zh.md).
 
     ablate report export   [--runs DIR] [--data DIR] [--sweeps a,b] [--budget B] [--replace]
     ablate report build    [--data DIR] [--out DIR] [--source DIR] [--only NB ...]
@@ -26,13 +26,13 @@ def parser() -> argparse.ArgumentParser:
     from ..results.export import BUDGET_ORDER
 
     p = _Parser(prog="ablate report", description="Export the sweeps' results to reports/data, then execute "
-                "every report notebook on them: reports/build/*.html, index.html, reports/figures, reports/FINDINGS.md.")
+                "every report notebook on them: reports/build/*.html, index.html, reports/figures, reports/FINDINGS.md and FINDINGS.zh.md.")
     p.add_argument("step", nargs="?", choices=["export", "build", "all"], default="all",
                    help="export (runs -> data), build (data -> report), or all (default)")
     p.add_argument("--runs", metavar="DIR", help="run directories to export (default $ABLATE_RUNS_DIR, else ./runs)")
     p.add_argument("--data", metavar="DIR", default="reports/data", help="exported tables (default reports/data)")
     p.add_argument("--out", metavar="DIR", default="reports",
-                   help="where build/, figures/ and FINDINGS.md go (default reports)")
+                   help="where build/, figures/, FINDINGS.md and FINDINGS.zh.md go (default reports)")
     p.add_argument("--source", metavar="DIR", default="reports", help="the notebook sources (default reports)")
     p.add_argument("--sweeps", metavar="A,B", help="export these sweeps only (default: every sweeps/*.yaml)")
     p.add_argument("--budget", choices=BUDGET_ORDER,
@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
                    help="replace an exported table by runs of a smaller budget (smoke < quick < none < full) or "
                    "by fewer runs than it has (a sweep stopped part way); without it such a table is kept, "
                    "and a line says so")
-    p.add_argument("--only", nargs="+", metavar="NB", help="build these notebooks only (no FINDINGS.md)")
+    p.add_argument("--only", nargs="+", metavar="NB", help="build these notebooks only (no FINDINGS.md or FINDINGS.zh.md)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per notebook cell (default 900)")
     return p
 
