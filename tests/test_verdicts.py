@@ -4,6 +4,7 @@ and the Answer's payload carries every interval it quotes."""
 
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -196,8 +197,8 @@ def test_the_payload():
     assert payload["plain"] == {"en": plain[0], "zh": plain[1]} and payload["question_zh"] == "a 胜过 b 吗？"
     assert (payload["figure"], payload["figures"]) == ("q9_acc.png", ["q9_a.png", "q9_b.png"])
     check = payload["checks"][0]
-    assert set(check) == {"cite", "claim", "claim_zh", "wording", "kind", "verdict", "evidence", "primary", "reason",
-                          "p", "p_holm", "margin"}
+    assert set(check) == {"cite", "claim", "claim_zh", "wording", "kind", "verdict", "evidence", "evidence_zh",
+                          "primary", "reason", "reason_zh", "p", "p_holm", "margin"}
     assert (check["wording"], check["claim_zh"], check["reason"]) == ("we suspect", "a 胜过 b", REASON)
     json.dumps(payload, allow_nan=False)  # strict JSON: no NaN anywhere
     # every Estimate / Effect / Fraction formatted into the answer is in `intervals`
@@ -258,3 +259,77 @@ def test_the_answer_cell_shows_the_plain_answer_first():
                                    "**What would change the answer.** changes en", "**Details.** d")]
     assert order == sorted(order)
     assert not math.isnan(data["checks"][0]["p"])
+
+
+# ------------------------------------------------------------------ the same evidence in the tutorial's language
+
+NUMBER = re.compile(r"[−+-]?\d+(?:\.\d+)?(?:e[−+-]?\d+)?")
+
+
+def numbers(text):
+    return NUMBER.findall(text)
+
+
+def latin_words(text):
+    """The words of two or more Latin letters in a text (the Chinese evidence may keep TOST and Holm)."""
+    return set(re.findall(r"[A-Za-z]{2,}", text)) - {"TOST", "Holm"}
+
+
+ZH = {"what_zh": "复制任务，8 个词", "reason_zh": "论断所说的实验"}
+
+
+def test_chinese_evidence_carries_the_same_numbers_and_the_rules_clauses():
+    """Every kind of check gives `evidence_zh`: the English evidence's numbers, in the same order, with the
+    verdict rule's clause (not testable, TOST, no margin) in Chinese and no English word left."""
+    x = anchor()
+    inside = effect([0.900, 0.902, 0.901, 0.899, 0.900], [0.899, 0.901, 0.900, 0.900, 0.898], n_eval=100_000)
+    grads = effect([0.4, 0.5, 0.45], [1.9, 2.1, 2.0], metric="probe/init/grad_ratio")  # a ratio, on the log scale
+    cases = [  # (check, English clause, its Chinese twin)
+        (x.greater(effect(*FAR, n_eval=500), "copy, 8 tokens", primary=True, reason=REASON, **ZH), " vs ", " 对 "),
+        (x.less(grads, "copy, 8 tokens", primary=True, reason=REASON, **ZH), "×", "×"),
+        (x.greater(effect(*STUCK), "copy, 8 tokens", level=0.297, primary=True, reason=REASON, **ZH),
+         "neither variant learned the task (both at or below the reference level 29.7 % + 1 point)",
+         "两个变体都没有学会这个任务（都停留在参考水平 29.7 % + 1 个百分点及以下），无法检验"),
+        (x.greater(effect(*FAR), "copy, 8 tokens", premise=False, why="the task needs no order", why_zh="任务不需要词序",
+                   primary=True, reason=REASON, **ZH), "; the task needs no order", "；任务不需要词序"),
+        (x.same(inside, "copy, 8 tokens", margin=0.02, primary=True, reason=REASON, **ZH),
+         "inside the margin ±2 points (TOST p", "落在等价界限 ±2 个百分点 以内（TOST p"),
+        (x.same(inside, "copy, 8 tokens", margin=0.001, primary=True, reason=REASON, **ZH),
+         "not shown inside the margin ±0.1 points (TOST p", "未能证明落在等价界限 ±0.1 个百分点 以内（TOST p"),
+        (x.same(effect(*FAR), "copy, 8 tokens", margin=0.05, primary=True, reason=REASON, **ZH),
+         "the interval lies wholly outside the margin ±5 points", "区间完全落在等价界限 ±5 个百分点 之外"),
+        (x.same(inside, "copy, 8 tokens", primary=True, reason=REASON, **ZH),
+         "no equivalence margin was stated", "没有事先给出等价界限"),
+        (x.same(grads, "copy, 8 tokens", margin=2.0, primary=False, what_zh=ZH["what_zh"]), "margin ×/÷2", "等价界限 ×/÷2"),
+        (x.greater(effect([0.9], [0.5]), "copy, 8 tokens", primary=False, what_zh=ZH["what_zh"]),
+         "(1 run in an arm, no interval)", "（一组只有 1 次运行，无区间）"),
+        (x.not_testable("copy, 8 tokens", "no causal run", what_zh=ZH["what_zh"], why_zh="没有因果掩码的运行",
+                        primary=True, reason=REASON, reason_zh=ZH["reason_zh"]), ": no causal run", "：没有因果掩码的运行"),
+        (x.judge(True, "share of a layer 66.7 % at 4 × d", evidence_zh="一层中的占比 66.7 %（4 × d）", p=0.01,
+                 primary=True, reason=REASON, reason_zh=ZH["reason_zh"]), "share", "占比"),
+    ]
+    for check, en, zh in cases:
+        assert en in check.evidence and zh in check.evidence_zh, (check.evidence, check.evidence_zh)
+        assert numbers(check.evidence_zh) == numbers(check.evidence), (check.evidence, check.evidence_zh)
+        assert not latin_words(check.evidence_zh.replace("4 × d", "")), check.evidence_zh
+        assert check.reason_zh == (ZH["reason_zh"] if check.primary else "")
+        assert check.as_dict()["evidence_zh"] == check.evidence_zh and check.as_dict()["reason_zh"] == check.reason_zh
+    # a check written without its Chinese words still gives Chinese evidence around the English label
+    bare = x.greater(effect(*FAR), "copy", primary=True, reason=REASON)
+    assert bare.evidence_zh.startswith("copy：") and " 对 " in bare.evidence_zh and bare.reason_zh == ""
+    assert x.judge(None, "only English", primary=False).evidence_zh == "only English"
+
+
+def test_holms_note_on_a_check_has_its_chinese_twin():
+    x = anchor()
+    two = ask([x.judge(True, "e 1", evidence_zh="证据 1", p=0.03, primary=True, reason=REASON, reason_zh="理由"),
+               x.judge(False, "e 2", evidence_zh="证据 2", p=0.04, primary=True, reason=REASON, reason_zh="理由")])
+    first, second = two["checks"]
+    assert first["evidence"].endswith("; Holm-adjusted over 2 primary tests p = 0.06 ≥ 0.05: inconclusive (was agrees)")
+    assert first["evidence_zh"] == "证据 1；对 2 个主要检验做 Holm 校正后 p = 0.06 ≥ 0.05：无定论（原为符合）"
+    assert second["evidence_zh"].endswith("无定论（原为不符合）")
+    for c in (first, second):
+        assert numbers(c["evidence_zh"]) == numbers(c["evidence"]) and c["reason_zh"] == "理由"
+    missing = R.question("q4", "Q4", "Residuals?", "残差？", anchors=[anchor()]).not_run_yet(
+        "not run yet — run `make sweep-residual`")
+    assert missing["checks"][0]["evidence_zh"] == "尚未运行 — 请运行 `make sweep-residual`"

@@ -38,6 +38,12 @@ Every check is `primary` (the one test of its anchor, with the `reason` it is th
 or supporting. `Q.answer` applies Holm across the primary checks that carry a p-value (an agrees or
 disagrees whose adjusted p >= 0.05 becomes inconclusive) and takes the question's verdict from the
 primary checks only (`overall`): supporting checks are shown, never counted.
+
+Each check also takes its words in the tutorial's language, keyword-only: `what_zh=`, `reason_zh=` (and
+`why_zh=` beside `why=`, `evidence_zh=` beside judge's evidence). Its `evidence_zh` carries the same
+numbers as `evidence`, formatted with `fmt("zh")`, and the verdict rule's clauses (not testable, TOST,
+Holm) in Chinese. A check written without them still works: its Chinese evidence then quotes the
+English label, and FINDINGS.zh.md shows the English reason.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from typing import Any
 from .data import Sweep, read_meta
 from .stats import LEVEL_MARGIN, Effect, holm, take_intervals
 
+Words = tuple[str, str]  # (English, Chinese)
 ANSWER_MIME = "application/vnd.ablate.answer+json"
 AGREES, DISAGREES, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN = "agrees", "disagrees", "inconclusive", "not testable", "not run yet"
 PARTLY_DISAGREES = "partly disagrees"
@@ -60,13 +67,24 @@ DISAGREES_IN_PART = "disagrees in part, the rest inconclusive"
 ALPHA = 0.05  # the level of every test, and the family-wise level of a question's primary tests (Holm)
 KINDS = ("outcome", "mechanism")  # what training shows / what the probes show
 LEGACY_REASON = "(none stated: a check written before primary tests were declared)"
+# The verdict words in the tutorial's language (FINDINGS.zh.md, the Holm note of a check).
+VERDICT_ZH = {
+    AGREES: "符合",
+    DISAGREES: "不符合",
+    INCONCLUSIVE: "无定论",
+    NOT_TESTABLE: "无法检验",
+    NOT_RUN: "尚未运行",
+    PARTLY_DISAGREES: "部分不符合",
+    AGREES_IN_PART: "部分符合，其余无定论",
+    DISAGREES_IN_PART: "部分不符合，其余无定论",
+}
 PAIRS = ("plain", "mechanism", "outcome", "changes")
 
 
-def p_text(p: float | None) -> str:
-    """A p-value for a sentence: 'p = 0.012', 'p < 0.001'."""
+def p_text(p: float | None, lang: str = "en") -> str:
+    """A p-value for a sentence: 'p = 0.012', 'p < 0.001' (the same in Chinese; none: 'p n/a', '无 p 值')."""
     if p is None or not math.isfinite(p):
-        return "p n/a"
+        return "无 p 值" if lang == "zh" else "p n/a"
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
@@ -78,7 +96,8 @@ def _none_if_nan(x: float | None) -> float | None:
 class Check:
     """One anchor compared with the measurement: the verdict, the numbers behind it, whether it is the
     anchor's primary test (and why that is the right experiment), its p-value (Holm-adjusted in
-    `p_holm` once the question's answer is given), the equivalence margin of a sameness claim."""
+    `p_holm` once the question's answer is given), the equivalence margin of a sameness claim; the
+    evidence and the reason in Chinese (`evidence_zh`, `reason_zh`: the same numbers)."""
 
     anchor: Anchor
     verdict: str
@@ -89,11 +108,14 @@ class Check:
     p_holm: float | None = None
     kind: str = "outcome"
     margin: float | None = None
+    evidence_zh: str = ""
+    reason_zh: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         a = self.anchor
         return {"cite": a.cite, "claim": a.claim, "claim_zh": a.claim_zh, "wording": a.wording, "kind": self.kind,
-                "verdict": self.verdict, "evidence": self.evidence, "primary": self.primary, "reason": self.reason,
+                "verdict": self.verdict, "evidence": self.evidence, "evidence_zh": self.evidence_zh,
+                "primary": self.primary, "reason": self.reason, "reason_zh": self.reason_zh,
                 "p": _none_if_nan(self.p), "p_holm": _none_if_nan(self.p_holm), "margin": self.margin}
 
 
@@ -115,102 +137,126 @@ class Anchor:
 
     # -------------------------------------------------------------- checks
 
-    def _check(self, verdict: str, evidence: str, *, primary: bool, reason: str, p: float | None = None,
-               margin: float | None = None) -> Check:
+    def _check(self, verdict: str, evidence: Words, *, primary: bool, reason: str, reason_zh: str = "",
+               p: float | None = None, margin: float | None = None) -> Check:
         if not isinstance(primary, bool):
             raise TypeError(f"Anchor {self.cite!r}: primary= must be True or False, got {primary!r}")
         if primary and not str(reason).strip():
             raise ValueError(f"Anchor {self.cite!r}: a primary check needs reason= (why this is the right "
                              "experiment for the claim)")
-        return Check(self, verdict, evidence, primary, str(reason), _none_if_nan(p), None, self.kind, margin)
+        en, zh = evidence
+        return Check(self, verdict, en, primary, str(reason), _none_if_nan(p), None, self.kind, margin,
+                     zh, str(reason_zh).strip())
 
     @staticmethod
-    def _evidence(effect: Effect, what: str) -> str:
-        text = f"{what}{': ' if what else ''}{effect.a} vs {effect.b}, {effect}"
-        return text + (f", {p_text(effect.p)}" if effect.has_interval else "")
+    def _evidence(effect: Effect, what: str, what_zh: str) -> Words:
+        """'what: a vs b, difference, p' in English, and in Chinese with the same numbers ('what_zh：a 对 b，…';
+        without `what_zh`, the English label)."""
+        label = what_zh or what
+        en = f"{what}{': ' if what else ''}{effect.a} vs {effect.b}, {effect}"
+        zh = f"{label}{'：' if label else ''}{effect.a:zh} 对 {effect.b:zh}，{effect:zh}"
+        if effect.has_interval:
+            en, zh = f"{en}, {p_text(effect.p)}", f"{zh}，{p_text(effect.p, 'zh')}"
+        return en, zh
 
-    def _untestable(self, effect: Effect, evidence: str, level: float | None, premise: bool, why: str,
-                    primary: bool, reason: str) -> Check | None:
+    def _untestable(self, effect: Effect, evidence: Words, level: float | None, premise: bool, why: Words,
+                    primary: bool, reason: Words) -> Check | None:
         """Not testable: the premise is not realised, or both arms sit at or below the reference level
         (+ LEVEL_MARGIN), so their difference is no evidence for or against the claim."""
         if not premise:
-            if not why:
+            if not why[0]:
                 raise ValueError(f"Anchor {self.cite!r}: premise=False needs why= (what the setting lacks)")
-            return self._check(NOT_TESTABLE, f"{evidence}; {why}", primary=primary, reason=reason)
+            return self._check(NOT_TESTABLE, _also(evidence, why[0], why[1] or why[0]), primary=primary,
+                               reason=reason[0], reason_zh=reason[1])
         if level is None or not math.isfinite(level) or not effect.comparable:
             return None
         if max(effect.a.mean, effect.b.mean) <= level + LEVEL_MARGIN:
-            return self._check(NOT_TESTABLE, f"{evidence}; neither variant learned the task (both at or below the "
-                               f"reference level {100 * level:.1f} % + {100 * LEVEL_MARGIN:g} point)",
-                               primary=primary, reason=reason)
+            at, margin = f"{100 * level:.1f} %", f"{100 * LEVEL_MARGIN:g}"
+            return self._check(NOT_TESTABLE, _also(
+                evidence, f"neither variant learned the task (both at or below the reference level {at} + {margin} point)",
+                f"两个变体都没有学会这个任务（都停留在参考水平 {at} + {margin} 个百分点及以下），无法检验"),
+                primary=primary, reason=reason[0], reason_zh=reason[1])
         return None
 
-    def _direction(self, effect: Effect, what: str, want: int, level: float | None, premise: bool, why: str,
-                   primary: bool, reason: str) -> Check:
-        evidence = self._evidence(effect, what)
+    def _direction(self, effect: Effect, what: Words, want: int, level: float | None, premise: bool, why: Words,
+                   primary: bool, reason: Words) -> Check:
+        evidence = self._evidence(effect, *what)
         untestable = self._untestable(effect, evidence, level, premise, why, primary, reason)
         if untestable is not None:
             return untestable
         if not effect.has_interval:
-            return self._check(INCONCLUSIVE, evidence, primary=primary, reason=reason)
+            return self._check(INCONCLUSIVE, evidence, primary=primary, reason=reason[0], reason_zh=reason[1])
         verdict = INCONCLUSIVE if effect.sign == 0 else AGREES if effect.sign == want else DISAGREES
-        return self._check(verdict, evidence, primary=primary, reason=reason, p=effect.p)
+        return self._check(verdict, evidence, primary=primary, reason=reason[0], reason_zh=reason[1], p=effect.p)
 
     def greater(self, effect: Effect, what: str = "", *, level: float | None = None, premise: bool = True,
-                why: str = "", primary: bool, reason: str = "") -> Check:
+                why: str = "", primary: bool, reason: str = "", what_zh: str = "", why_zh: str = "",
+                reason_zh: str = "") -> Check:
         """The claim says variant a is above variant b (effect = a - b, or a / b)."""
-        return self._direction(effect, what, +1, level, premise, why, primary, reason)
+        return self._direction(effect, (what, what_zh), +1, level, premise, (why, why_zh), primary, (reason, reason_zh))
 
     def less(self, effect: Effect, what: str = "", *, level: float | None = None, premise: bool = True,
-             why: str = "", primary: bool, reason: str = "") -> Check:
+             why: str = "", primary: bool, reason: str = "", what_zh: str = "", why_zh: str = "",
+             reason_zh: str = "") -> Check:
         """The claim says variant a is below variant b."""
-        return self._direction(effect, what, -1, level, premise, why, primary, reason)
+        return self._direction(effect, (what, what_zh), -1, level, premise, (why, why_zh), primary, (reason, reason_zh))
 
     def same(self, effect: Effect, what: str = "", *, margin: float | None = None, level: float | None = None,
-             premise: bool = True, why: str = "", primary: bool, reason: str = "") -> Check:
+             premise: bool = True, why: str = "", primary: bool, reason: str = "", what_zh: str = "",
+             why_zh: str = "", reason_zh: str = "") -> Check:
         """A claim of sameness. Agrees only when `margin` (stated before the data were read; the metric's
         units, 0.02 = 2 points; a factor > 1 for a ratio) is given and the TOST p-value is < 0.05;
         disagrees when the 95 % interval lies wholly outside ±margin (without a margin: excludes 0);
         otherwise inconclusive."""
-        evidence = self._evidence(effect, what)
-        untestable = self._untestable(effect, evidence, level, premise, why, primary, reason)
+        evidence = self._evidence(effect, what, what_zh)
+        untestable = self._untestable(effect, evidence, level, premise, (why, why_zh), primary, (reason, reason_zh))
         if untestable is not None:
             return untestable
+        said = {"primary": primary, "reason": reason, "reason_zh": reason_zh}
         if not effect.has_interval:
-            return self._check(INCONCLUSIVE, evidence, primary=primary, reason=reason, margin=margin)
+            return self._check(INCONCLUSIVE, evidence, margin=margin, **said)
         if margin is None:
             if effect.measurable:
-                return self._check(DISAGREES, evidence, primary=primary, reason=reason, p=effect.p)
-            return self._check(INCONCLUSIVE, f"{evidence}; no equivalence margin was stated, and finding no "
-                               "difference is not showing sameness", primary=primary, reason=reason, p=effect.p)
+                return self._check(DISAGREES, evidence, p=effect.p, **said)
+            return self._check(INCONCLUSIVE, _also(
+                evidence, "no equivalence margin was stated, and finding no difference is not showing sameness",
+                "没有事先给出等价界限，而没有发现差异并不等于证明两者相同"), p=effect.p, **said)
         tost = effect.tost(margin)
-        bound = _margin_text(effect, margin)
+        bound, bound_zh = _margin_text(effect, margin), _margin_text(effect, margin, "zh")
         if tost < ALPHA:
-            return self._check(AGREES, f"{evidence}; inside the margin {bound} (TOST {p_text(tost)})",
-                               primary=primary, reason=reason, p=tost, margin=margin)
+            return self._check(AGREES, _also(evidence, f"inside the margin {bound} (TOST {p_text(tost)})",
+                                             f"落在等价界限 {bound_zh} 以内（TOST {p_text(tost, 'zh')}）"),
+                               p=tost, margin=margin, **said)
         m = math.log(margin) if effect.ratio else margin
         lo, hi = (math.log(effect.lo), math.log(effect.hi)) if effect.ratio else (effect.lo, effect.hi)
         if lo > m or hi < -m:
             beyond = effect.beyond(margin)
-            return self._check(DISAGREES, f"{evidence}; the interval lies wholly outside the margin {bound} "
-                               f"({p_text(beyond)})", primary=primary, reason=reason, p=beyond, margin=margin)
-        return self._check(INCONCLUSIVE, f"{evidence}; not shown inside the margin {bound} (TOST {p_text(tost)})",
-                           primary=primary, reason=reason, p=tost, margin=margin)
+            return self._check(DISAGREES, _also(
+                evidence, f"the interval lies wholly outside the margin {bound} ({p_text(beyond)})",
+                f"区间完全落在等价界限 {bound_zh} 之外（{p_text(beyond, 'zh')}）"), p=beyond, margin=margin, **said)
+        return self._check(INCONCLUSIVE, _also(evidence, f"not shown inside the margin {bound} (TOST {p_text(tost)})",
+                                               f"未能证明落在等价界限 {bound_zh} 以内（TOST {p_text(tost, 'zh')}）"),
+                           p=tost, margin=margin, **said)
 
     def judge(self, ok: bool | None, evidence: str, *, p: float | None = None, primary: bool | None = None,
-              reason: str = "") -> Check:
-        """Any other rule: True agrees, False disagrees, None inconclusive. (`primary` left out: a
-        deprecated call of the older notebooks, counted as primary.)"""
+              reason: str = "", evidence_zh: str = "", reason_zh: str = "") -> Check:
+        """Any other rule: True agrees, False disagrees, None inconclusive; `evidence_zh`: the same numbers in
+        Chinese (without it, the English evidence). (`primary` left out: a deprecated call of the older
+        notebooks, counted as primary.)"""
         if ok not in (True, False, None):
             raise TypeError(f"Anchor {self.cite!r}: judge(ok=...) takes True, False or None, got {ok!r}")
         verdict = {True: AGREES, False: DISAGREES, None: INCONCLUSIVE}[ok]
         if primary is None:
             primary, reason = True, reason or LEGACY_REASON
-        return self._check(verdict, evidence, primary=primary, reason=reason, p=p)
+        return self._check(verdict, (evidence, evidence_zh or evidence), primary=primary, reason=reason,
+                           reason_zh=reason_zh, p=p)
 
-    def not_testable(self, what: str, why: str, *, primary: bool, reason: str = "") -> Check:
+    def not_testable(self, what: str, why: str, *, primary: bool, reason: str = "", what_zh: str = "",
+                     why_zh: str = "", reason_zh: str = "") -> Check:
         """The setting cannot test the claim (`why`)."""
-        return self._check(NOT_TESTABLE, f"{what}{': ' if what else ''}{why}", primary=primary, reason=reason)
+        label = what_zh or what
+        return self._check(NOT_TESTABLE, (f"{what}{': ' if what else ''}{why}", f"{label}{'：' if label else ''}{why_zh or why}"),
+                           primary=primary, reason=reason, reason_zh=reason_zh)
 
     # -------------------------------------------------------------- deprecated: the older notebooks' calls
     # (primary, without a reason; `level` now gives "not testable"). Remove once every notebook is ported.
@@ -225,10 +271,17 @@ class Anchor:
         return self.same(effect, what, level=level, primary=True, reason=LEGACY_REASON)
 
 
-def _margin_text(effect: Effect, margin: float) -> str:
+def _margin_text(effect: Effect, margin: float, lang: str = "en") -> str:
     if effect.ratio:
         return f"×/÷{margin:g}"
-    return f"±{100 * margin:g} points" if effect.a.percent else f"±{margin:g}"
+    if effect.a.percent:
+        return f"±{100 * margin:g} 个百分点" if lang == "zh" else f"±{100 * margin:g} points"
+    return f"±{margin:g}"
+
+
+def _also(evidence: Words, en: str, zh: str) -> Words:
+    """The evidence with one more clause of the verdict's rule, in both languages."""
+    return f"{evidence[0]}; {en}", f"{evidence[1]}；{zh}"
 
 
 def overall(verdicts: Sequence[str]) -> str:
@@ -261,8 +314,10 @@ def correct(checks: Sequence[Check]) -> tuple[list[Check], dict[str, str]]:
         c = checks[i]
         if c.verdict in (AGREES, DISAGREES) and q >= ALPHA:
             moved += 1
+            zh = (f"{c.evidence_zh}；对 {m} 个主要检验做 Holm 校正后 p = {q:.2g} ≥ {ALPHA:g}："
+                  f"无定论（原为{VERDICT_ZH[c.verdict]}）") if c.evidence_zh else ""
             c = replace(c, verdict=INCONCLUSIVE, evidence=f"{c.evidence}; Holm-adjusted over {m} primary tests "
-                        f"p = {q:.2g} ≥ {ALPHA:g}: inconclusive (was {c.verdict})")
+                        f"p = {q:.2g} ≥ {ALPHA:g}: inconclusive (was {c.verdict})", evidence_zh=zh)
         checks[i] = replace(c, p_holm=q)
     if m == 0:
         note = {"en": "No primary test carries a p-value, so there is nothing to correct for multiple testing.",
@@ -369,7 +424,7 @@ class Question:
         lines = [m.missing if isinstance(m, Sweep) else str(m) for m in missing]
         text = "; ".join(dict.fromkeys(line for line in lines if line))
         zh = text.replace("not run yet — run", "尚未运行 — 请运行")
-        checks = [Check(a, NOT_RUN, text, True, "", kind=a.kind) for a in self.anchors]
+        checks = [Check(a, NOT_RUN, text, True, "", kind=a.kind, evidence_zh=zh) for a in self.anchors]
         empty = {"en": "", "zh": ""}
         take_intervals()  # nothing quoted: forget what earlier cells formatted
         data = self.payload(status=NOT_RUN, plain={"en": text, "zh": zh}, mechanism=empty, outcome=empty,
