@@ -106,7 +106,7 @@ def test_integer_ticks_are_the_values_written_out_even_on_a_log_axis():
 
 
 def test_learning_curves_draw_the_chosen_runs_in_the_fixed_colours():
-    S = R.sweep("pos_enc", FIXTURE)
+    S = R.sweeps("pos_enc", "pos_enc_causal", data=FIXTURE)  # as Q1 reads them: model.causal is swept
     best = R.at_best_lr(S.df)
     fig, ax = plt.subplots()
     F.learning_curves(S, "val/acc", hue="model.pos_enc", where={"model.causal": False}, runs=best, ax=ax,

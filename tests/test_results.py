@@ -91,7 +91,7 @@ def test_one_row_per_run_with_every_column_in_order(root, table):
     assert cols[: status + 1] == ["run_id", *flat, "seed", "status"]  # every config key, seed, status
     metrics = ["test/acc", "test/seq_acc", "val/acc", "val/acc_best", "val/acc_mean", "val/loss", "val/seq_acc", "train/loss"]
     assert cols[status + 1 : status + 1 + len(metrics)] == metrics
-    metrics += sorted(c for c in cols if c.startswith("ref/"))  # then other metrics: the task's reference levels
+    metrics += sorted(c for c in cols if c.startswith(("eval/", "ref/")))  # then the evaluation sets' sizes and the task's reference levels
     probes = [c for c in cols if c.startswith("probe/")]
     assert cols[status + 1 + len(metrics) : status + 1 + len(metrics) + len(probes)] == probes
     init, final = [p.startswith("probe/init/") for p in probes], [p.startswith("probe/final/") for p in probes]
