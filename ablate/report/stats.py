@@ -53,9 +53,12 @@ from ..results.stats import best_lr, swept_keys
 
 B = 4000  # bootstrap replicates
 SEED = 14  # the bootstrap's fixed seed (mixed with the data, so two variants draw independent streams)
-ACCURACY, FRACTION, LOG, LINEAR = "accuracy", "fraction", "log", "linear"
+ACCURACY, FRACTION, BOUNDED, LOG, LINEAR = "accuracy", "fraction", "bounded", "log", "linear"
 PERCENT_WORDS = ("acc", "frac", "share", "agreement", "onehot")  # metrics shown in percent
 FRACTION_WORDS = ("frac", "share", "agreement", "onehot")
+# Probe quantities with a fixed range (README, Probes): the largest attention weight, the entropy normalised by
+# log T, the permutation-equivariance error max |A(Px) - P A(x) P^T| (weights lie in [0, 1]), the mean token cosine.
+BOUNDS = {"rowmax": (0.0, 1.0), "entropy": (0.0, 1.0), "equiv_error": (0.0, 1.0), "cosine": (-1.0, 1.0)}
 N_EVAL = {"val": "eval/n_val", "test": "eval/n_test"}  # a metric's split -> its evaluated examples
 
 
@@ -76,9 +79,17 @@ def kind_of(metric: str, scale: str | None = None) -> str:
         return ACCURACY
     if any(word in last for word in FRACTION_WORDS):
         return FRACTION
+    if bounds_of(metric) is not None:
+        return BOUNDED
     if last.startswith("grad"):
         return LOG
     return LINEAR
+
+
+def bounds_of(metric: str) -> tuple[float, float] | None:
+    """The range of a bounded probe quantity (BOUNDS, by the name's last part: `probe/final/rowmax_l0`), else None."""
+    last = metric.rsplit("/", 1)[-1]
+    return next((b for word, b in BOUNDS.items() if last == word or last.startswith(word + "_")), None)
 
 
 # ------------------------------------------------------------------ formatting
@@ -92,22 +103,12 @@ def number(x: float, digits: int = 3) -> str:
         return "0"
     magnitude = math.floor(math.log10(abs(x)))
     if magnitude >= digits - 1:
-        return f"{x:,.0f}"
+        if float(x).is_integer():  # a count (steps, runs, images) is shown whole
+            return f"{x:,.0f}"
+        return f"{round(x, digits - 1 - magnitude):,.0f}"  # a measured 9,797.6 to 2 digits: 9,800
     if magnitude < -4:
         return f"{x:.{digits - 1}e}"
     return f"{x:.{max(0, digits - 1 - magnitude)}f}"
-
-
-def pair(value: float, half: float) -> tuple[str, str]:
-    """A value and its interval half-width, the interval to 2 significant digits and the value to the
-    same decimals: (0.9213, 0.0497) -> ('0.921', '0.050'); a zero interval keeps 3 significant digits."""
-    if not (math.isfinite(half) and half > 0):
-        return number(value), "0"
-    decimals = 1 - math.floor(math.log10(half))
-    if decimals > 6:  # tiny numbers: scientific
-        return f"{value:.2e}", f"{half:.1e}"
-    decimals = max(0, decimals)
-    return f"{value:,.{decimals}f}", f"{half:,.{decimals}f}"
 
 
 def _fixed(x: float, decimals: int) -> str:
@@ -199,8 +200,8 @@ def rows(df: pd.DataFrame, where: Mapping[str, Any] | None = None) -> pd.DataFra
 
 
 def _rng(*key: Any) -> np.random.Generator:
-    """A generator fixed by SEED and `key` (the metric, the variant, the values): the same numbers on
-    every build, and independent streams for two variants."""
+    """A generator fixed by SEED and `key` (the metric, the values, n_eval): the same numbers on every
+    build, and for the same runs wherever they are quoted."""
     return np.random.default_rng([SEED, zlib.crc32(repr(key).encode())])
 
 
@@ -216,8 +217,11 @@ def widen(n: int) -> float:
 def bootstrap_means(values: np.ndarray, n_eval: int | None, rng: np.random.Generator, b: int = B) -> np.ndarray:
     """B replicates of the mean over seeds: the seeds resampled with replacement, the replicate's distance
     from the mean widened by `widen(n)`; with `n_eval`, the evaluation set's own error on top: the
-    deviation of Binomial(n_eval, p*) / n_eval from p* (p* the replicate inside [0, 1]; the seeds share
-    one evaluation set, so it does not average out). The replicates are NOT clipped: a difference of two
+    deviation of a draw from Beta(k + 1/2, n_eval - k + 1/2) from p*, k = p* n_eval (p* the replicate
+    inside [0, 1]; the seeds share one evaluation set, so it does not average out). Jeffreys' Beta rather
+    than the plug-in Binomial(n_eval, p*): at p* = 1 (every example right) the plug-in has no variance and
+    would claim 500 of 500 pins the accuracy at exactly 100 %; Jeffreys gives [99.5, 100] there, near the
+    exact (Clopper–Pearson) [99.26, 100]. The replicates are NOT clipped: a difference of two
     variants is taken between replicates as drawn (clipping at 1 would pile a variant's widened replicates
     on the bound and bias the difference); an interval of one variant is clipped to the metric's range
     where it is read (`bounded`)."""
@@ -226,7 +230,8 @@ def bootstrap_means(values: np.ndarray, n_eval: int | None, rng: np.random.Gener
     means = mean + (values[rng.integers(0, n, size=(b, n))].mean(axis=1) - mean) * widen(n)
     if n_eval:
         p = np.clip(means, 0.0, 1.0)
-        means = means + rng.binomial(int(n_eval), p) / int(n_eval) - p
+        k = p * int(n_eval)
+        means = means + rng.beta(k + 0.5, int(n_eval) - k + 0.5) - p
     return means
 
 
@@ -317,7 +322,7 @@ class Estimate:
 
 
 def from_values(metric: str, values, kind: str | None = None, *, n_eval: int | None = None, n_runs: int | None = None,
-                n_diverged: int = 0, decimals: int | None = None, key: Any = None) -> Estimate:
+                n_diverged: int = 0, decimals: int | None = None) -> Estimate:
     """An Estimate of one value per run (`kind` from the metric's name when None)."""
     kind = kind_of(metric) if kind is None else kind
     v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
@@ -335,10 +340,11 @@ def from_values(metric: str, values, kind: str | None = None, *, n_eval: int | N
     if n < 2:
         mean = float(v.mean())
         return Estimate(metric, mean, std=std, **common)
-    if kind in (ACCURACY, FRACTION):
-        reps = bootstrap_means(v, n_eval, _rng(metric, key, tuple(v), n_eval))
+    if kind in (ACCURACY, FRACTION, BOUNDED):
+        # the stream is fixed by the data alone: the same runs get the same interval wherever they are quoted
+        reps = bootstrap_means(v, n_eval, _rng(metric, tuple(v), n_eval))
         mean = float(v.mean())
-        lo, hi = bounded(reps, mean, (0.0, 1.0))  # never outside [0, 1]
+        lo, hi = bounded(reps, mean, bounds_of(metric) if kind == BOUNDED else (0.0, 1.0))  # never outside the range
         return Estimate(metric, mean, lo, hi, std=std, _replicates=reps, **common)
     x = np.log(v) if kind == LOG else v
     m, half = float(x.mean()), _t975(n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
@@ -376,15 +382,14 @@ def estimate(
     values = pd.to_numeric(done[metric], errors="coerce").to_numpy(dtype=float)
     if n_eval is None:
         n_eval = _n_eval(done, metric)
-    where_key = sorted((str(k), repr(v)) for k, v in (where or {}).items())
     return from_values(metric, values, kind_of(metric, scale), n_eval=n_eval, n_runs=len(chosen),
-                       n_diverged=int((state == "diverged").sum()), key=where_key)
+                       n_diverged=int((state == "diverged").sum()))
 
 
 def values_estimate(name: str, values, decimals: int | None = None, scale: str | None = None) -> Estimate:
     """An Estimate of plain numbers (one per seed), summarised as `name`'s kind says (an accuracy's interval
     stays in [0, 1]) unless `scale` is given."""
-    return from_values(name, values, kind_of(name, scale), decimals=decimals, key=name)
+    return from_values(name, values, kind_of(name, scale), decimals=decimals)
 
 
 
@@ -456,11 +461,8 @@ class Effect:
         d, m = self._distance(margin)
         if not self.has_interval:
             return math.nan
-        if self._replicates is not None:
-            r = self._replicates
-            return max(float(np.mean(r <= -m)), float(np.mean(r >= m)), 1 / len(r))
-        if not self._se > 0:
-            return 0.0 if abs(d) < m else 1.0
+        if not self._se > 0:  # no spread and no evaluation noise: nothing shows the difference is small
+            return 1.0
         below = float(scistats.t.sf((d + m) / self._se, self._dof))  # H0: d <= -m
         above = float(scistats.t.cdf((d - m) / self._se, self._dof))  # H0: d >= m
         return max(below, above)
@@ -472,12 +474,8 @@ class Effect:
         d, m = self._distance(margin)
         if not self.has_interval:
             return math.nan
-        if self._replicates is not None:
-            r = self._replicates
-            one = float(np.mean(r <= m)) if d >= 0 else float(np.mean(r >= -m))
-            return min(1.0, 2 * max(one, 1 / len(r)))
-        if not self._se > 0:
-            return 0.0 if abs(d) > m else 1.0
+        if not self._se > 0:  # no spread: nothing shows the difference is large either
+            return 1.0
         one = float(scistats.t.sf((abs(d) - m) / self._se, self._dof))
         return min(1.0, 2 * one)
 
@@ -531,8 +529,8 @@ def _welch(x: np.ndarray, y: np.ndarray, ex: float = 0.0, ey: float = 0.0) -> tu
 
 
 def effect(a: Estimate, b: Estimate) -> Effect:
-    """a - b (a / b for log estimates) with its 95 % interval and p-value: the bootstrap of the difference
-    where both arms have bootstrap replicates, else Welch's t; no interval with fewer than 2 runs an arm."""
+    """a - b (a / b for log estimates) with its 95 % interval and p-value, by Welch's t (accuracies: with
+    each arm's evaluation-set variance added, `_eval_var`); no interval with fewer than 2 runs an arm."""
     if (a.kind == LOG) != (b.kind == LOG) and a.n and b.n:
         raise ValueError(f"cannot compare {a.metric} on the {a.kind} scale with {b.metric} on the {b.kind} scale")
     if not (a.n and b.n):
@@ -552,6 +550,9 @@ def effect(a: Estimate, b: Estimate) -> Effect:
     lo, hi = diff - half, diff + half
     if a.kind in (ACCURACY, FRACTION):  # a difference of two proportions lies in [-1, 1]
         lo, hi = max(lo, -1.0), min(hi, 1.0)
+    elif a.kind == BOUNDED and bounds_of(a.metric):
+        low, high = bounds_of(a.metric)
+        lo, hi = max(lo, low - high), min(hi, high - low)
     return Effect(a, b, diff, lo, hi, p, "welch", None, se, dof)
 
 
@@ -560,8 +561,9 @@ def _eval_var(e: Estimate) -> float:
     (once, not divided by the seeds: they share one evaluation set); 0 without `eval_noise`."""
     if not (e.eval_noise and e.n_eval):
         return 0.0
-    p = min(max(e.mean, 0.0), 1.0)
-    return p * (1 - p) / e.n_eval
+    n = e.n_eval
+    p = (min(max(e.mean, 0.0), 1.0) * n + 0.5) / (n + 1)  # Jeffreys-smoothed: 500 of 500 still has a variance
+    return p * (1 - p) / n
 
 
 def compare(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Mapping[str, Any], *,
@@ -835,7 +837,7 @@ def slope_estimate(df: pd.DataFrame, x: str, y: str, where: Mapping[str, Any] | 
     slopes = [loglog_slope(g[x], g[y]) for _, g in chosen.groupby(seeds)]
     slopes = [s for s in slopes if math.isfinite(s)]
     name = f"slope of log {y} vs log {x}"
-    return from_values(name, slopes, LINEAR, n_runs=len(slopes) or len(chosen), decimals=2, key=name)
+    return from_values(name, slopes, LINEAR, n_runs=len(slopes) or len(chosen), decimals=2)
 
 
 def seeds_per_variant(df: pd.DataFrame) -> int:
