@@ -147,7 +147,7 @@ def edges_of(root: Path, *packages: str) -> list[Edge]:
 # models, sweeps, the config, run directories and probes, nor the libraries they need.
 BELOW_REPORTS = ("ablate.config", "ablate.models", "ablate.tasks", "ablate.data", "ablate.train", "ablate.sweep",
                  "ablate.probing", "ablate.probes", "ablate.rundir")
-HEAVY_LIBRARIES = ("torch", "lightning", "pytorch_lightning", "wandb")
+HEAVY_LIBRARIES = ("torch", "torchvision", "torchmetrics", "lightning", "lightning_fabric", "pytorch_lightning", "wandb")
 # Entry points: modules a user runs, which may reach the harness inside their functions (the report's
 # CLI runs export); only their import-time edges (outside any function) are followed.
 ENTRY_POINTS = ("ablate.report.cli",)
