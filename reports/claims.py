@@ -190,27 +190,37 @@ else:
     robust = R.compare(norm, FAILED, at("pre", warm), at("post", warm))
     checks = [
         XIONG.greater(near_output, f"{depth} layers, the last layer's gradient at initialisation, Post-LN vs Pre-LN",
-                      primary=True, reason="Theorem 1 bounds this gradient; one learning rate's runs, one per seed"),
+                      primary=True, reason="Theorem 1 bounds this gradient; one learning rate's runs, one per seed",
+                      what_zh=f"{depth} 层，初始化时最后一层的梯度，Post-LN 对 Pre-LN",
+                      reason_zh="论文的定理 1 给出的正是这个梯度的界；取一个学习率下的运行，每个种子一次"),
     ]
     if cold == 0 and warm > 0:
         rescue = R.compare(norm, FAILED, at("post", warm), at("post", cold))
         checks.append(XIONG_WARMUP.greater(rescue, f"Post-LN, {depth} layers, lr {top:g}, validation accuracy, warm-up "
                                                    f"{warm:g} vs none", level=lvl, primary=True,
-                                           reason="the warm-up is the treatment; the largest rate is where it matters"))
+                                           reason="the warm-up is the treatment; the largest rate is where it matters",
+                                           what_zh=f"Post-LN，{depth} 层，学习率 {top:g}，验证准确率，预热 {warm:g} 对不预热",
+                                           reason_zh="预热就是所施加的处理；它在最大的学习率下才要紧"))
         warmup_en = warmup_zh = ""
     else:
         checks.append(XIONG_WARMUP.not_testable(
             "warm-up vs none", f"every run had {'no warm-up' if not warm else f'warm-up {warm:g}'}", primary=True,
-            reason="the warm-up is the treatment; the sweep has one warm-up setting"))
+            reason="the warm-up is the treatment; the sweep has one warm-up setting", what_zh="预热对不预热",
+            why_zh=f"所有运行都{'没有预热' if not warm else f'用了 {warm:g} 的预热'}",
+            reason_zh="预热就是所施加的处理；这个扫描只有一种预热设置"))
         warmup_en = (f"Every run had warm-up {warm:g} ({round(warm * int(norm['global_step'].max()))} of "
                      f"{int(norm['global_step'].max())} steps), so whether warm-up rescues Post-LN is not tested here.")
         warmup_zh = (f"所有运行都用了 {warm:g} 的预热（{int(norm['global_step'].max())} 步中的 "
                      f"{round(warm * int(norm['global_step'].max()))} 步），因此这里没有检验预热能否挽救 Post-LN。")
     checks.append(LIU.greater(robust, f"{depth} layers, lr {top:g}, validation accuracy (diverged = chance), Pre-LN vs "
                                       "Post-LN", level=lvl, primary=True,
-                              reason="robustness to a large rate is the claim; a diverged run learned nothing"))
+                              reason="robustness to a large rate is the claim; a diverged run learned nothing",
+                              what_zh=f"{depth} 层，学习率 {top:g}，验证准确率（发散的运行记为随机水平），Pre-LN 对 Post-LN",
+                              reason_zh="论断说的正是对大学习率的稳健性；发散的运行什么也没学到"))
     checks.append(XIONG.greater(ratio, f"{depth} layers, first / last layer gradient at initialisation, Post-LN vs "
-                                       "Pre-LN", primary=False, reason="the gradient's profile over depth"))
+                                       "Pre-LN", primary=False, reason="the gradient's profile over depth",
+                                what_zh=f"{depth} 层，初始化时第一层与最后一层的梯度之比，Post-LN 对 Pre-LN",
+                                reason_zh="梯度随深度的分布"))
 
     learned = {(k, lr): R.learned(norm, at(k, warm, lr), metric=FAILED) for k in KINDS for lr in lrs}
     post_top, pre_top = learned.get(("post", top)), learned.get(("pre", top))
@@ -342,13 +352,19 @@ else:
     checks = []
     if 4 in mults:
         checks.append(GEVA.judge(abs(share4 - 2 / 3) < SHARE_TOLERANCE, f"one layer at 4 × d_model: {100 * share4:.1f} %",
-                                 primary=True, reason="the two thirds refer to d_ff = 4 × d_model"))
+                                 primary=True, reason="the two thirds refer to d_ff = 4 × d_model",
+                                 evidence_zh=f"d_ff = 4 × d_model 的一层：{100 * share4:.1f} %",
+                                 reason_zh="三分之二指的是 d_ff = 4 × d_model 的情形"))
     else:
         checks.append(GEVA.not_testable("one layer at 4 × d_model", "no run at 4 × d_model", primary=True,
-                                        reason="the two thirds refer to d_ff = 4 × d_model"))
+                                        reason="the two thirds refer to d_ff = 4 × d_model",
+                                        what_zh="d_ff = 4 × d_model 的一层", why_zh="没有 d_ff = 4 × d_model 的运行",
+                                        reason_zh="三分之二指的是 d_ff = 4 × d_model 的情形"))
     checks.append(GEVA.judge(abs(share_default - 2 / 3) < SHARE_TOLERANCE,
                              f"the tutorial's own FFN, {default} × d_model: {100 * share_default:.1f} % of a layer",
-                             primary=False, reason="the claim as the tutorial applies it to its own model"))
+                             primary=False, reason="the claim as the tutorial applies it to its own model",
+                             evidence_zh=f"教程自己的 FFN，{default} × d_model：占一层的 {100 * share_default:.1f} %",
+                             reason_zh="教程把这一论断用在它自己的模型上"))
     plain = (
         f"In the standard Transformer, yes: at d_ff = 4 × d_model the FFN is {100 * share4:.1f} % of each layer. The "
         f"tutorial's own FFN is {default} × d_model wide, so there it is {100 * share_default:.1f} % of a layer, not 2/3, "
@@ -451,9 +467,13 @@ else:
     acc_gap = R.effect(accs[best_tau], accs[1.0]) if 1.0 in accs and best_tau != 1.0 else None
     checks = [
         HINTON.greater(entropy, f"layer-0 attention entropy at initialisation, τ = {taus[-1]:g} vs {taus[0]:g}",
-                       primary=True, reason="the softmax itself, before training reshapes the scores"),
+                       primary=True, reason="the softmax itself, before training reshapes the scores",
+                       what_zh=f"初始化时第 0 层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
+                       reason_zh="softmax 本身，在训练改变分数之前"),
         HINTON.greater(final, f"layer-0 attention entropy after training, τ = {taus[-1]:g} vs {taus[0]:g}",
-                       primary=False, reason="whether training undoes it"),
+                       primary=False, reason="whether training undoes it",
+                       what_zh=f"训练后第 0 层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
+                       reason_zh="训练能否抵消它"),
     ]
     plain = (
         f"Yes. At τ = {taus[0]:g} layer 0's attention entropy at initialisation is {entropy.b} of the uniform maximum "
@@ -566,9 +586,12 @@ else:
     checks = [
         VASWANI_T1.judge(bool(TIME_SLOPE[0] <= ex_time <= TIME_SLOPE[1]),
                          f"explicit path, forward+backward time slope {ex_time:.2f} (n ≥ {fit_from})", primary=True,
-                         reason="Table 1 counts operations; the explicit path does exactly the n² products"),
+                         reason="Table 1 counts operations; the explicit path does exactly the n² products",
+                         evidence_zh=f"显式实现，前向加反向时间的斜率 {ex_time:.2f}（n ≥ {fit_from}）",
+                         reason_zh="Table 1 统计的是运算次数；显式实现恰好做 n² 次乘积"),
         VASWANI_T1.judge(bool(abs(ex_mem - 2) <= MEMORY_SLOPE_TOLERANCE), f"explicit path, memory slope {ex_mem:.2f}",
-                         primary=False, reason="the n × n weights kept for backward"),
+                         primary=False, reason="the n × n weights kept for backward",
+                         evidence_zh=f"显式实现，内存的斜率 {ex_mem:.2f}", reason_zh="为反向传播保存的 n × n 权重"),
     ]
     keeps = mem_at("fused") < mem_at("explicit") / 2
     plain = (

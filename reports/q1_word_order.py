@@ -83,6 +83,20 @@ REASON = {
     "alibi": "Press et al. train causal models and test on longer inputs: causal ALiBi vs causal sinusoidal at 2× "
              "the training length",
 }
+REASON_ZH = {
+    "bag": "无位置编码对可学习位置编码，都是双向模型，在训练长度上做复制任务：两者只差位置信号，而复制准确率超过"
+           "不看顺序的水平就必须用到词序",
+    "causal": "同一个无位置编码的模型，加与不加因果掩码：论断说的正是仅靠掩码就能打破对称性",
+    "3e": "MNIST 按行输入时，两种编码的准确率上下都有余地（复制任务把每种可用的编码都钉在 100 %，那里的“相同”"
+          "是天花板造成的）；±2 个百分点的等价界限在读取数据之前就已确定",
+    "alibi": "Press 等人训练因果模型，再在更长的输入上测试：在 2 倍训练长度上比较因果 ALiBi 与因果正弦位置编码",
+}
+
+
+def missing_zh(text: str) -> str:
+    """A sweep's missing line in Chinese (the build's own phrase; any other message stays as it is)."""
+    return text.replace("not run yet — run", "尚未运行 — 请运行")
+
 
 BAG = R.Anchor(
     "Haviv et al. 2022; Kazemnejad et al. 2023",
@@ -379,39 +393,53 @@ else:
     masks = order("model.causal", best["model.causal"])
     causal_ready = has(best, NO_PE_CAUSAL)
     why_missing = CAUSAL_MISSING or "the table has no causal run"
+    why_missing_zh = missing_zh(CAUSAL_MISSING) if CAUSAL_MISSING else "表中没有带因果掩码的运行"
 
     none_bi, learned_bi, sin_bi = acc(best, NO_PE_BI), acc(best, LEARNED_BI), acc(best, SIN_BI)
     f_none_bi, f_learned_bi = R.learned(best, NO_PE_BI), R.learned(best, LEARNED_BI)
 
     # ---- primary checks ----
     checks = [BAG.less(R.effect(none_bi, learned_bi), f"copy, {train_len} tokens, validation: no PE vs learned PE "
-                       "(bidirectional)", level=val_level, primary=True, reason=REASON["bag"])]
+                       "(bidirectional)", level=val_level, primary=True, reason=REASON["bag"],
+                       what_zh=f"复制任务，{train_len} 个词，验证集：无位置编码对可学习位置编码（双向）",
+                       reason_zh=REASON_ZH["bag"])]
     if causal_ready:
         none_causal = acc(best, NO_PE_CAUSAL)
         f_none_causal = R.learned(best, NO_PE_CAUSAL)
         checks.append(CAUSAL.greater(R.effect(none_causal, none_bi), f"copy, {train_len} tokens, validation, no PE: "
-                                     "causal vs bidirectional", level=val_level, primary=True, reason=REASON["causal"]))
+                                     "causal vs bidirectional", level=val_level, primary=True, reason=REASON["causal"],
+                                     what_zh=f"复制任务，{train_len} 个词，验证集，无位置编码：因果对双向",
+                                     reason_zh=REASON_ZH["causal"]))
     else:
         checks.append(CAUSAL.not_testable("copy, no PE: causal vs bidirectional", f"no causal arm: {why_missing}",
-                                          primary=True, reason=REASON["causal"]))
+                                          primary=True, reason=REASON["causal"], what_zh="复制任务，无位置编码：因果对双向",
+                                          why_zh=f"没有因果分支：{why_missing_zh}", reason_zh=REASON_ZH["causal"]))
     if ROWS.ready and has(rows, ROWS_LEARNED) and has(rows, ROWS_SIN):
         rows_learned, rows_sin = acc(rows, ROWS_LEARNED, ROWS_METRIC), acc(rows, ROWS_SIN, ROWS_METRIC)
         rows_diff = R.effect(rows_learned, rows_sin)
         checks.append(TABLE_3E.same(rows_diff, "MNIST rows in order, test accuracy: learned vs sinusoidal",
                                     margin=MARGIN_3E, level=R.level(rows, split="test"), primary=True,
-                                    reason=REASON["3e"]))
+                                    reason=REASON["3e"], what_zh="MNIST 按行输入（行顺序不变），测试准确率：可学习对正弦",
+                                    reason_zh=REASON_ZH["3e"]))
     else:
         rows_diff = None
         checks.append(TABLE_3E.not_testable("MNIST rows in order: learned vs sinusoidal", ROWS.missing or
-                                            "no learned or sinusoidal run", primary=True, reason=REASON["3e"]))
+                                            "no learned or sinusoidal run", primary=True, reason=REASON["3e"],
+                                            what_zh="MNIST 按行输入（行顺序不变）：可学习对正弦",
+                                            why_zh=missing_zh(ROWS.missing) if ROWS.missing else
+                                            "没有可学习或正弦位置编码的运行", reason_zh=REASON_ZH["3e"]))
     if has(best, ALIBI_CAUSAL) and has(best, SIN_CAUSAL):
         alibi_long, sin_long = acc(best, ALIBI_CAUSAL, LONG_METRIC), acc(best, SIN_CAUSAL, LONG_METRIC)
         checks.append(ALIBI.greater(R.effect(alibi_long, sin_long), f"copy at {test_len} tokens (test), causal: ALiBi "
-                                    "vs sinusoidal", level=test_level, primary=True, reason=REASON["alibi"]))
+                                    "vs sinusoidal", level=test_level, primary=True, reason=REASON["alibi"],
+                                    what_zh=f"{test_len} 个词的复制任务（测试集），因果：ALiBi 对正弦",
+                                    reason_zh=REASON_ZH["alibi"]))
     else:
         alibi_long = sin_long = None
         checks.append(ALIBI.not_testable(f"copy at {test_len} tokens, causal: ALiBi vs sinusoidal",
-                                         f"no causal arm: {why_missing}", primary=True, reason=REASON["alibi"]))
+                                         f"no causal arm: {why_missing}", primary=True, reason=REASON["alibi"],
+                                         what_zh=f"{test_len} 个词的复制任务，因果：ALiBi 对正弦",
+                                         why_zh=f"没有因果分支：{why_missing_zh}", reason_zh=REASON_ZH["alibi"]))
 
     # ---- supporting checks ----
     eq = {name: acc(best, where, "probe/final/equiv_error") for name, where in
@@ -421,31 +449,40 @@ else:
             eq["none_bi"].mean < EQUIVARIANT,
             f"mechanism: layer-0 attention of the trained no-PE bidirectional models on a reordered validation "
             f"sequence, max |A(Px) − P·A(x)·Pᵀ| = {eq['none_bi']} (equivariant below {EQUIVARIANT:g})",
+            evidence_zh=f"机制：训练后的无位置编码双向模型在一个重新排列的验证序列上的第 0 层注意力，"
+                        f"max |A(Px) − P·A(x)·Pᵀ| = {eq['none_bi']:zh}（低于 {EQUIVARIANT:g} 即为等变）",
             primary=False))
     checks.append(BAG.judge(f_none_bi.k == 0 if f_none_bi.n else None,
-                            f"no-PE bidirectional runs above the order-blind level: {f_none_bi}", primary=False))
+                            f"no-PE bidirectional runs above the order-blind level: {f_none_bi}",
+                            evidence_zh=f"超过不看顺序的水平的无位置编码双向运行：{f_none_bi:zh}", primary=False))
     if has(best, ALIBI_CAUSAL) or has(best, {"model.pos_enc": "alibi", "model.causal": False}):
         alibi_bi = {"model.pos_enc": "alibi", "model.causal": False}
         if has(best, alibi_bi) and has(best, SIN_BI):
             checks.append(ALIBI.greater(R.effect(acc(best, alibi_bi, LONG_METRIC), acc(best, SIN_BI, LONG_METRIC)),
                                         f"copy at {test_len} tokens (test), bidirectional: ALiBi vs sinusoidal",
-                                        level=test_level, primary=False))
+                                        level=test_level, primary=False,
+                                        what_zh=f"{test_len} 个词的复制任务（测试集），双向：ALiBi 对正弦"))
     copy_diff = R.effect(learned_bi, sin_bi)
     checks.append(TABLE_3E.same(copy_diff, f"copy, {train_len} tokens, validation, bidirectional: learned vs sinusoidal",
                                 margin=MARGIN_3E, level=val_level, primary=False,
                                 premise=not (min(learned_bi.mean, sin_bi.mean) >= R.SOLVED),
                                 why="both solve copy at the training length: a ceiling, where any two working "
-                                    "schemes are the same"))
+                                    "schemes are the same",
+                                what_zh=f"复制任务，{train_len} 个词，验证集，双向：可学习对正弦",
+                                why_zh="两者在训练长度上都解决了复制任务：这是天花板，任何两种可用的编码在这里都一样"))
     if REV.ready and has(rev, NO_PE_BI) and has(rev, LEARNED_BI):
         checks.append(BAG.less(R.effect(acc(rev, NO_PE_BI), acc(rev, LEARNED_BI)), "reverse copy, validation: no PE vs "
-                               "learned PE (bidirectional)", level=R.level(rev), primary=False))
+                               "learned PE (bidirectional)", level=R.level(rev), primary=False,
+                               what_zh="反向复制，验证集：无位置编码对可学习位置编码（双向）"))
     if ROWS.ready and has(rows, {"model.pos_enc": "none", "data.permute": "none"}):
         inorder_none = {"model.pos_enc": "none", "data.permute": "none"}
         gap = R.estimate(R.rows(rows, inorder_none).assign(
             **{"test/acc_gap": lambda d: (d["test/acc"] - d["test/acc_perm"]).abs()}), "test/acc_gap", scale="linear")
         checks.append(BAG.judge(gap.mean < 0.005 if gap.n else None,
                                 "MNIST rows without PE: |accuracy on rows in order − on permuted rows| per run = "
-                                f"{gap.mean * 100:.2f} points (a bag of rows: the same)", primary=False))
+                                f"{gap.mean * 100:.2f} points (a bag of rows: the same)",
+                                evidence_zh="无位置编码的 MNIST 按行输入：每个运行在原顺序的行与打乱顺序的行上准确率之差的"
+                                            f"绝对值 = {gap.mean * 100:.2f} 个百分点（一袋行：两者相同）", primary=False))
 
     # ---- the text: every statement follows the numbers ----
     order_level = f"{100 * val_level:.1f} %"

@@ -83,6 +83,13 @@ REASON = {
     "3b": "d_k reduced at a fixed d_model (64 to 8, one head), as in Table 3 (B); a task both solve cannot show "
           "lost quality",
 }
+REASON_ZH = {
+    "variance": "脚注中的指数，在初始化时从分量方差为 1 的 q 和 k 的不缩放分数上测得，每个种子拟合一次；±0.05 的等价"
+                "界限在读取数据之前就已确定",
+    "saturation": "d_k = 512 时、初始化时（任何优化器起作用之前）softmax 自身每单位分数传回的梯度：正是论文所怀疑的机制",
+    "trains": "d_k = 512 时缩放对不缩放的测试准确率，使用论文的优化器（Adam）",
+    "3b": "在固定的 d_model 下减小 d_k（从 64 到 8，单头），和 Table 3 (B) 一样；两者都能解决的任务显示不出质量的损失",
+}
 
 VARIANCE = R.Anchor(
     "Vaswani et al. 2017, §3.2.1 (footnote 4)",
@@ -294,38 +301,53 @@ else:
     checks = [
         VARIANCE.same(R.effect(slope_un, premise), "slope of log score std against log d_k at initialisation, "
                       f"unscaled: {slope_un} (scaled: {slope_sc}) against √d_k's 0.5", margin=SLOPE_MARGIN,
-                      primary=True, reason=REASON["variance"]),
+                      primary=True, reason=REASON["variance"],
+                      what_zh=f"初始化时 log 分数标准差对 log d_k 的斜率，不缩放：{slope_un:zh}（缩放：{slope_sc:zh}），"
+                              "对照 √d_k 的 0.5", reason_zh=REASON_ZH["variance"]),
         SATURATION.less(grad_init, f"d_k = {dk_max}, layer-0 gradient to W_Q per unit of score at initialisation, "
-                        "unscaled vs scaled (geometric means)", primary=True, reason=REASON["saturation"]),
+                        "unscaled vs scaled (geometric means)", primary=True, reason=REASON["saturation"],
+                        what_zh=f"d_k = {dk_max}，初始化时第 0 层每单位分数传到 W_Q 的梯度，不缩放对缩放（几何平均）",
+                        reason_zh=REASON_ZH["saturation"]),
         TRAINS.greater(R.effect(acc_sc, acc_un), f"Adam, test accuracy at d_k = {dk_max}, scaled vs unscaled",
-                       level=chance, primary=True, reason=REASON["trains"]),
+                       level=chance, primary=True, reason=REASON["trains"],
+                       what_zh=f"Adam，d_k = {dk_max} 时的测试准确率，缩放对不缩放", reason_zh=REASON_ZH["trains"]),
     ]
     if DK_SMALL in dks and DK_REF in dks:
         small, ref = est(ACC, at(DK_SMALL, True)), est(ACC, at(DK_REF, True))
         checks.append(TABLE_3B.less(R.effect(small, ref), f"Adam, scaled, test accuracy at d_k = {DK_SMALL} vs {DK_REF}",
                                     level=chance, premise=not min(small.mean, ref.mean) >= R.SOLVED,
                                     why="both solve the task (≥ 99 %): no room for a smaller d_k to lose quality",
-                                    primary=True, reason=REASON["3b"]))
+                                    primary=True, reason=REASON["3b"],
+                                    what_zh=f"Adam，缩放，d_k = {DK_SMALL} 对 {DK_REF} 的测试准确率",
+                                    why_zh="两者都解决了任务（≥ 99 %）：较小的 d_k 没有损失质量的余地",
+                                    reason_zh=REASON_ZH["3b"]))
     else:
         checks.append(TABLE_3B.not_testable(f"d_k = {DK_SMALL} vs {DK_REF}", f"the table has d_k = {dks}",
-                                            primary=True, reason=REASON["3b"]))
+                                            primary=True, reason=REASON["3b"], what_zh=f"d_k = {DK_SMALL} 对 {DK_REF}",
+                                            why_zh=f"表中只有 d_k = {dks}", reason_zh=REASON_ZH["3b"]))
     # supporting
     checks.append(SATURATION.greater(R.effect(*onehot_init[dk_max]), f"d_k = {dk_max}, share of one-hot layer-0 rows "
-                                     "at initialisation, unscaled vs scaled", primary=False))
+                                     "at initialisation, unscaled vs scaled", primary=False,
+                                     what_zh=f"d_k = {dk_max}，初始化时第 0 层 one-hot 行的比例，不缩放对缩放"))
     checks.append(SATURATION.greater(R.effect(*onehot_final[dk_max]), f"d_k = {dk_max}, share of one-hot layer-0 rows "
-                                     "after training, unscaled vs scaled", primary=False))
+                                     "after training, unscaled vs scaled", primary=False,
+                                     what_zh=f"d_k = {dk_max}，训练后第 0 层 one-hot 行的比例，不缩放对缩放"))
     checks.append(SATURATION.less(grad_final, f"d_k = {dk_max}, layer-0 gradient to W_Q per unit of score after "
-                                  "training, unscaled vs scaled", primary=False))
+                                  "training, unscaled vs scaled", primary=False,
+                                  what_zh=f"d_k = {dk_max}，训练后第 0 层每单位分数传到 W_Q 的梯度，不缩放对缩放"))
     if SGD.ready:
         sgd_max = int(sgd["model.d_head"].max())
         sgd_acc = R.effect(est(ACC, at(sgd_max, True), sgd), est(ACC, at(sgd_max, False), sgd))
         checks.append(TRAINS.greater(sgd_acc, f"plain SGD, test accuracy at d_k = {sgd_max}, scaled vs unscaled",
-                                     level=R.level(sgd, split="test"), primary=False))
+                                     level=R.level(sgd, split="test"), primary=False,
+                                     what_zh=f"普通 SGD，d_k = {sgd_max} 时的测试准确率，缩放对不缩放"))
         # (at initialisation the SGD runs are the Adam runs' models: the same seeds, the same init)
         sgd_grad = R.effect(est("softmax_grad_wq_l0_final", at(sgd_max, False), sgd, scale="log"),
                             est("softmax_grad_wq_l0_final", at(sgd_max, True), sgd, scale="log"))
         checks.append(SATURATION.less(sgd_grad, f"plain SGD, d_k = {sgd_max}, layer-0 gradient to W_Q per unit of score "
-                                      "after training, unscaled vs scaled", primary=False))
+                                      "after training, unscaled vs scaled", primary=False,
+                                      what_zh=f"普通 SGD，d_k = {sgd_max}，训练后第 0 层每单位分数传到 W_Q 的梯度，"
+                                              "不缩放对缩放"))
 
     # ---- the text ----
     s512, oh_un, oh_sc = std_init[dk_max], onehot_init[dk_max][0], onehot_init[dk_max][1]

@@ -247,23 +247,34 @@ else:
     checks = [
         AVERAGING.greater(mech, f"{name}, {two} heads vs {one}, largest attention weight per row after training",
                           primary=True, reason="what one softmax does with two positions to fetch: the spread of its "
-                                               "weight, measured directly; 2 heads is the smallest split"),
+                                               "weight, measured directly; 2 heads is the smallest split",
+                          what_zh=f"{name_zh}，{two} 个头对 {one} 个头，训练后每行最大的注意力权重",
+                          reason_zh="一个 softmax 要同时取两个位置时会怎样：直接测量它的权重如何分散；2 个头是最小的拆分"),
         ONE_HEAD.greater(eight_one, f"{name}, {base} heads vs {one}, {OUTCOME}", level=lvl, primary=True,
                          reason="Table 3 (A)'s comparison at equal compute; the area under the learning curve is defined "
-                                "for every run and counts whether and how fast it learned"),
+                                "for every run and counts whether and how fast it learned",
+                         what_zh=f"{name_zh}，{base} 个头对 {one} 个头，`{OUTCOME}`（验证准确率曲线下的面积）",
+                         reason_zh="Table 3 (A) 在计算量相同时所做的比较；学习曲线下的面积对每个运行都有定义，"
+                                   "既计入是否学会，也计入学得多快"),
         TOO_MANY.less(many_base, f"{name}, {many} heads vs {base}, {OUTCOME}", level=lvl, primary=True,
-                      reason=f"the most heads this width allows (d_k = {64 // many}) against the base model's {base}"),
+                      reason=f"the most heads this width allows (d_k = {64 // many}) against the base model's {base}",
+                      what_zh=f"{name_zh}，{many} 个头对 {base} 个头，`{OUTCOME}`（验证准确率曲线下的面积）",
+                      reason_zh=f"这个宽度所允许的最多的头（d_k = {64 // many}）对基础模型的 {base} 个头"),
     ]
     two_one = R.compare(best, OUTCOME, at(task, two), at(task, one))
     checks.append(AVERAGING.greater(two_one, f"{name}, {two} heads vs {one}, {OUTCOME}", level=lvl, primary=False,
-                                    reason="the outcome side of the same comparison"))
+                                    reason="the outcome side of the same comparison",
+                                    what_zh=f"{name_zh}，{two} 个头对 {one} 个头，`{OUTCOME}`（验证准确率曲线下的面积）",
+                                    reason_zh="同一比较在训练结果上的一面"))
     if control:
         cname, cname_zh = R.TASKS.get(control, control), TASK_ZH.get(control, control)
         c_mech = R.compare(best, MECHANISM, at(control, two), at(control, one))
         c_out = R.compare(best, OUTCOME, at(control, two), at(control, one))
         checks.append(AVERAGING.same(c_out, f"{cname}, {two} heads vs {one}, {OUTCOME}", margin=CONTROL_MARGIN,
                                      level=R.level(best, {"data.task": control}), primary=False,
-                                     reason="one relation per answer: the averaging argument predicts no head effect"))
+                                     reason="one relation per answer: the averaging argument predicts no head effect",
+                                     what_zh=f"{cname_zh}，{two} 个头对 {one} 个头，`{OUTCOME}`（验证准确率曲线下的面积）",
+                                     reason_zh="每个答案只需一种关系：按加权平均的论证，头数不应有影响"))
     corrected = {c.anchor: c for c in correct(checks)[0] if c.primary}  # after Holm, as the Answer shows them
     final = {a: c.verdict for a, c in corrected.items()}
     p_mech = corrected[AVERAGING].p_holm

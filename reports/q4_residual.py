@@ -66,6 +66,7 @@ OUTCOME = "test/acc"
 # gradient is as well fed as it; the vanishing the highway story describes compounds over 16 layers (0.9 per
 # layer is already ×0.19), far outside a factor of 2.
 HEALTHY_FACTOR = 2.0
+NORM_ZH = {"pre": "Pre-LN", "post": "Post-LN", "none": "无层归一化"}
 
 R.setup()
 DONG = R.Anchor(
@@ -306,16 +307,24 @@ else:
     outcome = R.compare(best, OUTCOME, at(True, deep), at(False, deep))
     checks = [
         DONG.greater(collapse, f"token cosine after the last of {deep} layers at initialisation, no skips vs skips",
-                     primary=True, reason="the architecture's own effect, before any optimiser can counter it"),
+                     primary=True, reason="the architecture's own effect, before any optimiser can counter it",
+                     what_zh=f"初始化时 {deep} 层中最后一层之后词元表示的余弦相似度，无残差连接对有残差连接",
+                     reason_zh="结构本身的效应，在任何优化器能抵消它之前"),
         HE_IDENTITY.greater(ratio, f"{deep} layers, first / last layer gradient at initialisation, skips vs none",
                             primary=True, reason="the highway is about where the gradient arrives; at initialisation "
-                                                 "neither arm's loss has moved"),
+                                                 "neither arm's loss has moved",
+                            what_zh=f"{deep} 层，初始化时第一层与最后一层的梯度之比，有残差连接对无残差连接",
+                            reason_zh="“高速公路”说的是梯度到达哪里；初始化时两组的损失都还没有变化"),
         HE_PLAIN.same(first, f"{deep} layers, the first layer's gradient at initialisation, no skips vs skips",
                       margin=HEALTHY_FACTOR, primary=True,
                       reason="a starved first layer lacks gradient of its own; its ratio to the last layer can fall "
-                             "because the last layer gets more"),
+                             "because the last layer gets more",
+                      what_zh=f"{deep} 层，初始化时第一层的梯度，无残差连接对有残差连接",
+                      reason_zh="梯度不足的第一层缺的是它自己的梯度；它与最后一层之比下降，也可能只是因为最后一层得到的更多"),
         HE_DEPTH.greater(outcome, f"{deep} layers, test accuracy, skips vs none", level=lvl, primary=True,
-                         reason="held-out test set, each arm at its own learning rate"),
+                         reason="held-out test set, each arm at its own learning rate",
+                         what_zh=f"{deep} 层，测试准确率，有残差连接对无残差连接",
+                         reason_zh="留出的测试集，每组用它自己的学习率"),
     ]
     # supporting: the same quantities during and after training, other optimisers and norms
     cos_final = R.compare(best, "probe/final/cosine_last", at(False, deep), at(True, deep))
@@ -324,12 +333,18 @@ else:
     first_train = R.compare(best, "grad_first_training", at(False, deep), at(True, deep))
     checks += [
         DONG.greater(cos_final, f"token cosine after the last of {deep} layers after training, no skips vs skips",
-                     primary=False, reason="whether training undoes the collapse"),
+                     primary=False, reason="whether training undoes the collapse",
+                     what_zh=f"训练后 {deep} 层中最后一层之后词元表示的余弦相似度，无残差连接对有残差连接",
+                     reason_zh="训练能否消除坍缩"),
         DONG.less(rank_final, f"effective rank after the last of {deep} layers after training, no skips vs skips",
-                  primary=False, reason="rank itself, the quantity the claim names"),
+                  primary=False, reason="rank itself, the quantity the claim names",
+                  what_zh=f"训练后 {deep} 层中最后一层之后的有效秩，无残差连接对有残差连接",
+                  reason_zh="秩本身，即论断所说的量"),
         HE_IDENTITY.greater(ratio_train, f"{deep} layers, first / last layer gradient during training (geometric mean "
                                          "over the probes), skips vs none", primary=False,
-                            reason="during training; confounded by each arm's loss"),
+                            reason="during training; confounded by each arm's loss",
+                            what_zh=f"{deep} 层，训练中第一层与最后一层的梯度之比（各次探针的几何平均），有残差连接对无残差连接",
+                            reason_zh="训练过程中；混杂了每组自己的损失"),
     ]
     sgd_first = None
     if sgd is not None and DEEP in set(sgd["model.n_layers"]):
@@ -337,10 +352,13 @@ else:
         sgd_first = R.compare(sgd, "grad_first_training", at(False, deep), at(True, deep))
         checks += [
             HE_DEPTH.greater(sgd_acc, f"plain SGD, {deep} layers, test accuracy, skips vs none",
-                             level=R.level(sgd, split="test"), primary=False, reason="another optimiser"),
+                             level=R.level(sgd, split="test"), primary=False, reason="another optimiser",
+                             what_zh=f"普通 SGD，{deep} 层，测试准确率，有残差连接对无残差连接", reason_zh="另一种优化器"),
             HE_PLAIN.same(sgd_first, f"plain SGD, {deep} layers, the first layer's gradient during training, no skips "
                                      "vs skips", margin=HEALTHY_FACTOR, primary=False,
-                          reason="SGD's step is the gradient itself; confounded by each arm's loss"),
+                          reason="SGD's step is the gradient itself; confounded by each arm's loss",
+                          what_zh=f"普通 SGD，{deep} 层，训练中第一层的梯度，无残差连接对有残差连接",
+                          reason_zh="SGD 的步长就是梯度本身；混杂了每组自己的损失"),
         ]
     if norm is not None:
         for n in [n for n in F.order("model.norm", norm["model.norm"]) if n != "pre"]:
@@ -349,7 +367,9 @@ else:
                 checks.append(HE_DEPTH.greater(
                     R.compare(sub, OUTCOME, at(True, deep), at(False, deep)),
                     f"{F.label('model.norm', n)}, {deep} layers, test accuracy, skips vs none",
-                    level=R.level(sub, split="test"), primary=False, reason="another norm placement, Adam 1e-3, 2 seeds"))
+                    level=R.level(sub, split="test"), primary=False, reason="another norm placement, Adam 1e-3, 2 seeds",
+                    what_zh=f"{NORM_ZH.get(n, n)}，{deep} 层，测试准确率，有残差连接对无残差连接",
+                    reason_zh="另一种层归一化位置，Adam 1e-3，2 个种子"))
 
     learned = {(r, d): R.learned(best, at(r, d), metric=OUTCOME) for r in (True, False) for d in depths}
     f_skip, f_none = learned[True, deep], learned[False, deep]

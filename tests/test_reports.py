@@ -181,6 +181,57 @@ def test_findings_regenerates_byte_identically(fixture_build, tmp_path):
         assert (tmp_path / name).read_bytes() == (out / name).read_bytes(), name
 
 
+# Latin-letter words the Chinese findings keep as the tutorial does: names of methods, tests, data sets,
+# optimisers and of the papers' tables. Anything else of 4+ letters in a Chinese table is English prose.
+KEPT_IN_LATIN = {"Adam", "ALiBi", "RoPE", "MNIST", "ImageNet", "Transformer", "TOST", "Holm", "Bonferroni", "softmax",
+                 "one-hot", "Pre-LN", "Post-LN", "Table", "BLEU"}
+
+
+def english_words(text: str) -> list[str]:
+    """The English words of a Chinese text: runs of 4+ Latin letters (hyphenated ones whole), outside code
+    spans (`...`), not in KEPT_IN_LATIN. Tokens with a digit or underscore (d_model, W_Q, l0) are symbols."""
+    tokens = re.findall(r"[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*", re.sub(r"`[^`]*`", "", text))
+    return [t for t in tokens if re.fullmatch(r"[A-Za-z]+(?:-[A-Za-z]+)*", t) and len(t.replace("-", "")) >= 4
+            and t not in KEPT_IN_LATIN]
+
+
+def anchor_table_cells(findings: str, heads: set[str]) -> list[list[str]]:
+    """The cells of every row of the Markdown tables whose header line is one of `heads`."""
+    rows, inside = [], False
+    for line in findings.splitlines():
+        if line.startswith("| ") and line.endswith(" |") and not inside:
+            inside = line[2:-2] in heads
+            continue
+        if not line.startswith("|"):
+            inside = False
+        elif inside and not line.startswith("| ---"):
+            rows.append(re.split(r"(?<!\\) \| ", line[2:-2]))
+    return rows
+
+
+def test_chinese_findings_say_reasons_and_evidence_in_chinese(fixture_build):
+    """In FINDINGS.zh.md the anchors and supporting-evidence tables are Chinese: every claim (its citation and
+    the paper's quoted wording aside), primary test's reason and evidence has no English word (see
+    english_words) and carries the evidence's numbers."""
+    from ablate.report.build import TEXT
+
+    out, results, _ = fixture_build
+    rows = anchor_table_cells((out / "FINDINGS.zh.md").read_text(), {TEXT["anchors_head"][1], TEXT["supporting_head"][1]})
+    checks = [c for b in results for a in b.answers for c in a["checks"]]
+    authors = set(re.findall(r"\b[A-Z][a-z]+\b", " ".join(c["cite"] for c in checks)))  # "Press 等人"
+    assert len(rows) == len(checks) > 20
+    for cells in rows:
+        claim = re.sub(r"^\*[^*]*\* — ", "", cells[0]).split("（论文原文：")[0]  # cite and the paper's own words
+        for cell in (claim, *cells[1:]):
+            english = [w for w in english_words(cell) if w not in authors]
+            assert not english, (english, cell)
+    for c in checks:
+        if c["verdict"] != "not run yet":
+            # the same numbers; their order may differ ("0 of 5 runs" is "5 次运行中 0 次")
+            assert c["evidence_zh"] and sorted(re.findall(r"\d+", c["evidence_zh"])) == sorted(re.findall(r"\d+", c["evidence"])), c
+            assert not c["primary"] or c["reason_zh"], c
+
+
 # ------------------------------------------------------------------ the committed findings
 
 
@@ -926,6 +977,24 @@ def test_findings_open_every_question_with_its_plain_answer_in_english_and_chine
         for part in ("mechanism", "outcome", "changes", "multiplicity"):
             assert built[0].answers[0][part][lang] in body
         assert "![" in body and "(figures/q3_x.png)" in body
+
+
+def test_chinese_findings_show_each_checks_chinese_reason_and_evidence(tmp_path):
+    """FINDINGS.zh.md takes a check's `reason_zh` and `evidence_zh`; a check without them (an older payload)
+    shows its English text; FINDINGS.md stays English."""
+    from ablate.report.build import Built
+
+    chinese = {**_check("Primary 2020", "agrees"), "reason_zh": "正确的实验", "evidence_zh": "a 90 % 对 b 50 %"}
+    older = _check("Old 2019", "inconclusive")
+    support = {**_check("Support 2019", "disagrees", primary=False, reason=""), "evidence_zh": "辅助证据 1 对 2"}
+    built = [Built("q3_heads", [_payload("q3", "agrees in part, the rest inconclusive", [chinese, older, support])])]
+    zh = "\n".join(_sections(_findings(tmp_path, built, _meta(), "zh"))["Q3 · 标题"])
+    assert "认为 a 胜过 b | 正确的实验 | **符合** | a 90 % 对 b 50 % |" in zh
+    assert "| the right experiment | **无定论** | a 90 % vs b 50 % |" in zh
+    assert "认为 a 胜过 b | **不符合** | 辅助证据 1 对 2 |" in zh
+    en = "\n".join(_sections(_findings(tmp_path, built, _meta(), "en"))["Q3 · title"])
+    assert "| the right experiment | **agrees** | a 90 % vs b 50 % |" in en
+    assert "正确的实验" not in en and "对" not in en
 
 
 def test_findings_render_a_payload_of_the_older_shape(tmp_path):

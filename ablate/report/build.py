@@ -35,25 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import atomic_write
-from .answers import ANSWER_MIME
+from .answers import ANSWER_MIME, VERDICT_ZH
 from .data import DATA_ENV, FIGURES_ENV, DataFileError, check_folder, make_target, read_meta
 
 NOTEBOOKS = ("q1_word_order", "q2_scaling", "q3_heads", "q4_residual", "claims")
 KERNEL = "python3"
 LANGS = ("en", "zh")
 FINDINGS = {"en": "FINDINGS.md", "zh": "FINDINGS.zh.md"}
-
-# The verdict words (ablate.report.answers) in the tutorial's language.
-VERDICT_ZH = {
-    "agrees": "符合",
-    "disagrees": "不符合",
-    "inconclusive": "无定论",
-    "not testable": "无法检验",
-    "not run yet": "尚未运行",
-    "partly disagrees": "部分不符合",
-    "agrees in part, the rest inconclusive": "部分符合，其余无定论",
-    "disagrees in part, the rest inconclusive": "部分不符合，其余无定论",
-}
 
 # Every fixed sentence of FINDINGS.md with its twin in FINDINGS.zh.md ({...} are filled in).
 TEXT: dict[str, tuple[str, str]] = {
@@ -567,12 +555,16 @@ def settle_line(unsettled: list[dict], n_primary: int, costs: list[dict], meta: 
 
 def check_row(c: dict[str, Any], lang: str, reason: bool) -> list[str]:
     """A check as a table row: claim (the paper's own wording beside it where it differs), the primary
-    test's reason (primary checks only), verdict, evidence."""
-    claim = str(c.get("claim_zh") or c["claim"]) if lang == "zh" else str(c["claim"])
+    test's reason (primary checks only), verdict, evidence; in Chinese the check's `claim_zh`, `reason_zh`
+    and `evidence_zh` where it has them (a check without them shows its English text)."""
+    def text(key: str) -> str:
+        return str((lang == "zh" and c.get(f"{key}_zh")) or c.get(key) or "")
+
+    claim = text("claim")
     if c.get("wording"):
         claim += say("aside", lang, text=say("paper_says", lang, text=c["wording"]))
-    evidence = "" if c["verdict"] == "not run yet" else str(c.get("evidence") or "")
-    why = [str(c.get("reason") or "")] if reason else []
+    evidence = "" if c["verdict"] == "not run yet" else text("evidence")
+    why = [text("reason")] if reason else []
     return [f"*{c['cite']}* — {claim}", *why, f"**{verdict_word(c['verdict'], lang)}**", evidence]
 
 
