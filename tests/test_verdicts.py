@@ -225,18 +225,68 @@ def test_budget_comes_from_the_exported_sweeps(tmp_path):
     assert q.answer(plain=("a", "b"), **pairs)["budget"] == "full, quick"
 
 
-def test_the_older_notebooks_calls_still_work():
-    """Deprecated shims until every notebook is ported: expect_*, judge without primary, answer(text, checks, figure)."""
+def test_the_older_notebooks_calls_are_gone():
+    """No deprecated shims: every check declares its role, and the answer takes its parts by keyword."""
     x = anchor()
-    far = effect(*FAR)
-    checks = [x.expect_greater(far, "copy"), x.expect_less(far), x.expect_same(effect(*CLOSE)),
-              x.expect_greater(effect(*STUCK), level=0.297), x.judge(None, "unclear")]
-    assert [c.verdict for c in checks] == ["agrees", "disagrees", "inconclusive", "not testable", "inconclusive"]
-    assert all(c.primary for c in checks)
+    assert not any(hasattr(x, name) for name in ("expect_greater", "expect_less", "expect_same"))
+    assert not hasattr(answers, "LEGACY_REASON")
+    with pytest.raises(TypeError):
+        x.judge(None, "unclear")  # primary= is required
     q = R.question("q1", "Q1", "Word order?", anchors=[x], sweeps=["pos_enc"])
-    payload = q.answer("It  matters.", checks[:1], "fig.png")
-    assert payload["plain"] == {"en": "It matters.", "zh": "It matters."} and payload["details"] == "It matters."
-    assert payload["verdict"] == "agrees" and payload["figure"] == "fig.png"
+    with pytest.raises(TypeError):
+        q.answer("It matters.", [x.judge(True, "e", primary=False)], "fig.png")
+
+
+SOLVED_BOTH = ([1.0, 1.0, 0.998, 1.0, 1.0], [1.0, 0.999, 1.0, 1.0, 1.0])  # both arms solve the task
+
+
+def test_two_arms_at_the_ceiling_are_not_testable():
+    """Both accuracies at or above SOLVED: no room to differ, for every kind of check, unless the caller opts out."""
+    top = effect(*SOLVED_BOTH, n_eval=100_000)
+    x = anchor()
+    for check in (x.greater(top, "copy, 8 tokens", primary=True, reason=REASON, **ZH),
+                  x.less(top, "copy, 8 tokens", level=0.3, primary=True, reason=REASON, **ZH),
+                  x.same(top, "copy, 8 tokens", margin=0.02, primary=True, reason=REASON, **ZH),
+                  x.same(top, primary=False)):
+        assert check.verdict == "not testable", check.evidence
+        assert "both solve the task (≥ 99 %): no room to differ" in check.evidence
+        assert "两者都解决了这个任务（≥ 99 %）" in check.evidence_zh
+        assert numbers(check.evidence_zh) == numbers(check.evidence)
+    assert x.same(top, margin=0.02, ceiling=False, primary=True, reason=REASON).verdict == "agrees"  # opted out
+    assert x.greater(top, ceiling=False, primary=True, reason=REASON).verdict == "inconclusive"
+    # one arm below the ceiling: judged as usual
+    assert x.greater(effect(SOLVED_BOTH[0], [0.95, 0.96, 0.94, 0.95, 0.96]), primary=True, reason=REASON).verdict == "agrees"
+    # not an accuracy (a fraction from a probe near 1): no ceiling rule
+    share = effect([0.999, 1.0, 1.0], [0.995, 0.996, 0.994], metric="probe/final/onehot_frac")
+    assert x.greater(share, primary=True, reason=REASON).verdict == "agrees"
+
+
+def test_two_diverged_arms_are_not_testable():
+    df = pd.DataFrame([{"v": v, "seed": i, "status": "diverged", "val/acc_best": math.nan}
+                       for v in "ab" for i in range(3)])
+    both = R.compare(df, "val/acc_best", {"v": "a"}, {"v": "b"})
+    assert both.a.n == both.b.n == 0 and both.a.n_diverged == both.b.n_diverged == 3
+    x = anchor()
+    for check in (x.greater(both, primary=True, reason=REASON), x.same(both, margin=0.02, primary=True, reason=REASON)):
+        assert check.verdict == "not testable" and "both variants diverged" in check.evidence
+        assert "两个变体都发散了" in check.evidence_zh
+    one = pd.concat([df[df["v"] == "a"], frame([], [0.9, 0.91, 0.92], "val/acc_best")])
+    # one arm diverged, the other learned: no rule makes it untestable (no interval: inconclusive)
+    assert x.greater(R.compare(one, "val/acc_best", {"v": "a"}, {"v": "b"}), primary=True,
+                     reason=REASON).verdict == "inconclusive"
+
+
+def test_a_claim_whose_favoured_arm_did_not_learn_can_be_declared_not_testable():
+    far = effect(*FAR)
+    x = anchor()
+    check = x.greater(far, "copy, 8 tokens", learned=False, why="59.7 % at the training length",
+                      why_zh="训练长度上为 59.7 %", primary=True, reason=REASON, **ZH)
+    assert check.verdict == "not testable" and check.p is None
+    assert check.evidence.endswith("; the variant the claim favours did not learn the task at the training length: "
+                                   "59.7 % at the training length")
+    assert check.evidence_zh.endswith("；论断所看好的变体在训练长度上没有学会这个任务：训练长度上为 59.7 %")
+    assert x.less(far, learned=False, primary=False).verdict == "not testable"
+    assert x.greater(far, learned=True, primary=True, reason=REASON).verdict == "agrees"
 
 
 def test_not_run_yet():

@@ -33,6 +33,12 @@ Each check's verdict is computed, never typed:
                                                       (+ LEVEL_MARGIN): not testable, since two runs
                                                       that learned nothing are no evidence either way
     ..., premise=False, why="..."                     the setting does not realise the claim's premise
+    ..., learned=False, why="..."                     the arm the claim favours (a for greater, b for less)
+                                                      did not learn the task at the training length: its
+                                                      edge elsewhere is no evidence (the caller decides)
+
+Whatever the rule, two accuracies both at or above SOLVED (0.99) are not testable ("both solve the task: no
+room to differ"; `ceiling=False` opts out), and two arms whose every run diverged are not testable.
 
 Every check is `primary` (the one test of its anchor, with the `reason` it is the right experiment)
 or supporting. `Q.answer` applies Holm across the primary checks that carry a p-value (an agrees or
@@ -56,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from .data import Sweep, read_meta
-from .stats import LEVEL_MARGIN, Effect, holm, take_intervals
+from .stats import ACCURACY, LEVEL_MARGIN, SOLVED, Effect, holm, take_intervals
 
 Words = tuple[str, str]  # (English, Chinese)
 ANSWER_MIME = "application/vnd.ablate.answer+json"
@@ -66,7 +72,6 @@ AGREES_IN_PART = "agrees in part, the rest inconclusive"
 DISAGREES_IN_PART = "disagrees in part, the rest inconclusive"
 ALPHA = 0.05  # the level of every test, and the family-wise level of a question's primary tests (Holm)
 KINDS = ("outcome", "mechanism")  # what training shows / what the probes show
-LEGACY_REASON = "(none stated: a check written before primary tests were declared)"
 # The verdict words in the tutorial's language (FINDINGS.zh.md, the Holm note of a check).
 VERDICT_ZH = {
     AGREES: "符合",
@@ -159,29 +164,47 @@ class Anchor:
             en, zh = f"{en}, {p_text(effect.p)}", f"{zh}，{p_text(effect.p, 'zh')}"
         return en, zh
 
-    def _untestable(self, effect: Effect, evidence: Words, level: float | None, premise: bool, why: Words,
-                    primary: bool, reason: Words) -> Check | None:
-        """Not testable: the premise is not realised, or both arms sit at or below the reference level
-        (+ LEVEL_MARGIN), so their difference is no evidence for or against the claim."""
+    def _untestable(self, effect: Effect, evidence: Words, *, level: float | None, premise: bool, why: Words,
+                    primary: bool, reason: Words, learned: bool = True, ceiling: bool = True) -> Check | None:
+        """Not testable: the premise is not realised; the arm the claim favours did not learn the task
+        (`learned=False`); both arms diverged; both sit at or above SOLVED on an accuracy (`ceiling`: no room
+        to differ); or both sit at or below the reference level (+ LEVEL_MARGIN). In each case their
+        difference is no evidence for or against the claim."""
+        said = {"primary": primary, "reason": reason[0], "reason_zh": reason[1]}
         if not premise:
             if not why[0]:
                 raise ValueError(f"Anchor {self.cite!r}: premise=False needs why= (what the setting lacks)")
-            return self._check(NOT_TESTABLE, _also(evidence, why[0], why[1] or why[0]), primary=primary,
-                               reason=reason[0], reason_zh=reason[1])
-        if level is None or not math.isfinite(level) or not effect.comparable:
+            return self._check(NOT_TESTABLE, _also(evidence, why[0], why[1] or why[0]), **said)
+        if not learned:
+            en = "the variant the claim favours did not learn the task at the training length"
+            zh = "论断所看好的变体在训练长度上没有学会这个任务"
+            if why[0]:
+                en, zh = f"{en}: {why[0]}", f"{zh}：{why[1] or why[0]}"
+            return self._check(NOT_TESTABLE, _also(evidence, en, zh), **said)
+        a, b = effect.a, effect.b
+        if a.n == 0 and b.n == 0 and a.n_diverged and b.n_diverged:
+            return self._check(NOT_TESTABLE, _also(evidence, "both variants diverged: nothing to compare",
+                                                   "两个变体都发散了，没有可比较的结果"), **said)
+        if not effect.comparable:
             return None
-        if max(effect.a.mean, effect.b.mean) <= level + LEVEL_MARGIN:
+        if ceiling and a.kind == ACCURACY and b.kind == ACCURACY and min(a.mean, b.mean) >= SOLVED:
+            at = f"{100 * SOLVED:g} %"
+            return self._check(NOT_TESTABLE, _also(
+                evidence, f"both solve the task (≥ {at}): no room to differ",
+                f"两者都解决了这个任务（≥ {at}）：没有相差的余地，无法检验"), **said)
+        if level is None or not math.isfinite(level):
+            return None
+        if max(a.mean, b.mean) <= level + LEVEL_MARGIN:
             at, margin = f"{100 * level:.1f} %", f"{100 * LEVEL_MARGIN:g}"
             return self._check(NOT_TESTABLE, _also(
                 evidence, f"neither variant learned the task (both at or below the reference level {at} + {margin} point)",
-                f"两个变体都没有学会这个任务（都停留在参考水平 {at} + {margin} 个百分点及以下），无法检验"),
-                primary=primary, reason=reason[0], reason_zh=reason[1])
+                f"两个变体都没有学会这个任务（都停留在参考水平 {at} + {margin} 个百分点及以下），无法检验"), **said)
         return None
 
-    def _direction(self, effect: Effect, what: Words, want: int, level: float | None, premise: bool, why: Words,
-                   primary: bool, reason: Words) -> Check:
+    def _direction(self, effect: Effect, what: Words, want: int, when: dict[str, Any], why: Words, primary: bool,
+                   reason: Words) -> Check:
         evidence = self._evidence(effect, *what)
-        untestable = self._untestable(effect, evidence, level, premise, why, primary, reason)
+        untestable = self._untestable(effect, evidence, why=why, primary=primary, reason=reason, **when)
         if untestable is not None:
             return untestable
         if not effect.has_interval:
@@ -190,26 +213,31 @@ class Anchor:
         return self._check(verdict, evidence, primary=primary, reason=reason[0], reason_zh=reason[1], p=effect.p)
 
     def greater(self, effect: Effect, what: str = "", *, level: float | None = None, premise: bool = True,
-                why: str = "", primary: bool, reason: str = "", what_zh: str = "", why_zh: str = "",
-                reason_zh: str = "") -> Check:
-        """The claim says variant a is above variant b (effect = a - b, or a / b)."""
-        return self._direction(effect, (what, what_zh), +1, level, premise, (why, why_zh), primary, (reason, reason_zh))
+                learned: bool = True, ceiling: bool = True, why: str = "", primary: bool, reason: str = "",
+                what_zh: str = "", why_zh: str = "", reason_zh: str = "") -> Check:
+        """The claim says variant a is above variant b (effect = a - b, or a / b). `learned=False`: a, the
+        favoured arm, did not learn the task at the training length (not testable, `why` says more)."""
+        when = {"level": level, "premise": premise, "learned": learned, "ceiling": ceiling}
+        return self._direction(effect, (what, what_zh), +1, when, (why, why_zh), primary, (reason, reason_zh))
 
     def less(self, effect: Effect, what: str = "", *, level: float | None = None, premise: bool = True,
-             why: str = "", primary: bool, reason: str = "", what_zh: str = "", why_zh: str = "",
-             reason_zh: str = "") -> Check:
-        """The claim says variant a is below variant b."""
-        return self._direction(effect, (what, what_zh), -1, level, premise, (why, why_zh), primary, (reason, reason_zh))
+             learned: bool = True, ceiling: bool = True, why: str = "", primary: bool, reason: str = "",
+             what_zh: str = "", why_zh: str = "", reason_zh: str = "") -> Check:
+        """The claim says variant a is below variant b (`learned=False`: b, the favoured arm, did not learn)."""
+        when = {"level": level, "premise": premise, "learned": learned, "ceiling": ceiling}
+        return self._direction(effect, (what, what_zh), -1, when, (why, why_zh), primary, (reason, reason_zh))
 
     def same(self, effect: Effect, what: str = "", *, margin: float | None = None, level: float | None = None,
-             premise: bool = True, why: str = "", primary: bool, reason: str = "", what_zh: str = "",
-             why_zh: str = "", reason_zh: str = "") -> Check:
+             premise: bool = True, ceiling: bool = True, why: str = "", primary: bool, reason: str = "",
+             what_zh: str = "", why_zh: str = "", reason_zh: str = "") -> Check:
         """A claim of sameness. Agrees only when `margin` (stated before the data were read; the metric's
         units, 0.02 = 2 points; a factor > 1 for a ratio) is given and the TOST p-value is < 0.05;
         disagrees when the 95 % interval lies wholly outside ±margin (without a margin: excludes 0);
-        otherwise inconclusive."""
+        otherwise inconclusive. Two accuracies both at the ceiling are not testable (`ceiling=False`: judged
+        anyway)."""
         evidence = self._evidence(effect, what, what_zh)
-        untestable = self._untestable(effect, evidence, level, premise, (why, why_zh), primary, (reason, reason_zh))
+        untestable = self._untestable(effect, evidence, level=level, premise=premise, ceiling=ceiling,
+                                      why=(why, why_zh), primary=primary, reason=(reason, reason_zh))
         if untestable is not None:
             return untestable
         said = {"primary": primary, "reason": reason, "reason_zh": reason_zh}
@@ -238,16 +266,13 @@ class Anchor:
                                                f"未能证明落在等价界限 {bound_zh} 以内（TOST {p_text(tost, 'zh')}）"),
                            p=tost, margin=margin, **said)
 
-    def judge(self, ok: bool | None, evidence: str, *, p: float | None = None, primary: bool | None = None,
-              reason: str = "", evidence_zh: str = "", reason_zh: str = "") -> Check:
+    def judge(self, ok: bool | None, evidence: str, *, p: float | None = None, primary: bool, reason: str = "",
+              evidence_zh: str = "", reason_zh: str = "") -> Check:
         """Any other rule: True agrees, False disagrees, None inconclusive; `evidence_zh`: the same numbers in
-        Chinese (without it, the English evidence). (`primary` left out: a deprecated call of the older
-        notebooks, counted as primary.)"""
+        Chinese (without it, the English evidence)."""
         if ok not in (True, False, None):
             raise TypeError(f"Anchor {self.cite!r}: judge(ok=...) takes True, False or None, got {ok!r}")
         verdict = {True: AGREES, False: DISAGREES, None: INCONCLUSIVE}[ok]
-        if primary is None:
-            primary, reason = True, reason or LEGACY_REASON
         return self._check(verdict, (evidence, evidence_zh or evidence), primary=primary, reason=reason,
                            reason_zh=reason_zh, p=p)
 
@@ -257,18 +282,6 @@ class Anchor:
         label = what_zh or what
         return self._check(NOT_TESTABLE, (f"{what}{': ' if what else ''}{why}", f"{label}{'：' if label else ''}{why_zh or why}"),
                            primary=primary, reason=reason, reason_zh=reason_zh)
-
-    # -------------------------------------------------------------- deprecated: the older notebooks' calls
-    # (primary, without a reason; `level` now gives "not testable"). Remove once every notebook is ported.
-
-    def expect_greater(self, effect: Effect, what: str = "", level: float | None = None) -> Check:
-        return self.greater(effect, what, level=level, primary=True, reason=LEGACY_REASON)
-
-    def expect_less(self, effect: Effect, what: str = "", level: float | None = None) -> Check:
-        return self.less(effect, what, level=level, primary=True, reason=LEGACY_REASON)
-
-    def expect_same(self, effect: Effect, what: str = "", level: float | None = None) -> Check:
-        return self.same(effect, what, level=level, primary=True, reason=LEGACY_REASON)
 
 
 def _margin_text(effect: Effect, margin: float, lang: str = "en") -> str:
@@ -392,22 +405,12 @@ class Question:
             "budget": _budget(self.sweeps),
         }
 
-    def answer(self, *legacy: Any, plain: tuple[str, str] | None = None, mechanism: tuple[str, str] | None = None,
+    def answer(self, *, plain: tuple[str, str] | None = None, mechanism: tuple[str, str] | None = None,
                outcome: tuple[str, str] | None = None, changes: tuple[str, str] | None = None, details: str = "",
                checks: Sequence[Check] = (), figure: str | Path | None = None,
                figures: Sequence[str | Path] = ()) -> dict[str, Any]:
         """Show the Answer (Markdown) and hand the builder the same content (JSON); returns it.
-        `plain`, `mechanism`, `outcome`, `changes`: (English, Chinese) pairs formatted from the same values.
-        (Deprecated: `answer(text, checks, figure)` of the older notebooks gives text as plain answer and
-        details.)"""
-        if legacy:
-            if plain is not None or len(legacy) > 3:
-                raise TypeError("Q.answer: pass plain=, mechanism=, outcome=, changes= as keywords")
-            text = re.sub(r" {2,}", " ", str(legacy[0])).strip()
-            checks = legacy[1] if len(legacy) > 1 else checks
-            figure = legacy[2] if len(legacy) > 2 else figure
-            plain, details = (text, text), details or text
-            mechanism = outcome = changes = ("", "")
+        `plain`, `mechanism`, `outcome`, `changes`: (English, Chinese) pairs formatted from the same values."""
         given = {"plain": plain, "mechanism": mechanism, "outcome": outcome, "changes": changes}
         missing = [k for k, v in given.items() if v is None]
         if missing:
