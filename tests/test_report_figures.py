@@ -91,6 +91,36 @@ def test_the_stamp_names_task_budget_and_seeds():
     assert text.get_text() == "copy task · quick budget · 3 seeds" and text in fig.texts
 
 
+def test_a_figure_of_single_runs_says_which_seed_instead_of_the_seed_count():
+    df = pd.DataFrame({"data.task": ["copy"] * 4, "budget": ["quick"] * 4, "seed": [0, 1, 2, 0]})
+    assert F.stamp_text(df, seeds="seed 0", extra="layer 0, head 0") == "copy task · quick budget · seed 0 · layer 0, head 0"
+    fig, _ = plt.subplots()
+    assert F.stamp(fig, df, seeds="seed 0").get_text() == "copy task · quick budget · seed 0"
+
+
+def test_the_mask_is_a_line_style_so_colour_keeps_meaning_the_encoding():
+    """Q1's curves: hue = positional encoding (its fixed colour), style = mask (solid bidirectional, dash-dotted
+    causal); the legend names the masks, not the columns."""
+    S = R.sweeps("pos_enc", "pos_enc_causal", data=FIXTURE)
+    best = R.at_best_lr(S.df)
+    fig, ax = plt.subplots()
+    F.learning_curves(S, "val/acc", hue="model.pos_enc", style="model.causal", where={"model.pos_enc": "none"},
+                      runs=best, ax=ax, errorbar=None)
+    legend = {line.get_label(): line for line in ax.get_legend().get_lines()}
+    assert {"no PE", "bidirectional", "causal"} <= set(legend)
+    assert not {"model.pos_enc", "model.causal"} & {t.get_text() for t in ax.get_legend().get_texts()}
+    def dashes(line):  # the on/off pattern (matplotlib names every custom pattern "--")
+        return line._unscaled_dash_pattern[1]
+
+    assert legend["bidirectional"].get_linestyle() == "-"
+    assert dashes(legend["causal"]) == F.DASHES["model.causal"][True]  # dash-dotted ...
+    assert dashes(legend["causal"]) != dashes(legend["order-blind level"])  # ... unlike the order-blind level
+    grey = F.palette("model.pos_enc")["none"]
+    drawn = [ln for ln in ax.get_lines() if ln.get_label().startswith("_child")]  # the curves (one step each at smoke)
+    assert len(drawn) == 2 and {to_hex(ln.get_color()) for ln in drawn} == {grey}  # one colour: no PE
+    assert sorted(str(dashes(ln)) for ln in drawn) == ["(5, 2, 1, 2)", "None"]
+
+
 def test_integer_ticks_are_the_values_written_out_even_on_a_log_axis():
     fig, ax = plt.subplots()
     ax.plot([8, 64, 512], [1, 2, 3])

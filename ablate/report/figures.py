@@ -84,6 +84,10 @@ LABELS: dict[str, dict[Any, str]] = {
                       "alibi": "ALiBi"},
 }
 
+# key -> {value: seaborn dash spec} for a key drawn as line styles (style=) beside a colour key; "" is solid.
+# A causal mask is dash-dotted, so that it cannot be read as the order-blind level's dashed reference line.
+DASHES: dict[str, dict[Any, Any]] = {"model.causal": {False: "", True: (5, 2, 1, 2)}}
+
 
 def _same(a: Any, b: Any) -> bool:
     """Values equal as a table holds them: True == np.True_, 8 == 8.0 == np.int64(8), "none" == "none";
@@ -260,10 +264,11 @@ def _frame(source):
     return getattr(source, "df", source)
 
 
-def stamp_text(*sources, extra: str | None = None) -> str:
+def stamp_text(*sources, extra: str | None = None, seeds: str | None = None) -> str:
     """'copy task · quick budget · 5 seeds': the tasks, budgets and seeds per variant of the tables
-    behind a figure (Sweeps or DataFrames); missing tables are skipped."""
-    tasks, budgets, seeds = [], [], []
+    behind a figure (Sweeps or DataFrames); missing tables are skipped. `seeds`: what the figure shows
+    instead of the seed count, when it draws single runs ("seed 0")."""
+    tasks, budgets, counts, shown = [], [], [], seeds
     for source in sources:
         df = _frame(source)
         if df is None or len(df) == 0:
@@ -275,22 +280,25 @@ def stamp_text(*sources, extra: str | None = None) -> str:
         elif getattr(source, "meta", {}).get("budget"):
             budgets.append(str(source.meta["budget"]))
         if "seed" in df.columns:
-            seeds.append(int(df["seed"].nunique()))
+            counts.append(int(df["seed"].nunique()))
     parts = [", ".join(dict.fromkeys(tasks))] if tasks else []
     if budgets:
         parts.append(f"{', '.join(dict.fromkeys(budgets))} budget")
-    if seeds:
-        low, high = min(seeds), max(seeds)
+    if shown:
+        parts.append(shown)
+    elif counts:
+        low, high = min(counts), max(counts)
         parts.append(f"{low}{f'–{high}' if high != low else ''} seed{'s' if high != 1 else ''}")
     if extra:
         parts.append(extra)
     return " · ".join(parts)
 
 
-def stamp(fig, *sources, extra: str | None = None):
+def stamp(fig, *sources, extra: str | None = None, seeds: str | None = None):
     """Write what the figure shows at its foot (bottom right, small grey): the task, the budget and the
-    seeds per variant (`stamp_text`). Returns the Text artist (savefig's tight box includes it)."""
-    text = stamp_text(*sources, extra=extra)
+    seeds per variant, or `seeds` for a figure of single runs (`stamp_text`). Returns the Text artist
+    (savefig's tight box includes it)."""
+    text = stamp_text(*sources, extra=extra, seeds=seeds)
     return fig.text(0.995, 0.0, text, ha="right", va="top", fontsize="x-small", color="dimgrey")
 
 
@@ -298,6 +306,9 @@ def legend(ax, title: str | None = None, outside: bool = False):
     """Redraw the legend of `ax` from every labelled artist (seaborn's hues and the reference lines drawn
     after them), with `title`; `outside`: beside the axes on the right, where it cannot cover data."""
     handles, names = ax.get_legend_handles_labels()
+    # seaborn titles each group of a hue + style legend with its column's name (an invisible handle): drop those
+    kept = [(h, n) for h, n in zip(handles, names) if n not in PALETTES and n not in LABELS]
+    handles, names = [h for h, _ in kept], [n for _, n in kept]
     if not handles:
         return None
     old = ax.get_legend()
@@ -349,7 +360,14 @@ def _draw(long, x: str, y: str, hue: str | None, style: str | None, ax, errorbar
                       palette(hue, _unlabel(long[hue], names), names),
                       hue_order=order(hue, _unlabel(long[hue], names), names) if names else order(hue, long[hue]))
     if style is not None:
-        kwargs.update(style=style, style_order=order(style, long[style]))
+        names = LABELS.get(style)
+        values = order(style, long[style])
+        if names is not None:
+            long = long.assign(**{style: long[style].map(lambda v: _label(names, v))})
+        styled = [_label(names, v) for v in values]
+        kwargs.update(style=style, style_order=styled)
+        if style in DASHES:
+            kwargs["dashes"] = {_label(names, v): DASHES[style].get(v, "") for v in values}
     sns.lineplot(long, x=x, y=y, errorbar=errorbar, ax=ax, legend=legend, seed=0, **kwargs)
     return long
 
