@@ -40,6 +40,7 @@ from IPython.display import display
 
 from ablate import report as R
 from ablate.report import figures as F
+from ablate.report.answers import AGREES_IN_PART, correct, overall
 
 SHARE_TOLERANCE = 0.01  # the FFN's share is arithmetic: within 1 point of 2/3 is "about two thirds"
 TIME_SLOPE = (1.5, 2.5)  # the explicit path's time slope that counts as quadratic
@@ -214,9 +215,12 @@ else:
                      f"{round(warm * int(norm['global_step'].max()))} 步），因此这里没有检验预热能否挽救 Post-LN。")
     checks.append(LIU.greater(robust, f"{depth} layers, lr {top:g}, validation accuracy (diverged = chance), Pre-LN vs "
                                       "Post-LN", level=lvl, primary=True,
-                              reason="robustness to a large rate is the claim; a diverged run learned nothing",
+                              reason="robustness to a large rate is the claim; a diverged run learned nothing. Liu's "
+                                     f"Post-LN failed at 18 layers without warm-up; this sweep has {depth} layers, every "
+                                     f"run with warm-up {warm:g}",
                               what_zh=f"{depth} 层，学习率 {top:g}，验证准确率（发散的运行记为随机水平），Pre-LN 对 Post-LN",
-                              reason_zh="论断说的正是对大学习率的稳健性；发散的运行什么也没学到"))
+                              reason_zh="论断说的正是对大学习率的稳健性；发散的运行什么也没学到。Liu 的 Post-LN 是在 18 层、"
+                                        f"没有预热时失败的；这个扫描是 {depth} 层，每个运行都用了 {warm:g} 的预热"))
     checks.append(XIONG.greater(ratio, f"{depth} layers, first / last layer gradient at initialisation, Post-LN vs "
                                        "Pre-LN", primary=False, reason="the gradient's profile over depth",
                                 what_zh=f"{depth} 层，初始化时第一层与最后一层的梯度之比，Post-LN 对 Pre-LN",
@@ -225,34 +229,45 @@ else:
     learned = {(k, lr): R.learned(norm, at(k, warm, lr), metric=FAILED) for k in KINDS for lr in lrs}
     post_top, pre_top = learned.get(("post", top)), learned.get(("pre", top))
     fails = post_top is not None and pre_top is not None and post_top.k < post_top.n and pre_top.k == pre_top.n
-    plain = (
-        (f"Not at {depth} layers here: Post-LN learned the copy task in {post_top} at the largest rate, {top:g}, as Pre-LN "
-         f"did in {pre_top} (both with warm-up {warm:g})." if not fails else
-         f"Yes: at the largest rate, {top:g}, Post-LN learned the copy task in {post_top} against {pre_top} for Pre-LN "
-         f"(both with warm-up {warm:g}).")
-        + f" At initialisation Post-LN's last-layer gradient is {near_output} Pre-LN's"
-        + (", Xiong's large gradients near the output" if near_output.sign > 0 else "")
-        + (f"; its first layer's is {near_input} Pre-LN's, smaller near the input. " if near_input.sign < 0 else
-           f"; its first layer's is {near_input} Pre-LN's, not smaller near the input. ")
-        + (warmup_en or "")
-        + " The tutorial's code block titled \"Post-LN\" computes x + sublayer(norm(x)), which is Pre-LN.",
-        (f"在 {depth} 层时这里没有出现：在最大学习率 {top:g} 下，Post-LN 在 {post_top:zh} 中学会了复制任务，Pre-LN 为 "
-         f"{pre_top:zh}（两者都用 {warm:g} 的预热）。" if not fails else
-         f"会：在最大学习率 {top:g} 下，Post-LN 在 {post_top:zh} 中学会了复制任务，Pre-LN 为 {pre_top:zh}"
-         f"（两者都用 {warm:g} 的预热）。")
-        + f"初始化时 Post-LN 最后一层的梯度是 Pre-LN 的 {near_output:zh}"
-        + ("，即 Xiong 所说的靠近输出层的大梯度" if near_output.sign > 0 else "")
-        + (f"；它第一层的梯度是 Pre-LN 的 {near_input:zh}，靠近输入处更小。" if near_input.sign < 0 else
-           f"；它第一层的梯度是 Pre-LN 的 {near_input:zh}，靠近输入处并不更小。") + (warmup_zh or "")
-        + "教程中标为“Post-LN”的代码块计算的是 x + sublayer(norm(x))，这其实是 Pre-LN。",
-    )
+    every = all(f.n and f.k == f.n for f in learned.values())  # both placements learned at every rate
+    final = {c.anchor: c.verdict for c in correct(checks)[0] if c.primary}  # the verdicts the summary reads
+    part = overall(list(final.values())) == AGREES_IN_PART
+    if final[XIONG] == R.AGREES:
+        grad_en = (f"{'In part: t' if part else 'T'}he published gradient claim holds, Post-LN's last-layer gradient at initialisation is "
+                   f"{near_output} Pre-LN's (Xiong's large gradients near the output). ")
+        grad_zh = f"{'部分符合：' if part else ''}论文关于梯度的说法成立，初始化时 Post-LN 最后一层的梯度是 Pre-LN 的 {near_output:zh}（即 Xiong 所说的靠近输出层的大梯度）。"
+    else:
+        grad_en = f"At initialisation Post-LN's last-layer gradient is {near_output} Pre-LN's. "
+        grad_zh = f"初始化时 Post-LN 最后一层的梯度是 Pre-LN 的 {near_output:zh}。"
+    if fails:
+        train_en = (f"And yes: at the largest rate, {top:g}, Post-LN learned the copy task in {post_top.k} of {post_top.n} "
+                    f"runs against {pre_top.k} of {pre_top.n} for Pre-LN (both with warm-up {warm:g}). ")
+        train_zh = (f"而且会：在最大学习率 {top:g} 下，Post-LN {post_top.n} 次运行中 {post_top.k} 次学会了复制任务，Pre-LN 为 "
+                    f"{pre_top.n} 次中 {pre_top.k} 次（两者都用 {warm:g} 的预热）。")
+    else:
+        train_en = (f"Whether Post-LN stops training cannot be tested at {depth} layers with warm-up: "
+                    + ("both placements learned the copy task at every rate tried" if every else
+                       f"at the largest rate, {top:g}, Post-LN learned it in {post_top.k} of {post_top.n} runs, as Pre-LN "
+                       f"did in {pre_top.k} of {pre_top.n}")
+                    + f", up to {top:g} (Liu's Post-LN failed at 18 layers without warm-up). ")
+        train_zh = (f"Post-LN 会不会训练失败，在 {depth} 层且有预热时无法检验："
+                    + ("两种放置方式在所试的每个学习率下都学会了复制任务" if every else
+                       f"在最大学习率 {top:g} 下 Post-LN {post_top.n} 次运行中 {post_top.k} 次学会，Pre-LN {pre_top.n} 次中 "
+                       f"{pre_top.k} 次")
+                    + f"，直到 {top:g}（Liu 的 Post-LN 是在 18 层、没有预热时失败的）。")
+    plain = (grad_en + train_en + "The tutorial's code block titled \"Post-LN\" computes x + sublayer(norm(x)), which is "
+             "Pre-LN.",
+             grad_zh + train_zh + "教程中标为“Post-LN”的代码块计算的是 x + sublayer(norm(x))，这其实是 Pre-LN。")
     mechanism = (
         f"Gradient norms at initialisation ({depth} layers, {len(init) // max(1, len(KINDS))} seeds per placement), "
         f"Post-LN vs Pre-LN: last layer {near_output.a} vs {near_output.b} ({near_output}), first layer {near_input.a} "
-        f"vs {near_input.b} ({near_input}); first / last {ratio.a} vs {ratio.b}.",
+        f"vs {near_input.b} ({near_input}): " + ("smaller near the input. " if near_input.sign < 0 else
+                                                 "not smaller near the input. ")
+        + f"First / last {ratio.a} vs {ratio.b}." + (f" {warmup_en}" if warmup_en else ""),
         f"初始化时的梯度范数（{depth} 层，每种放置方式 {len(init) // max(1, len(KINDS))} 个种子），Post-LN 对 Pre-LN："
         f"最后一层 {near_output.a:zh} 对 {near_output.b:zh}（{near_output:zh}），第一层 {near_input.a:zh} 对 {near_input.b:zh}"
-        f"（{near_input:zh}）；第一层/最后一层 {ratio.a:zh} 对 {ratio.b:zh}。",
+        f"（{near_input:zh}）：" + ("靠近输入处更小。" if near_input.sign < 0 else "靠近输入处并不更小。")
+        + f"第一层/最后一层 {ratio.a:zh} 对 {ratio.b:zh}。" + (warmup_zh or ""),
     )
     outcome = (
         f"Runs that learned the copy task (validation above the order-blind level, {100 * lvl:.1f} %; diverged = not), "
@@ -261,7 +276,7 @@ else:
         + f". At {top:g}, Pre-LN vs Post-LN: {robust.a} vs {robust.b} ({robust}). Diverged runs: "
         + ", ".join(f"{F.label('model.norm', k)} {int(R.rows(norm, {'model.norm': k})['diverged'].sum())} of "
                     f"{len(R.rows(norm, {'model.norm': k}))}" for k in KINDS) + ".",
-        f"学会复制任务（验证准确率高于顺序无关水平 {100 * lvl:.1f} %；发散算作未学会）的运行，按学习率："
+        f"学会复制任务（验证准确率高于不看顺序的水平 {100 * lvl:.1f} %；发散算作未学会）的运行，按学习率："
         + "；".join(f"{F.label('model.norm', k)} " + "，".join(f"{lr:g}: {learned[k, lr]:zh}" for lr in lrs)
                    for k in KINDS)
         + f"。在 {top:g} 时 Pre-LN 对 Post-LN：{robust.a:zh} 对 {robust.b:zh}（{robust:zh}）。发散的运行："

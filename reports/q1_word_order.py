@@ -32,8 +32,8 @@
 # | --- | --- | --- |
 # | bag of tokens (Haviv et al. 2022) | `pos_enc` · no PE vs learned PE, both bidirectional · copy accuracy · validation, 8 tokens | the two differ only in the position signal; learned PE is BERT's and the tutorial's own scheme. One comparator, not every PE: the claim is about the absence of positions, and four comparisons of the same arm would only multiply tests |
 # | causal mask (Haviv et al. 2022) | `pos_enc_causal` + `pos_enc` · no PE causal vs no PE bidirectional · copy accuracy · validation | the claim is that the mask alone breaks the symmetry: the same model without PE, with and without the mask |
-# | Table 3 (E) learned ≈ sinusoidal (Vaswani et al. 2017) | `pos_enc_rows` · learned vs sinusoidal, rows in order · MNIST test accuracy · test; **margin ±2 points** | a claim of sameness needs a task where both learn and neither is pinned at a ceiling: on copy every working scheme scores 100 % at the training length, so sameness there is guaranteed by the ceiling and says nothing. MNIST rows leave room on both sides. Margin: Vaswani call 25.7 vs 25.8 BLEU "nearly identical" and treat 0.5–0.7 BLEU (2–3 % relative) as real effects in the same table; 2 points at ~90 % accuracy is that size |
-# | ALiBi extrapolates (Press et al. 2022) | `pos_enc_causal` · ALiBi vs sinusoidal, causal · copy accuracy · test, 16 tokens (2× the training length) | Press et al. train causal language models and test on longer inputs; sinusoidal is their baseline. The bidirectional arm is supporting |
+# | Table 3 (E) learned ≈ sinusoidal (Vaswani et al. 2017) | `pos_enc_rows` · learned vs sinusoidal, rows in order · MNIST test accuracy · test; **margin ±2 points** | a claim of sameness needs a task where both learn and neither is pinned at a ceiling: on copy every working scheme scores 100 % at the training length, so sameness there is guaranteed by the ceiling and says nothing. MNIST rows leave room on both sides. Margin: Vaswani call 25.7 vs 25.8 BLEU "nearly identical" and treat 0.5–0.7 BLEU (2–3 % relative) as real effects in the same table; 2 points at ~90 % accuracy is that size. **Limitation:** `pos_enc_rows` runs every scheme at one untuned learning rate (Adam 1e-3) on 3 seeds, and at the quick budget its models are still learning: a verdict here is about models early in training, at a rate neither scheme was tuned for |
+# | ALiBi extrapolates (Press et al. 2022) | `pos_enc_causal` · ALiBi vs sinusoidal, causal · copy accuracy · test, 16 tokens (2× the training length) | Press et al. train causal language models and test on longer inputs; sinusoidal is their baseline. The bidirectional arm is supporting. **Deviation, added after reading the outcome:** the test presumes that the favoured model (ALiBi) learned the task at the training length, since extrapolating means keeping at a longer length what was learned at the training one. When causal ALiBi does not solve copy at 8 tokens (≥ 99 % validation accuracy), the primary test is declared not testable, and ALiBi vs sinusoidal at 2× stays as supporting evidence |
 #
 # Reverse copy, MNIST rows (permuted test rows), the fraction of runs above the order-blind level and the
 # attention matrices are supporting evidence: they are shown, and they do not move a verdict.
@@ -72,6 +72,10 @@ ALIBI_CAUSAL, SIN_CAUSAL = {"model.pos_enc": "alibi", "model.causal": True}, {"m
 ROWS_LEARNED = {"model.pos_enc": "learned", "data.permute": "none"}
 ROWS_SIN = {"model.pos_enc": "sinusoidal", "data.permute": "none"}
 MARGIN_3E = 0.02  # ±2 points of accuracy: "nearly identical" for Table 3 (E) (see the table above)
+# Deviation from the declared ALiBi test, added after reading the outcome (see the table above): the favoured
+# model must have solved copy at the training length (validation, ≥ SOLVED) before its accuracy at 2× can show
+# extrapolation; otherwise the primary test is not testable.
+EXTRAPOLATION_PREMISE = R.SOLVED
 EQUIVARIANT = 1e-4  # max |A(Px) - P·A(x)·Pᵀ| below this: reordering the input only reorders the matrix (float32)
 REASON = {
     "bag": "no PE vs learned PE, bidirectional, copy at the training length: the pair differs only in the position "
@@ -79,17 +83,21 @@ REASON = {
     "causal": "the same model without PE with and without the causal mask: the claim is that the mask alone breaks "
               "the symmetry",
     "3e": "MNIST rows leave room above and below both schemes (copy pins every working scheme at 100 %, where "
-          "sameness is guaranteed by the ceiling); margin ±2 points fixed before reading the data",
+          "sameness is guaranteed by the ceiling); margin ±2 points fixed before reading the data. Limitation: one "
+          "untuned learning rate (Adam 1e-3), 3 seeds, models still learning at this budget",
     "alibi": "Press et al. train causal models and test on longer inputs: causal ALiBi vs causal sinusoidal at 2× "
-             "the training length",
+             "the training length. Deviation, added after reading the outcome: the test presumes that ALiBi solved the "
+             "task at the training length (≥ 99 %), or there is nothing to extrapolate",
 }
 REASON_ZH = {
     "bag": "无位置编码对可学习位置编码，都是双向模型，在训练长度上做复制任务：两者只差位置信号，而复制准确率超过"
            "不看顺序的水平就必须用到词序",
     "causal": "同一个无位置编码的模型，加与不加因果掩码：论断说的正是仅靠掩码就能打破对称性",
     "3e": "MNIST 按行输入时，两种编码的准确率上下都有余地（复制任务把每种可用的编码都钉在 100 %，那里的“相同”"
-          "是天花板造成的）；±2 个百分点的等价界限在读取数据之前就已确定",
-    "alibi": "Press 等人训练因果模型，再在更长的输入上测试：在 2 倍训练长度上比较因果 ALiBi 与因果正弦位置编码",
+          "是天花板造成的）；±2 个百分点的等价界限在读取数据之前就已确定。局限：只用一个未调过的学习率（Adam 1e-3）、"
+          "3 个种子，而且在这个预算下模型仍在学习",
+    "alibi": "Press 等人训练因果模型，再在更长的输入上测试：在 2 倍训练长度上比较因果 ALiBi 与因果正弦位置编码。"
+             "读取结果之后加上的偏离：这个检验的前提是 ALiBi 在训练长度上解决了任务（≥ 99 %），否则没有东西可以外推",
 }
 
 
@@ -100,10 +108,9 @@ def missing_zh(text: str) -> str:
 
 BAG = R.Anchor(
     "Haviv et al. 2022; Kazemnejad et al. 2023",
-    "a bidirectional encoder without positional encoding is a bag of tokens: it cannot tell orders apart",
-    "没有位置编码的双向编码器只看到一袋词：它分不出词序",
-    wording="Haviv et al.: masked (bidirectional) language models without positional encoding fail; "
-            "only the causal ones recover position",
+    "a bidirectional encoder without positional encoding is a bag of tokens: it cannot tell orders apart "
+    "(Haviv et al. find that masked, bidirectional language models without positional encoding fail, causal ones not)",
+    "没有位置编码的双向编码器只看到一袋词：它分不出词序（Haviv 等人发现没有位置编码的掩码（双向）语言模型会失败，因果模型不会）",
 )
 CAUSAL = R.Anchor(
     "Haviv et al. 2022; Kazemnejad et al. 2023",
@@ -119,10 +126,11 @@ TABLE_3E = R.Anchor(
 )
 ALIBI = R.Anchor(
     "Press et al. 2022",
-    "ALiBi extrapolates to inputs longer than those seen in training, sinusoidal positions do not",
-    "ALiBi 能外推到比训练时更长的输入，正弦位置编码不能",
-    wording="shown on causal language models (perplexity on inputs longer than the training length); here, a "
-            "copy task at twice the training length",
+    "ALiBi extrapolates to inputs longer than those seen in training, sinusoidal positions do not (shown on "
+    "causal language models, by perplexity on inputs longer than the training length; here, a copy task at twice "
+    "the training length)",
+    "ALiBi 能外推到比训练时更长的输入，正弦位置编码不能（论文在因果语言模型上以超过训练长度的输入的困惑度证明；"
+    "这里用 2 倍训练长度的复制任务）",
 )
 Q = R.question(
     "q1",
@@ -244,10 +252,11 @@ if S.ready:
     fig, axes = subplots(1, 3 if ROWS.ready else 2, figsize=(17 if ROWS.ready else 12, 3.9))
     learning_curves(S, "val/acc", hue="model.pos_enc", where={"model.causal": False}, runs=best, ax=axes[0],
                     title="copy, bidirectional, by positional encoding")
-    learning_curves(S, "val/acc", hue="model.causal", where={"model.pos_enc": "none"}, runs=best, ax=axes[1],
-                    title="copy, no positional encoding, by mask")
+    # the mask as line style (solid: bidirectional, dash-dotted: causal): colour means the encoding in every panel
+    learning_curves(S, "val/acc", hue="model.pos_enc", style="model.causal", where={"model.pos_enc": "none"},
+                    runs=best, ax=axes[1], title="copy, no positional encoding, by mask")
     legend(axes[0], "positional encoding")
-    legend(axes[1], "mask")
+    legend(axes[1], "no PE, by mask")
     axes[1].set_ylim(axes[0].get_ylim())
     if ROWS.ready:  # the Table 3 (E) comparison: learned and sinusoidal on MNIST rows in order
         learning_curves(ROWS, "val/acc", hue="model.pos_enc", where={"data.permute": "none"},
@@ -274,24 +283,31 @@ def first_run(df, where, *which):
     return ""
 
 
+def seeds_shown(runs):
+    """The stamp of a figure of single runs: 'seed 0' (or 'seeds 0, 1')."""
+    seeds = sorted({int(S.df.loc[S.df["run_id"] == r, "seed"].iloc[0]) for r in runs})
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+
+
 def permutation_maps(df, where):
     run = first_run(df, where, "final/attention", "final/attention_perm", "perm")
     if not run:
         return None
     a, ap = S.attention(run, "final/attention")[0, 0], S.attention(run, "final/attention_perm")[0, 0]  # (T, T)
     perm = S.arrays[f"{run}/perm"]
-    return a, ap, a[perm][:, perm]
+    return run, (a, ap, a[perm][:, perm])
 
 
 if S.ready:
-    grid = {}
+    grid, shown = {}, []
     for where in (NO_PE_BI, LEARNED_BI, NO_PE_CAUSAL):
         m = permutation_maps(best, where)
         if m is not None:
-            grid[f"{label('model.pos_enc', where['model.pos_enc'])}, {MASK[where['model.causal']]}"] = list(m)
+            shown.append(m[0])
+            grid[f"{label('model.pos_enc', where['model.pos_enc'])}, {MASK[where['model.causal']]}"] = list(m[1])
     if grid:
         fig = heatmap_grid(grid, ["A(x): in order", "A(Px): permuted", "P·A(x)·Pᵀ"])
-        stamp(fig, S, extra="layer 0, head 0")
+        stamp(fig, S, seeds=seeds_shown(shown), extra="layer 0, head 0")
         figures.append(R.savefig(fig, "q1_attention"))
     else:
         print("no permuted attention maps were exported (they need the runs' checkpoints and data)")
@@ -323,7 +339,7 @@ def head_mean(m):
 
 
 SENTENCE = S.sentence if S.ready else None  # meta.json `sentence`: words, token ids, axis labels
-sentence = {}  # variant -> (A(x), A(Px), max |A(Px) - P·A(x)·Pᵀ|)
+sentence, sentence_runs = {}, []  # variant -> (A(x), A(Px), max |A(Px) - P·A(x)·Pᵀ|); the runs drawn
 if SENTENCE:
     P = sentence_permutation(SENTENCE)
     perm_labels = [*SENTENCE["perm_words"], *SENTENCE["labels"][len(SENTENCE["perm_words"]):]]
@@ -332,11 +348,12 @@ if SENTENCE:
         if run:
             a, ap = head_mean(S.attention(run, "final/sentence")), head_mean(S.attention(run, "final/sentence_perm"))
             sentence[name] = (a, ap, float(np.abs(ap - a[P][:, P]).max()))
+            sentence_runs.append(run)
     if sentence:
         fig = heatmap_grid({f"{k}, bidirectional": [v[0], v[1]] for k, v in sentence.items()},
                              ["“" + " ".join(SENTENCE["words"]) + "”", "“" + " ".join(SENTENCE["perm_words"]) + "”"],
                              size=3.2, ticks=[SENTENCE["labels"], perm_labels], shared=True)
-        stamp(fig, S, extra="layer 0, mean over heads")
+        stamp(fig, S, seeds=seeds_shown(sentence_runs), extra="layer 0, mean over heads")
         figures.append(R.savefig(fig, "q1_sentence"))
 if not sentence:
     print("The sentence's attention maps are not in this data folder yet (`ablate report export` writes "
@@ -430,10 +447,25 @@ else:
                                             "没有可学习或正弦位置编码的运行", reason_zh=REASON_ZH["3e"]))
     if has(best, ALIBI_CAUSAL) and has(best, SIN_CAUSAL):
         alibi_long, sin_long = acc(best, ALIBI_CAUSAL, LONG_METRIC), acc(best, SIN_CAUSAL, LONG_METRIC)
-        checks.append(ALIBI.greater(R.effect(alibi_long, sin_long), f"copy at {test_len} tokens (test), causal: ALiBi "
-                                    "vs sinusoidal", level=test_level, primary=True, reason=REASON["alibi"],
-                                    what_zh=f"{test_len} 个词的复制任务（测试集），因果：ALiBi 对正弦",
-                                    reason_zh=REASON_ZH["alibi"]))
+        alibi_train, sin_train = acc(best, ALIBI_CAUSAL), acc(best, SIN_CAUSAL)
+        alibi_solved = alibi_train.n > 0 and alibi_train.mean >= EXTRAPOLATION_PREMISE
+        long_what = (f"copy at {test_len} tokens (test), causal: ALiBi vs sinusoidal",
+                     f"{test_len} 个词的复制任务（测试集），因果：ALiBi 对正弦")
+        checks.append(ALIBI.greater(
+            R.effect(alibi_long, sin_long), long_what[0], level=test_level, learned=alibi_solved,
+            why=f"causal ALiBi reached {alibi_train} at the training length of {train_len} tokens (sinusoidal "
+                f"{sin_train}; solved means ≥ {100 * EXTRAPOLATION_PREMISE:g} %): a model that has not learned the "
+                "task has nothing to extrapolate (a deviation from the declared test, stated in the notebook)",
+            why_zh=f"因果 ALiBi 在 {train_len} 个词的训练长度上只达到 {zh(alibi_train)}（正弦 {zh(sin_train)}；解决指 ≥ "
+                   f"{100 * EXTRAPOLATION_PREMISE:g} %）：没有学会任务的模型谈不上外推（这是对事先声明的检验的偏离，笔记本中已说明）",
+            primary=True, reason=REASON["alibi"], what_zh=long_what[1], reason_zh=REASON_ZH["alibi"]))
+        if not alibi_solved:  # the declared comparison, kept as supporting evidence
+            checks.append(ALIBI.greater(R.effect(alibi_long, sin_long), long_what[0], level=test_level, primary=False,
+                                        what_zh=long_what[1]))
+        if has(best, NO_PE_CAUSAL):  # ALiBi's edge at 2× against what the causal mask alone gives
+            checks.append(ALIBI.greater(R.effect(alibi_long, acc(best, NO_PE_CAUSAL, LONG_METRIC)),
+                                        f"copy at {test_len} tokens (test), causal: ALiBi vs no PE", level=test_level,
+                                        primary=False, what_zh=f"{test_len} 个词的复制任务（测试集），因果：ALiBi 对无位置编码"))
     else:
         alibi_long = sin_long = None
         checks.append(ALIBI.not_testable(f"copy at {test_len} tokens, causal: ALiBi vs sinusoidal",
@@ -465,11 +497,7 @@ else:
     copy_diff = R.effect(learned_bi, sin_bi)
     checks.append(TABLE_3E.same(copy_diff, f"copy, {train_len} tokens, validation, bidirectional: learned vs sinusoidal",
                                 margin=MARGIN_3E, level=val_level, primary=False,
-                                premise=not (min(learned_bi.mean, sin_bi.mean) >= R.SOLVED),
-                                why="both solve copy at the training length: a ceiling, where any two working "
-                                    "schemes are the same",
-                                what_zh=f"复制任务，{train_len} 个词，验证集，双向：可学习对正弦",
-                                why_zh="两者在训练长度上都解决了复制任务：这是天花板，任何两种可用的编码在这里都一样"))
+                                what_zh=f"复制任务，{train_len} 个词，验证集，双向：可学习对正弦"))
     if REV.ready and has(rev, NO_PE_BI) and has(rev, LEARNED_BI):
         checks.append(BAG.less(R.effect(acc(rev, NO_PE_BI), acc(rev, LEARNED_BI)), "reverse copy, validation: no PE vs "
                                "learned PE (bidirectional)", level=R.level(rev), primary=False,
@@ -529,10 +557,8 @@ else:
         matrix_zh = ("没有位置编码时，双向模型对“the mat on the cat sat”的注意力矩阵，就是“the cat sat on the mat”"
                      "的矩阵把行和列按同样方式重新排列，模型看到的只是一袋词")
     if f_none_bi.k == 0:
-        blind_en = (f": on the copy task it stays at the order-blind level of {order_level} ({none_bi}; "
-                    f"{f_none_bi.k} of {f_none_bi.n} runs above it).")
-        blind_zh = (f"：在复制任务上它停在不看顺序的水平 {order_level}（{zh(none_bi)}；{f_none_bi.n} 次运行中 "
-                    f"{f_none_bi.k} 次超过它）。")
+        blind_en = f": on the copy task every run stays at the order-blind level of {order_level} ({none_bi})."
+        blind_zh = f"：在复制任务上每次运行都停在不看顺序的水平 {order_level}（{zh(none_bi)}）。"
     else:
         blind_en = (f"; yet on the copy task {f_none_bi.k} of {f_none_bi.n} runs rose above the order-blind level "
                     f"of {order_level} ({none_bi}).")
@@ -554,9 +580,8 @@ else:
     plain_en, plain_zh = matrix_en + blind_en + pos_en, matrix_zh + blind_zh + pos_zh
     if causal_ready:
         if f_none_causal.k:
-            plain_en += (f" A causal mask alone recovers part of the order ({none_causal}; {f_none_causal.k} of "
-                         f"{f_none_causal.n} runs above the level).")
-            plain_zh += f"只加因果掩码也能恢复部分词序（{zh(none_causal)}；{f_none_causal.n} 次中 {f_none_causal.k} 次超过该水平）。"
+            plain_en += f" A causal mask alone recovers part of the order ({none_causal})."
+            plain_zh += f"只加因果掩码也能恢复部分词序（{zh(none_causal)}）。"
         else:
             plain_en += f" A causal mask alone did not lift it above the level here ({none_causal})."
             plain_zh += f"这里只加因果掩码没有让它超过该水平（{zh(none_causal)}）。"
@@ -587,6 +612,22 @@ else:
         d = R.effect(alibi_long, sin_long)
         out_en.append(f"ALiBi against sinusoidal there, causal: {d}.")
         out_zh.append(f"该长度下因果 ALiBi 相对正弦位置编码：{zh(d)}。")
+        if not alibi_solved:
+            blind_long = f"{100 * test_level:.1f} %"
+            nc_long = acc(best, NO_PE_CAUSAL, LONG_METRIC) if has(best, NO_PE_CAUSAL) else None
+            solved = [{"model.pos_enc": pe, "model.causal": True} for pe in pes
+                      if has(best, {"model.pos_enc": pe, "model.causal": True})
+                      and acc(best, {"model.pos_enc": pe, "model.causal": True}).mean >= R.SOLVED]
+            below = bool(solved) and all(acc(best, w, LONG_METRIC).mean < test_level for w in solved)
+            out_en.append(f"But causal ALiBi did not solve copy at the training length ({alibi_train}), so its lead at "
+                          f"{test_len} tokens is no extrapolation: there it scores {alibi_long} against the order-blind "
+                          f"level of {blind_long}" + (f" and {nc_long} for causal no PE" if nc_long is not None else "")
+                          + (", and the causal schemes that solved copy fall below that level: none of them "
+                             "extrapolates." if below else "."))
+            out_zh.append(f"但因果 ALiBi 在训练长度上没有解决复制任务（{zh(alibi_train)}），所以它在 {test_len} 个词上的领先"
+                          f"不是外推：它在那里得到 {zh(alibi_long)}，不看顺序的水平为 {blind_long}"
+                          + (f"，因果无位置编码为 {zh(nc_long)}" if nc_long is not None else "")
+                          + ("；而解决了复制任务的因果编码都跌到该水平以下：没有一种能外推。" if below else "。"))
     if rows_diff is not None:
         out_en.append(f"MNIST rows in order, test accuracy: learned {rows_learned}, sinusoidal {rows_sin}, difference "
                       f"{rows_diff} against the ±{100 * MARGIN_3E:g}-point margin.")
@@ -599,11 +640,13 @@ else:
         "happen while its attention is permutation-equivariant, which the probe checks: it would point to a bug). "
         f"Table 3 (E) agrees only if the 95 % interval of learned − sinusoidal on MNIST rows lies inside "
         f"±{100 * MARGIN_3E:g} points: more seeds and the full budget (still learning here) would narrow it. ALiBi's "
-        "advantage at 2× length is read against the order-blind level: a run at that level extrapolated nothing.",
+        "advantage at 2× length is read against the order-blind level (a run at that level extrapolated nothing), and "
+        "only once ALiBi solves copy at the training length: a longer or tuned run that does would make the test testable.",
         "如果某个无位置编码的双向运行超过了不看顺序的水平，就与“一袋词”的说法矛盾（只要它的注意力对排列等变——探针检查了这一点——"
         f"这就不可能发生，只能说明有程序错误）。只有当 MNIST 上“可学习 − 正弦”差值的 95 % 区间落在 ±{100 * MARGIN_3E:g} "
         "个百分点以内时，Table 3 (E) 才算符合：更多的种子和完整预算（这里模型仍在学习）会缩小区间。ALiBi 在 2 倍长度上的优势以"
-        "不看顺序的水平为参照：停在该水平的运行什么也没有外推。",
+        "不看顺序的水平为参照（停在该水平的运行什么也没有外推），而且只有在 ALiBi 于训练长度上解决了复制任务之后才能检验："
+        "更长或调过参的训练若做到这一点，这个检验就可以进行。",
     )
 
     details = [f"Primary comparison: {R.lr_phrase(S.df)} ({R.chosen_lrs(best, lambda r: r['variant'])}).",

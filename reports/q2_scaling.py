@@ -170,8 +170,8 @@ if SGD.ready:
 
 # %% [markdown]
 # ## How large do the scores get?
-# Standard deviation of the layer-0 scores against d_k at initialisation and after training (dashed
-# grey: √d_k, what the premise predicts at initialisation), and the measured variance of the q and k
+# Standard deviation of the layer-0 scores against d_k at initialisation (solid) and after training
+# (dashed); dotted grey: √d_k, what the premise predicts at initialisation, and the measured variance of the q and k
 # components at initialisation, which the premise takes to be 1. Bars: 95 % intervals over seeds.
 
 # %%
@@ -185,7 +185,8 @@ if S.ready:
     sns.lineplot(scores, x="model.d_head", y="std of the scores", style="when",
                  style_order=["at initialisation", "after training"], marker="o", errorbar=R.errorbar, seed=0,
                  ax=axes[0], **hue(best))
-    reference_curve(axes[0], dks, [math.sqrt(d) for d in dks], "√d_k (the premise)")
+    reference_curve(axes[0], dks, [math.sqrt(d) for d in dks], "√d_k (the premise)", ls=":",
+                    color="black")
     axes[0].set(xscale="log", yscale="log", xlabel="d_k", title="layer-0 scores")
     legend(axes[0])
     var = best.melt(id_vars=["model.d_head"], value_vars=["probe/init/q_var_l0", "probe/init/k_var_l0"],
@@ -193,7 +194,7 @@ if S.ready:
     var["of"] = var["of"].map({"probe/init/q_var_l0": "q", "probe/init/k_var_l0": "k"})
     sns.lineplot(var, x="model.d_head", y="component variance", hue="of", marker="o", errorbar=R.errorbar, seed=0,
                  ax=axes[1])
-    hline(axes[1], 1.0, "1 (the premise)")
+    hline(axes[1], 1.0, "1 (the premise)", ls=":")
     axes[1].set(xscale="log", xlabel="d_k", title="layer-0 q and k components at initialisation")
     legend(axes[1])
     for ax in axes:
@@ -205,7 +206,7 @@ if S.ready:
 # ## What do the softmax weights turn into, and what gradient do they pass back?
 # Layer 0 during training at d_k = 512 (each variant at its chosen learning rate, mean over seeds with
 # the 95 % band): the share of one-hot rows (largest weight > 0.99), the scores' standard deviation
-# (dashed: √d_k) and the gradient norm of the layer.
+# (dotted: √d_k, labelled in its panel) and the gradient norm of the layer.
 
 # %%
 figures = []
@@ -215,11 +216,14 @@ if S.ready:
     at_max = {"model.d_head": dk_max}
     for ax, quantity, log in zip(axes, ("onehot_frac", "logit_std", "grad"), (False, True, True)):
         probe_curve(S, quantity, hue="model.qk_scale", where=at_max, runs=best, ax=ax, labels=SCALED, log=log)
-    hline(axes[1], math.sqrt(dk_max), f"√d_k = {math.sqrt(dk_max):.1f}")
+    root = hline(axes[1], math.sqrt(dk_max), f"√d_k = {math.sqrt(dk_max):.1f} (the premise, at initialisation)",
+                 ls=":")
     for ax, what in zip(axes, ("one-hot rows", "std of the scores", "gradient norm")):
         ax.set(ylabel=what, title=f"{what}, d_k = {dk_max}")
         if ax is axes[-1]:
             legend(ax, "scaling", outside=True)
+        elif ax is axes[1]:
+            ax.legend([root], [root.get_label()], loc="upper left")  # the reference line's own label
         elif ax.get_legend() is not None:
             ax.get_legend().remove()
     stamp(fig, S, extra="layer 0")
@@ -355,32 +359,28 @@ else:
     grows = final[0].verdict == R.AGREES  # the exponent is 0.5 within its margin
     saturates = final[1].verdict == R.AGREES  # the unscaled softmax passes back measurably less gradient
     fails = final[2].verdict == R.AGREES  # scaled measurably above unscaled at d_k = 512
+    none_sc = oh_sc.n > 0 and oh_sc.mean == 0
+    sc_en, sc_zh = ("none with the scaling", "缩放后没有") if none_sc else (f"{oh_sc} with the scaling", f"缩放后为 {zh(oh_sc)}")
     plain_en = (
-        f"Without the scaling the scores' standard deviation grows {'as √d_k' if grows else 'with d_k'} "
-        f"(exponent {slope_un}; √d_k is 0.5): at d_k = {dk_max} it is {s512} at initialisation (√{dk_max} = "
-        f"{math.sqrt(dk_max):.1f}) and {std_final[0]} after training. {oh_un} of the layer-0 softmax rows are one-hot "
-        f"(more than 99 % of their weight on one token) at initialisation, {oh_sc} with the scaling, and the gradient "
-        f"the softmax passes back per unit of score is {grad_init} that of the scaled model"
-        + (": it saturates. " if saturates else ". "))
+        f"Without the scaling, at d_k = {dk_max} the scores' standard deviation is {s512} at initialisation "
+        f"(√{dk_max} = {math.sqrt(dk_max):.1f}: it grows {'as √d_k' if grows else 'with d_k'}). The softmax then turns "
+        f"one-hot: {oh_un} of the layer-0 rows put more than 99 % of their weight on one token ({sc_en})"
+        + (", and such a softmax passes back little gradient. " if saturates else ". "))
     plain_zh = (
-        f"不缩放时，分数的标准差{'按 √d_k' if grows else '随 d_k'}增长（指数 {zh(slope_un)}；√d_k 为 0.5）："
-        f"d_k = {dk_max} 时初始化的标准差为 {zh(s512)}（√{dk_max} = {math.sqrt(dk_max):.1f}），训练后为 {zh(std_final[0])}。"
-        f"初始化时第 0 层 softmax 有 {zh(oh_un)} 的行是 one-hot（99 % 以上的权重在一个词上），缩放后为 {zh(oh_sc)}；"
-        f"每单位分数传回的梯度是缩放模型的 {zh(grad_init)}" + ("：softmax 饱和了。" if saturates else "。"))
+        f"不缩放时，d_k = {dk_max} 的分数在初始化时标准差为 {zh(s512)}（√{dk_max} = {math.sqrt(dk_max):.1f}："
+        f"{'按 √d_k ' if grows else '随 d_k '}增长）。于是 softmax 变成 one-hot：第 0 层有 {zh(oh_un)} 的行把 99 % 以上的权重"
+        f"放在一个词上（{sc_zh}）" + ("，这样的 softmax 传回的梯度很小。" if saturates else "。"))
     if fails:
-        plain_en += (f"That is why it stops learning: on the histogram task {f_un.k} of {f_un.n} unscaled runs at "
-                     f"d_k = {dk_max} got above chance (test accuracy {acc_un}, chance {100 * chance:.1f} %), against "
-                     f"{f_sc.k} of {f_sc.n} with the scaling ({acc_sc}).")
-        plain_zh += (f"这就是它学不动的原因：在直方图任务上，d_k = {dk_max} 的不缩放模型 {f_un.n} 次运行中有 {f_un.k} 次超过"
-                     f"基准水平（测试准确率 {zh(acc_un)}，基准 {100 * chance:.1f} %），缩放后 {f_sc.n} 次中 {f_sc.k} 次"
-                     f"（{zh(acc_sc)}）。")
+        plain_en += (f"Consistent with this, the unscaled model does not learn: on the histogram task {f_un.k} of "
+                     f"{f_un.n} unscaled runs got above chance, against {f_sc.k} of {f_sc.n} with the scaling (the data "
+                     "show the saturation and the failure side by side, not that one causes the other).")
+        plain_zh += (f"与此相符，不缩放的模型学不会：在直方图任务上，不缩放的 {f_un.n} 次运行中有 {f_un.k} 次超过随机水平，"
+                     f"缩放后 {f_sc.n} 次中 {f_sc.k} 次（数据并列显示了饱和与失败，并没有证明前者导致后者）。")
     else:
-        plain_en += (f"Whether that stops learning is not shown here: at d_k = {dk_max} the unscaled runs reach "
-                     f"{acc_un} and the scaled ones {acc_sc} (chance {100 * chance:.1f} %; above it: {f_un.k} of "
-                     f"{f_un.n} unscaled, {f_sc.k} of {f_sc.n} scaled runs).")
-        plain_zh += (f"这是否让模型学不动，这里没有得到证明：d_k = {dk_max} 时不缩放的运行达到 {zh(acc_un)}，缩放的达到 "
-                     f"{zh(acc_sc)}（基准 {100 * chance:.1f} %；超过基准的：不缩放 {f_un.n} 次中 {f_un.k} 次，缩放 "
-                     f"{f_sc.n} 次中 {f_sc.k} 次）。")
+        plain_en += (f"Whether that stops learning is not shown here: at d_k = {dk_max} {f_un.k} of {f_un.n} unscaled "
+                     f"and {f_sc.k} of {f_sc.n} scaled runs got above chance.")
+        plain_zh += (f"这是否让模型学不动，这里没有得到证明：d_k = {dk_max} 时不缩放的 {f_un.n} 次运行中有 {f_un.k} 次、"
+                     f"缩放的 {f_sc.n} 次中有 {f_sc.k} 次超过随机水平。")
     plain = (plain_en, plain_zh)
     mechanism = (
         f"With the unit-variance init the layer-0 q and k components have variance {qv} and {kv}; the unscaled "
@@ -411,13 +411,13 @@ else:
                 out.append(f"d_k = {d}: {a} scaled, {b} unscaled ({diff}; above chance: {fa.k} of {fa.n} / "
                            f"{fb.k} of {fb.n} runs)")
             else:
-                out.append(f"d_k = {d}：缩放 {zh(a)}，不缩放 {zh(b)}（{zh(diff)}；超过基准水平：{fa.n} 次中 {fa.k} 次 / "
+                out.append(f"d_k = {d}：缩放 {zh(a)}，不缩放 {zh(b)}（{zh(diff)}；超过随机水平：{fa.n} 次中 {fa.k} 次 / "
                            f"{fb.n} 次中 {fb.k} 次）")
         return ("; " if lang == "en" else "；").join(out)
 
     outcome = [f"Test accuracy, Adam (chance {100 * chance:.1f} %: always the most frequent count): "
                + accuracy(best, "en") + ".",
-               f"测试准确率，Adam（基准 {100 * chance:.1f} %：总猜最常见的计数）：" + accuracy(best, "zh") + "。"]
+               f"测试准确率，Adam（随机水平 {100 * chance:.1f} %：总猜最常见的计数）：" + accuracy(best, "zh") + "。"]
     if SGD.ready:
         outcome[0] += " Plain SGD: " + accuracy(sgd, "en") + "."
         outcome[1] += "普通 SGD：" + accuracy(sgd, "zh") + "。"

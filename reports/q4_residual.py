@@ -96,11 +96,12 @@ HE_PLAIN = R.Anchor(
             "norms with BN.",
 )
 HE_DEPTH = R.Anchor(
-    "He et al. 2016a (deep residual learning), §4.1",
-    "a deeper plain network trains worse than its residual counterpart (the degradation problem: on ImageNet the "
-    "34-layer plain net had higher training error than the 18-layer one, the residual nets did not)",
-    "更深的普通网络比对应的残差网络训练得更差（退化问题：在 ImageNet 上 34 层普通网络的训练误差高于 18 层，残差网络则没有）",
-    wording="The deeper network has higher training error, and thus test error.",
+    "He et al. 2016a (deep residual learning), §4.1, Table 2",
+    "a deep plain network trains worse than the same network with residual connections (ImageNet top-1 error, "
+    "10-crop: plain-34 28.54 %, ResNet-34 25.03 %)",
+    "深的普通网络比加了残差连接的同一网络训练得更差（ImageNet top-1 错误率，10-crop：plain-34 为 28.54 %，ResNet-34 为 25.03 %）",
+    wording="compared to its plain counterpart, the 34-layer ResNet reduces the top-1 error by 3.5% (Table 2), "
+            "resulting from the successfully reduced training error",
 )
 Q = R.question(
     "q4",
@@ -377,51 +378,54 @@ else:
     first_none, first_skip = first.a, first.b
     last_grad = R.compare(best, f"probe/init/grad_l{deep - 1}", at(False, deep), at(True, deep))
     final = {c.anchor: c.verdict for c in correct(checks)[0] if c.primary}  # after Holm, as the Answer shows them
-    sgd_starved = next((c for c in checks if c.anchor is HE_PLAIN and not c.primary), None)
-    if final[HE_PLAIN] == R.AGREES:
-        gradient_en = (f"The first layer is not starved: its gradient at initialisation is {first_none} without skips and "
-                       f"{first_skip} with them ({first}), as He et al. found for plain nets with normalisation. ")
-        gradient_zh = (f"第一层并没有被饿死：初始化时它的梯度无跳跃连接为 {first_none:zh}，有跳跃连接为 {first_skip:zh}（{first:zh}），"
-                       "与 He 等人对带归一化的普通网络的发现一致。")
-    elif final[HE_PLAIN] == R.DISAGREES and first.diff < 1:
-        gradient_en = (f"The \"gradient highway\" story holds here: the first layer's gradient at initialisation is "
-                       f"{first_none} without skips against {first_skip} with them ({first}). ")
-        gradient_zh = (f"“梯度高速公路”的说法在这里成立：初始化时第一层的梯度无跳跃连接为 {first_none:zh}，有跳跃连接为 "
-                       f"{first_skip}（{first:zh}）。")
+
+    def search(d):
+        """(rates tried, learned at none of them, the chosen rate was the smallest tried) for no skips at d layers."""
+        tried = R.rows(S.df, at(False, d))
+        rates = sorted(float(x) for x in tried["optim.lr"].unique())
+        chosen = sorted(float(x) for x in R.rows(best, at(False, d))["optim.lr"].unique())
+        return rates, R.learned(tried, metric=OUTCOME).k == 0, bool(rates) and chosen == rates[:1]
+
+    rates, nowhere, at_edge = search(deep)
+    edge_en = (f" (the best was the smallest, {rates[0]:g}, so a smaller one might do better)" if at_edge else "")
+    edge_zh = (f"（最好的是最小的 {rates[0]:g}，更小的学习率也许会更好）" if at_edge else "")
+    if final[HE_DEPTH] == R.AGREES:
+        learned_en = (f"A {deep}-layer stack without skips does not learn the copy task: {f_none.k} of {f_none.n} runs "
+                      f"got above the order-blind level, against {f_skip.k} of {f_skip.n} with skips"
+                      + (f", and none did at any of the {len(rates)} learning rates tried{edge_en}" if nowhere else "")
+                      + ". ")
+        learned_zh = (f"没有跳跃连接的 {deep} 层堆叠学不会复制任务：{f_none.n} 次运行中 {f_none.k} 次超过不看顺序的水平，"
+                      f"有跳跃连接时 {f_skip.n} 次中 {f_skip.k} 次"
+                      + (f"；所试的 {len(rates)} 个学习率下都没有运行学会{edge_zh}" if nowhere else "") + "。")
     else:
-        gradient_en = (f"Whether the first layer is starved, as the \"gradient highway\" story says, these runs do not "
-                       f"settle: at initialisation its gradient is {first_none} without skips and {first_skip} with them "
-                       f"({first}), neither shown within ×/÷{HEALTHY_FACTOR:g} nor below it. ")
-        gradient_zh = (f"第一层是否像“梯度高速公路”说的那样被饿死，这些运行没有定论：初始化时它的梯度无跳跃连接为 "
-                       f"{first_none:zh}，有跳跃连接为 {first_skip:zh}（{first:zh}），既没有显示在 {HEALTHY_FACTOR:g} 倍之内，"
-                       "也没有显示更低。")
-    gradient_en += (f"What skips change measurably is the balance: the first layer gets {ratio.a} of the last layer's "
-                    f"gradient with skips and {ratio.b} without")
-    gradient_zh += (f"跳跃连接可测地改变的是平衡：有跳跃连接时第一层得到最后一层梯度的 {ratio.a:zh}，没有时为 {ratio.b:zh}")
-    if sgd_starved is not None and sgd_starved.verdict == R.DISAGREES:
-        gradient_en += (f"; and during training with plain SGD the plain stack's first layer did fall behind "
-                        f"({sgd_first}).")
-        gradient_zh += f"；而在用普通 SGD 训练期间，普通堆叠的第一层确实落后了（{sgd_first:zh}）。"
-    else:
-        gradient_en += "."
-        gradient_zh += "。"
-    learned_en = (f"A {deep}-layer stack without skips does not learn the copy task: {f_none} learned it (above the "
-                  f"order-blind level), against {f_skip} with skips (test accuracy {outcome.b} vs {outcome.a}). "
-                  if final[HE_DEPTH] == R.AGREES else
-                  f"At {deep} layers, {f_none} without skips and {f_skip} with them learned the copy task (test accuracy "
-                  f"{outcome.b} vs {outcome.a}). ")
-    learned_zh = (f"没有跳跃连接的 {deep} 层堆叠学不会复制任务：{f_none:zh} 学会了（高于顺序无关水平），有跳跃连接时为 "
-                  f"{f_skip:zh}（测试准确率 {outcome.b:zh} 对 {outcome.a:zh}）。" if final[HE_DEPTH] == R.AGREES else
-                  f"{deep} 层时，无跳跃连接 {f_none:zh}、有跳跃连接 {f_skip:zh} 学会了复制任务（测试准确率 {outcome.b:zh} 对 "
-                  f"{outcome.a}）。")
+        learned_en = (f"At {deep} layers, {f_none.k} of {f_none.n} runs without skips and {f_skip.k} of {f_skip.n} with "
+                      "them learned the copy task. ")
+        learned_zh = (f"{deep} 层时，无跳跃连接 {f_none.n} 次中 {f_none.k} 次、有跳跃连接 {f_skip.n} 次中 {f_skip.k} 次"
+                      "学会了复制任务。")
     collapse_en = (f"The concrete problem measured here is collapse: after {deep} plain layers every token is nearly the "
-                   f"same vector (cosine {cos_none} at initialisation, {cos_skip} with skips), so which token stood where "
-                   "is lost. " if final[DONG] == R.AGREES else
-                   f"Token cosine after {deep} layers: {cos_none} without skips, {cos_skip} with them ({collapse}). ")
-    collapse_zh = (f"这里测到的具体问题是坍缩：经过 {deep} 个普通层后，所有词元几乎成了同一个向量（初始化时余弦相似度 "
-                   f"{cos_none:zh}，有跳跃连接时 {cos_skip:zh}），于是哪个词元在哪个位置的信息丢失了。"
+                   f"same vector (token cosine {cos_none} at initialisation), so which token stood where is lost. "
                    if final[DONG] == R.AGREES else
-                   f"{deep} 层后的词元余弦相似度：无跳跃连接 {cos_none:zh}，有跳跃连接 {cos_skip:zh}（{collapse:zh}）。")
+                   f"Token cosine after {deep} layers: {cos_none} without skips, {cos_skip} with them. ")
+    collapse_zh = (f"这里测到的具体问题是坍缩：经过 {deep} 个普通层后，所有词元几乎成了同一个向量（初始化时词元余弦相似度 "
+                   f"{cos_none:zh}），于是哪个词元在哪个位置的信息丢失了。"
+                   if final[DONG] == R.AGREES else
+                   f"{deep} 层后的词元余弦相似度：无跳跃连接 {cos_none:zh}，有跳跃连接 {cos_skip:zh}。")
+    if final[HE_PLAIN] == R.AGREES:
+        gradient_en = ("The \"gradient highway\" story does not fit: the first layer is not starved without skips, as He "
+                       "et al. found for plain nets with normalisation; skips change the balance between first and last "
+                       "layer (see the mechanism).")
+        gradient_zh = ("“梯度高速公路”的说法在这里不成立：没有跳跃连接时第一层并没有被饿死，与 He 等人对带归一化的普通网络的发现"
+                       "一致；跳跃连接改变的是第一层与最后一层之间的平衡（见机制）。")
+    elif final[HE_PLAIN] == R.DISAGREES and first.diff < 1:
+        gradient_en = (f"The \"gradient highway\" story holds here: without skips the first layer gets {first} the "
+                       "gradient it gets with them at initialisation.")
+        gradient_zh = f"“梯度高速公路”的说法在这里成立：初始化时没有跳跃连接的第一层得到的梯度是有跳跃连接时的 {first:zh}。"
+    else:
+        gradient_en = ("Whether the first layer is starved, as the \"gradient highway\" story says, these runs do not "
+                       f"settle; what skips change measurably is the balance: the first layer gets {ratio} as large a "
+                       "share of the last layer's gradient with skips as without (see the mechanism).")
+        gradient_zh = ("第一层是否像“梯度高速公路”说的那样被饿死，这些运行没有定论；跳跃连接可测地改变的是平衡：有跳跃连接时"
+                       f"第一层得到的、相对最后一层的梯度份额是没有时的 {ratio:zh}（见机制）。")
     plain = (learned_en + collapse_en + gradient_en, learned_zh + collapse_zh + gradient_zh)
     per_layer_cos = S.per_layer(COLLAPSE)
     per_layer_cos = per_layer_cos[per_layer_cos["run_id"].isin(R.rows(best, at(False, deep))["run_id"])]
@@ -431,24 +435,30 @@ else:
                 "(0 = first)." if len(flat) else "")
     after_zh = (f"没有跳跃连接时，第 {int(flat.index.min())} 层（0 为第一层）之后词元就已经如此相似（平均余弦 ≥ 0.99）。"
                 if len(flat) else "")
+    def starved(skips):
+        """How many runs' first layer got under 1/100 of the last layer's gradient at most probes."""
+        return int(R.rows(best, at(skips, deep))["starved"].fillna(False).astype(bool).sum())
+
     mechanism = (
         f"Token cosine after the last of {deep} layers, no skips vs skips: {cos_none} vs {cos_skip} at initialisation, "
         f"{cos_final.a} vs {cos_final.b} after training; effective rank after training {rank_final.a} vs {rank_final.b}."
-        + after_en + f" The last layer's gradient at initialisation is {last_grad} as large without skips as with them. "
+        + after_en + f" The last layer's gradient at initialisation is {last_grad} as large without skips as with them; "
+        f"the first layer's is {first_none} without skips and {first_skip} with them ({first}). "
         f"First / last layer gradient at initialisation: {ratio.a} with skips, {ratio.b} without ({ratio}); during "
         f"training (geometric mean over the periodic probes) {ratio_train.a} vs {ratio_train.b} ({ratio_train}); the "
         "first layer got under 1/100 of the last layer's gradient at most probes in "
-        f"{int(R.rows(best, at(False, deep))['starved'].fillna(False).astype(bool).sum())} of "
-        f"{len(R.rows(best, at(False, deep)))} runs without skips and "
-        f"{int(R.rows(best, at(True, deep))['starved'].fillna(False).astype(bool).sum())} of "
-        f"{len(R.rows(best, at(True, deep)))} with them. The first layer's own gradient during training: "
+        f"{starved(False)} of {len(R.rows(best, at(False, deep)))} runs without skips and "
+        f"{starved(True)} of {len(R.rows(best, at(True, deep)))} with them. The first layer's own gradient during training: "
         f"{first_train.a} without skips, {first_train.b} with ({first_train}); a run that solved the task has a small "
         "loss and so small gradients, which is why the initialisation is the primary point.",
         f"{deep} 层最后一层之后的词元余弦相似度（无跳跃连接对有跳跃连接）：初始化时 {cos_none:zh} 对 {cos_skip:zh}，训练后 "
         f"{cos_final.a:zh} 对 {cos_final.b:zh}；训练后有效秩 {rank_final.a:zh} 对 {rank_final.b:zh}。" + after_zh + f"初始化时无跳跃连接的最后一层梯度是有跳跃"
-        f"连接时的 {last_grad:zh}。初始化时第一层与最后一层的梯度之比："
+        f"连接时的 {last_grad:zh}；第一层的梯度无跳跃连接为 {first_none:zh}，有跳跃连接为 {first_skip:zh}（{first:zh}）。"
+        "初始化时第一层与最后一层的梯度之比："
         f"有跳跃连接 {ratio.a:zh}，无跳跃连接 {ratio.b:zh}（{ratio:zh}）；训练期间（各次周期探针的几何平均）{ratio_train.a:zh} 对 "
-        f"{ratio_train.b:zh}（{ratio_train:zh}）。训练期间第一层自身的梯度：无跳跃连接 {first_train.a:zh}，有跳跃连接 "
+        f"{ratio_train.b:zh}（{ratio_train:zh}）；在大多数探针上第一层得到的梯度不到最后一层的 1/100 的运行，无跳跃连接 "
+        f"{len(R.rows(best, at(False, deep)))} 次中有 {starved(False)} 次，有跳跃连接 {len(R.rows(best, at(True, deep)))} "
+        f"次中有 {starved(True)} 次。训练期间第一层自身的梯度：无跳跃连接 {first_train.a:zh}，有跳跃连接 "
         f"{first_train.b:zh}（{first_train:zh}）；已经解决任务的运行损失很小，梯度也就很小，所以以初始化为主要检验点。",
     )
     by_depth_en = "; ".join(f"{layers_word(d)}: {learned[True, d]} with skips, {learned[False, d]} without"
@@ -457,8 +467,14 @@ else:
                            for d in depths)
     outcome_en = [f"Runs that learned the copy task (test accuracy above the order-blind level, {100 * lvl:.1f} %), Adam: "
                   f"{by_depth_en}. Test accuracy at {deep} layers: {outcome.a} with skips, {outcome.b} without ({outcome})."]
-    outcome_zh = [f"学会复制任务（测试准确率高于顺序无关水平 {100 * lvl:.1f} %）的运行，Adam：{by_depth_zh}。"
+    outcome_zh = [f"学会复制任务（测试准确率高于不看顺序的水平 {100 * lvl:.1f} %）的运行，Adam：{by_depth_zh}。"
                   f"{deep} 层时的测试准确率：有跳跃连接 {outcome.a:zh}，无跳跃连接 {outcome.b:zh}（{outcome:zh}）。"]
+    edges = [d for d in depths if search(d)[1] and search(d)[2]]
+    if edges:
+        outcome_en.append(f"Without skips at {', '.join(map(str, edges))} layers no run learned the task at any rate tried, "
+                          "and the search chose the smallest rate tried: a smaller one might do better.")
+        outcome_zh.append(f"无跳跃连接的 {'、'.join(map(str, edges))} 层在所试的每个学习率下都没有运行学会任务，而且搜索选中的是"
+                          "所试的最小学习率：更小的学习率也许会更好。")
     if sgd is not None:
         sgd_depths = sorted(int(d) for d in sgd["model.n_layers"].unique())
         outcome_en.append("Plain SGD: " + "; ".join(
