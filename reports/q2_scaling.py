@@ -93,27 +93,28 @@ REASON_ZH = {
 
 VARIANCE = R.Anchor(
     "Vaswani et al. 2017, §3.2.1 (footnote 4)",
-    "q·k of unit-variance components has variance d_k, so unscaled scores grow as √d_k",
-    "分量方差为 1 的 q·k 的方差是 d_k，所以不缩放的分数按 √d_k 增长",
+    "q·k of unit-variance components has variance d_k, so unscaled scores grow as √d_k (a premise about q and k, "
+    "which the unit-variance init realises here)",
+    "分量方差为 1 的 q·k 的方差是 d_k，所以不缩放的分数按 √d_k 增长（这是关于 q 和 k 的前提，这里的单位方差初始化满足它）",
     kind="mechanism",
-    wording="\"assume that the components of q and k are independent random variables with mean 0 and variance 1. "
-            "Then their dot product ... has mean 0 and variance d_k\": a premise about q and k, which the "
-            "unit-variance init realises here",
+    wording="assume that the components of q and k are independent random variables with mean 0 and variance 1. "
+            "Then their dot product ... has mean 0 and variance d_k",
 )
 SATURATION = R.Anchor(
     "Vaswani et al. 2017, §3.2.1",
-    "for large d_k the scores push the softmax into regions where it has extremely small gradients",
-    "d_k 很大时，分数把 softmax 推到梯度极小的区域",
+    "for large d_k the scores push the softmax into regions where it has extremely small gradients (the paper "
+    "suspects this; it reports no measurement)",
+    "d_k 很大时，分数把 softmax 推到梯度极小的区域（论文只是这样猜测，没有报告测量）",
     kind="mechanism",
-    wording="\"We suspect that for large values of d_k, the dot products grow large in magnitude, pushing the "
-            "softmax function into regions where it has extremely small gradients\": a suspicion, not a measurement",
+    wording="We suspect that for large values of d_k, the dot products grow large in magnitude, pushing the "
+            "softmax function into regions where it has extremely small gradients",
 )
 TRAINS = R.Anchor(
     "Vaswani et al. 2017, §3.2.1",
-    "scaling the scores by 1/√d_k counteracts it: at large d_k the scaled model trains",
-    "把分数乘以 1/√d_k 可以抵消这一效应：d_k 很大时缩放后的模型能训练",
-    wording="\"To counteract this effect, we scale the dot products by 1/√d_k\": the paper reports no run "
-            "without the scaling",
+    "scaling the scores by 1/√d_k counteracts it: at large d_k the scaled model trains (the paper reports no run "
+    "without the scaling)",
+    "把分数乘以 1/√d_k 可以抵消这一效应：d_k 很大时缩放后的模型能训练（论文没有报告不缩放的运行）",
+    wording="To counteract this effect, we scale the dot products by 1/√d_k",
 )
 TABLE_3B = R.Anchor(
     "Vaswani et al. 2017, Table 3 (B)",
