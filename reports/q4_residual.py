@@ -96,12 +96,12 @@ HE_PLAIN = R.Anchor(
             "norms with BN.",
 )
 HE_DEPTH = R.Anchor(
-    "He et al. 2016a (deep residual learning), §4.1, Table 2",
+    "He et al. 2016a (deep residual learning), §1 and Table 2",
     "a deep plain network trains worse than the same network with residual connections (ImageNet top-1 error, "
     "10-crop: plain-34 28.54 %, ResNet-34 25.03 %)",
     "深的普通网络比加了残差连接的同一网络训练得更差（ImageNet top-1 错误率，10 次裁剪：plain-34 为 28.54 %，ResNet-34 为 25.03 %）",
-    wording="compared to its plain counterpart, the 34-layer ResNet reduces the top-1 error by 3.5% (Table 2), "
-            "resulting from the successfully reduced training error",
+    wording="Our extremely deep residual nets are easy to optimize, but the counterpart \"plain\" nets (that simply "
+            "stack layers) exhibit higher training error when the depth increases",
 )
 Q = R.question(
     "q4",
