@@ -23,6 +23,11 @@
 #
 # ## The tests, fixed before the data are read
 #
+# *Provenance, said plainly:* these tests and margins were written when the answers were rebuilt for
+# issue 14, after an earlier build of these findings had been read. Each reason below rests on the paper
+# or on the task's design, not on an outcome, and none was changed to reach a verdict; a deviation made
+# after reading an outcome is marked as such where there is one.
+#
 # | claim | anchor | kind | primary test | why this test |
 # | --- | --- | --- | --- | --- |
 # | norm | Xiong 2020: Post-LN's gradients near the output are large at initialisation | mechanism | the **last** layer's gradient norm at initialisation, Post-LN vs Pre-LN, greater (a ratio) | Xiong's Theorem 1 bounds exactly this (the last layer's FFN weights): O(d√(ln d)) for Post-LN against O(d√(ln d / L)) for Pre-LN. One learning rate's runs only: the initialisation does not depend on the rate, so the other rates' runs are copies of the same seeds |

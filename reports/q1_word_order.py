@@ -28,6 +28,11 @@
 #
 # ## Primary tests, decided before reading the outcome
 #
+# *Provenance, said plainly:* these tests and margins were written when the answers were rebuilt for
+# issue 14, after an earlier build of these findings had been read. Each reason below rests on the paper
+# or on the task's design, not on an outcome, and none was changed to reach a verdict; a deviation made
+# after reading an outcome is marked as such where there is one.
+#
 # | anchor | primary test (sweep · variants · metric · split) | why this is the right experiment |
 # | --- | --- | --- |
 # | bag of tokens (Haviv et al. 2022) | `pos_enc` · no PE vs learned PE, both bidirectional · copy accuracy · validation, 8 tokens | the two differ only in the position signal; learned PE is BERT's and the tutorial's own scheme. One comparator, not every PE: the claim is about the absence of positions, and four comparisons of the same arm would only multiply tests |

@@ -35,6 +35,11 @@
 #
 # ## Primary tests, decided before reading the outcome
 #
+# *Provenance, said plainly:* these tests and margins were written when the answers were rebuilt for
+# issue 14, after an earlier build of these findings had been read. Each reason below rests on the paper
+# or on the task's design, not on an outcome, and none was changed to reach a verdict; a deviation made
+# after reading an outcome is marked as such where there is one.
+#
 # | anchor | primary test (sweep · variants · quantity) | why this is the right experiment |
 # | --- | --- | --- |
 # | scores grow as √d_k (footnote 4) | `scaling` · unscaled, d_k 8 / 64 / 512 · slope of log score std against log d_k at initialisation, one fit per seed; **margin ±0.05 around 0.5** | the footnote is a statement about initial scores of unit-variance q, k; the slope is its exponent. ±0.05 on the exponent is a factor of 1.23 over the 64× range of d_k, smaller than the difference between √d_k and any other simple power |

@@ -34,6 +34,11 @@
 # %% [markdown]
 # ## The tests, fixed before the data are read
 #
+# *Provenance, said plainly:* these tests and margins were written when the answers were rebuilt for
+# issue 14, after an earlier build of these findings had been read. Each reason below rests on the paper
+# or on the task's design, not on an outcome, and none was changed to reach a verdict; a deviation made
+# after reading an outcome is marked as such where there is one.
+#
 # Each published anchor has **one primary test**; the other comparisons are supporting evidence and
 # do not move the verdict.
 #

@@ -33,6 +33,11 @@
 # %% [markdown]
 # ## The tests, fixed before the data are read
 #
+# *Provenance, said plainly:* these tests and margins were written when the answers were rebuilt for
+# issue 14, after an earlier build of these findings had been read. Each reason below rests on the paper
+# or on the task's design, not on an outcome, and none was changed to reach a verdict; a deviation made
+# after reading an outcome is marked as such where there is one.
+#
 # All primary tests are at the deepest stack, **16 layers** (`residual_deep`), skips vs none. The
 # mechanism (what the probes show) is judged apart from the outcome (what training reaches).
 #
