@@ -21,6 +21,7 @@ commands:
                                       the table of a sweep: one row per run (or per variant)
   report [export|build|all] [--data DIR] [--out DIR]
                                       export results to reports/data, run the report notebooks
+  explore SOURCE... --json PATH       trained models (run directories or last.ckpt) as JSON for the explorer
 """
 
 
@@ -179,8 +180,14 @@ def cmd_report(argv: list[str]) -> int:
     return report_main(argv)
 
 
+def cmd_explore(argv: list[str]) -> int:
+    from .explore import main as explore_main
+
+    return explore_main(argv)
+
+
 COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": cmd_bench, "sweep": cmd_sweep, "results": cmd_results,
-            "report": cmd_report}
+            "report": cmd_report, "explore": cmd_explore}
 
 
 def main(argv: list[str] | None = None) -> int:

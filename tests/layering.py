@@ -62,6 +62,10 @@ RULES = (
     Rule("ablate.report", allowed=("ablate.report", "ablate.results", "ablate.fileio", "ablate.registry"),
          why="reports read tables only"),
     Rule("reports", allowed=("ablate.report", "ablate.results"), why="notebooks read tables only"),
+    Rule("ablate.explore", allowed=("ablate.explore", "ablate.config", "ablate.models", "ablate.checkpoint",
+                                    "ablate.registry", "ablate.fileio"),
+         why="the explorer reads a checkpoint and its config and runs the model; never training, sweeps, "
+             "results or reports"),
 )
 
 

@@ -1,0 +1,21 @@
+"""The explorer: trained ablate models run in the browser (issue 15).
+
+`export_model` turns a run's checkpoint into plain data (config and float32 weights); `forward.js`, beside
+this file, computes the same encoder from that data in JavaScript. Layer: reads ablate.config,
+ablate.models, ablate.checkpoint, ablate.registry and ablate.fileio; never training, sweeps, results or
+reports.
+"""
+
+from pathlib import Path
+
+from .export import ExploreError, checkpoint_path, export_model
+
+FORWARD_JS = Path(__file__).with_name("forward.js")  # the page's forward pass, inlined into it
+
+__all__ = ["FORWARD_JS", "ExploreError", "checkpoint_path", "export_model", "main"]
+
+
+def main(argv: list[str]) -> int:
+    from .command import main as run
+
+    return run(argv)

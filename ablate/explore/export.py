@@ -1,0 +1,115 @@
+"""A trained model as plain data for the explorer page: its config and every weight as float32.
+
+`export_model(run directory or last.ckpt)` loads the checkpoint with ablate.checkpoint's weights-only
+loader (tensors and plain values; nothing else is ever unpickled), checks that its weights fit the model
+its config builds, and returns a JSON-ready dict:
+
+    {"format": "ablate-explore-model", "version": 1,
+     "kind": "classify" | "tokens",            # SequenceClassifier (MNIST rows) or TokenModel
+     "sizes": {"in_features": 28, "n_classes": 10} | {"n_tokens": ..., "n_out": ...},
+     "pooling": "mean" | "cls",
+     "model": {d_model, n_heads, head_dim, n_layers, ffn_dim, activation, qk_scale, temperature,
+               residual, norm, pos_enc, causal, max_len},   # what forward.js reads
+     "config": {"model.d_model": 64, ..., "seed": 0},      # the run's flat config, as W&B shows it
+     "weights": {name: {"shape": [...], "b64": base64 of little-endian float32}},  # the model's state_dict
+     "params": total parameter count, "global_step": int}
+
+forward.js computes the encoder from exactly this.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import CheckpointError, fit_problem, load_checkpoint
+
+FORMAT, VERSION = "ablate-explore-model", 1
+CKPT = "last.ckpt"  # what a run directory holds (ablate.rundir.CKPT; not imported: explore sits beside it)
+PREFIX = "model."  # the LightningModule keeps the nn.Module as `model`
+
+
+class ExploreError(ValueError):
+    """Input the explorer cannot use, in one line: `problem; fix`."""
+
+
+def checkpoint_path(source: Path) -> Path:
+    """The last.ckpt of a run directory, or the checkpoint file itself; ExploreError when neither exists."""
+    source = Path(source)
+    if source.is_dir():
+        if not (source / CKPT).is_file():
+            raise ExploreError(f"{source} holds no {CKPT}; give a run directory of a finished `ablate train` "
+                               "(or its last.ckpt)")
+        return source / CKPT
+    if not source.exists():
+        raise ExploreError(f"{source} does not exist; give a run directory or its {CKPT}")
+    return source
+
+
+def _encoder_fields(model_cfg) -> dict[str, Any]:
+    c = model_cfg
+    return {"d_model": c.d_model, "n_heads": c.n_heads, "head_dim": c.head_dim, "n_layers": c.n_layers,
+            "ffn_dim": c.ffn_dim, "activation": c.activation, "qk_scale": c.qk_scale,
+            "temperature": float(c.temperature), "residual": c.residual, "norm": c.norm,
+            "pos_enc": c.pos_enc, "causal": c.causal, "max_len": c.max_len}
+
+
+def _build(cfg, kind: str, sizes: dict[str, int]):
+    from ..models import SequenceClassifier, TokenModel
+
+    if kind == "classify":
+        return SequenceClassifier(cfg.model, sizes["in_features"], sizes["n_classes"], cfg.pooling)
+    return TokenModel(cfg.model, sizes["n_tokens"], sizes["n_out"])
+
+
+def _tensor(value) -> dict[str, Any]:
+    import numpy as np
+
+    array = value.detach().cpu().float().numpy().astype("<f4", copy=False)
+    return {"shape": list(array.shape), "b64": base64.b64encode(np.ascontiguousarray(array).tobytes()).decode()}
+
+
+def export_model(source: Path) -> dict[str, Any]:
+    """The model of a run directory (or of a last.ckpt) as a JSON-ready dict (see the module docstring).
+    ExploreError, one line, for a missing path or checkpoint, a checkpoint that is not an ablate run's,
+    a config this version cannot build, or weights that do not fit it."""
+    from ..config import ConfigError, flat, from_dict
+
+    path = checkpoint_path(source)
+    try:
+        ckpt = load_checkpoint(path)
+    except CheckpointError as err:
+        raise ExploreError(f"{err}; give a run directory or last.ckpt written by `ablate train`") from None
+    hyper = ckpt["hyper_parameters"]
+    if not isinstance(hyper, dict) or not isinstance(hyper.get("config"), dict):
+        raise ExploreError(f"checkpoint {path} holds no run config; give a last.ckpt written by `ablate train`")
+    if {"in_features", "n_classes"} <= set(hyper):
+        kind, names = "classify", ("in_features", "n_classes")
+    elif {"n_tokens", "n_out"} <= set(hyper):
+        kind, names = "tokens", ("n_tokens", "n_out")
+    else:
+        raise ExploreError(f"checkpoint {path} names no model sizes (in_features/n_classes or n_tokens/n_out); "
+                           "give a last.ckpt written by `ablate train`")
+    try:
+        cfg = from_dict(hyper["config"])
+    except (ConfigError, KeyError, TypeError, ValueError) as err:
+        line = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ExploreError(f"checkpoint {path} holds a config this version cannot build ({line}); "
+                           "retrain it with this version of ablate") from None
+    sizes = {n: int(hyper[n]) for n in names}
+    state = ckpt["state_dict"]
+    if not isinstance(state, dict):
+        raise ExploreError(f"checkpoint {path} holds no state_dict; give a last.ckpt written by `ablate train`")
+    weights = {k.removeprefix(PREFIX): v for k, v in state.items() if k.startswith(PREFIX)}
+    expected = _build(cfg, kind, sizes).state_dict()
+    if problem := fit_problem(weights, expected):
+        raise ExploreError(f"checkpoint {path} does not fit the model its config builds ({problem}); "
+                           "give a last.ckpt written by `ablate train` with this version")
+    return {
+        "format": FORMAT, "version": VERSION, "kind": kind, "sizes": sizes, "pooling": cfg.pooling,
+        "model": _encoder_fields(cfg.model), "config": flat(cfg),
+        "weights": {name: _tensor(weights[name]) for name in expected},
+        "params": int(sum(t.numel() for t in expected.values())), "global_step": int(ckpt["global_step"]),
+    }
+

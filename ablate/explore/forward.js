@@ -1,0 +1,297 @@
+/*
+ * ablate's encoder, forward pass only, in plain JavaScript: the explorer page runs the trained model
+ * itself, not an approximation of it. It computes what ablate/models computes in model.eval():
+ *
+ *   input embedding   MNIST rows: Linear(in_features, d) (RowEmbedding); token tasks: the embedding table
+ *   pooling           mean over tokens, or a learned [CLS] token prepended and read out (ClsPool)
+ *   positions         none | sinusoidal | learned (added to the input) | rope (q, k rotated) |
+ *                     alibi (-m_h |i - j| added to the scaled scores, not divided by tau)
+ *   attention         softmax(Q K^T * scale [+ bias] [+ causal mask]) V per head,
+ *                     scale = (1/sqrt(d_head) if qk_scale else 1) / tau
+ *   sub-layers        norm pre: x + f(LN(x)); post: LN(x + f(x)); none: x + f(x); residual off drops x
+ *   FFN               Linear(d, ffn) -> relu | gelu (exact, erf) -> Linear(ffn, d); absent when ffn_mult=0
+ *   final norm        LayerNorm after the last block with norm=pre; then pooling and the head
+ *
+ * and, at inference on the same weights, the explorer's overrides: tau, sqrt(d_k) on/off, heads masked
+ * (a masked head's output is zeroed before W_O, as ablate.probes.heads does), positional encoding off
+ * (the model run as pos_enc=none) and the input rows (tokens) permuted.
+ *
+ * Why no library: the page must open offline from a single file, with no server and no CDN. A tensor
+ * library (TensorFlow.js, ONNX Runtime Web) would be megabytes inlined into the page to run a model of
+ * ~100k parameters, and would not hand back the attention maps and residual-stream norms the page draws.
+ * This file is a few hundred lines, has no dependencies, and is tested against PyTorch to 1e-4
+ * (tests/test_explore.py, under node).
+ *
+ * Arithmetic is in float64 on float32 weights; PyTorch computes in float32, so results agree to ~1e-6.
+ *
+ * Use: AblateForward.load(exported) once (decodes the weights), then
+ *      AblateForward.forward(model, input, options) -> {logits, attention, residualNorms, hidden}
+ *   input    classify: T rows of in_features numbers (normalised pixels); tokens: T token ids
+ *   options  {temperature, qkScale, headMask: [[layer, head], ...], posEnc: false, permute: [T indices]}
+ *   logits   classify: n_classes numbers; tokens: T rows of n_out numbers
+ *   attention[layer][head] a (T', T') matrix (T' = T + 1 with a [CLS] token), post-softmax
+ *   residualNorms[l]  the L2 norm of every token's hidden state: l = 0 after the embedding (and input
+ *                     positions), l = i + 1 after block i
+ */
+(function (root, factory) {
+  const api = factory();
+  if (typeof module === "object" && module.exports) module.exports = api;
+  else root.AblateForward = api;
+})(typeof self !== "undefined" ? self : this, function () {
+  "use strict";
+
+  const EPS = 1e-5; // nn.LayerNorm's default
+
+  function decode(b64) {
+    let bytes;
+    if (typeof Buffer !== "undefined") {
+      const buf = Buffer.from(b64, "base64");
+      bytes = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength).slice();
+    } else {
+      const bin = atob(b64);
+      bytes = new Uint8Array(bin.length);
+      for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    }
+    const view = new DataView(bytes.buffer);
+    const out = new Float32Array(bytes.byteLength / 4);
+    for (let i = 0; i < out.length; i++) out[i] = view.getFloat32(4 * i, true); // little-endian
+    return out;
+  }
+
+  /** The exported dict with its weights decoded: model.w[name] = {shape, data: Float32Array}. */
+  function load(exported) {
+    if (exported.format !== "ablate-explore-model") throw new Error("not an ablate explorer model");
+    const w = {};
+    for (const [name, t] of Object.entries(exported.weights)) {
+      const data = decode(t.b64);
+      const n = t.shape.reduce((a, b) => a * b, 1);
+      if (data.length !== n) throw new Error(`weight ${name}: ${data.length} numbers for shape ${t.shape}`);
+      w[name] = { shape: t.shape, data };
+    }
+    return Object.assign({}, exported, { w });
+  }
+
+  // ---- small dense helpers: a matrix is an array of rows (Float64Array) ----
+
+  /** x (T, in) -> x W^T + b with W (out, in) row-major, as nn.Linear. */
+  function linear(x, W, b) {
+    const [out, inp] = W.shape;
+    const y = [];
+    for (const row of x) {
+      const r = new Float64Array(out);
+      for (let o = 0; o < out; o++) {
+        let s = b ? b.data[o] : 0;
+        const off = o * inp;
+        for (let i = 0; i < inp; i++) s += W.data[off + i] * row[i];
+        r[o] = s;
+      }
+      y.push(r);
+    }
+    return y;
+  }
+
+  function layerNorm(x, g, b) {
+    return x.map((row) => {
+      const n = row.length;
+      let mean = 0;
+      for (const v of row) mean += v;
+      mean /= n;
+      let variance = 0;
+      for (const v of row) variance += (v - mean) * (v - mean);
+      variance /= n; // biased, as nn.LayerNorm
+      const inv = 1 / Math.sqrt(variance + EPS);
+      const r = new Float64Array(n);
+      for (let i = 0; i < n; i++) r[i] = (row[i] - mean) * inv * g.data[i] + b.data[i];
+      return r;
+    });
+  }
+
+  function add(a, b) {
+    return a.map((row, t) => row.map((v, i) => v + b[t][i]));
+  }
+
+  /** erf to ~1e-15: Abramowitz-Stegun 7.1.5's series for |x| < 3, Lentz's continued fraction beyond. */
+  function erf(x) {
+    const ax = Math.abs(x);
+    if (ax < 3) {
+      let term = ax, sum = ax;
+      for (let n = 1; n < 200; n++) {
+        term *= (-ax * ax) / n;
+        const next = term / (2 * n + 1);
+        sum += next;
+        if (Math.abs(next) < 1e-17 * Math.abs(sum)) break;
+      }
+      return Math.sign(x) * (2 / Math.sqrt(Math.PI)) * sum;
+    }
+    // erfc(x) = exp(-x^2)/sqrt(pi) * 1/(x + 1/2/(x + 1/(x + 3/2/(x + ...)))) for large x
+    let f = ax;
+    for (let k = 60; k >= 1; k--) f = ax + (k / 2) / f;
+    const erfc = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / f;
+    return Math.sign(x) * (1 - erfc);
+  }
+
+  const ACTIVATIONS = {
+    relu: (v) => (v > 0 ? v : 0),
+    gelu: (v) => 0.5 * v * (1 + erf(v / Math.SQRT2)), // nn.GELU(), approximate='none'
+  };
+
+  // ---- positions ----
+
+  /** PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...) (Vaswani et al. 2017). */
+  function sinusoidal(T, d) {
+    const table = [];
+    for (let pos = 0; pos < T; pos++) {
+      const r = new Float64Array(d);
+      for (let i = 0; 2 * i < d; i++) {
+        const angle = pos * Math.exp(2 * i * (-Math.log(10000) / d));
+        r[2 * i] = Math.sin(angle);
+        if (2 * i + 1 < d) r[2 * i + 1] = Math.cos(angle);
+      }
+      table.push(r);
+    }
+    return table;
+  }
+
+  /** Rotate each pair (x_{2i}, x_{2i+1}) of a (T, hs) matrix by pos * 10000^(-2i/hs) (Su et al. 2021). */
+  function rope(x) {
+    const hs = x[0].length;
+    return x.map((row, pos) => {
+      const r = new Float64Array(hs);
+      for (let i = 0; 2 * i < hs; i++) {
+        const angle = pos * Math.pow(10000, -(2 * i) / hs);
+        const c = Math.cos(angle), s = Math.sin(angle);
+        const x1 = row[2 * i], x2 = row[2 * i + 1];
+        r[2 * i] = x1 * c - x2 * s;
+        r[2 * i + 1] = x1 * s + x2 * c;
+      }
+      return r;
+    });
+  }
+
+  /** ALiBi slopes as Press et al.'s reference code computes them (ablate.models.positional.alibi_slopes). */
+  function alibiSlopes(H) {
+    if ((H & (H - 1)) === 0) return Array.from({ length: H }, (_, h) => Math.pow(2, (-8 * (h + 1)) / H));
+    const p = Math.pow(2, Math.floor(Math.log2(H)));
+    return alibiSlopes(p).concat(alibiSlopes(2 * p).filter((_, i) => i % 2 === 0).slice(0, H - p));
+  }
+
+  // ---- the encoder ----
+
+  function attention(x, w, prefix, cfg, opts, layer) {
+    const T = x.length, H = cfg.n_heads, hs = cfg.head_dim, inner = H * hs;
+    const qkv = linear(x, w[prefix + "qkv.weight"], w[prefix + "qkv.bias"]); // (T, 3*inner): [Q; K; V], heads contiguous
+    const scale = (cfg.qk_scale ? 1 / Math.sqrt(hs) : 1) / cfg.temperature;
+    const slopes = cfg.pos_enc === "alibi" ? alibiSlopes(H) : null;
+    const merged = x.map(() => new Float64Array(inner));
+    const maps = [];
+    for (let h = 0; h < H; h++) {
+      const part = (which) => qkv.map((row) => row.slice(which * inner + h * hs, which * inner + (h + 1) * hs));
+      let q = part(0), k = part(1);
+      const v = part(2);
+      if (cfg.pos_enc === "rope") { q = rope(q); k = rope(k); }
+      const A = [];
+      for (let i = 0; i < T; i++) {
+        const s = new Float64Array(T);
+        let max = -Infinity;
+        for (let j = 0; j < T; j++) {
+          if (cfg.causal && j > i) { s[j] = -Infinity; continue; }
+          let dot = 0;
+          for (let c = 0; c < hs; c++) dot += q[i][c] * k[j][c];
+          s[j] = dot * scale + (slopes ? -slopes[h] * Math.abs(i - j) : 0);
+          if (s[j] > max) max = s[j];
+        }
+        let sum = 0;
+        for (let j = 0; j < T; j++) { s[j] = s[j] === -Infinity ? 0 : Math.exp(s[j] - max); sum += s[j]; }
+        for (let j = 0; j < T; j++) s[j] /= sum;
+        A.push(s);
+      }
+      maps.push(A);
+      if (opts.masked.has(`${layer},${h}`)) continue; // the head's output stays zero before W_O
+      for (let i = 0; i < T; i++) {
+        for (let c = 0; c < hs; c++) {
+          let y = 0;
+          for (let j = 0; j < T; j++) y += A[i][j] * v[j][c];
+          merged[i][h * hs + c] = y;
+        }
+      }
+    }
+    return { y: linear(merged, w[prefix + "out.weight"], w[prefix + "out.bias"]), maps };
+  }
+
+  function feedForward(x, w, prefix, cfg) {
+    const act = ACTIVATIONS[cfg.activation];
+    const hidden = linear(x, w[prefix + "fc1.weight"], w[prefix + "fc1.bias"]).map((row) => row.map(act));
+    return linear(hidden, w[prefix + "fc2.weight"], w[prefix + "fc2.bias"]);
+  }
+
+  /** x -> post_norm(skip(x) + f(pre_norm(x))), as ablate.models.block.SubLayer in eval. */
+  function subLayer(x, w, prefix, cfg, f) {
+    const inp = cfg.norm === "pre" ? layerNorm(x, w[prefix + "pre_norm.weight"], w[prefix + "pre_norm.bias"]) : x;
+    const out = f(inp);
+    const y = cfg.residual ? add(x, out.y) : out.y;
+    const z = cfg.norm === "post" ? layerNorm(y, w[prefix + "post_norm.weight"], w[prefix + "post_norm.bias"]) : y;
+    return { x: z, maps: out.maps };
+  }
+
+  function norms(x) {
+    return x.map((row) => Math.sqrt(row.reduce((s, v) => s + v * v, 0)));
+  }
+
+  function options(model, opts) {
+    opts = opts || {};
+    const cfg = Object.assign({}, model.model);
+    if (opts.temperature !== undefined) cfg.temperature = opts.temperature;
+    if (opts.qkScale !== undefined) cfg.qk_scale = !!opts.qkScale;
+    if (opts.posEnc === false) cfg.pos_enc = "none";
+    const masked = new Set((opts.headMask || []).map(([l, h]) => `${l},${h}`));
+    return { cfg, masked, permute: opts.permute || null };
+  }
+
+  function forward(model, input, opts) {
+    if (!model.w) throw new Error("load(exported) the model first");
+    const w = model.w, o = options(model, opts), cfg = o.cfg;
+    if (o.permute) input = o.permute.map((i) => input[i]);
+    let x = model.kind === "classify"
+      ? linear(input.map((row) => Float64Array.from(row)), w["embed.weight"], w["embed.bias"])
+      : input.map((t) => Float64Array.from(w["embed.weight"].data.subarray(t * cfg.d_model, (t + 1) * cfg.d_model)));
+    const cls = model.kind === "classify" && model.pooling === "cls";
+    if (cls) x.unshift(Float64Array.from(w["pool.token"].data));
+    const T = x.length;
+    if (cfg.pos_enc === "sinusoidal") x = add(x, sinusoidal(T, cfg.d_model));
+    if (cfg.pos_enc === "learned") {
+      if (T > cfg.max_len) throw new Error(`sequence length ${T} exceeds the learned table (max_len=${cfg.max_len})`);
+      const table = w["encoder.pos_enc.weight"].data;
+      x = x.map((row, t) => row.map((v, i) => v + table[t * cfg.d_model + i]));
+    }
+    const attentionMaps = [], residualNorms = [norms(x)];
+    for (let l = 0; l < cfg.n_layers; l++) {
+      const p = `encoder.blocks.${l}.`;
+      const a = subLayer(x, w, p + "attn.", cfg, (h) => attention(h, w, p + "attn.fn.", cfg, o, l));
+      x = a.x;
+      attentionMaps.push(a.maps);
+      if (cfg.ffn_dim > 0) x = subLayer(x, w, p + "ffn.", cfg, (h) => ({ y: feedForward(h, w, p + "ffn.fn.", cfg) })).x;
+      residualNorms.push(norms(x));
+    }
+    if (cfg.norm === "pre") x = layerNorm(x, w["encoder.final_norm.weight"], w["encoder.final_norm.bias"]);
+    let logits;
+    if (model.kind === "classify") {
+      let pooled;
+      if (cls) pooled = x[0];
+      else {
+        pooled = new Float64Array(cfg.d_model);
+        for (const row of x) for (let i = 0; i < cfg.d_model; i++) pooled[i] += row[i] / T;
+      }
+      logits = Array.from(linear([pooled], w["head.weight"], w["head.bias"])[0]);
+    } else {
+      logits = linear(x, w["head.weight"], w["head.bias"]).map((row) => Array.from(row));
+    }
+    return {
+      logits,
+      attention: attentionMaps.map((layer) => layer.map((A) => A.map((row) => Array.from(row)))),
+      residualNorms,
+      hidden: x.map((row) => Array.from(row)),
+    };
+  }
+
+  return { load, forward, decode, erf, sinusoidal, alibiSlopes };
+});

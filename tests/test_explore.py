@@ -1,0 +1,299 @@
+"""The explorer's forward pass (ablate/explore/forward.js, run under node) computes what PyTorch computes:
+logits and every attention map of exported models, random and trained, to 1e-4, for every option a
+model can be built with and for the inference overrides (tau, sqrt(d_k), head masks, no PE, permuted
+rows); and `ablate explore` refuses bad input with one line and exit 2, writing nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ablate import config as C
+from ablate.cli import main as cli
+from ablate.explore import FORWARD_JS, ExploreError, export_model
+from ablate.models import SequenceClassifier, TokenModel
+from ablate.probes.heads import masked_heads
+from ablate.registry import spec as task_spec
+
+NODE = shutil.which("node") or ("/usr/bin/node" if Path("/usr/bin/node").exists() else None)
+needs_node = pytest.mark.skipif(
+    NODE is None, reason="node (Node.js >= 18) is not installed: `apt-get install nodejs` runs forward.js here")
+MNIST = Path(os.environ.get("ABLATE_DATA_DIR", "data")) / "MNIST" / "raw" / "train-images-idx3-ubyte"
+TOL = 1e-4
+ROWS, CLASSES, TOKENS = 28, 10, 8
+
+DRIVER = """
+const F = require(process.argv[2]);
+const req = JSON.parse(require("fs").readFileSync(0, "utf8"));
+const model = F.load(req.model);
+const out = req.cases.map((c) => F.forward(model, c.input, c.options));
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def run_node(tmp_path: Path, exported: dict, cases: list[dict]) -> list[dict]:
+    driver = tmp_path / "driver.js"
+    driver.write_text(DRIVER)
+    done = subprocess.run([NODE, str(driver), str(FORWARD_JS)], input=json.dumps({"model": exported, "cases": cases}),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _config(overrides: dict) -> C.Config:
+    return C.build({"model.d_model": 16, "model.n_heads": 2, "tracking": "none", **overrides}, machine=False)
+
+
+def _model(cfg: C.Config) -> torch.nn.Module:
+    if task_spec(cfg.data.task).kind == "classify":
+        return SequenceClassifier(cfg.model, ROWS, CLASSES, cfg.pooling)
+    return TokenModel(cfg.model, TOKENS, TOKENS)
+
+
+def _sizes(model: torch.nn.Module) -> dict[str, int]:
+    if isinstance(model, SequenceClassifier):
+        return {"in_features": ROWS, "n_classes": CLASSES}
+    return {"n_tokens": TOKENS, "n_out": TOKENS}
+
+
+def _save(path: Path, cfg: C.Config, model: torch.nn.Module) -> Path:
+    """A checkpoint as `ablate train` writes one: the config as a plain dict, the model under `model.`."""
+    torch.save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}, "global_step": 0,
+                "hyper_parameters": {"config": C.to_dict(cfg), **_sizes(model)}}, path)
+    return path
+
+
+def random_model(tmp_path: Path, overrides: dict, seed: int = 0) -> tuple[C.Config, torch.nn.Module, Path]:
+    """A random-init model whose every parameter (LayerNorm gains and biases too) is moved off its init."""
+    cfg = _config(overrides)
+    torch.manual_seed(seed)
+    model = _model(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return cfg, model.eval(), _save(tmp_path / "last.ckpt", cfg, model)
+
+
+def torch_run(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    with torch.no_grad():
+        logits, maps = model.eval()(x, return_attention=True)
+    return logits, maps
+
+
+def diff(js: list[dict], logits: torch.Tensor, maps: list[torch.Tensor]) -> tuple[float, float]:
+    """Max abs difference of the logits and of the attention maps, over a batch of node results."""
+    got = torch.tensor([r["logits"] for r in js], dtype=torch.float64)
+    got_maps = [torch.tensor([r["attention"][layer] for r in js], dtype=torch.float64) for layer in range(len(maps))]
+    assert got.shape == logits.shape and all(g.shape == m.shape for g, m in zip(got_maps, maps))
+    return ((got - logits.double()).abs().max().item(),
+            max((g - m.double()).abs().max().item() for g, m in zip(got_maps, maps)))
+
+
+def inputs(cfg: C.Config, batch: int = 3, seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if task_spec(cfg.data.task).kind == "classify":
+        return torch.randn(batch, ROWS, ROWS, generator=g)
+    return torch.randint(0, TOKENS, (batch, 12), generator=g)
+
+
+COPY = {"data.task": "copy", "data.vocab": TOKENS - 2, "data.length": 4}
+CONFIGS = {
+    "tutorial": {},  # learned positions, Post-LN, ReLU, 2 layers, mean pooling
+    "none-pre-gelu-1layer": {"model.pos_enc": "none", "model.norm": "pre", "model.activation": "gelu",
+                             "model.n_layers": 1},
+    "sinusoidal-unscaled-tau-3layers": {"model.pos_enc": "sinusoidal", "model.qk_scale": False,
+                                        "model.temperature": 2.5, "model.n_layers": 3, "model.n_heads": 4},
+    "rope-causal-nonorm": {"model.pos_enc": "rope", "model.causal": True, "model.norm": "none"},
+    "alibi-3heads-noresidual-pre": {"model.pos_enc": "alibi", "model.d_model": 12, "model.n_heads": 3,
+                                    "model.residual": False, "model.norm": "pre"},
+    "alibi-causal-tau": {"model.pos_enc": "alibi", "model.causal": True, "model.temperature": 0.5,
+                         "model.n_heads": 4},
+    "learned-cls-noffn-dhead": {"pooling": "cls", "model.ffn_mult": 0, "model.d_head": 5, "model.n_heads": 3},
+    "post-noresidual-gelu": {"model.residual": False, "model.activation": "gelu", "model.n_layers": 3},
+    "copy-learned": {**COPY},
+    "copy-rope-causal-pre": {**COPY, "model.pos_enc": "rope", "model.causal": True, "model.norm": "pre"},
+}
+
+
+@needs_node
+@pytest.mark.parametrize("name", CONFIGS)
+def test_forward_js_equals_pytorch(tmp_path, name):
+    cfg, model, ckpt = random_model(tmp_path, CONFIGS[name])
+    exported = export_model(ckpt)
+    x = inputs(cfg)
+    js = run_node(tmp_path, exported, [{"input": row.tolist()} for row in x])
+    logits, maps = torch_run(model, x)
+    d_logits, d_maps = diff(js, logits, maps)
+    print(f"{name}: logits {d_logits:.2e}, attention {d_maps:.2e}")
+    assert d_logits < TOL and d_maps < TOL, (d_logits, d_maps)
+    assert logits.std() > 0.05  # a model that says something: the comparison can fail
+    # residual-stream norms: n_layers + 1 entries of one norm per token (the CLS token included)
+    tokens = x.shape[1] + (1 if cfg.pooling == "cls" else 0)
+    assert [len(n) for n in js[0]["residualNorms"]] == [tokens] * (cfg.model.n_layers + 1)
+
+
+def _variant(model: torch.nn.Module, cfg: C.Config, strict: bool = True, **fields) -> torch.nn.Module:
+    """The same weights in a model whose encoder config has `fields` changed."""
+    twin = _model(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **fields)))
+    twin.load_state_dict(model.state_dict(), strict=strict)
+    return twin.eval()
+
+
+@needs_node
+@pytest.mark.parametrize("name", ["tutorial", "rope-causal-nonorm", "alibi-3heads-noresidual-pre"])
+def test_inference_overrides_equal_pytorch(tmp_path, name):
+    cfg, model, ckpt = random_model(tmp_path, {**CONFIGS[name], "model.n_layers": 2})
+    x = inputs(cfg)
+    perm = torch.randperm(x.shape[1], generator=torch.Generator().manual_seed(3))
+    mask = [[0, 1], [1, 0]]
+    overrides = {  # option -> what PyTorch computes for it
+        "tau": ({"temperature": 0.3}, lambda: torch_run(_variant(model, cfg, temperature=0.3), x)),
+        "no-sqrt-dk": ({"qkScale": not cfg.model.qk_scale},
+                       lambda: torch_run(_variant(model, cfg, qk_scale=not cfg.model.qk_scale), x)),
+        "no-pe": ({"posEnc": False}, lambda: torch_run(_variant(model, cfg, strict=False, pos_enc="none"), x)),
+        "permuted": ({"permute": perm.tolist()}, lambda: torch_run(model, x[:, perm])),
+        "head-mask": ({"headMask": mask}, None),
+        "all-at-once": ({"temperature": 2.0, "qkScale": False, "posEnc": False, "permute": perm.tolist(),
+                         "headMask": mask}, None),
+    }
+    base, _ = torch_run(model, x)
+    exported = export_model(ckpt)
+    for what, (options, reference) in overrides.items():
+        if what == "head-mask":
+            with masked_heads(model, mask):
+                want = torch_run(model, x)
+        elif what == "all-at-once":
+            twin = _variant(model, cfg, strict=False, temperature=2.0, qk_scale=False, pos_enc="none")
+            with masked_heads(twin, mask):
+                want = torch_run(twin, x[:, perm])
+        else:
+            want = reference()
+        js = run_node(tmp_path, exported, [{"input": row.tolist(), "options": options} for row in x])
+        d_logits, d_maps = diff(js, *want)
+        print(f"{name} {what}: logits {d_logits:.2e}, attention {d_maps:.2e}")
+        assert d_logits < TOL and d_maps < TOL, (what, d_logits, d_maps)
+        if not (what == "no-pe" and cfg.model.pos_enc == "none"):
+            assert (want[0] - base).abs().max() > 1e-3, what  # the override changes what the model says
+
+
+@needs_node
+def test_erf_matches_python():
+    import math
+
+    points = [i / 8 for i in range(-48, 49)] + [7.5, -9.0, 1e-9]
+    done = subprocess.run([NODE, "-e", f"const F = require({json.dumps(str(FORWARD_JS))});"
+                           f"console.log(JSON.stringify({json.dumps(points)}.map(F.erf)))"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert max(abs(g - math.erf(p)) for g, p in zip(got, points)) < 1e-12
+
+
+def test_export_holds_the_config_and_every_weight_as_float32(tmp_path):
+    cfg, model, ckpt = random_model(tmp_path, CONFIGS["tutorial"])
+    for source in (ckpt, tmp_path):  # the checkpoint, or the run directory holding it
+        exported = export_model(source)
+        assert exported["config"] == C.flat(cfg) and exported["kind"] == "classify"
+        assert exported["sizes"] == {"in_features": ROWS, "n_classes": CLASSES}
+        state = model.state_dict()
+        assert list(exported["weights"]) == list(state)
+        import base64
+
+        import numpy as np
+
+        for name, tensor in state.items():
+            w = exported["weights"][name]
+            array = np.frombuffer(base64.b64decode(w["b64"]), dtype="<f4").reshape(w["shape"])
+            assert np.array_equal(array, tensor.numpy()), name
+        assert exported["params"] == sum(p.numel() for p in model.parameters())
+        json.dumps(exported)  # plain JSON
+
+
+# ---- bad input: exit 2, one line `ablate: problem; fix`, nothing written ----
+
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/ablate-explore-pwned",))
+
+
+def _bad_sources(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    cfg, model, _ = random_model(tmp_path, {})
+    (tmp_path / "empty-run").mkdir()
+    garbage = tmp_path / "garbage.ckpt"
+    garbage.write_bytes(b"not a checkpoint at all" * 10)
+    foreign = tmp_path / "foreign.ckpt"
+    torch.save({"weights": torch.zeros(3)}, foreign)
+    evil = tmp_path / "evil.ckpt"
+    evil.write_bytes(pickle.dumps({"state_dict": Evil(), "global_step": 0, "hyper_parameters": {}}))
+    misfit = tmp_path / "misfit.ckpt"
+    state = {f"model.{k}": v for k, v in model.state_dict().items() if "blocks.1." not in k}
+    torch.save({"state_dict": state, "global_step": 0,
+                "hyper_parameters": {"config": C.to_dict(cfg), "in_features": ROWS, "n_classes": CLASSES}}, misfit)
+    badcfg = tmp_path / "badcfg.ckpt"
+    broken = C.to_dict(cfg)
+    broken["model"]["pos_enc"] = "wobbly"
+    torch.save({"state_dict": state, "global_step": 0,
+                "hyper_parameters": {"config": broken, "in_features": ROWS, "n_classes": CLASSES}}, badcfg)
+    return {
+        "missing": (tmp_path / "no-such-run", "does not exist"),
+        "no checkpoint": (tmp_path / "empty-run", "holds no last.ckpt"),
+        "garbage": (garbage, "truncated"),
+        "not ablate's": (foreign, "not a checkpoint of an ablate run"),
+        "crafted pickle": (evil, "refused"),
+        "weights do not fit": (misfit, "does not fit the model its config builds"),
+        "config it cannot build": (badcfg, "pos_enc='wobbly' is not allowed"),
+    }
+
+
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys):
+    for what, (source, words) in _bad_sources(tmp_path).items():
+        out = tmp_path / "models.json"
+        with pytest.raises(ExploreError, match=words.replace("(", r"\(")):
+            export_model(source)
+        code = cli(["explore", str(tmp_path / "last.ckpt"), str(source), "--json", str(out)])
+        err = capsys.readouterr().err.strip()
+        assert code == 2, what
+        assert len(err.splitlines()) == 1 and err.startswith("ablate: ") and "; " in err and words in err, (what, err)
+        assert not out.exists(), what
+    assert not Path("/tmp/ablate-explore-pwned").exists()
+
+
+# ---- a trained model: `ablate train` on MNIST rows, exported by `ablate explore` ----
+
+@needs_node
+@pytest.mark.skipif(not MNIST.exists(), reason="MNIST not under ABLATE_DATA_DIR (CI sets it)")
+def test_trained_mnist_model_in_js_equals_pytorch(tmp_path):
+    run = tmp_path / "run"
+    env = {**os.environ, "ABLATE_RUNS_DIR": str(tmp_path / "runs"), "ABLATE_PROGRESS": "0", "WANDB_MODE": "offline"}
+    done = subprocess.run([sys.executable, "-m", "ablate", "train", "budget=smoke", "data.train_subset=256",
+                           "data.test_subset=64", "tracking=none", "trainer.threads=1", "run.probes=false",
+                           f"run.dir={run}"], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = tmp_path / "models.json"
+    done = subprocess.run([sys.executable, "-m", "ablate", "explore", str(run), "--json", str(out)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    [exported] = json.loads(out.read_text())
+    assert exported["global_step"] > 0 and exported["source"] == str(run)
+
+    from ablate.tasks import load_task
+
+    task, datamodule = load_task(run / "last.ckpt")
+    datamodule.setup("test")
+    x, y = next(iter(datamodule.test_dataloader()))
+    x = x[:4]
+    logits, maps = torch_run(task.model, x)
+    js = run_node(tmp_path, exported, [{"input": row.tolist()} for row in x])
+    d_logits, d_maps = diff(js, logits, maps)
+    print(f"trained MNIST: logits {d_logits:.2e}, attention {d_maps:.2e}")
+    assert d_logits < TOL and d_maps < TOL, (d_logits, d_maps)
+    assert [r["logits"].index(max(r["logits"])) for r in js] == logits.argmax(-1).tolist()
