@@ -66,7 +66,21 @@ bench-attention: venv ## attention time and memory against sequence length, fuse
 $(REPORT_DATA)/attention_cost.csv: | venv
 	$(BIN)/ablate bench attention --csv $@
 
+# The explorer's models: name=overrides (joined by +), trained once each into $(EXPLORE_RUNS)/<name>.
+EXPLORE_MODELS ?= tutorial= no-pe=model.pos_enc=none pre-ln=model.norm=pre
+EXPLORE_BUDGET ?= quick
+EXPLORE_RUNS ?= runs/explore
+EXPLORE_PAGE ?= reports/explorer.html
+explore: venv ## train the explorer's models (EXPLORE_BUDGET=quick; a run already there is kept), build reports/explorer.html (offline, self-contained) and its screenshot
+	@set -e; for spec in $(EXPLORE_MODELS); do name=$${spec%%=*}; args=$${spec#*=}; \
+	  if [ -f $(EXPLORE_RUNS)/$$name/last.ckpt ]; then echo "$(EXPLORE_RUNS)/$$name: trained already, kept"; \
+	  else $(BIN)/ablate train budget=$(EXPLORE_BUDGET) tracking=none run.probes=false \
+	    run.dir=$(EXPLORE_RUNS)/$$name $${args//+/ }; fi; done
+	$(BIN)/ablate explore $(foreach spec,$(EXPLORE_MODELS),$(EXPLORE_RUNS)/$(firstword $(subst =, ,$(spec)))) --out $(EXPLORE_PAGE)
+	@$(BIN)/python -m ablate.explore.screenshot $(EXPLORE_PAGE) $(dir $(EXPLORE_PAGE))figures/explorer.png \
+	  || echo "explore: no screenshot (Chromium or Playwright missing); the page is built"
+
 clean: ## remove the virtualenv and caches (keeps runs/ and data/)
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
 
-.PHONY: help venv test lint train bench sweeps report report-export report-build bench-attention clean
+.PHONY: help venv test lint train bench sweeps report report-export report-build bench-attention explore clean

@@ -21,7 +21,9 @@ commands:
                                       the table of a sweep: one row per run (or per variant)
   report [export|build|all] [--data DIR] [--out DIR]
                                       export results to reports/data, run the report notebooks
-  explore SOURCE... --json PATH       trained models (run directories or last.ckpt) as JSON for the explorer
+  explore SOURCE... --out PAGE.html [--json PATH]
+                                      trained models (run directories or last.ckpt) in one offline HTML page
+                                      that runs them in the browser; --json: the models as JSON
 """
 
 

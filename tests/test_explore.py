@@ -297,3 +297,85 @@ def test_trained_mnist_model_in_js_equals_pytorch(tmp_path):
     print(f"trained MNIST: logits {d_logits:.2e}, attention {d_maps:.2e}")
     assert d_logits < TOL and d_maps < TOL, (d_logits, d_maps)
     assert [r["logits"].index(max(r["logits"])) for r in js] == logits.argmax(-1).tolist()
+
+
+# ---- the page: `ablate explore SOURCE... --out PAGE.html` ----
+
+def _idx(root: Path, labels: list[int]) -> None:
+    """A small pair of MNIST test IDX files: image i is filled with the value 3 * i."""
+    import struct
+
+    root.mkdir(parents=True)
+    n = len(labels)
+    (root / "t10k-images-idx3-ubyte").write_bytes(struct.pack(">4I", 2051, n, 28, 28)
+                                                  + b"".join(bytes([3 * i]) * 784 for i in range(n)))
+    (root / "t10k-labels-idx1-ubyte").write_bytes(struct.pack(">2I", 2049, n) + bytes(labels))
+
+
+def _page_data(html: str) -> tuple[list[dict], dict]:
+    import re
+
+    def block(name):
+        return json.loads(re.search(f'<script type="application/json" id="{name}">(.*?)</script>', html, re.S)
+                          .group(1).replace("<\\/", "</"))
+
+    return block("models"), block("images")
+
+
+def test_normalisation_is_the_data_modules(tmp_path):
+    from ablate.data.mnist import MEAN, STD
+    from ablate.explore.images import normalisation
+
+    assert normalisation() == (MEAN, STD)
+
+
+def test_page_is_one_self_contained_file(tmp_path, monkeypatch, capsys):
+    _idx(tmp_path / "data" / "MNIST" / "raw", [7, 2, 1, 0, 4, 1, 4, 9, 5, 9, 0, 6, 9, 0, 1, 5, 9, 7, 3, 4, 9, 6, 6, 5, 4, 0, 7, 4, 0, 1, 3, 1, 3, 4, 7, 2, 7, 1, 2, 1, 1, 7, 4, 2, 3, 5, 1, 2, 4, 4, 6, 3, 5, 5, 6, 0, 4, 1, 9, 5, 7, 8, 9, 3])
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "data"))
+    run = tmp_path / "my-run"
+    run.mkdir()
+    random_model(run, {})
+    out = tmp_path / "page.html"
+    assert cli(["explore", str(run), str(run / "last.ckpt"), "--out", str(out)]) == 0, capsys.readouterr().err
+    html = out.read_text()
+    assert "http" not in html.replace("http://www.w3.org", "") and " src=" not in html and "<link rel=\"stylesheet\"" not in html
+    assert str(tmp_path) not in html  # no absolute path travels with the page
+    models, images = _page_data(html)
+    assert [m["name"] for m in models] == ["my-run", "my-run-2"]
+    assert all("run.dir" not in m["config"] and "source" not in m for m in models)
+    assert models[0]["weights"] == export_model(run)["weights"]
+    from ablate.data.mnist import MEAN, STD
+
+    assert (images["mean"], images["std"]) == (MEAN, STD)
+    # one image of each digit, the first of each in file order, as raw pixels
+    assert [im["label"] for im in images["images"]] == list(range(10))
+    assert [im["index"] for im in images["images"]] == [3, 2, 1, 18, 4, 8, 11, 0, 61, 7]
+    assert all(im["pixels"] == [3 * im["index"]] * 784 for im in images["images"])
+    assert FORWARD_JS.read_text() in html
+
+
+def test_page_bad_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    _, _, ckpt = random_model(tmp_path, {})
+    tokens = tmp_path / "tokens"
+    tokens.mkdir()
+    random_model(tokens, COPY)
+    out = tmp_path / "page.html"
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "nowhere"))
+    cases = {
+        "nothing to write": ([str(ckpt)], "give --out PAGE.html and/or --json PATH"),
+        "no MNIST": ([str(ckpt), "--out", str(out)], "MNIST test files"),
+        "a token model": ([str(ckpt), str(tokens), "--out", str(out), "--json", str(tmp_path / "m.json")],
+                          "the page shows MNIST-row models only"),
+    }
+    for what, (argv, words) in cases.items():
+        assert cli(["explore", *argv]) == 2, what
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("ablate: ") and "; " in err and words in err, (what, err)
+        assert not out.exists() and not (tmp_path / "m.json").exists(), what
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "t10k-images-idx3-ubyte").write_bytes(b"\0\0\x08\x03" + b"\0" * 20)
+    (tmp_path / "raw" / "t10k-labels-idx1-ubyte").write_bytes(b"\0\0\x08\x01" + b"\0" * 8)
+    from ablate.explore.images import mnist_test_images
+
+    with pytest.raises(ExploreError, match="is not a whole IDX file"):
+        mnist_test_images(tmp_path / "raw")

@@ -1,0 +1,79 @@
+"""A few MNIST test images for the explorer page, read from the official IDX files without torch or Lightning.
+
+`test_images(root)` returns one image of each digit (the first of each in the 10k test set) as raw pixels
+(28 x 28 bytes, 0-255) with its label; the page normalises them as training did, with `normalisation()`.
+
+MEAN and STD have one home, ablate/data/mnist.py. The explorer may not import ablate.data (its package
+pulls in Lightning; see tests/layering.py), so `normalisation()` reads the two literals out of that file's
+source with `ast` instead of keeping a copy that could drift.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import struct
+from pathlib import Path
+
+from .export import ExploreError
+
+ROWS = 28
+IMAGES, LABELS = "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"
+MAGIC = {IMAGES: (2051, (ROWS, ROWS)), LABELS: (2049, ())}
+
+
+def mnist_raw_dir() -> Path:
+    """Where `ablate train` keeps MNIST: $ABLATE_DATA_DIR (else ./data) / MNIST / raw (ablate.data.common)."""
+    return Path(os.environ.get("ABLATE_DATA_DIR") or "data").expanduser() / "MNIST" / "raw"
+
+
+def normalisation() -> tuple[float, float]:
+    """(MEAN, STD) as ablate/data/mnist.py defines them (`MEAN, STD = 0.1307, 0.3081`), read from its source."""
+    origin = importlib.util.find_spec("ablate.data").submodule_search_locations[0]
+    tree = ast.parse((Path(origin) / "mnist.py").read_text())
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)
+                and [getattr(t, "id", None) for t in node.targets[0].elts] == ["MEAN", "STD"]):
+            mean, std = ast.literal_eval(node.value)
+            return float(mean), float(std)
+    raise RuntimeError("ablate/data/mnist.py defines no `MEAN, STD = ...`; the explorer reads them from there")
+
+
+def _read(path: Path) -> tuple[int, bytes]:
+    magic, dims = MAGIC[path.name]
+    header = 4 * (2 + len(dims))
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ExploreError(f"MNIST test file {path} cannot be read ({err.strerror}); point ABLATE_DATA_DIR at "
+                           "the MNIST files (`ablate train` downloads them)") from None
+    found, count, *shape = struct.unpack(f">{2 + len(dims)}I", data[:header]) if len(data) >= header else (0, 0)
+    size = 1
+    for d in dims:
+        size *= d
+    if found != magic or tuple(shape) != dims or len(data) != header + count * size:
+        raise ExploreError(f"MNIST test file {path} is not a whole IDX file of {path.name.split('-')[1]}; "
+                           "delete it and let `ablate train` download it again")
+    return count, data[header:]
+
+
+def mnist_test_images(root: Path | None = None) -> list[dict]:
+    """One test image of each digit, in digit order: [{"index", "label", "pixels": 784 ints 0-255}]."""
+    root = Path(root) if root is not None else mnist_raw_dir()
+    if not (root / IMAGES).is_file() or not (root / LABELS).is_file():
+        raise ExploreError(f"MNIST test files ({IMAGES}, {LABELS}) not found in {root}; point ABLATE_DATA_DIR "
+                           "at the MNIST files (`ablate train` downloads them)")
+    n_images, pixels = _read(root / IMAGES)
+    n_labels, labels = _read(root / LABELS)
+    if n_images != n_labels:
+        raise ExploreError(f"MNIST test files in {root} hold {n_images} images but {n_labels} labels; "
+                           "delete them and let `ablate train` download them again")
+    first: dict[int, int] = {}
+    for i, label in enumerate(labels):
+        first.setdefault(label, i)
+        if len(first) == 10:
+            break
+    size = ROWS * ROWS
+    return [{"index": i, "label": label, "pixels": list(pixels[i * size:(i + 1) * size])}
+            for label, i in sorted(first.items())]
