@@ -668,6 +668,9 @@ def _img(path: Path) -> str:
     return f'<img alt="{html.escape(path.name)}" src="data:image/png;base64,{data}">'
 
 
+EXPLORER_SHOT = "explorer.png"  # the explorer's screenshot in reports/figures (`make explore`)
+
+
 def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, where: Path) -> str:
     """Every question: its title and verdict, the plain answer (Chinese one click away), its key figure,
     then the rest of the answer folded; the provenance and the notebooks below. Relative paths only."""
@@ -710,5 +713,12 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
     parts += ["</table></section>", "<section><h2>Notebooks</h2><ul>"]
     parts += [f'<li><a href="{e(b.html.name)}">{e(b.name)}</a>'
               f'{" — failed" if b.error else ""}</li>' for b in built if b.html]
-    parts += ["</ul></section>", "</body></html>", ""]
+    parts += ["</ul></section>"]
+    explorer = figures / EXPLORER_SHOT
+    if explorer.exists():  # made by `make explore`, not by a notebook
+        parts += ["<section><h2>Explorer</h2>",
+                  "<p>The tutorial's interactive demos on real trained models, in the browser: <code>make explore</code> "
+                  'builds <a href="../explorer.html">reports/explorer.html</a>, one page that opens offline.</p>',
+                  _img(explorer), "</section>"]
+    parts += ["</body></html>", ""]
     return "\n".join(p for p in parts if p)
