@@ -24,6 +24,7 @@ DataConfig = Any  # ablate.config.DataConfig (not imported: this module is a lea
 
 MNIST_IMAGES, MNIST_TRAIN = 70_000, 60_000  # the official split: 60,000 training, 10,000 test images
 MNIST_ROWS, MNIST_CLASSES = 28, 10
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # of the 60k training pixels, scaled to [0, 1]: ablate.data.mnist and the explorer
 LONG = 8  # bytes of an int64 token id
 
 # Reference levels a data module can compute on an evaluation set (see ablate/data/reference.py):

@@ -3,19 +3,17 @@
 `test_images(root)` returns one image of each digit (the first of each in the 10k test set) as raw pixels
 (28 x 28 bytes, 0-255) with its label; the page normalises them as training did, with `normalisation()`.
 
-MEAN and STD have one home, ablate/data/mnist.py. The explorer may not import ablate.data (its package
-pulls in Lightning; see tests/layering.py), so `normalisation()` reads the two literals out of that file's
-source with `ast` instead of keeping a copy that could drift.
+MEAN and STD have one home, the registry (a leaf module, which ablate/data/mnist.py reads too). The explorer
+may not import ablate.data (its package pulls in Lightning; see tests/layering.py).
 """
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import os
 import struct
 from pathlib import Path
 
+from ..registry import MNIST_MEAN, MNIST_STD
 from .export import ExploreError
 
 ROWS = 28
@@ -29,15 +27,8 @@ def mnist_raw_dir() -> Path:
 
 
 def normalisation() -> tuple[float, float]:
-    """(MEAN, STD) as ablate/data/mnist.py defines them (`MEAN, STD = 0.1307, 0.3081`), read from its source."""
-    origin = importlib.util.find_spec("ablate.data").submodule_search_locations[0]
-    tree = ast.parse((Path(origin) / "mnist.py").read_text())
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)
-                and [getattr(t, "id", None) for t in node.targets[0].elts] == ["MEAN", "STD"]):
-            mean, std = ast.literal_eval(node.value)
-            return float(mean), float(std)
-    raise RuntimeError("ablate/data/mnist.py defines no `MEAN, STD = ...`; the explorer reads them from there")
+    """(MEAN, STD) of the training pixels, as training normalises them (ablate.registry)."""
+    return MNIST_MEAN, MNIST_STD
 
 
 def _read(path: Path) -> tuple[int, bytes]:
