@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import pickle
 import shutil
@@ -21,6 +22,7 @@ from ablate import config as C
 from ablate.cli import main as cli
 from ablate.explore import FORWARD_JS, ExploreError, export_model
 from ablate.models import SequenceClassifier, TokenModel
+from ablate.probes import mean_token_cosine, sublayer_outputs
 from ablate.probes.heads import masked_heads
 from ablate.registry import spec as task_spec
 
@@ -139,6 +141,29 @@ def test_forward_js_equals_pytorch(tmp_path, name):
     # residual-stream norms: n_layers + 1 entries of one norm per token (the CLS token included)
     tokens = x.shape[1] + (1 if cfg.pooling == "cls" else 0)
     assert [len(n) for n in js[0]["residualNorms"]] == [tokens] * (cfg.model.n_layers + 1)
+    # the hidden state after every block (what the page's token cosine reads) is PyTorch's
+    blocks = [ffn for _, ffn in sublayer_outputs(model, x)]
+    d_hidden = max((torch.tensor([r["hiddenStates"][i + 1] for r in js], dtype=torch.float64) - h.double()).abs().max().item()
+                   for i, h in enumerate(blocks))
+    assert d_hidden < TOL, d_hidden
+
+
+@needs_node
+def test_mean_token_cosine_is_the_probes():
+    """forward.js's meanTokenCosine is ablate.probes' `cosine` (mean over distinct pairs; a zero row counts 0)."""
+    g = torch.Generator().manual_seed(3)
+    cases = [torch.randn(28, 16, generator=g), torch.randn(29, 64, generator=g) + 3.0, torch.randn(5, 8, generator=g),
+             torch.randn(1, 4, generator=g)]
+    cases[2][1] = 0.0  # a zero token
+    script = (f"const F = require({json.dumps(str(FORWARD_JS))});"
+              f"console.log(JSON.stringify({json.dumps([c.tolist() for c in cases])}.map(F.meanTokenCosine)))")
+    done = subprocess.run([NODE, "-e", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    expected = [mean_token_cosine(c[None]) for c in cases]
+    assert got[-1] is None and math.isnan(expected[-1])  # one token: no pair (JSON writes NaN as null)
+    assert max(abs(a - b) for a, b in zip(got[:-1], expected[:-1])) < 1e-12
+    assert expected[1] > 0.8 > abs(expected[0])  # the cases differ: the comparison can fail
 
 
 def _variant(model: torch.nn.Module, cfg: C.Config, strict: bool = True, **fields) -> torch.nn.Module:

@@ -1,8 +1,9 @@
 """The explorer page in a real browser (Playwright driving the system's Chromium), loaded from a file with the
 network blocked: its logits and attention equal PyTorch's to 1e-4 for the tutorial's model and under every
 control (tau slider, sqrt(d_k), a masked head, positional encoding off, permuted rows, a second model); the
-controls change the drawn attention as PyTorch says; no request leaves the file; no console error; a
-1400 x 900 screenshot.
+controls change the drawn attention as PyTorch says; the per-layer token cosine equals ablate.probes' and the
+position view shows the model's own sinusoidal table, RoPE angles or learned table; no request leaves the
+file; no console error; a 1400 x 900 screenshot.
 
 Without Chromium (or Playwright) these tests skip, saying how to get it; with ABLATE_REQUIRE_BROWSER=1
 (.ci/run sets it where it could install Chromium) that is a failure instead."""
@@ -24,6 +25,9 @@ from ablate.explore.images import normalisation
 from ablate.explore.page import build_page, page_model
 from ablate.explore.screenshot import VIEWPORT, chromium
 from ablate.models import SequenceClassifier
+from ablate.models.positional import rope_angles, sinusoidal_table
+from ablate.probes import mean_token_cosine, sublayer_outputs
+from ablate.probes.common import blocks_of
 from ablate.probes.heads import masked_heads
 
 TOL = 1e-4
@@ -86,11 +90,29 @@ def explorer(tmp_path, page):
     tutorial = _model(tmp_path, "tutorial", {}, seed=0)
     other = _model(tmp_path, "nope-preln", {"model.pos_enc": "none", "model.norm": "pre", "pooling": "cls",
                                             "model.n_layers": 3}, seed=1)
+    yield from _opened(page, tmp_path, (tutorial, other))
+
+
+@pytest.fixture
+def positional(tmp_path, page):
+    """The page of four models, one per position view: sinusoidal; RoPE with [CLS] (29 positions); the
+    tutorial's learned table; no residuals at depth 4 with no PE."""
+    models = (_model(tmp_path, "sinusoidal", {"model.pos_enc": "sinusoidal"}, seed=2),
+              _model(tmp_path, "rope-cls", {"model.pos_enc": "rope", "pooling": "cls"}, seed=3),
+              _model(tmp_path, "learned", {}, seed=4),
+              _model(tmp_path, "no-residual", {"model.pos_enc": "none", "model.residual": False,
+                                               "model.n_layers": 4}, seed=5))
+    yield from _opened(page, tmp_path, models)
+
+
+def _opened(page, tmp_path: Path, runs):
+    """Build the page of `runs` (as _model returns them) and three images, open it with the network blocked;
+    after the test: no request left the file, no console error, no absolute path in the page."""
     g = torch.Generator().manual_seed(5)
     images = [{"index": i, "label": i, "pixels": (torch.rand(784, generator=g) ** 4 * 255).round().int().tolist()}
               for i in range(3)]
     mean, std = normalisation()
-    models = [page_model(dict(export_model(run), source=str(run)), run.name) for _, _, run in (tutorial, other)]
+    models = [page_model(dict(export_model(run), source=str(run)), run.name) for _, _, run in runs]
     html = tmp_path / "explorer.html"
     html.write_text(build_page(models, images, mean, std))
     requests, errors = [], []
@@ -105,7 +127,7 @@ def explorer(tmp_path, page):
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(html.as_uri())
-    yield {"page": page, "models": (tutorial, other), "images": images, "mean": mean, "std": std, "html": html,
+    yield {"page": page, "models": runs, "images": images, "mean": mean, "std": std, "html": html,
            "tmp": tmp_path}
     assert requests == [], requests
     assert errors == [], errors
@@ -238,3 +260,73 @@ def test_screenshot_tool_sees_no_network(explorer, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert struct.unpack(">II", png.read_bytes()[16:24]) == (VIEWPORT["width"], VIEWPORT["height"])
+
+
+def _hidden(model, x):
+    """PyTorch's hidden states as the page lists them: the first block's input, then every block's output."""
+    found = []
+    handle = blocks_of(model)[0].register_forward_pre_hook(lambda module, args: found.append(args[0]))
+    try:
+        outputs = sublayer_outputs(model, x[None])
+    finally:
+        handle.remove()
+    return [found[0]] + [ffn for _, ffn in outputs]
+
+
+def test_token_cosine_per_layer_equals_the_probe(positional):
+    page, images = positional["page"], positional["images"]
+    x = (torch.tensor(images[2]["pixels"], dtype=torch.float32).reshape(28, 28) / 255 - positional["mean"]) / positional["std"]
+    page.select_option("#image", "2")
+    worst = {}
+    for i, (cfg, model, run) in enumerate(positional["models"]):
+        page.select_option("#model", str(i))
+        last = _last(page)
+        hidden = _hidden(model, x)
+        assert len(last["tokenCosine"]) == len(hidden) == cfg.model.n_layers + 1
+        torch_cos = [mean_token_cosine(h) for h in hidden]
+        page_cos = last["tokenCosine"]
+        worst[run.name] = max(abs(a - b) for a, b in zip(page_cos, torch_cos))
+        d_hidden = max((torch.tensor(last["hiddenStates"][k], dtype=torch.float64) - h[0].double()).abs().max().item()
+                       for k, h in enumerate(hidden))
+        assert d_hidden < TOL, (run.name, d_hidden)
+        # the bars show those numbers, one per layer
+        shown = page.locator("#cosine .bv").all_text_contents()
+        assert shown == [f"{v:.3f}" for v in page_cos]
+        if run.name == "no-residual":
+            print("no residuals, token cosine per layer:", [round(v, 3) for v in page_cos])
+    print("token cosine, page - probe:", {k: f"{v:.1e}" for k, v in worst.items()})
+    assert max(worst.values()) < TOL, worst
+
+
+def test_position_view_is_the_models_own(positional):
+    page = positional["page"]
+    (_, _, _), (rcfg, _, _), (_, lmodel, _), _ = positional["models"]
+    expected = {
+        "sinusoidal": sinusoidal_table(28, 64).double(),
+        "rope": torch.arange(29, dtype=torch.float64)[:, None]
+                * 10000.0 ** (-torch.arange(0, rcfg.model.head_dim, 2, dtype=torch.float64) / rcfg.model.head_dim),
+        "learned": lmodel.encoder.pos_enc.weight[:28].detach().double(),
+    }
+    cos, sin = rope_angles(29, rcfg.model.head_dim)  # the model's own (float32) rotation
+    assert (expected["rope"].cos() - cos.double()).abs().max() < TOL
+    assert (expected["rope"].sin() - sin.double()).abs().max() < TOL
+    for i, kind in enumerate(["sinusoidal", "rope", "learned", "none"]):
+        page.select_option("#model", str(i))
+        P = page.evaluate("window.ablateExplorer.positions")
+        assert P["kind"] == kind
+        if kind == "none":
+            assert P["table"] == [] and P["vector"] == []
+            continue
+        table = torch.tensor(P["table"], dtype=torch.float64)
+        assert table.shape == expected[kind].shape, kind
+        assert (table - expected[kind]).abs().max() < TOL, kind
+        # the slider selects a position: its vector is that row of the table
+        page.focus("#pos")
+        page.keyboard.press("Home")
+        for _ in range(17):
+            page.keyboard.press("ArrowRight")
+        P = page.evaluate("window.ablateExplorer.positions")
+        assert P["position"] == 17 and page.text_content("#posval") == "position 17"
+        assert (torch.tensor(P["vector"], dtype=torch.float64) - expected[kind][17]).abs().max() < TOL
+    page.select_option("#model", "1")  # RoPE with [CLS]: the slider reaches position 28
+    assert page.get_attribute("#pos", "max") == "28"

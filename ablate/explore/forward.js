@@ -25,13 +25,19 @@
  * Arithmetic is in float64 on float32 weights; PyTorch computes in float32, so results agree to ~1e-6.
  *
  * Use: AblateForward.load(exported) once (decodes the weights), then
- *      AblateForward.forward(model, input, options) -> {logits, attention, residualNorms, hidden}
+ *      AblateForward.forward(model, input, options) -> {logits, attention, residualNorms, hiddenStates, hidden}
  *   input    classify: T rows of in_features numbers (normalised pixels); tokens: T token ids
  *   options  {temperature, qkScale, headMask: [[layer, head], ...], posEnc: false, permute: [T indices]}
  *   logits   classify: n_classes numbers; tokens: T rows of n_out numbers
  *   attention[layer][head] a (T', T') matrix (T' = T + 1 with a [CLS] token), post-softmax
  *   residualNorms[l]  the L2 norm of every token's hidden state: l = 0 after the embedding (and input
  *                     positions), l = i + 1 after block i
+ *   hiddenStates[l]   those hidden states themselves, (T', d) each (before a Pre-LN model's final norm)
+ *   hidden            the tokens after the final norm, (T', d)
+ *
+ * and, for the page's views: meanTokenCosine(h) (ablate.probes' `cosine`: the mean cosine over the pairs of
+ * distinct tokens, Dong et al. 2021), sinusoidal(T, d) (the added table) and ropeAngles(T, hs) (the angle
+ * pos * 10000^(-2i/hs) each pair i of q and k is rotated by).
  */
 (function (root, factory) {
   const api = factory();
@@ -152,6 +158,17 @@
     return table;
   }
 
+  /** theta[pos][i] = pos * 10000^(-2i/hs), (T, hs/2): RoPE's rotation angles (ablate.models.positional.rope_angles). */
+  function ropeAngles(T, hs) {
+    const angles = [];
+    for (let pos = 0; pos < T; pos++) {
+      const r = new Float64Array(hs >> 1);
+      for (let i = 0; 2 * i < hs; i++) r[i] = pos * Math.pow(10000, -(2 * i) / hs);
+      angles.push(r);
+    }
+    return angles;
+  }
+
   /** Rotate each pair (x_{2i}, x_{2i+1}) of a (T, hs) matrix by pos * 10000^(-2i/hs) (Su et al. 2021). */
   function rope(x) {
     const hs = x[0].length;
@@ -237,6 +254,25 @@
     return x.map((row) => Math.sqrt(row.reduce((s, v) => s + v * v, 0)));
   }
 
+  /** Mean cosine over the T(T-1) ordered pairs of distinct rows of h (T, d), as ablate.probes.mean_token_cosine
+   *  (a zero row counts as cosine 0, as F.normalize makes it); NaN for fewer than two rows. */
+  function meanTokenCosine(h) {
+    const T = h.length;
+    if (T < 2) return NaN;
+    const u = h.map((row) => {
+      const n = Math.max(Math.sqrt(row.reduce((s, v) => s + v * v, 0)), 1e-12);
+      return row.map((v) => v / n);
+    });
+    let sum = 0;
+    for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) {
+      if (i === j) continue;
+      let dot = 0;
+      for (let c = 0; c < u[i].length; c++) dot += u[i][c] * u[j][c];
+      sum += dot;
+    }
+    return sum / (T * (T - 1));
+  }
+
   function options(model, opts) {
     opts = opts || {};
     const cfg = Object.assign({}, model.model);
@@ -263,7 +299,7 @@
       const table = w["encoder.pos_enc.weight"].data;
       x = x.map((row, t) => row.map((v, i) => v + table[t * cfg.d_model + i]));
     }
-    const attentionMaps = [], residualNorms = [norms(x)];
+    const attentionMaps = [], residualNorms = [norms(x)], hiddenStates = [x];
     for (let l = 0; l < cfg.n_layers; l++) {
       const p = `encoder.blocks.${l}.`;
       const a = subLayer(x, w, p + "attn.", cfg, (h) => attention(h, w, p + "attn.fn.", cfg, o, l));
@@ -271,6 +307,7 @@
       attentionMaps.push(a.maps);
       if (cfg.ffn_dim > 0) x = subLayer(x, w, p + "ffn.", cfg, (h) => ({ y: feedForward(h, w, p + "ffn.fn.", cfg) })).x;
       residualNorms.push(norms(x));
+      hiddenStates.push(x);
     }
     if (cfg.norm === "pre") x = layerNorm(x, w["encoder.final_norm.weight"], w["encoder.final_norm.bias"]);
     let logits;
@@ -289,9 +326,10 @@
       logits,
       attention: attentionMaps.map((layer) => layer.map((A) => A.map((row) => Array.from(row)))),
       residualNorms,
+      hiddenStates: hiddenStates.map((h) => h.map((row) => Array.from(row))),
       hidden: x.map((row) => Array.from(row)),
     };
   }
 
-  return { load, forward, decode, erf, sinusoidal, alibiSlopes };
+  return { load, forward, decode, erf, sinusoidal, ropeAngles, meanTokenCosine, alibiSlopes };
 });

@@ -6,7 +6,9 @@ file), so the page opens offline from disk. `page_model(exported, name)` strips 
 the page: absolute paths (`run.dir`, `source`).
 
 The page keeps its last forward pass in `window.ablateExplorer.last` ({logits, probabilities, attention,
-residualNorms, input, options}) so that tests read exactly what it drew.
+residualNorms, hiddenStates, tokenCosine, input, options}) and its position view in
+`window.ablateExplorer.positions` ({kind, table, position, vector}: the sinusoidal table, RoPE's angles or the
+learned table, positions x columns, and the row the slider selects), so that tests read exactly what it drew.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ const MODELS = JSON.parse(document.getElementById("models").textContent).map(Abl
 const DATA = JSON.parse(document.getElementById("images").textContent); // {mean, std, images: [{index, label, pixels}]}
 const ROWS = 28, $ = (id) => document.getElementById(id);
 const S = { model: 0, pixels: new Float64Array(ROWS * ROWS), label: null, tau: 1, qkScale: true, pe: true,
-            masked: new Set(), perm: null, hover: null, shuffles: 0 };
-const hook = (window.ablateExplorer = { state: S, last: null, render: () => render() });
+            masked: new Set(), perm: null, hover: null, shuffles: 0, pos: 0 };
+const hook = (window.ablateExplorer = { state: S, last: null, positions: null, render: () => render() });
 
 // ---- controls ----
 MODELS.forEach((m, i) => $("model").add(new Option(`${m.name} (${m.params.toLocaleString("en")} parameters)`, i)));
@@ -35,11 +37,73 @@ function loadModel(i) {
   const m = MODELS[i].model;
   S.tau = m.temperature; S.qkScale = m.qk_scale; S.pe = m.pos_enc !== "none"; S.masked.clear();
   $("tau").value = S.tau; $("sqrtdk").checked = S.qkScale; $("pe").checked = S.pe; $("pe").disabled = m.pos_enc === "none";
-  $("pename").textContent = m.pos_enc;
+  $("pename").textContent = $("posname2").textContent = m.pos_enc;
   const c = MODELS[i].config, keys = ["model.d_model", "model.n_heads", "model.n_layers", "model.norm", "model.residual",
     "model.pos_enc", "model.qk_scale", "model.temperature", "model.activation", "pooling", "data.permute"];
   $("config").textContent = keys.filter((k) => k in c).map((k) => `${k}=${c[k]}`).join("  ") +
     `  steps=${MODELS[i].global_step}`;
+  const T = ROWS + (MODELS[i].pooling === "cls" ? 1 : 0); // positions are added after the [CLS] token
+  $("pos").max = T - 1; S.pos = Math.min(S.pos, T - 1); $("pos").value = S.pos;
+  hook.positions = positionTable(MODELS[i], T);
+}
+
+// ---- the model's positions: what pos_enc adds (or rotates by), position x column ----
+function positionTable(model, T) {
+  const m = model.model;
+  if (m.pos_enc === "sinusoidal") return { kind: "sinusoidal", table: AblateForward.sinusoidal(T, m.d_model).map((r) => Array.from(r)) };
+  if (m.pos_enc === "rope") return { kind: "rope", table: AblateForward.ropeAngles(T, m.head_dim).map((r) => Array.from(r)) };
+  if (m.pos_enc === "learned") {
+    const data = model.w["encoder.pos_enc.weight"].data, d = m.d_model;
+    return { kind: "learned", table: Array.from({ length: Math.min(T, m.max_len) }, (_, t) => Array.from(data.subarray(t * d, (t + 1) * d))) };
+  }
+  return { kind: m.pos_enc, table: [] }; // none; alibi biases the scores, it adds no vector
+}
+const WAVE_COLOURS = ["#5b8fd6", "#e65c00", "#2a9d4b", "#9b59b6", "#c0392b", "#7f8c8d"];
+function diverging(v) { // -1 blue, 0 white, +1 orange
+  const a = Math.min(1, Math.abs(v));
+  return v >= 0 ? `rgb(255,${Math.round(255 - 120 * a)},${Math.round(255 - 255 * a)})`
+                : `rgb(${Math.round(255 - 200 * a)},${Math.round(255 - 110 * a)},255)`;
+}
+function drawPositions() {
+  const P = hook.positions, cv = $("posview"), ctx = cv.getContext("2d"), W = cv.width, H = cv.height;
+  ctx.clearRect(0, 0, W, H);
+  const T = P.table.length, pos = Math.min(S.pos, Math.max(0, T - 1));
+  P.position = pos; P.vector = T ? P.table[pos].slice() : [];
+  $("posvec").getContext("2d").clearRect(0, 0, $("posvec").width, $("posvec").height);
+  if (!T) {
+    ctx.fillStyle = "#555"; ctx.font = "13px system-ui";
+    ctx.fillText(P.kind === "alibi" ? "alibi: no position vector (a bias -m|i-j| on the scores)" : "none: no positional encoding", 8, H / 2);
+    $("posnote").textContent = ""; return;
+  }
+  const cols = P.table[0].length, x = (t) => ((t + 0.5) * W) / T;
+  let picked = [];
+  if (P.kind === "sinusoidal") { // a few dimensions as waves over the positions
+    picked = [0, 1, 4, 5, 16, 17].filter((i) => i < cols);
+    picked.forEach((i, k) => {
+      ctx.strokeStyle = WAVE_COLOURS[k]; ctx.lineWidth = 1.5; ctx.beginPath();
+      P.table.forEach((row, t) => { const y = H / 2 - row[i] * (H / 2 - 4); t ? ctx.lineTo(x(t), y) : ctx.moveTo(x(t), y); });
+      ctx.stroke();
+    });
+    $("posnote").textContent = `dimensions ${picked.join(", ")} (sin even, cos odd) over ${T} positions`;
+  } else { // rope: angle mod 2pi as a colour wheel; learned: the table's values
+    const max = P.kind === "learned" ? Math.max(...P.table.flat().map(Math.abs), 1e-12) : 1;
+    const ch = H / T, cw = W / cols;
+    P.table.forEach((row, t) => row.forEach((v, c) => {
+      ctx.fillStyle = P.kind === "rope" ? `hsl(${(((v % (2 * Math.PI)) / (2 * Math.PI)) * 360).toFixed(1)},70%,60%)` : diverging(v / max);
+      ctx.fillRect(c * cw, t * ch, cw + 0.5, ch + 0.5);
+    }));
+    ctx.strokeStyle = "#222"; ctx.lineWidth = 1.5; ctx.strokeRect(0.5, pos * ch, W - 1, ch);
+    $("posnote").textContent = P.kind === "rope"
+      ? `rotation angle pos·10000^(-2i/${2 * cols}) mod 2π: ${T} positions (rows) × ${cols} frequencies i (columns)`
+      : `the learned table: ${T} positions (rows) × ${cols} dimensions, colour ±${max.toFixed(2)}`;
+  }
+  if (P.kind === "sinusoidal") { ctx.strokeStyle = "#222"; ctx.lineWidth = 1; ctx.beginPath(); ctx.moveTo(x(pos), 0); ctx.lineTo(x(pos), H); ctx.stroke(); }
+  const vc = $("posvec"), vctx = vc.getContext("2d"), vw = vc.width / cols, vmax = P.kind === "learned" ? Math.max(...P.vector.map(Math.abs), 1e-12) : 1;
+  P.vector.forEach((v, c) => {
+    vctx.fillStyle = P.kind === "rope" ? `hsl(${(((v % (2 * Math.PI)) / (2 * Math.PI)) * 360).toFixed(1)},70%,60%)` : diverging(v / vmax);
+    vctx.fillRect(c * vw, 0, vw + 0.5, vc.height);
+  });
+  $("posval").textContent = `position ${pos}`;
 }
 function loadImage(i) {
   if (i < 0) return;
@@ -150,13 +214,13 @@ function buildMaps(out) {
   });
 }
 function bars(el, values, labels, fmt, highlight) {
-  const max = Math.max(...values, 1e-12);
+  const max = Math.max(...values.map(Math.abs), 1e-12);
   el.innerHTML = "";
   values.forEach((v, i) => {
     const row = Object.assign(document.createElement("div"), { className: "bar" + (i === highlight ? " best" : "") });
     row.innerHTML = `<span class="bl"></span><span class="bt"><span class="bf"></span></span><span class="bv"></span>`;
     row.children[0].textContent = labels[i];
-    row.children[1].firstChild.style.width = `${(100 * v) / max}%`;
+    row.children[1].firstChild.style.width = `${(100 * Math.abs(v)) / max}%`;
     row.children[2].textContent = fmt(v);
     el.appendChild(row);
   });
@@ -169,8 +233,9 @@ function render() {
   const probabilities = exp.map((e) => e / sum), best = probabilities.indexOf(Math.max(...probabilities));
   const shapeChanged = !hook.last || hook.last.attention.length !== out.attention.length ||
     hook.last.attention[0].length !== out.attention[0].length || hook.last.attention[0][0].length !== out.attention[0][0].length;
+  const tokenCosine = out.hiddenStates.map(AblateForward.meanTokenCosine);
   hook.last = { logits: out.logits, probabilities, attention: out.attention, residualNorms: out.residualNorms,
-                input: rows, options: opts };
+                hiddenStates: out.hiddenStates, tokenCosine, input: rows, options: opts };
   if (shapeChanged) { S.hover = null; buildMaps(out); }
   $("tauval").textContent = S.tau.toFixed(2);
   $("permstate").textContent = S.perm ? `rows permuted: ${S.perm.join(" ")}` : "rows in order";
@@ -179,8 +244,11 @@ function render() {
     (S.label === null ? "" : `, label ${S.label}`);
   bars($("probs"), probabilities, [...probabilities.keys()].map(String), (p) => p.toFixed(3), best);
   const mean = out.residualNorms.map((n) => n.reduce((a, b) => a + b, 0) / n.length);
-  bars($("norms"), mean, mean.map((_, l) => (l === 0 ? "embedding" : `after layer ${l - 1}`)), (v) => v.toFixed(2), -1);
+  const layerNames = mean.map((_, l) => (l === 0 ? "embedding" : `after layer ${l - 1}`));
+  bars($("norms"), mean, layerNames, (v) => v.toFixed(2), -1);
+  bars($("cosine"), tokenCosine, layerNames, (v) => v.toFixed(3), -1);
   drawMaps();
+  drawPositions();
 }
 
 $("model").addEventListener("change", () => { loadModel(+$("model").value); render(); });
@@ -188,6 +256,7 @@ $("image").addEventListener("change", () => { loadImage(+$("image").value); rend
 $("tau").addEventListener("input", () => { S.tau = +$("tau").value; render(); });
 $("sqrtdk").addEventListener("change", () => { S.qkScale = $("sqrtdk").checked; render(); });
 $("pe").addEventListener("change", () => { S.pe = $("pe").checked; render(); });
+$("pos").addEventListener("input", () => { S.pos = +$("pos").value; drawPositions(); });
 $("permute").addEventListener("click", () => { S.perm = shuffle(); render(); });
 $("order").addEventListener("click", () => { S.perm = null; render(); });
 $("maps").addEventListener("mouseleave", () => { S.hover = null; drawMaps(); });
@@ -206,6 +275,7 @@ figure{margin:0} figcaption{font-size:11px;text-align:center;color:#555}
 .bar{display:flex;align-items:center;gap:6px;font:12px monospace;height:16px}
 .bl{width:110px;text-align:right;white-space:nowrap} .bt{width:140px;height:10px;background:#eee} .bf{display:block;height:10px;background:#5b8fd6}
 .best .bf{background:#e65c00} .note{font-size:12px;color:#555;max-width:260px}
+h3{font-size:14px;margin:10px 0 4px} #posview,#posvec{border:1px solid #ccc;display:block}
 """
 
 
@@ -243,7 +313,12 @@ def build_page(models: list[dict], images: list[dict], mean: float, std: float) 
 highlight that query row and the image row it reads. Everything is computed here, from the trained weights.</p>
 <div id="masked" class="note"></div>
 </div>
-<div><p id="pred"></p><div id="probs"></div><h3>residual-stream norm (mean over tokens)</h3><div id="norms"></div></div>
+<div><p id="pred"></p><div id="probs"></div><h3>residual-stream norm (mean over tokens)</h3><div id="norms"></div>
+<h3>token cosine (mean over pairs of tokens)</h3><div id="cosine"></div>
+<h3>positions (<span id="posname2"></span>)</h3><canvas id="posview" width="300" height="150"></canvas>
+<canvas id="posvec" width="300" height="12" title="the selected position's vector"></canvas>
+<label><input id="pos" type="range" min="0" max="27" step="1" value="0"> <span id="posval"></span></label>
+<div id="posnote" class="note"></div></div>
 <div><h3>attention: query row &times; key column, every layer and head</h3><div id="maps"></div></div>
 </div>
 <script type="application/json" id="models">{_script_json(models)}</script>
