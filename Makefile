@@ -66,13 +66,9 @@ bench-attention: venv ## attention time and memory against sequence length, fuse
 $(REPORT_DATA)/attention_cost.csv: | venv
 	$(BIN)/ablate bench attention --csv $@
 
-# The explorer's models: name=overrides (joined by +), trained once each into $(EXPLORE_RUNS)/<name>.
-# unscaled-dk512: one head of d_k = 512 without 1/sqrt(d_k), one layer (4 heads of 512 at two layers would be
-# 1.1M parameters, 6 MB of page); no-residual-8: eight blocks without skip connections. max_len=28: the
-# learned table holds the 28 rows it is used for (at 512 it is a third of the tutorial's parameters).
-EXPLORE_MODELS ?= tutorial= no-pe=model.pos_enc=none pre-ln=model.norm=pre \
-  unscaled-dk512=model.qk_scale=false+model.n_heads=1+model.d_head=512+model.n_layers=1+model.max_len=28 \
-  no-residual-8=model.residual=false+model.n_layers=8+model.max_len=28
+# The explorer's models: name=overrides (joined by +), trained once each into $(EXPLORE_RUNS)/<name>; their one
+# home is ablate/explore/shipped.py (SHIPPED), which the browser tests also build.
+EXPLORE_MODELS ?= $(shell $(BIN)/python -m ablate.explore.shipped)
 EXPLORE_BUDGET ?= quick
 EXPLORE_RUNS ?= runs/explore
 EXPLORE_PAGE ?= reports/explorer.html

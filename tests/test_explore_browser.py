@@ -1,5 +1,6 @@
 """The explorer page in a real browser (Playwright driving the system's Chromium), loaded from a file with the
-network blocked: its logits and attention equal PyTorch's to 1e-4 for the tutorial's model and under every
+network blocked: its logits and attention equal PyTorch's to 1e-4 for every shipped model's config (as is, tau,
+a masked head, no PE, permuted rows), and for the tutorial's model under every
 control (tau slider, sqrt(d_k), a masked head, positional encoding off, permuted rows, a second model); the
 controls change the drawn attention as PyTorch says; the per-layer token cosine equals ablate.probes' and the
 position view shows the model's own sinusoidal table, RoPE angles or learned table; no request leaves the
@@ -24,6 +25,7 @@ from ablate.explore.export import export_model
 from ablate.explore.images import normalisation
 from ablate.explore.page import build_page, page_model
 from ablate.explore.screenshot import VIEWPORT, chromium
+from ablate.explore.shipped import SHIPPED
 from ablate.models import SequenceClassifier
 from ablate.models.positional import rope_angles, sinusoidal_table
 from ablate.probes import mean_token_cosine, sublayer_outputs
@@ -103,6 +105,15 @@ def positional(tmp_path, page):
               _model(tmp_path, "no-residual", {"model.pos_enc": "none", "model.residual": False,
                                                "model.n_layers": 4}, seed=5))
     yield from _opened(page, tmp_path, models)
+
+
+@pytest.fixture
+def shipped(tmp_path, page):
+    """The page of every shipped model (ablate.explore.shipped: what `make explore` trains), each built from
+    the exact config `ablate train budget=quick ... <its overrides>` builds, random-init, opened offline."""
+    runs = tuple(_model(tmp_path, name, {"budget": "quick", "run.probes": "false", **C.parse_overrides(overrides)},
+                        seed=10 + i) for i, (name, overrides) in enumerate(SHIPPED.items()))
+    yield from _opened(page, tmp_path, runs)
 
 
 def _opened(page, tmp_path: Path, runs):
@@ -239,6 +250,67 @@ def test_page_equals_pytorch_under_every_control(explorer):
     for what, (d_logits, d_maps) in results.items():
         print(f"{what}: logits {d_logits:.2e}, attention {d_maps:.2e}")
     worst = {what: max(d) for what, d in results.items() if max(d) >= TOL}
+    assert worst == {}, worst
+
+
+def test_page_equals_pytorch_for_every_shipped_model(shipped):
+    page, runs, images = shipped["page"], shipped["models"], shipped["images"]
+    assert [run.name for _, _, run in runs] == list(SHIPPED)
+    page.select_option("#image", "2")
+    x = (torch.tensor(images[2]["pixels"], dtype=torch.float32).reshape(28, 28) / 255 - shipped["mean"]) / shipped["std"]
+    results = {}
+    for i, (cfg, model, run) in enumerate(runs):
+        page.select_option("#model", str(i))
+        assert page.locator("canvas.map").count() == cfg.model.n_layers * cfg.model.n_heads, run.name
+        last = _last(page)
+        assert last["options"]["qkScale"] == cfg.model.qk_scale and "permute" not in last["options"]
+        d_logits, d_maps, base_maps = _compare(last, model, x)
+        base_logits = last["logits"]
+        results[run.name, "as is"] = (d_logits, d_maps)
+
+        page.focus("#tau")  # tau from the model's 1.00 down to 0.40
+        for _ in range(12):
+            page.keyboard.press("ArrowLeft")
+        last = _last(page)
+        assert last["options"]["temperature"] == pytest.approx(0.4)
+        d_logits, d_maps, maps = _compare(last, _variant(model, cfg, temperature=0.4), x)
+        results[run.name, "tau=0.4"] = (d_logits, d_maps)
+        assert (maps[0] - base_maps[0]).abs().max() > 1e-3, run.name
+        page.focus("#tau")
+        for _ in range(12):
+            page.keyboard.press("ArrowRight")
+
+        head = [cfg.model.n_layers - 1, cfg.model.n_heads - 1]  # the last layer's last head
+        page.click(f"canvas.map[data-layer='{head[0]}'][data-head='{head[1]}']")
+        last = _last(page)
+        assert last["options"]["headMask"] == [head]
+        d_logits, d_maps, _ = _compare(last, model, x, mask=[head])
+        results[run.name, f"L{head[0]}H{head[1]} masked"] = (d_logits, d_maps)
+        assert (torch.tensor(last["logits"]) - torch.tensor(base_logits)).abs().max() > 1e-4, run.name  # it counts
+        page.click(f"canvas.map[data-layer='{head[0]}'][data-head='{head[1]}']")
+        assert _last(page)["options"]["headMask"] == []
+
+        if cfg.model.pos_enc == "none":  # the model as is was the no-PE case; the switch is off
+            assert page.is_disabled("#pe"), run.name
+        else:
+            page.uncheck("#pe")
+            d_logits, d_maps, maps = _compare(_last(page), _variant(model, cfg, pos_enc="none"), x)
+            results[run.name, "no PE"] = (d_logits, d_maps)
+            page.check("#pe")
+
+        page.click("#permute")
+        last = _last(page)
+        perm = last["options"]["permute"]
+        assert sorted(perm) == list(range(28)) and perm != list(range(28))
+        d_logits, d_maps, maps = _compare(last, model, x[perm])
+        results[run.name, "rows permuted"] = (d_logits, d_maps)
+        assert (maps[0] - base_maps[0]).abs().max() > 1e-3, run.name
+        page.click("#order")
+
+    for (name, what), (d_logits, d_maps) in results.items():
+        print(f"{name}, {what}: logits {d_logits:.2e}, attention {d_maps:.2e}")
+    assert {name for name, _ in results} == set(SHIPPED)
+    worst = {key: max(d) for key, d in results.items() if max(d) >= TOL}
     assert worst == {}, worst
 
 
