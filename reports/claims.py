@@ -54,18 +54,6 @@ MEMORY_SLOPE_TOLERANCE = 0.25  # supporting: the explicit path stores the n x n 
 R.setup()
 
 
-def geomean(values):
-    v = np.asarray(values, dtype=float)
-    return float(np.exp(np.mean(np.log(v[v > 0])))) if (v > 0).any() else np.nan
-
-
-def log_errorbar(values):
-    """R.errorbar on the log scale: gradient norms span orders of magnitude between runs."""
-    v = np.asarray(values, dtype=float)
-    lo, hi = R.errorbar(np.log(v[v > 0]))
-    return float(np.exp(lo)), float(np.exp(hi))
-
-
 
 # %% [markdown]
 # ## 1 · Pre-LN vs Post-LN at depth 12, at large learning rates
@@ -159,7 +147,7 @@ if NORM.ready:
     grads = grads[grads["run_id"].isin(init["run_id"])]
     grads["LayerNorm"] = grads["model.norm"].map(lambda v: F.label("model.norm", v))
     fig, ax = F.subplots(figsize=(6.5, 3.6))
-    sns.lineplot(grads, x="layer", y="probe/init/grad", estimator=geomean, errorbar=log_errorbar, marker="o", ax=ax,
+    sns.lineplot(grads, x="layer", y="probe/init/grad", estimator=R.geomean, errorbar=R.log_errorbar, marker="o", ax=ax,
                  **HUE)
     ax.set(yscale="log", xlabel="layer (0 = first)", ylabel="gradient norm at initialisation",
            title=f"{depth} layers: gradient per layer at initialisation")

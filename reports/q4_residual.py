@@ -200,18 +200,6 @@ def named(df):
     return df.assign(skips=df[SKIPS].map(lambda v: F.label(SKIPS, v)))
 
 
-def geomean(values):
-    v = np.asarray(values, dtype=float)
-    return float(np.exp(np.mean(np.log(v[v > 0])))) if (v > 0).any() else np.nan
-
-
-def log_errorbar(values):
-    """R.errorbar on the log scale: gradient norms span orders of magnitude between runs."""
-    v = np.asarray(values, dtype=float)
-    lo, hi = R.errorbar(np.log(v[v > 0]))
-    return float(np.exp(lo)), float(np.exp(hi))
-
-
 if S.ready:
     panels = [("Pre-LN, Adam", best, S)] + ([("Pre-LN, SGD", sgd, SGD)] if sgd is not None else [])
     if norm is not None:
@@ -242,7 +230,7 @@ if S.ready and deep:
     fig, axes = F.subplots(1, 2, figsize=(12.5, 3.8))
     grads = S.per_layer("probe/init/grad")
     grads = named(grads[grads["run_id"].isin(best["run_id"]) & (grads["model.n_layers"] == deep)])
-    sns.lineplot(grads, x="layer", y="probe/init/grad", estimator=geomean, errorbar=log_errorbar, marker="o",
+    sns.lineplot(grads, x="layer", y="probe/init/grad", estimator=R.geomean, errorbar=R.log_errorbar, marker="o",
                  ax=axes[0], legend=False, **HUE)
     axes[0].set(yscale="log", xlabel="layer (0 = first)", ylabel="gradient norm at initialisation",
                 title=f"{deep} layers, Pre-LN: gradient per layer")
@@ -253,7 +241,7 @@ if S.ready and deep:
         curves = named(curves[curves["layer"].isin([0, deep - 1])])
         curves["layer "] = curves["layer"].map({0: "first layer", deep - 1: "last layer"})
         sns.lineplot(curves, x="step", y="grad", style="layer ", style_order=["first layer", "last layer"],
-                     estimator=geomean, errorbar=log_errorbar, ax=axes[1], **HUE)
+                     estimator=R.geomean, errorbar=R.log_errorbar, ax=axes[1], **HUE)
         axes[1].set(yscale="log", xlabel="optimiser step", ylabel="gradient norm during training",
                     title=f"{deep} layers: first and last layer during training")
         F.legend(axes[1], outside=True)

@@ -327,3 +327,11 @@ def test_large_numbers_round_to_their_significant_digits():
     assert S.number(9797.6, 2) == "9,800" and S.number(9797.6) == "9,800" and S.number(12345.6) == "12,300"
     assert S.number(64.4, 2) == "64" and S.number(0.0123) == "0.0123"
     assert S.number(12345) == "12,345" and S.number(630.0, 2) == "630"  # counts stay whole
+
+
+def test_geomean_and_its_errorbar_work_on_the_log_scale():
+    values = [0.01, 0.1, 1.0, -2.0]  # a non-positive value has no logarithm and is left out
+    assert R.geomean(values) == pytest.approx(0.1)
+    lo, hi = R.log_errorbar(values)
+    assert (lo, hi) == pytest.approx(tuple(np.exp(R.errorbar(np.log([0.01, 0.1, 1.0])))))
+    assert lo < 0.1 < hi and math.isnan(R.geomean([0.0, -1.0]))

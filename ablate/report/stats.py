@@ -681,6 +681,20 @@ def errorbar(values) -> tuple[float, float]:
 ci95_errorbar = errorbar  # the old name
 
 
+def geomean(values) -> float:
+    """Seaborn's `estimator=` for magnitudes that span orders of magnitude between runs (gradient norms):
+    the geometric mean of the positive values (NaN without any)."""
+    v = np.asarray(values, dtype=float)
+    return float(np.exp(np.mean(np.log(v[v > 0])))) if (v > 0).any() else math.nan
+
+
+def log_errorbar(values) -> tuple[float, float]:
+    """Seaborn's `errorbar=` to go with `geomean`: `errorbar` on the log values, mapped back."""
+    v = np.asarray(values, dtype=float)
+    lo, hi = errorbar(np.log(v[v > 0]))
+    return float(np.exp(lo)), float(np.exp(hi))
+
+
 def at_best_lr(df: pd.DataFrame, metric: str = "val/acc_best", lr_key: str = "optim.lr") -> pd.DataFrame:
     """Each variant's runs at its best learning rate, selected on `metric` (validation):
     ablate.results.best_lr. A sweep with one learning rate is returned as it is."""
