@@ -159,6 +159,28 @@ def _compare(last, model, x, mask=()):
     return d_logits, d_maps, maps
 
 
+def _no_pe_and_permuted(page, model, cfg, x):
+    """Turn positional encoding off (compared with the same weights built without it; a no-PE model's switch
+    is disabled instead), then permute the rows with the page's button (compared with PyTorch on the input
+    rows in the page's order). Returns ({"no PE": (d_logits, d_maps), "rows permuted": (...)}, the
+    permuted input's PyTorch maps, the permutation)."""
+    out = {}
+    if cfg.model.pos_enc == "none":
+        assert page.is_disabled("#pe")
+    else:
+        page.uncheck("#pe")
+        d_logits, d_maps, _ = _compare(_last(page), _variant(model, cfg, pos_enc="none"), x)
+        out["no PE"] = (d_logits, d_maps)
+        page.check("#pe")
+    page.click("#permute")
+    last = _last(page)
+    perm = last["options"]["permute"]
+    assert sorted(perm) == list(range(28)) and perm != list(range(28))
+    d_logits, d_maps, maps = _compare(last, model, x[perm])
+    out["rows permuted"] = (d_logits, d_maps)
+    return out, maps, perm
+
+
 def test_page_equals_pytorch_under_every_control(explorer):
     page, (tutorial, other), images = explorer["page"], explorer["models"], explorer["images"]
     cfg, model, _ = tutorial
@@ -201,19 +223,9 @@ def test_page_equals_pytorch_under_every_control(explorer):
     page.click("canvas.map[data-layer='0'][data-head='1']")
     assert _last(page)["options"]["headMask"] == []
 
-    # positional encoding off
-    page.uncheck("#pe")
-    d_logits, d_maps, maps = _compare(_last(page), _variant(model, cfg, pos_enc="none"), x)
-    results["no PE"] = (d_logits, d_maps)
-    page.check("#pe")
-
-    # rows permuted: the page's permutation applied to the input rows
-    page.click("#permute")
-    last = _last(page)
-    perm = last["options"]["permute"]
-    assert sorted(perm) == list(range(28)) and perm != list(range(28))
-    d_logits, d_maps, maps = _compare(last, model, x[perm])
-    results["rows permuted"] = (d_logits, d_maps)
+    # positional encoding off; rows permuted: the page's permutation applied to the input rows
+    found, maps, perm = _no_pe_and_permuted(page, model, cfg, x)  # the rows stay permuted below
+    results.update(found)
     assert (maps[0] - base_maps[0]).abs().max() > 1e-2
 
     # all at once
@@ -290,20 +302,9 @@ def test_page_equals_pytorch_for_every_shipped_model(shipped):
         page.click(f"canvas.map[data-layer='{head[0]}'][data-head='{head[1]}']")
         assert _last(page)["options"]["headMask"] == []
 
-        if cfg.model.pos_enc == "none":  # the model as is was the no-PE case; the switch is off
-            assert page.is_disabled("#pe"), run.name
-        else:
-            page.uncheck("#pe")
-            d_logits, d_maps, maps = _compare(_last(page), _variant(model, cfg, pos_enc="none"), x)
-            results[run.name, "no PE"] = (d_logits, d_maps)
-            page.check("#pe")
-
-        page.click("#permute")
-        last = _last(page)
-        perm = last["options"]["permute"]
-        assert sorted(perm) == list(range(28)) and perm != list(range(28))
-        d_logits, d_maps, maps = _compare(last, model, x[perm])
-        results[run.name, "rows permuted"] = (d_logits, d_maps)
+        # the model as is was the no-PE case for `no-pe`: its switch is off
+        found, maps, perm = _no_pe_and_permuted(page, model, cfg, x)
+        results.update({(run.name, k): v for k, v in found.items()})
         assert (maps[0] - base_maps[0]).abs().max() > 1e-3, run.name
         page.click("#order")
 
