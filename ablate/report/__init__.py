@@ -22,7 +22,7 @@ What a notebook uses (`from ablate import report as R`):
     R.at_best_lr(df)                        each variant at its best learning rate (a tuned sweep: at the value
                                             its stage 1 chose, every seed)
     R.lr_phrase(df), R.convergence(df)      sentences: how the learning rate was chosen; whether the runs
-                                            had converged (median val/gain_last_epoch, solved >= 99 %)
+                                            had converged (median val/gain_last_epoch, solved >= 99 %)  (sentences.py)
     R.level(df, where), R.at_level(df)      the reference level a run that learned nothing sits at (the
                                             order-blind level, else chance), and which runs sit there
     S.probe_curves()                        periodic probes during training (<sweep>_curves.csv), long
@@ -93,6 +93,15 @@ from .figures import (
     stamp_text,
     subplots,
 )
+from .sentences import (
+    at_best_lr,
+    caveat,
+    chosen_lrs,
+    convergence,
+    lr_phrase,
+    seeds_per_variant,
+    tune_info,
+)
 from .stats import (
     LEVEL_MARGIN,
     PLATEAU,
@@ -100,14 +109,10 @@ from .stats import (
     Effect,
     Estimate,
     Fraction,
-    at_best_lr,
     at_level,
-    caveat,
-    chosen_lrs,
     ci95_errorbar,
     clopper_pearson,
     compare,
-    convergence,
     effect,
     errorbar,
     estimate,
@@ -117,13 +122,10 @@ from .stats import (
     level,
     log_errorbar,
     loglog_slope,
-    lr_phrase,
     number,
     row_level,
     rows,
-    seeds_per_variant,
     slope_estimate,
-    tune_info,
     values_estimate,
 )
 
