@@ -14,9 +14,14 @@ commands:
   train [key=value ...] [file.yaml]   train one configuration (see `ablate keys`)
   keys                                list every configuration key with its default
   probe CHECKPOINT [--batch N]        every probe on a saved model (a run's last.ckpt or its folder)
-  bench [train|attention|epoch]       speed: encoders side by side; attention cost vs n; one MNIST epoch vs the tutorial script
-  sweep FILE|NAME [--budget B] [--workers W] [--dry-run] ...
+  bench [train|attention|epoch|rnn|gpus]
+                                      speed: encoders side by side; attention cost vs n; one MNIST epoch vs
+                                      the tutorial script; LSTM vs Transformer vs n; several runs per GPU
+  sweep FILE|NAME [--budget B] [--workers W] [--dry-run] [--wandb-sweep] [--runs-per-gpu N] ...
                                       run a W&B sweep file here, each configuration once
+  sync NAME                           upload every offline W&B run of a sweep
+  dashboard NAME --entity E --project P [--report] [--dry-run [PATH]]
+                                      a W&B workspace (and report) for a sweep; --dry-run: its spec as JSON
   results NAME [--csv P] [--parquet P] [--wandb ENTITY/PROJECT] [--all-columns] [--aggregate]
                                       the table of a sweep: one row per run (or per variant)
   report [export|build|all] [--data DIR] [--out DIR]
@@ -188,8 +193,20 @@ def cmd_explore(argv: list[str]) -> int:
     return explore_main(argv)
 
 
+def cmd_sync(argv: list[str]) -> int:
+    from .sweep.sync import main as sync_main
+
+    return sync_main(argv)
+
+
+def cmd_dashboard(argv: list[str]) -> int:
+    from .dashboard import main as dashboard_main
+
+    return dashboard_main(argv)
+
+
 COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": cmd_bench, "sweep": cmd_sweep, "results": cmd_results,
-            "report": cmd_report, "explore": cmd_explore}
+            "report": cmd_report, "explore": cmd_explore, "sync": cmd_sync, "dashboard": cmd_dashboard}
 
 
 def main(argv: list[str] | None = None) -> int:
