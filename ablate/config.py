@@ -118,6 +118,8 @@ def _check_rules(obj: Any, section: str) -> None:
 
 NAME_FORBIDDEN = '/\\#?%:'  # W&B's project-name rule; '/' and '\\' also keep it one folder
 NAME_MAX = 128  # W&B's longest project and group name
+RUN_NAME_TEXT = f"one line of at most {NAME_MAX} printable characters (empty: derived)"
+SWEEP_ID_TEXT = f"a W&B sweep id: at most {NAME_MAX} letters, digits, - or _ (empty: none)"
 
 
 def _check_name(key: str, value: str, what: str) -> None:
@@ -272,12 +274,18 @@ class RunConfig:
     probe_every: int = 0  # also probe every N steps (0: off)
     probe_batch: int = 64  # validation examples in the fixed probe batch
     expensive_probes: bool = True  # head masking and full-test permutation at the end
+    name: str = ""  # the W&B display name (empty: derived from the non-default keys and the seed)
+    sweep_id: str = ""  # the W&B sweep this run belongs to (empty: none)
 
     def __post_init__(self) -> None:
         _check_rules(self, "run")
         _check_path("run.dir", self.dir)
         _check_name("run.group", self.group, "a group name (a folder of the runs directory)")
         _check_name("run.project", self.project, "a W&B project name")
+        if len(self.name) > NAME_MAX or not self.name.isprintable():
+            raise ConfigError(f"run.name={_shown(self.name)} is not allowed; expected {RUN_NAME_TEXT}")
+        if len(self.sweep_id) > NAME_MAX or not all(c.isascii() and (c.isalnum() or c in "-_") for c in self.sweep_id):
+            raise ConfigError(f"run.sweep_id={_shown(self.sweep_id)} is not allowed; expected {SWEEP_ID_TEXT}")
 
 
 @dataclass(frozen=True)
@@ -311,7 +319,8 @@ class Config:
 TASK_KEYS = frozenset(k for t in TASK_SPECS.values() for k in t.keys)
 SECTIONS = {"model": EncoderConfig, "data": DataConfig, "optim": OptimConfig, "trainer": TrainerConfig, "run": RunConfig}
 # Keys that change where or how a run is recorded, never what it computes: not part of the run id.
-NOT_IDENTITY = ("run.dir", "run.group", "run.project", "tracking", "trainer.threads", "trainer.log_every_n_steps")
+NOT_IDENTITY = ("run.dir", "run.group", "run.project", "run.name", "run.sweep_id", "tracking", "trainer.threads",
+                "trainer.log_every_n_steps")
 
 
 def _hints(cls: type) -> dict[str, Any]:
@@ -582,7 +591,8 @@ def allowed(key: str) -> str:
         return " | ".join(shown)
     special = {"trainer.devices": DEVICES_TEXT, "run.dir": "a path or null",
                "run.group": f"a name without {' '.join(NAME_FORBIDDEN)}",
-               "run.project": f"a name without {' '.join(NAME_FORBIDDEN)}"}
+               "run.project": f"a name without {' '.join(NAME_FORBIDDEN)}",
+               "run.name": RUN_NAME_TEXT, "run.sweep_id": SWEEP_ID_TEXT}
     if key in special:
         return special[key]
     if key in RULES:
@@ -601,7 +611,7 @@ def key_table() -> list[tuple[str, str, str, str]]:
     for key in all_keys():
         section, _, name = key.rpartition(".")
         default = defaults[key]
-        shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+        shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else str(default) or '""'
         rows.append((key, shown, allowed(key), helps[section].get(name, "")))
     return rows
 

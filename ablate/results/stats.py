@@ -38,7 +38,8 @@ METRIC = re.compile(r"^(test|val|train)/")
 CORRUPT = "corrupt"  # the status of a run whose files cannot be read
 # ablate.config.NOT_IDENTITY: keys that name where or how a run ran, never what it is (a test keeps the
 # two equal; the reports may not import the config)
-NOT_IDENTITY = ("run.dir", "run.group", "run.project", "tracking", "trainer.threads", "trainer.log_every_n_steps")
+NOT_IDENTITY = ("run.dir", "run.group", "run.project", "run.name", "run.sweep_id", "tracking", "trainer.threads",
+                "trainer.log_every_n_steps")
 PROFILE_CONTEXT = ("budget", "data.task", "run.group")  # what a profile key's value follows from
 TUNED = "tuned."  # the prefix of a tuned sweep's chosen-value column (table.py)
 
