@@ -40,7 +40,10 @@ from .heads import (  # noqa: E402
     RowEmbedding,
     SequenceClassifier,
     TokenModel,
+    build_encoder,
     parameter_groups,
 )
+from .rnn import RNN_CELLS, RecurrentEncoder, RecurrentLayer, matched_hidden, rnn_params  # noqa: E402
 
-__all__ += ["EMBEDDINGS", "POOLINGS", "RowEmbedding", "SequenceClassifier", "TokenModel", "parameter_groups"]
+__all__ += ["EMBEDDINGS", "POOLINGS", "RNN_CELLS", "RecurrentEncoder", "RecurrentLayer", "RowEmbedding",
+            "SequenceClassifier", "TokenModel", "build_encoder", "matched_hidden", "parameter_groups", "rnn_params"]

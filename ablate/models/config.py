@@ -7,11 +7,15 @@ from typing import Literal
 
 from .attention import INITS
 from .positional import POS_ENCODINGS
+from .rnn import RNN_CELLS
 
 ACTIVATION_NAMES = ("relu", "gelu")
 NORM_NAMES = ("pre", "post", "none")
 POS_ENC_NAMES = tuple(POS_ENCODINGS)  # the registry in positional.py is the one home of a scheme
 INIT_NAMES = tuple(INITS)  # the registry in attention.py is the one home of an init
+ARCH_NAMES = ("transformer", *RNN_CELLS)  # the recurrent ones: RNN_CELLS in rnn.py
+# Positional schemes an RNN can take: those added to the input; rope and alibi act on attention scores.
+RNN_POS_ENC = ("none", "sinusoidal", "learned")
 
 
 def _choice(field: str, value, allowed: tuple) -> None:
@@ -33,6 +37,16 @@ def _at_least(field: str, value, low: int) -> None:
         raise ValueError(f"{field}={value!r} is not allowed; expected an integer >= {low}")
 
 
+# Toggles of the Transformer's parts: with arch=lstm/gru each must stay at its default (why, in words).
+ATTENTION_ONLY = {
+    **dict.fromkeys(("n_heads", "d_head", "qk_scale", "temperature", "init"), "an RNN has no attention"),
+    **dict.fromkeys(("ffn_mult", "activation"), "an RNN has no FFN"),
+    "residual": "an RNN has no residual connections",
+    "norm": "an RNN has no LayerNorms",
+    "causal": "an RNN reads in order: it is causal already",
+}
+
+
 @dataclass(frozen=True)
 class EncoderConfig:
     """A Transformer encoder, every component of which can be switched off or swapped.
@@ -40,8 +54,16 @@ class EncoderConfig:
     The defaults are the tutorial's MNIST model (d_model 64, 4 heads, FFN 128, 2 layers,
     learned positions, Post-LN, ReLU, dropout 0.1); with `pos_enc="none"` one block is exactly
     `torch.nn.TransformerEncoderLayer`.
+
+    `arch="lstm"` or `"gru"` puts a uni-directional recurrent stack in the encoder's place (models/rnn.py),
+    with the same embedding, positional input slot and task heads: d_model, n_layers, dropout (between
+    layers, as torch's nn.LSTM applies it), pos_enc (none, sinusoidal, learned), max_len and learned_std
+    keep their meaning; rnn_hidden sets the hidden size (None: `rnn.matched_hidden`, the size whose
+    parameter count is closest to the Transformer's); the Transformer-only toggles (ATTENTION_ONLY)
+    must stay at their defaults.
     """
 
+    arch: Literal[ARCH_NAMES] = "transformer"  # the encoder: a Transformer, or a uni-directional LSTM/GRU (models/rnn.py)
     d_model: int = 64  # width of the residual stream
     n_heads: int = 4  # attention heads per layer
     d_head: int | None = None  # d_k = d_v per head; None = d_model // n_heads
@@ -57,13 +79,17 @@ class EncoderConfig:
     init: Literal[INIT_NAMES] = "default"  # Q/K/V/O init; unit: W_Q, W_K ~ N(0, 1/d_model), unit-variance q, k (models/attention.py)
     max_len: int = 512  # longest sequence the learned table holds
     learned_std: float = 1.0  # learned positions start N(0, learned_std^2): the tutorial's torch.randn; 0.02 is BERT's
-    dropout: float = 0.1  # PyTorch's placement: attention weights, both sub-layer outputs, FFN hidden
+    dropout: float = 0.1  # PyTorch's placement: attention weights, both sub-layer outputs, FFN hidden; RNN: between layers
+    rnn_hidden: int | None = None  # arch=lstm/gru: hidden size; None = the size whose parameters match the Transformer's
 
     def __post_init__(self) -> None:
+        _choice("arch", self.arch, ARCH_NAMES)
         _at_least("d_model", self.d_model, 1)
         _at_least("n_heads", self.n_heads, 1)
+        if self.rnn_hidden is not None:
+            _at_least("rnn_hidden", self.rnn_hidden, 1)
         if self.d_head is None:
-            if self.d_model % self.n_heads:
+            if self.d_model % self.n_heads and self.arch == "transformer":  # an RNN has no heads
                 raise ValueError(
                     f"n_heads={self.n_heads} does not divide d_model={self.d_model}; "
                     "choose n_heads that divides d_model or set d_head explicitly"
@@ -93,6 +119,25 @@ class EncoderConfig:
         _typed("dropout", self.dropout, float, "a number in [0, 1)")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout={self.dropout!r} is not allowed; expected a number in [0, 1)")
+        self._check_arch()
+
+    def _check_arch(self) -> None:
+        """An RNN has no attention, FFN, norms or residuals: a toggle of those set away from its default
+        would be silently ignored, so it is refused; so are score-level positions (rope, alibi) and
+        rnn_hidden on a Transformer."""
+        if self.arch == "transformer":
+            if self.rnn_hidden is not None:
+                raise ValueError(f"rnn_hidden={self.rnn_hidden!r} does not apply to arch='transformer'; "
+                                 "leave it null or choose arch=lstm or gru")
+            return
+        defaults = {f.name: f.default for f in fields(self)}
+        for name, why in ATTENTION_ONLY.items():
+            if getattr(self, name) != defaults[name]:
+                raise ValueError(f"{name}={getattr(self, name)!r} does not apply to arch={self.arch!r} ({why}); "
+                                 f"leave it at its default ({defaults[name]!r}) or choose arch=transformer")
+        if self.pos_enc not in RNN_POS_ENC:
+            raise ValueError(f"pos_enc={self.pos_enc!r} does not apply to arch={self.arch!r} (it acts on "
+                             f"attention scores); choose one of {', '.join(RNN_POS_ENC)}")
 
     @property
     def head_dim(self) -> int:

@@ -15,12 +15,17 @@ class Encoder(nn.Module):
     `nn.TransformerEncoder` of `nn.TransformerEncoderLayer`s (norm='pre' adds the final LayerNorm
     that every Pre-LN model ends with).
 
-    Public parts: `blocks` (the Blocks, in order), `positional` (the Positional bundle), `final_norm`.
+    Public parts: `blocks` (the Blocks, in order), `positional` (the Positional bundle), `final_norm`,
+    `d_out` (= d_model, the width the task head reads).
     """
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
+        if cfg.arch != "transformer":
+            raise ValueError(f"arch={cfg.arch!r} builds a RecurrentEncoder, not an Encoder; use "
+                             "ablate.models.build_encoder(cfg)")
         self.cfg = cfg
+        self.d_out = cfg.d_model
         self.positional = build_positional(cfg)  # one bundle: input, q/k and score slots
         self.pos_enc = self.positional.input  # registered here; the q/k and score slots in attention
         self.blocks = nn.ModuleList(Block(cfg, self.positional) for _ in range(cfg.n_layers))

@@ -13,6 +13,7 @@ from .attention import MultiHeadAttention
 from .block import FeedForward
 from .config import EncoderConfig
 from .encoder import Encoder
+from .rnn import RNN_CELLS, RecurrentEncoder, RecurrentLayer
 
 
 class RowEmbedding(nn.Linear):
@@ -47,20 +48,39 @@ class ClsPool(nn.Module):
         return h[:, 0]
 
 
+class LastPool(ClsPool):
+    """The recurrent arch's `cls`: the learned token is appended and the output there read out, the final
+    state after one more step. A uni-directional RNN at a prepended token has read nothing yet."""
+
+    def prepend(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T+1, d), the token last
+        return torch.cat((x, self.token.expand(x.shape[0], -1, -1)), dim=1)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h[:, -1]
+
+
 POOLINGS = {"mean": lambda d: MeanPool(), "cls": ClsPool}
+RNN_POOLINGS = {"mean": lambda d: MeanPool(), "cls": LastPool}  # what `pooling` means with arch=lstm/gru
+
+
+def build_encoder(cfg: EncoderConfig) -> Encoder | RecurrentEncoder:
+    """The encoder `cfg.arch` names: (B, T, d_model) -> (B, T, encoder.d_out), and with
+    return_attention=True also its attention maps (an empty list for an RNN)."""
+    return RecurrentEncoder(cfg) if cfg.arch in RNN_CELLS else Encoder(cfg)
 
 
 class SequenceClassifier(nn.Module):
-    """(B, T, in_features) -> class logits (B, n_classes)."""
+    """(B, T, in_features) -> class logits (B, n_classes). pooling='mean' averages the encoder's outputs
+    (an RNN's too); 'cls' reads a learned token, prepended for the Transformer, appended for an RNN."""
 
     def __init__(self, cfg: EncoderConfig, in_features: int, n_classes: int, pooling: str = "mean"):
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r} is not allowed; choose one of {', '.join(POOLINGS)}")
         self.embed = RowEmbedding(in_features, cfg.d_model)
-        self.pool = POOLINGS[pooling](cfg.d_model)
-        self.encoder = Encoder(cfg)
-        self.head = nn.Linear(cfg.d_model, n_classes)
+        self.pool = (RNN_POOLINGS if cfg.arch in RNN_CELLS else POOLINGS)[pooling](cfg.d_model)
+        self.encoder = build_encoder(cfg)
+        self.head = nn.Linear(self.encoder.d_out, n_classes)
 
     def forward(self, x: torch.Tensor, return_attention: bool = False):
         h = self.pool.prepend(self.embed(x))
@@ -76,8 +96,8 @@ class TokenModel(nn.Module):
     def __init__(self, cfg: EncoderConfig, n_tokens: int, n_out: int):
         super().__init__()
         self.embed = nn.Embedding(n_tokens, cfg.d_model)
-        self.encoder = Encoder(cfg)
-        self.head = nn.Linear(cfg.d_model, n_out)
+        self.encoder = build_encoder(cfg)
+        self.head = nn.Linear(self.encoder.d_out, n_out)
 
     def forward(self, tokens: torch.Tensor, return_attention: bool = False):
         out = self.encoder(self.embed(tokens), return_attention)
@@ -93,7 +113,9 @@ def parameter_groups(model: nn.Module) -> dict[str, int]:
     """Parameter counts split into attention / ffn / embedding (input embedding, positional
     encodings, CLS token) / other (norms, output head), by module type: MultiHeadAttention,
     FeedForward, an encoder's Positional slots and EMBEDDINGS; a parameter is counted once, in the
-    first group that claims it. Works on a whole model or a bare Encoder."""
+    first group that claims it. A model with a recurrent encoder also has `recurrent` (its LSTM/GRU
+    layers, beside attention 0 and ffn 0); a Transformer has no such key. Works on a whole model or a
+    bare encoder."""
     group: dict[int, str] = {}
 
     def claim(module: nn.Module, name: str) -> None:
@@ -101,17 +123,22 @@ def parameter_groups(model: nn.Module) -> dict[str, int]:
             group.setdefault(id(p), name)
 
     for m in model.modules():
-        if isinstance(m, Encoder):
+        if isinstance(m, (Encoder, RecurrentEncoder)):
             for slot in m.positional.modules():
                 claim(slot, "embedding")
+    recurrent = False
     for m in model.modules():
         if isinstance(m, MultiHeadAttention):
             claim(m, "attention")
         elif isinstance(m, FeedForward):
             claim(m, "ffn")
+        elif isinstance(m, RecurrentLayer):
+            claim(m, "recurrent")
+            recurrent = True
         elif isinstance(m, EMBEDDINGS):
             claim(m, "embedding")
-    counts = {"attention": 0, "ffn": 0, "embedding": 0, "other": 0}
+    names = ("attention", "ffn", "recurrent", "embedding", "other") if recurrent else ("attention", "ffn", "embedding", "other")
+    counts = dict.fromkeys(names, 0)
     for p in model.parameters():
         counts[group.get(id(p), "other")] += p.numel()
     counts["total"] = sum(counts.values())

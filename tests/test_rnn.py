@@ -1,0 +1,190 @@
+"""The recurrent baseline (issue 17): `model.arch=lstm|gru` with the Transformer's embedding and heads,
+its parameter count against torch's closed formula, the size matched to the Transformer's, the stack
+against torch's own multi-layer nn.LSTM/nn.GRU, impossible combinations, training on every task,
+resume, probes and the results table."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from ablate.models import (
+    Encoder,
+    EncoderConfig,
+    RecurrentEncoder,
+    SequenceClassifier,
+    TokenModel,
+    build_encoder,
+    matched_hidden,
+    parameter_groups,
+    rnn_params,
+    sinusoidal_table,
+)
+from ablate.models.rnn import transformer_params
+
+ARCHS = ("lstm", "gru")
+GATES = {"lstm": 4, "gru": 3}
+# matched_hidden's promise: the closest integer size, and for these widths within this fraction of
+# the Transformer encoder's count (one step of the hidden size moves the count by about 2/h of it)
+MATCH_TOLERANCE = 0.05
+
+
+def _cfg(**kw) -> EncoderConfig:
+    return EncoderConfig(**{"arch": "lstm", "pos_enc": "none", "dropout": 0.0, **kw})
+
+
+# --- parameter counts --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("d_model, hidden, n_layers", [(16, 8, 1), (16, 24, 2), (64, 64, 3), (8, 5, 4)])
+def test_parameter_count_is_torch_closed_formula(arch, d_model, hidden, n_layers):
+    """gates * (h * (d_in + h) + 2h) per layer (two biases, as torch keeps them), d_in = d_model for
+    layer 0 and h above; the encoder holds exactly that, and the recurrent group of a whole model too."""
+    g = GATES[arch]
+    formula = g * (hidden * (d_model + hidden) + 2 * hidden) + (n_layers - 1) * g * (hidden * 2 * hidden + 2 * hidden)
+    assert rnn_params(arch, d_model, hidden, n_layers) == formula
+    cfg = _cfg(arch=arch, d_model=d_model, n_layers=n_layers, rnn_hidden=hidden)
+    enc = RecurrentEncoder(cfg)
+    assert sum(p.numel() for p in enc.parameters()) == formula
+    # torch's own multi-layer module of the same shape has the same count
+    ref = (nn.LSTM if arch == "lstm" else nn.GRU)(d_model, hidden, num_layers=n_layers)
+    assert sum(p.numel() for p in ref.parameters()) == formula
+    model = TokenModel(cfg, n_tokens=11, n_out=7)
+    groups = parameter_groups(model)
+    assert groups["recurrent"] == formula and groups["attention"] == groups["ffn"] == 0
+    assert groups["embedding"] == 11 * d_model
+    assert groups["other"] == hidden * 7 + 7  # the head reads the hidden size
+    assert groups["total"] == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("d_model, n_layers", [(16, 1), (32, 2), (64, 2), (64, 4), (128, 2), (256, 6)])
+def test_matched_hidden_is_the_closest_size_to_the_transformer(arch, d_model, n_layers):
+    cfg = _cfg(arch=arch, d_model=d_model, n_layers=n_layers)
+    target = transformer_params(cfg)
+    # the target is the real Transformer encoder of the same d_model and n_layers, positions left out
+    real = Encoder(EncoderConfig(d_model=d_model, n_layers=n_layers, pos_enc="none"))
+    assert target == sum(p.numel() for p in real.parameters())
+    h = matched_hidden(cfg)
+    gap = abs(rnn_params(arch, d_model, h, n_layers) - target)
+    for other in (h - 1, h + 1):
+        if other >= 1:
+            assert gap <= abs(rnn_params(arch, d_model, other, n_layers) - target)
+    assert gap <= MATCH_TOLERANCE * target
+    assert RecurrentEncoder(cfg).hidden == h  # rnn_hidden=None picks it
+    # whole models: same embedding, the head differs by (h - d_model) * n_out
+    rnn, tf = SequenceClassifier(cfg, 28, 10), SequenceClassifier(dataclasses.replace(cfg, arch="transformer"), 28, 10)
+    diff = parameter_groups(rnn)["total"] - parameter_groups(tf)["total"]
+    assert diff == rnn_params(arch, d_model, h, n_layers) - target + (h - d_model) * 10
+
+
+def test_default_lstm_matches_the_tutorial_model_at_hidden_64():
+    """The tutorial's Transformer (d_model 64, 2 layers): 66,944 encoder parameters; the LSTM of hidden 64
+    has 66,560 (0.6 % fewer), hidden 65 would have 68,380."""
+    cfg = EncoderConfig(arch="lstm")
+    assert transformer_params(cfg) == 66_944
+    assert matched_hidden(cfg) == 64
+    assert rnn_params("lstm", 64, 64, 2) == 66_560 and rnn_params("lstm", 64, 65, 2) == 68_380
+
+
+# --- numerics: the stack is torch's multi-layer module -------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("n_layers", [1, 3])
+def test_stack_equals_torch_multi_layer_module(arch, n_layers):
+    """Weights copied into nn.LSTM/nn.GRU(num_layers=L): the same outputs (eval), and in training the
+    same dropout placement (outputs of every layer but the last) gives the same result under one seed."""
+    torch.manual_seed(0)
+    cfg = _cfg(arch=arch, d_model=12, n_layers=n_layers, rnn_hidden=10, dropout=0.3)
+    enc = RecurrentEncoder(cfg)
+    ref = (nn.LSTM if arch == "lstm" else nn.GRU)(12, 10, num_layers=n_layers, batch_first=True,
+                                                 dropout=0.3 if n_layers > 1 else 0.0)
+    with torch.no_grad():
+        for layer, block in enumerate(enc.blocks):
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                getattr(ref, f"{name}_l{layer}").copy_(getattr(block.rnn, f"{name}_l0"))
+    x = torch.randn(4, 9, 12)
+    enc.eval(), ref.eval()
+    torch.testing.assert_close(enc(x), ref(x)[0], rtol=0, atol=1e-6)
+    y, maps = enc(x, return_attention=True)
+    assert maps == [] and y.shape == (4, 9, 10)
+
+
+def test_reads_in_order_output_at_t_depends_on_the_past_only():
+    """Uni-directional: changing position 5 leaves outputs 0..4 exactly as they were."""
+    torch.manual_seed(0)
+    enc = RecurrentEncoder(_cfg(d_model=8, n_layers=2)).eval()
+    x = torch.randn(2, 10, 8)
+    x2 = x.clone()
+    x2[:, 5] += 1.0
+    y, y2 = enc(x), enc(x2)
+    assert torch.equal(y[:, :5], y2[:, :5])
+    assert (y[:, 5:] - y2[:, 5:]).abs().amax() > 1e-4
+
+
+def test_positions_are_the_transformer_input_slot():
+    """pos_enc=learned/sinusoidal is added to the embedding as for the Transformer; none adds nothing."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 6, 8)
+    added = {}
+    for pos_enc in ("none", "sinusoidal", "learned"):
+        enc = build_encoder(_cfg(pos_enc=pos_enc, d_model=8, max_len=16))
+        assert isinstance(enc, RecurrentEncoder)
+        added[pos_enc] = enc.pos_enc(x) - x
+        if pos_enc == "learned":
+            assert parameter_groups(enc)["embedding"] == 16 * 8
+            torch.testing.assert_close(added[pos_enc], enc.pos_enc.weight[:6][None].detach())
+    assert torch.equal(added["none"], torch.zeros_like(x))
+    torch.testing.assert_close(added["sinusoidal"], sinusoidal_table(6, 8)[None], rtol=0, atol=1e-6)
+
+
+def test_cls_pooling_reads_an_appended_token_and_mean_pools_outputs():
+    """A uni-directional RNN at a prepended token has read nothing: its cls token goes last."""
+    torch.manual_seed(0)
+    cfg = _cfg(d_model=8, n_layers=1, rnn_hidden=6)
+    x = torch.randn(3, 5, 4)
+    cls = SequenceClassifier(cfg, 4, 3, pooling="cls").eval()
+    h = cls.encoder(cls.pool.prepend(cls.embed(x)))
+    assert h.shape == (3, 6, 6)
+    torch.testing.assert_close(cls(x), cls.head(h[:, -1]))
+    mean = SequenceClassifier(cfg, 4, 3, pooling="mean").eval()
+    torch.testing.assert_close(mean(x), mean.head(mean.encoder(mean.embed(x)).mean(1)))
+
+
+# --- impossible combinations ---------------------------------------------------------------------
+
+TRANSFORMER_ONLY = [
+    ("n_heads", 8), ("d_head", 16), ("ffn_mult", 4), ("activation", "gelu"), ("qk_scale", False),
+    ("temperature", 2.0), ("residual", False), ("norm", "pre"), ("causal", True), ("init", "small"),
+]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("key, value", TRANSFORMER_ONLY)
+def test_transformer_toggles_are_refused_for_an_rnn(arch, key, value):
+    with pytest.raises(ValueError, match=rf"^{key}={value!r} does not apply to arch='{arch}' \(.+\); leave it at its default"):
+        EncoderConfig(arch=arch, **{key: value})
+
+
+@pytest.mark.parametrize("pos_enc", ["rope", "alibi"])
+def test_score_positions_are_refused_for_an_rnn(pos_enc):
+    with pytest.raises(ValueError, match=rf"^pos_enc='{pos_enc}' does not apply to arch='lstm'.*none, sinusoidal, learned"):
+        EncoderConfig(arch="lstm", pos_enc=pos_enc)
+
+
+def test_rnn_hidden_is_checked_and_refused_on_a_transformer():
+    with pytest.raises(ValueError, match=r"^rnn_hidden=0 is not allowed; expected an integer >= 1"):
+        EncoderConfig(arch="lstm", rnn_hidden=0)
+    with pytest.raises(ValueError, match=r"^rnn_hidden=32 does not apply to arch='transformer'"):
+        EncoderConfig(rnn_hidden=32)
+    with pytest.raises(ValueError, match=r"^arch='rnn' is not allowed; choose one of transformer, lstm, gru"):
+        EncoderConfig(arch="rnn")
+    with pytest.raises(ValueError, match="use ablate.models.build_encoder"):
+        Encoder(EncoderConfig(arch="gru"))
+    # an RNN has no heads: a d_model the default 4 heads do not divide is fine
+    assert RecurrentEncoder(_cfg(d_model=30)).hidden == matched_hidden(_cfg(d_model=30))
