@@ -197,6 +197,9 @@ def test_bad_sweep_file_exits_2_with_one_line_before_any_run(case, tmp_path, cap
     (["sweep", "FILE", "--gpus", "2"], "unrecognized arguments: --gpus 2"),
     (["sweep", "FILE", "--workers", "0"], "--workers=0"),
     (["sweep", "FILE", "--threads", "0"], "--threads=0"),
+    (["sweep", "FILE", "--runs-per-gpu", "0"], "--runs-per-gpu=0"),
+    (["sweep", "FILE", "--runs-per-gpu", "many"], "invalid int value: 'many'"),
+    (["sweep", "FILE", "--wandb-sweep", "--tracking", "none"], "--wandb-sweep needs runs that log to W&B"),
 ])
 def test_bad_options_exit_2_with_one_line(argv, expected, tmp_path, capsys):
     path = write(tmp_path, "ok", TINY)
@@ -721,3 +724,102 @@ def test_a_sweep_leaves_nothing_in_the_temporary_folder(tmp_path):
     assert done.returncode == 0, done.stderr
     assert _json(done.stdout)["completed"] == 1
     assert sorted(p.name for p in temp.iterdir()) == []
+
+
+# -- run names, W&B sweep ids -------------------------------------------------------------------
+
+def test_each_run_is_named_by_its_swept_values_and_names_change_no_run_id(tmp_path):
+    from ablate.sweep.names import display_name, short
+
+    assert [short(x) for x in (0.0003, 0.001, 0.01, 1e12, 2.5, 512, False, "pre")] == \
+        ["3e-4", "1e-3", "0.01", "1e12", "2.5", "512", "False", "pre"]
+    keys = ["model.qk_scale", "model.d_head", "optim.lr", "seed"]
+    assert display_name({"model.qk_scale": False, "model.d_head": 512, "optim.lr": 0.0003, "seed": 1}, keys, 1) \
+        == "qk_scale=False d_head=512 lr=3e-4 s1"
+    assert display_name({"data.length": 4, "model.length": 2}, ["data.length", "model.length"], 0) \
+        == "data.length=4 model.length=2 s0"  # the bare names would read the same
+    long = display_name({f"model.k{i}": "x" * 20 for i in range(9)}, [f"model.k{i}" for i in range(9)], 7)
+    assert len(long) == C.NAME_MAX and long.endswith("… s7")
+    path = write(tmp_path, "named", {**TINY, "optim.lr": {"values": [3e-4, 1e-3]}, "model.norm": {"value": "pre"},
+                                     "seed": {"values": [0, 1]}})
+    sweep = spec.load(str(path))
+    assert [r.cfg.run.name for r in sweep.runs] == ["lr=3e-4 s0", "lr=3e-4 s1", "lr=1e-3 s0", "lr=1e-3 s1"]
+    for run in sweep.runs:  # the same id as the configuration built without a name
+        unnamed = C.build({k: v for k, v in C.flat(run.cfg).items() if k != "run.name"})
+        assert unnamed.run.name == "" and C.run_id(unnamed) == run.run_id
+    one = spec.load(str(write(tmp_path, "single", TINY)))
+    assert one.runs[0].cfg.run.name == "single s0"  # nothing varies: the sweep's name
+    own = spec.load(str(write(tmp_path, "own", {**TINY, "run.name": {"value": "mine"}})))
+    assert own.runs[0].cfg.run.name == "mine"  # a name the file gives wins
+
+
+def test_a_run_made_before_names_existed_is_not_run_again_and_new_runs_are_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU: --runs-per-gpu is ignored, with one line
+    path = write(tmp_path, "old", {**TINY, "model.n_heads": {"values": [1, 2]}})
+    first = spec.load(str(path)).runs[0]
+    # the run as `ablate train` made it before sweeps named their runs: no run.name
+    argv = [f"{k}={v}" for k, v in C.flat(first.cfg).items() if k not in ("run.name", "run.dir")]
+    assert cli.main(["train", *argv]) == 0
+    before = (tmp_path / "runs" / "old" / first.run_id / "config.yaml").read_text()
+    assert "name: ''" in before
+    capsys.readouterr()
+    assert cli.main(["sweep", str(path), "--runs-per-gpu", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "note: --runs-per-gpu 2 is ignored: no GPU is visible" in captured.err
+    result = _json(captured.out)
+    assert result["skipped"] == 1 and result["run_now"] == 1 and result["completed"] == 2
+    assert (tmp_path / "runs" / "old" / first.run_id / "config.yaml").read_text() == before  # untouched
+    (second,) = [d for d in statuses(tmp_path, "old") if d != first.run_id]
+    config = yaml.safe_load((tmp_path / "runs" / "old" / second / "config.yaml").read_text())
+    assert config["run"]["name"] == "n_heads=2 s0" and config["run"]["sweep_id"] == ""
+
+
+def test_wandb_sweep_offline_says_so_in_one_line_and_runs_as_without_it(tmp_path, capsys):
+    from ablate.sweep import wandb_sweep
+
+    path = write(tmp_path, "wbs", {**TINY, "tracking": {"value": "wandb"}})
+    assert cli.main(["sweep", str(path), "--wandb-sweep"]) == 0  # WANDB_MODE=offline (isolated)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "W&B is offline" in line]
+    assert len(lines) == 1 and "not registered with a W&B sweep" in lines[0] and "wandb login" in lines[0]
+    assert not wandb_sweep.state_path("wbs").exists()
+    (run_id,) = statuses(tmp_path, "wbs")
+    config = yaml.safe_load((tmp_path / "runs" / "wbs" / run_id / "config.yaml").read_text())
+    assert config["run"]["sweep_id"] == "" and config["run"]["name"] == "wbs s0"
+
+
+def test_a_sweep_id_registered_before_is_reused_and_every_run_carries_it(tmp_path, monkeypatch, capsys):
+    import wandb
+
+    from ablate.rundir import write_json
+    from ablate.sweep import wandb_sweep
+
+    path = write(tmp_path, "reuse", {**TINY, "tracking": {"value": "wandb"}, "seed": {"values": [0, 1]}})
+    write_json(tmp_path / "runs" / "reuse" / wandb_sweep.STATE,
+               {"id": "abc123xy", "entity": "me", "project": "ablate", "url": "https://wandb.ai/me/ablate/sweeps/abc123xy"})
+
+    def no_registration(*args, **kwargs):
+        raise AssertionError("a stored sweep id must be reused, not registered again")
+
+    monkeypatch.setattr(wandb, "sweep", no_registration)
+    sweep = spec.load(str(path))
+    for mode in ("offline", "online"):  # reused either way: offline runs join the sweep when synced
+        assert wandb_sweep.register(sweep, mode, sys.stderr) == "abc123xy"
+    attached = wandb_sweep.attach(sweep, "abc123xy")
+    assert [r.run_id for r in attached.runs] == [r.run_id for r in sweep.runs]
+    assert {r.cfg.run.sweep_id for r in attached.runs} == {"abc123xy"}
+    capsys.readouterr()
+    assert cli.main(["sweep", str(path), "--wandb-sweep"]) == 0
+    assert "W&B sweep abc123xy (registered before" in capsys.readouterr().err
+    from ablate.tracking import offline_run_record
+
+    for run_id in statuses(tmp_path, "reuse"):
+        config = yaml.safe_load((tmp_path / "runs" / "reuse" / run_id / "config.yaml").read_text())
+        assert config["run"]["sweep_id"] == "abc123xy"
+        record = offline_run_record(tmp_path / "runs" / "reuse" / run_id)  # what wandb sync uploads
+        assert record["sweep_id"] == "abc123xy" and record["id"] == run_id
+        assert record["name"] == f"reuse s{config['seed']}"
+    # another project is another sweep: offline, nothing is reused and nothing registered
+    other = spec.load(str(write(tmp_path, "reuse", {**TINY, "tracking": {"value": "wandb"},
+                                                    "run.project": {"value": "elsewhere"}})))
+    assert wandb_sweep.register(other, "offline", sys.stderr) is None

@@ -2,6 +2,10 @@
 
     spec.py      read, check and expand the file (grid, random) into runs; bad input -> SweepError
     runner.py    run them: forkserver workers, GPU slots, skip/resume/retry, outcome of each run
+    gpus.py      which GPUs each worker gets: several runs per GPU, disjoint GPU groups per run
+    names.py     each run's W&B display name from its swept values (`qk_scale=False lr=3e-4 s1`)
+    wandb_sweep.py  --wandb-sweep: the file registered with W&B, its id on every run
+    sync.py      `ablate sync NAME`: every offline W&B run of a sweep uploaded in one command
     worker.py    one run in its own process (dies with the runner)
     progress.py  the sweep's progress line
     tune.py      fair tuning: a `tune KEY on seeds ...` description line, stage 1 / stage 2, the choice rule
@@ -35,6 +39,12 @@ def parser() -> argparse.ArgumentParser:
                    "out between --workers)")
     p.add_argument("--gpus-per-run", type=int, metavar="K", help="GPUs per run, disjoint between concurrent runs "
                    "(default 1; ignored without GPUs)")
+    p.add_argument("--runs-per-gpu", type=int, metavar="N", help="runs at once on each GPU (group), each its own "
+                   "process (default: what fits in the free GPU memory, at most one per core and 16; stated "
+                   "when the sweep starts; ignored without GPUs)")
+    p.add_argument("--wandb-sweep", action="store_true", help="register the file as a W&B sweep (online) and tag "
+                   "every run with its id, so synced runs appear on W&B's sweep page; the id is kept for the "
+                   "next call")
     p.add_argument("--tracking", choices=["wandb", "none"], help="override the file's tracking (default: W&B, offline without an account)")
     p.add_argument("--max-runs", type=int, metavar="N", help="run at most N of the missing runs this time")
     p.add_argument("--sweep-seed", type=int, metavar="S", default=0, help="sampling seed of method random (default 0)")
@@ -69,19 +79,65 @@ def _run(args: argparse.Namespace, out, err) -> int:
     try:
         if args.threads is not None and args.threads < 1:
             raise SweepError(f"--threads={args.threads} is not allowed; expected an integer >= 1")
+        if args.runs_per_gpu is not None and args.runs_per_gpu < 1:
+            raise SweepError(f"--runs-per-gpu={args.runs_per_gpu} is not allowed; expected an integer >= 1")
         gpus = runner.visible_gpus()
-        sweep = load(args.file, budget=args.budget, tracking=args.tracking, threads=args.threads,
-                     seed=args.sweep_seed, default_threads=runner.default_threads(args.workers, gpus, args.gpus_per_run))
+        per_gpu = args.runs_per_gpu or 1
+
+        def expand():
+            return load(args.file, budget=args.budget, tracking=args.tracking, threads=args.threads,
+                        seed=args.sweep_seed,
+                        default_threads=runner.default_threads(args.workers, gpus, args.gpus_per_run, per_gpu))
+
+        sweep = expand()
         for note in sweep.notes:
             print(f"note: {note}", file=err)
+        if args.wandb_sweep:
+            from . import wandb_sweep
+
+            wandb_sweep.check(sweep)
         if args.dry_run:
             return runner.dry_run(sweep, out)
+        if not gpus and args.runs_per_gpu is not None:
+            print(f"note: --runs-per-gpu {args.runs_per_gpu} is ignored: no GPU is visible (runs share the CPU "
+                  "cores)", file=err)
+        if gpus:
+            per_gpu = _runs_per_gpu(args, gpus, sweep, err)
+            if per_gpu != 1 and args.threads is None:  # the cores shared out between more runs
+                sweep = expand()
+        if args.wandb_sweep:
+            from .. import tracking
+            from . import wandb_sweep
+
+            sweep_id = wandb_sweep.register(sweep, tracking.wandb_mode(), err)
+            if sweep_id:
+                sweep = wandb_sweep.attach(sweep, sweep_id)
         threads = max(r.cfg.trainer.threads or 1 for r in sweep.runs)
         run = runner.Runner(sweep, workers=args.workers, threads=threads, gpus_per_run=args.gpus_per_run,
-                            max_runs=args.max_runs, stream=err, gpus=gpus)
+                            max_runs=args.max_runs, stream=err, gpus=gpus, runs_per_gpu=per_gpu)
         runner.check_data([r for r in sweep.runs if not runner.finished(r)])
     except (SweepError, C.ConfigError) as error:
         print(f"ablate: {error}", file=err)
         return 2
     report = run.run()
     return runner.summarise(sweep, report, err, out)
+
+
+def _runs_per_gpu(args: argparse.Namespace, gpus: list[str], sweep, err) -> int:
+    """--runs-per-gpu, checked against the GPUs' free memory, or the default chosen from the largest
+    run's memory, the free memory and the cores; the choice is printed."""
+    from .. import limits
+    from . import gpus as G
+    from .runner import cpu_count
+
+    need = max(limits.estimate(r.cfg).device_bytes for r in sweep.runs)
+    free = G.free_memory(gpus)
+    if args.runs_per_gpu is not None:
+        G.check_fits(args.runs_per_gpu, need, free)
+        return args.runs_per_gpu
+    k = args.gpus_per_run or 1
+    ranks = max(int(r.cfg.trainer.devices) if r.cfg.trainer.devices.isdigit() else 1 for r in sweep.runs)
+    choice = G.default_runs_per_gpu(need, free, cpu_count(), len(G.groups(gpus, k)), processes_per_run=ranks,
+                                    threads=args.threads or 1)
+    print(f"ablate sweep {sweep.name}: {choice.why}; --runs-per-gpu N sets it", file=err)
+    return choice.runs_per_gpu

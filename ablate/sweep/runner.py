@@ -40,6 +40,7 @@ from typing import Any, TextIO
 
 from .. import config as C
 from ..rundir import FINISHED, LOCK, read_summary, runs_root
+from . import gpus as G
 from . import tune as T
 from . import worker
 from .progress import Progress, duration
@@ -57,13 +58,8 @@ def visible_gpus() -> list[str]:
 
 
 def gpu_slots(gpus: list[str], per_run: int) -> list[str]:
-    """Disjoint CUDA_VISIBLE_DEVICES values, one per concurrent run: 8 GPUs, 2 per run -> '0,1' .. '6,7'."""
-    if per_run < 1:
-        raise SweepError(f"--gpus-per-run={per_run} is not allowed; expected an integer >= 1")
-    if per_run > len(gpus):
-        raise SweepError(f"--gpus-per-run={per_run} but only {len(gpus)} GPUs are visible "
-                         f"({','.join(gpus) or 'none'}); lower it")
-    return [",".join(gpus[i:i + per_run]) for i in range(0, len(gpus) - per_run + 1, per_run)]
+    """Disjoint CUDA_VISIBLE_DEVICES values, one per GPU group: 8 GPUs, 2 per run -> '0,1' .. '6,7'."""
+    return G.groups(gpus, per_run)
 
 
 def cpu_count() -> int:
@@ -73,11 +69,11 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def default_threads(workers: int | None, gpus: list[str], gpus_per_run: int | None) -> int:
+def default_threads(workers: int | None, gpus: list[str], gpus_per_run: int | None, runs_per_gpu: int = 1) -> int:
     """Torch threads per run when --threads is not given: 1 (one run per core), or the cores shared
-    out when --workers is given or GPUs set the number of runs."""
+    out when --workers is given or GPUs set the number of runs (runs_per_gpu per GPU group)."""
     if gpus:
-        slots = len(gpus) // max(1, gpus_per_run or 1)
+        slots = len(gpus) // max(1, gpus_per_run or 1) * max(1, runs_per_gpu)
         return max(1, cpu_count() // max(1, workers or slots))
     return max(1, cpu_count() // workers) if workers else 1
 
@@ -89,17 +85,19 @@ class Plan:
 
 
 def plan(workers: int | None, threads: int, gpus_per_run: int | None, gpus: list[str],
-         processes: int = 1) -> Plan:
-    """How many runs at once, and the GPUs of each: one run per GPU group when there are GPUs
-    (n_gpus // K), else one run per `threads` x `processes` cores (processes: DDP ranks of the
-    largest run). --gpus-per-run is ignored without GPUs."""
+         processes: int = 1, runs_per_gpu: int = 1) -> Plan:
+    """How many runs at once, and the GPUs of each: `runs_per_gpu` runs per GPU group when there are
+    GPUs (n_gpus // K groups; see ablate.sweep.gpus.assign), else one run per `threads` x `processes`
+    cores (processes: DDP ranks of the largest run). --gpus-per-run and --runs-per-gpu are ignored
+    without GPUs."""
     if workers is not None and workers < 1:
         raise SweepError(f"--workers={workers} is not allowed; expected an integer >= 1")
     if gpus:
-        slots: list[str | None] = list(gpu_slots(gpus, gpus_per_run or 1))
+        slots: list[str | None] = list(G.assign(gpus, runs_per_gpu, gpus_per_run or 1))
         if workers is not None and workers > len(slots):
-            raise SweepError(f"--workers={workers} needs {workers * (gpus_per_run or 1)} GPUs but "
-                             f"{len(gpus)} are visible; use --workers {len(slots)} or fewer")
+            per = f" at {runs_per_gpu} runs per GPU" if runs_per_gpu > 1 else ""
+            raise SweepError(f"--workers={workers} needs {workers * (gpus_per_run or 1)} GPUs{per} but "
+                             f"{len(gpus)} are visible; use --workers {len(slots)} or fewer, or raise --runs-per-gpu")
         n = workers or len(slots)
         return Plan(n, slots[:n])
     n = workers or max(1, cpu_count() // (max(1, threads) * max(1, processes)))
@@ -333,12 +331,12 @@ class Report:
 class Runner:
     def __init__(self, sweep: Sweep, workers: int | None = None, threads: int = 1,
                  gpus_per_run: int | None = None, max_runs: int | None = None,
-                 stream: TextIO | None = None, gpus: list[str] | None = None):
+                 stream: TextIO | None = None, gpus: list[str] | None = None, runs_per_gpu: int = 1):
         self.sweep = sweep
         self.threads = threads
         self.gpus = visible_gpus() if gpus is None else gpus
         ranks = max(int(r.cfg.trainer.devices) if r.cfg.trainer.devices.isdigit() else 1 for r in sweep.runs)
-        self.plan = plan(workers, threads, gpus_per_run, self.gpus, processes=ranks)
+        self.plan = plan(workers, threads, gpus_per_run, self.gpus, processes=ranks, runs_per_gpu=runs_per_gpu)
         check_devices(sweep, self.gpus, gpus_per_run)
         if max_runs is not None and max_runs < 1:
             raise SweepError(f"--max-runs={max_runs} is not allowed; expected an integer >= 1")
@@ -508,7 +506,7 @@ class Runner:
                             for name, runs in stages.variants.items() if name not in stages.chosen)
         workers = min(self.plan.workers, len(todo) + min(undecided, self.left if self.left is not None else undecided)) or 1
         where = runs_root() / self.sweep.name
-        gpu_note = f", GPUs {' | '.join(s for s in self.plan.slots[:workers] if s)}" if self.gpus else ""
+        gpu_note = f", GPUs {G.describe(self.plan.slots[:workers])}" if self.gpus else ""
         progress = Progress(self.sweep.name, total, workers, self.stream)
         progress.counts.update({k: v for k, v in report.skipped.items()})
         progress.pending = len(todo)

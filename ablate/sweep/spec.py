@@ -15,6 +15,7 @@ repeating one: a space with fewer distinct configurations gives each once, and s
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import itertools
 import math
@@ -27,6 +28,7 @@ from typing import Any
 from .. import config as C
 from ..budgets import SMOKE_SEEDS
 from ..yamlfile import YamlFileError, read_yaml
+from .names import display_name
 from .tune import Tune, TuneError, parse_tune, stage1_seeds
 
 # https://docs.wandb.ai/models/sweeps/sweep-config-keys
@@ -456,12 +458,20 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
     if not runs:
         raise SweepError(f"{path}: the sweep expands to no runs; give each parameter at least one value")
     varying = [k for k in params if len({repr(r.params.get(k)) for r in runs}) > 1]
+    if "run.name" not in params:  # each run named by its swept values (not part of its id)
+        runs = [_named(r, varying, name) for r in runs]
     if tune is not None:
         values = tuple(sorted({C.flat(r.cfg)[tune.key] for r in runs}))
         tune = Tune(key=tune.key, values=values, seeds=stage1_seeds(tune, (r.cfg.seed for r in runs)),
                     metric=tune.metric, maximize=tune.maximize)
     return Sweep(name=name, path=path, method=method, spec=spec, runs=runs, varying=varying, notes=tuple(notes),
                  tune=tune)
+
+
+def _named(run: Run, varying: list[str], sweep: str) -> Run:
+    title = display_name(run.params, varying, run.cfg.seed, fallback=sweep)
+    cfg = dataclasses.replace(run.cfg, run=dataclasses.replace(run.cfg.run, name=title))
+    return dataclasses.replace(run, cfg=cfg)
 
 
 def _smoke_seeds(combo: dict[str, Any], overrides: dict[str, Any]) -> list[dict[str, Any]]:
