@@ -24,6 +24,26 @@ from ablate.models import (
     sinusoidal_table,
 )
 from ablate.models.rnn import transformer_params
+from ablate.probes import (
+    NOT_APPLICABLE_TO_RNN,
+    NotApplicable,
+    attention_maps,
+    effective_rank,
+    equivariance_error,
+    format_probes,
+    layer_logits,
+    masked_heads,
+    mean_token_cosine,
+    not_applicable,
+    order_sensitivity,
+    periodic_part,
+    periodic_probes,
+    run_probes,
+    score_stats,
+    task_loss,
+)
+
+IGNORE = -100
 
 ARCHS = ("lstm", "gru")
 GATES = {"lstm": 4, "gru": 3}
@@ -188,3 +208,78 @@ def test_rnn_hidden_is_checked_and_refused_on_a_transformer():
         Encoder(EncoderConfig(arch="gru"))
     # an RNN has no heads: a d_model the default 4 heads do not divide is fine
     assert RecurrentEncoder(_cfg(d_model=30)).hidden == matched_hidden(_cfg(d_model=30))
+
+
+# --- probes ----------------------------------------------------------------------------------------
+
+
+def _token_model(arch="lstm", **kw) -> TokenModel:
+    torch.manual_seed(0)
+    return TokenModel(_cfg(arch=arch, d_model=16, n_layers=2, rnn_hidden=12, **kw), n_tokens=8, n_out=6)
+
+
+def _batch():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, 8, (5, 9), generator=g)
+    y = torch.randint(0, 6, (5, 9), generator=g)
+    y[:, :3] = IGNORE
+    return x, y
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_probes_of_an_rnn_measure_its_hidden_states_and_leave_attention_out(arch):
+    model = _token_model(arch)
+    x, y = _batch()
+    perm = torch.arange(9).flip(0)
+    loader = [(x, y)]
+    scalars, arrays = run_probes(model, (x, y), expensive=True, val_loader=loader, permutation=perm)
+    # what applies, by its own definition, on the layer outputs computed here directly
+    model.eval()
+    with torch.no_grad():
+        h0, _ = model.encoder.blocks[0](model.encoder.pos_enc(model.embed(x)))
+        h1, _ = model.encoder.blocks[1](h0)
+    for layer, h in enumerate((h0, h1)):
+        assert scalars[f"cosine_l{layer}"] == pytest.approx(mean_token_cosine(h), abs=1e-6)
+        assert scalars[f"erank_l{layer}"] == pytest.approx(effective_rank(h), abs=1e-5)
+        assert scalars[f"resid_norm_l{layer}_rnn"] == pytest.approx(h.norm(dim=-1).mean().item(), abs=1e-6)
+    with torch.enable_grad():
+        loss = task_loss(model(x), y)
+        grads = torch.autograd.grad(loss, list(model.encoder.blocks[0].parameters()))
+    assert scalars["grad_l0"] == pytest.approx(torch.sqrt(sum(g.double().square().sum() for g in grads)).item(), rel=1e-6)
+    assert scalars["batch_loss"] == pytest.approx(loss.item(), rel=1e-6)
+    assert scalars["grad_ratio"] == pytest.approx(scalars["grad_l0"] / scalars["grad_l1"])
+    counts = parameter_groups(model)
+    assert scalars["share_recurrent"] == pytest.approx(counts["recurrent"] / counts["total"])
+    assert scalars["share_attention"] == scalars["share_ffn"] == 0.0
+    assert scalars["params_total"] == counts["total"]
+    order = order_sensitivity(model, loader, perm)
+    assert {k: scalars[k] for k in order} == order and 0 <= order["perm_agreement"] <= 1
+    assert scalars["acc"] == pytest.approx(order["acc"])
+    # not applicable: absent, never NaN, never an error
+    attention_words = ("logit_", "entropy", "rowmax", "onehot", "q_var", "k_var", "head_drop", "equiv_error",
+                       "grad_wq", "grad_wk", "grad_wv", "grad_wo", "grad_ffn", "grad_norm", "share_attention_l",
+                       "share_ffn_l")
+    assert not [k for k in scalars if k.startswith(attention_words)]
+    assert all(v == v for v in scalars.values())  # no NaN
+    assert "attention" not in arrays
+    assert arrays["resid_norm"].shape == (2,) and arrays["cosine"].shape == (2,)
+    assert not_applicable(model) == NOT_APPLICABLE_TO_RNN
+    assert not_applicable(TokenModel(EncoderConfig(d_model=16, n_heads=2), 8, 6)) == ()
+    # periodic probes: the same part, measured alone
+    assert periodic_probes(model, (x, y)) == periodic_part({k: scalars[k] for k in periodic_probes(model, (x, y))})
+
+
+def test_attention_probes_say_not_applicable():
+    model = _token_model()
+    x, _ = _batch()
+    for fn in (attention_maps, score_stats, layer_logits):
+        with pytest.raises(NotApplicable, match=r"needs attention, and this model \(arch=lstm\) has none"):
+            fn(model, x)
+    with pytest.raises(NotApplicable):
+        equivariance_error(model, x, torch.arange(9))
+    with pytest.raises(NotApplicable):
+        with masked_heads(model, [(0, 0)]):
+            pass
+    text = format_probes({"grad_l0": 1.0, "acc": 0.5}, not_applicable(model))
+    assert text.endswith("[not applicable: the model has no attention]\n" + "\n".join(NOT_APPLICABLE_TO_RNN))
+    assert "not applicable" not in format_probes({"grad_l0": 1.0})

@@ -13,14 +13,16 @@ from .collapse import (
     sublayer_outputs,
     token_collapse,
 )
-from .common import accuracy, probe_mode, task_loss
+from .common import NotApplicable, accuracy, has_attention, probe_mode, task_loss
 from .gradients import GROUPS, gradient_flow
 from .heads import head_importance, masked_heads, masked_output
 from .order import equivariance_error, order_sensitivity
 from .run import (
     AT_ENDS_ONLY,
+    NOT_APPLICABLE_TO_RNN,
     format_probes,
     layer_arrays,
+    not_applicable,
     periodic_part,
     periodic_probes,
     run_probes,
@@ -31,6 +33,8 @@ from .shares import parameter_shares
 __all__ = [
     "AT_ENDS_ONLY",
     "GROUPS",
+    "NOT_APPLICABLE_TO_RNN",
+    "NotApplicable",
     "accuracy",
     "attention_maps",
     "collapse_of",
@@ -39,6 +43,7 @@ __all__ = [
     "equivariance_error",
     "format_probes",
     "gradient_flow",
+    "has_attention",
     "head_importance",
     "layer_arrays",
     "layer_logits",
@@ -46,6 +51,7 @@ __all__ = [
     "masked_output",
     "mean_token_cosine",
     "norms_of",
+    "not_applicable",
     "order_sensitivity",
     "parameter_shares",
     "periodic_part",

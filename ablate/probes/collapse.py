@@ -13,12 +13,17 @@ from torch import nn
 
 from .common import blocks_of, probe, removing, to_device
 
+# The states `sublayer_outputs` gives per layer, by name: a Transformer block's two sub-layers
+# (Block.sublayers), a recurrent layer's output (RecurrentLayer.sublayers).
+SLOTS = {2: ("attn", "ffn"), 1: ("rnn",)}
+
 
 @probe
 @torch.no_grad()
 def sublayer_outputs(model: nn.Module, x: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Hidden state (B, T, d) after the attention and after the FFN sub-layer of every block (the
-    latter is the block's output; a removed FFN passes its input on). Before the final Pre-LN norm."""
+    latter is the block's output; a removed FFN passes its input on). Before the final Pre-LN norm.
+    A recurrent model: one state per layer, (output,), the layer's h_t at every t (B, T, hidden)."""
     (x,) = to_device(model, x)
     blocks = blocks_of(model)
     found: dict[tuple[int, str], torch.Tensor] = {}
@@ -36,7 +41,7 @@ def sublayer_outputs(model: nn.Module, x: torch.Tensor) -> list[tuple[torch.Tens
     ]
     with removing(handles):
         model(x)
-    return [(found[i, "attn"], found[i, "ffn"]) for i in range(len(blocks))]
+    return [tuple(found[i, slot] for slot in b.sublayers) for i, b in enumerate(blocks)]
 
 
 def mean_token_cosine(h: torch.Tensor) -> float:
@@ -59,12 +64,14 @@ def effective_rank(h: torch.Tensor) -> float:
 
 
 def token_collapse(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
-    """cosine_l and erank_l of the hidden state after every block l."""
+    """cosine_l and erank_l of the hidden state after every block l (every recurrent layer l)."""
     return collapse_of(sublayer_outputs(model, x))
 
 
 def residual_norms(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
-    """resid_norm_l_attn, resid_norm_l_ffn: mean per-token L2 norm after each sub-layer of block l."""
+    """resid_norm_l_attn, resid_norm_l_ffn: mean per-token L2 norm after each sub-layer of block l;
+    a recurrent model's resid_norm_l_rnn: of layer l's output h_t (it has no residual stream: the
+    hidden state that goes on to the next layer)."""
     return norms_of(sublayer_outputs(model, x))
 
 
@@ -72,7 +79,8 @@ def collapse_of(hidden: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, fl
     """`token_collapse` from the hidden states `sublayer_outputs` returned (one forward serves both
     families)."""
     out: dict[str, float] = {}
-    for layer, (_, h) in enumerate(hidden):
+    for layer, hs in enumerate(hidden):
+        h = hs[-1]  # the block's (the layer's) output
         out[f"cosine_l{layer}"] = mean_token_cosine(h)
         out[f"erank_l{layer}"] = effective_rank(h)
     return out
@@ -82,6 +90,6 @@ def norms_of(hidden: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, float
     """`residual_norms` from the hidden states `sublayer_outputs` returned."""
     out: dict[str, float] = {}
     for layer, hs in enumerate(hidden):
-        for slot, h in zip(("attn", "ffn"), hs):
+        for slot, h in zip(SLOTS[len(hs)], hs, strict=True):
             out[f"resid_norm_l{layer}_{slot}"] = h.norm(dim=-1).mean().item()
     return out

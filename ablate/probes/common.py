@@ -1,7 +1,9 @@
 """What every probe shares: probe mode (eval, forked RNG, modes restored), hook handling, the loss.
 
-A probe is a plain function of (model, batch). `model` is anything with `.encoder` (an `Encoder`)
-and a forward `model(x, return_attention=False)`: `SequenceClassifier` or `TokenModel`.
+A probe is a plain function of (model, batch). `model` is anything with `.encoder` (an `Encoder`, or
+the `RecurrentEncoder` of model.arch=lstm/gru) and a forward `model(x, return_attention=False)`:
+`SequenceClassifier` or `TokenModel`. A probe of attention on a recurrent model raises NotApplicable;
+`run_probes` leaves those out (`not_applicable(model)` names them).
 """
 
 from __future__ import annotations
@@ -14,22 +16,40 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..models import Block, Encoder
+from ..models import Block, Encoder, RecurrentEncoder, RecurrentLayer
 
 IGNORE = -100  # F.cross_entropy's ignore_index: copy-task positions that carry no target
 
 
-def encoder_of(model: nn.Module) -> Encoder:
+class NotApplicable(ValueError):
+    """A probe of something the model does not have (attention, heads) was asked of it."""
+
+
+def encoder_of(model: nn.Module) -> Encoder | RecurrentEncoder:
     encoder = getattr(model, "encoder", None)
-    if not isinstance(encoder, Encoder):
+    if not isinstance(encoder, (Encoder, RecurrentEncoder)):
         raise TypeError(
-            f"a probe needs a model with an `.encoder` of type Encoder, got {type(model).__name__}"
+            f"a probe needs a model with an `.encoder` of type Encoder or RecurrentEncoder, got {type(model).__name__}"
         )
     return encoder
 
 
-def blocks_of(model: nn.Module) -> list[Block]:
+def blocks_of(model: nn.Module) -> list[Block] | list[RecurrentLayer]:
+    """The Transformer's Blocks, or the recurrent layers, in order."""
     return list(encoder_of(model).blocks)
+
+
+def has_attention(model: nn.Module) -> bool:
+    """False for a recurrent model (model.arch=lstm/gru): no attention maps, scores or heads."""
+    return isinstance(encoder_of(model), Encoder)
+
+
+def attention_blocks(model: nn.Module, probe: str) -> list[Block]:
+    """The Blocks, or NotApplicable naming `probe` for a model without attention."""
+    if not has_attention(model):
+        raise NotApplicable(f"{probe} needs attention, and this model (arch={encoder_of(model).cfg.arch}) has "
+                            "none; not applicable")
+    return blocks_of(model)
 
 
 def device_of(model: nn.Module) -> torch.device:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..models import Block
-from .common import blocks_of, probe, ratio, task_loss, to_device
+from .common import blocks_of, has_attention, probe, ratio, task_loss, to_device
 
 GROUPS = ("wq", "wk", "wv", "wo", "ffn", "norm")  # W_Q, W_K, W_V, W_O, FFN, LayerNorms
 
@@ -39,7 +39,8 @@ def _group_squares(block: Block, grads: list[tuple[nn.Parameter, torch.Tensor]])
 @probe
 def gradient_flow(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> dict[str, float]:
     """grad_l (whole block), grad_{wq,wk,wv,wo,ffn,norm}_l for every layer l, grad_ratio = first /
-    last layer, and batch_loss, for one backward pass of the task loss on `batch` in eval mode."""
+    last layer, and batch_loss, for one backward pass of the task loss on `batch` in eval mode.
+    A recurrent model: grad_l of each LSTM/GRU layer (all its weights and biases), no groups."""
     x, y = to_device(model, *batch)
     blocks = blocks_of(model)
     params = [
@@ -52,7 +53,11 @@ def gradient_flow(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) ->
     for (layer, p), g in zip(params, grads):
         per_layer[layer].append((p, g if g is not None else torch.zeros_like(p)))
     out: dict[str, float] = {"batch_loss": loss.item()}
+    grouped = has_attention(model)
     for layer, (block, grads_l) in enumerate(zip(blocks, per_layer)):
+        if not grouped:
+            out[f"grad_l{layer}"] = math.sqrt(sum(g.double().square().sum().item() for _, g in grads_l))
+            continue
         sq = _group_squares(block, grads_l)
         out[f"grad_l{layer}"] = math.sqrt(sum(sq.values()))
         for group in GROUPS:

@@ -14,13 +14,13 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .common import accuracy, blocks_of, probe, removing
+from .common import accuracy, attention_blocks, has_attention, probe, removing
 
 
 @contextmanager
 def masked_heads(model: nn.Module, heads: Iterable[tuple[int, int]]) -> Iterator[None]:
     """Within the block, the (layer, head) pairs in `heads` contribute nothing to W_O's input."""
-    blocks = blocks_of(model)
+    blocks = attention_blocks(model, "head masking")
     by_layer: dict[int, list[int]] = defaultdict(list)
     for layer, head in heads:
         n_heads = blocks[layer].attention.n_heads
@@ -50,10 +50,13 @@ def masked_heads(model: nn.Module, heads: Iterable[tuple[int, int]]) -> Iterator
 
 @probe
 def head_importance(model: nn.Module, loader: Iterable) -> dict[str, float]:
-    """acc (nothing masked) and head_drop_l{l}_h{h} = acc - accuracy with that head alone masked."""
+    """acc (nothing masked) and head_drop_l{l}_h{h} = acc - accuracy with that head alone masked;
+    a recurrent model has no heads: acc alone."""
     base = accuracy(model, loader)
     out = {"acc": base}
-    for layer, block in enumerate(blocks_of(model)):
+    if not has_attention(model):
+        return out
+    for layer, block in enumerate(attention_blocks(model, "head_importance")):
         for head in range(block.attention.n_heads):
             with masked_heads(model, [(layer, head)]):
                 out[f"head_drop_l{layer}_h{head}"] = base - accuracy(model, loader)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import nn
 
-from .common import IGNORE, probe, to_device
+from .common import IGNORE, attention_blocks, probe, to_device
 
 
 def _as_index(permutation: torch.Tensor | Sequence[int], device: torch.device) -> torch.Tensor:
@@ -34,6 +34,7 @@ def equivariance_error(
 ) -> float:
     """max |A(Px) - P A(x) Pᵀ| over the batch and heads of the first layer's attention weights,
     where Px = x[:, permutation] (the sequence dim permuted)."""
+    attention_blocks(model, "equivariance_error")
     (x,) = to_device(model, x)
     perm = _as_index(permutation, x.device)
     a = model(x, return_attention=True)[1][0]  # (B, H, T, T)
@@ -50,7 +51,8 @@ def order_sensitivity(
 ) -> dict[str, float]:
     """acc (original order), perm_acc (every sequence permuted) and perm_agreement (fraction of
     predictions that do not change) over `loader`. For per-position outputs (copy tasks) the
-    permuted prediction at i is compared with the original one at permutation[i]."""
+    permuted prediction at i is compared with the original one at permutation[i]. It reads the
+    model's outputs only, so it measures a recurrent model as it measures a Transformer."""
     right = right_perm = agree = total = 0
     for x, y in loader:
         x, y = to_device(model, x, y)

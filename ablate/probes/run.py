@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from .collapse import collapse_of, norms_of, sublayer_outputs
-from .common import blocks_of
+from .common import blocks_of, has_attention
 from .gradients import gradient_flow
 from .heads import head_importance
 from .order import equivariance_error, order_sensitivity
@@ -31,6 +31,21 @@ PER_LAYER = re.compile(r"^(?P<name>.+)_l(?P<layer>\d+)(?:_(?P<slot>.+))?$")
 # Cheap scalars measured at init and at the end only, never periodically: parameter shares (fixed by
 # the architecture) and the equivariance error (how the architecture sees order). Name prefixes.
 AT_ENDS_ONLY = ("share", "params_total", "equiv_error")
+# What a model without attention (model.arch=lstm/gru) is not measured for: its keys are absent (the
+# results table shows them empty), never NaN and never an error. Everything else applies to it.
+NOT_APPLICABLE_TO_RNN = (
+    "attention maps",
+    "score statistics (logit_std, logit_max, entropy, rowmax, onehot_frac, q_var, k_var)",
+    "gradient groups (grad_wq/wk/wv/wo/ffn/norm)",
+    "per-layer shares (share_attention_l, share_ffn_l)",
+    "head importance (head_drop)",
+    "equivariance error (equiv_error)",
+)
+
+
+def not_applicable(model: nn.Module) -> tuple[str, ...]:
+    """The probes `run_probes` leaves out for this model, in words (empty for a Transformer)."""
+    return () if has_attention(model) else NOT_APPLICABLE_TO_RNN
 
 
 def periodic_probes(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> dict[str, float]:
@@ -39,9 +54,10 @@ def periodic_probes(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) 
     gradient flow (`grad` the block's absolute gradient norm, and its groups), collapse (`cosine`,
     `erank`) and residual norms; `batch_loss`, `grad_ratio`. One forward for the scores, one forward
     and backward for the gradients (the only pass that needs autograd), one for collapse and norms.
-    Exactly `periodic_part` of what `run_probes` measures on the same model and batch."""
+    Exactly `periodic_part` of what `run_probes` measures on the same model and batch. A recurrent
+    model: no score statistics (`not_applicable`)."""
     x, _ = batch
-    scalars = score_stats(model, x)
+    scalars = score_stats(model, x) if has_attention(model) else {}
     scalars.update(gradient_flow(model, batch))
     hidden = sublayer_outputs(model, x)
     scalars.update(collapse_of(hidden))
@@ -71,6 +87,9 @@ def run_probes(
     arrays: `attention` (L, H, T, T) of the first example, and one array per per-layer scalar family
     (`entropy` (L,), `resid_norm` (2L,) attn/ffn interleaved, `head_drop` (L, H), ...).
     Each probe runs in eval mode under a forked RNG; the model's modes and `.grad`s are left as found.
+    A recurrent model gets every probe that needs only its outputs and hidden states: gradient flow per
+    layer, collapse and norms of each layer's output, parameter shares, acc and order sensitivity; the
+    attention probes (`not_applicable(model)`) are left out, their keys absent.
     """
     x, _ = batch
     scalars: dict[str, float] = {}
@@ -78,9 +97,10 @@ def run_probes(
     if cheap:
         scalars.update(periodic_probes(model, batch))
         scalars.update(parameter_shares(model))
-        if permutation is not None:
-            scalars["equiv_error"] = equivariance_error(model, x, permutation)
-        arrays["attention"] = attention_maps(model, x[:1])[0].cpu().numpy()
+        if has_attention(model):
+            if permutation is not None:
+                scalars["equiv_error"] = equivariance_error(model, x, permutation)
+            arrays["attention"] = attention_maps(model, x[:1])[0].cpu().numpy()
     if expensive:
         if val_loader is None:
             raise ValueError(
@@ -123,8 +143,9 @@ def _number(value: float) -> str:
     return f"{value:.0f}" if value.is_integer() and abs(value) >= 1e4 else f"{value:.4g}"
 
 
-def format_probes(scalars: dict[str, float]) -> str:
-    """One table per family (rows: layers, columns: measurements), then the whole-model scalars."""
+def format_probes(scalars: dict[str, float], not_measured: Sequence[str] = ()) -> str:
+    """One table per family (rows: layers, columns: measurements), then the whole-model scalars, then
+    the probes that do not apply to the model (`not_applicable(model)`), if any are given."""
     tables: dict[str, dict[int, dict[str, float]]] = {}
     overall: list[tuple[str, float]] = []
     for key, value in scalars.items():
@@ -151,4 +172,6 @@ def format_probes(scalars: dict[str, float]) -> str:
     if overall:
         width = max(len(k) for k, _ in overall)
         parts.append("[model]\n" + "\n".join(f"{k.ljust(width)}  {_number(v)}" for k, v in overall))
+    if not_measured:
+        parts.append("[not applicable: the model has no attention]\n" + "\n".join(not_measured))
     return "\n\n".join(parts)

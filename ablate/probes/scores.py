@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .common import blocks_of, probe, removing, to_device
+from .common import attention_blocks, probe, removing, to_device
 
 ONE_HOT = 0.99  # a row whose largest weight exceeds this counts as (near) one-hot
 
@@ -20,6 +20,7 @@ ONE_HOT = 0.99  # a row whose largest weight exceeds this counts as (near) one-h
 @torch.no_grad()
 def attention_maps(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Post-softmax weights (B, L, H, T, T): `attention_maps(model, x[:1])[0]` is one example's maps."""
+    attention_blocks(model, "attention_maps")
     (x,) = to_device(model, x)
     _, maps = model(x, return_attention=True)  # L x (B, H, T, T)
     return torch.stack(maps, dim=1)
@@ -30,8 +31,8 @@ def attention_maps(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 def layer_qk(model: nn.Module, x: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """q and k of every layer, L x ((B, H, T, hs), (B, H, T, hs)), positional rotation applied: what
     the scores are made of, projected from the input each attention layer actually receives."""
+    blocks = attention_blocks(model, "the score probes")
     (x,) = to_device(model, x)
-    blocks = blocks_of(model)
     inputs: list[torch.Tensor | None] = [None] * len(blocks)
 
     def keep(layer: int):
@@ -49,7 +50,7 @@ def layer_qk(model: nn.Module, x: torch.Tensor) -> list[tuple[torch.Tensor, torc
 @torch.no_grad()
 def layer_logits(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
     """Pre-softmax scores of every layer, L x (B, H, T, T), -inf where the causal mask hides a key."""
-    return [block.attention.logits(q, k) for block, (q, k) in zip(blocks_of(model), layer_qk(model, x))]
+    return [block.attention.logits(q, k) for block, (q, k) in zip(attention_blocks(model, "layer_logits"), layer_qk(model, x))]
 
 
 def component_variance(t: torch.Tensor) -> float:
@@ -88,7 +89,7 @@ def score_stats(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
     With qk_scale off and q, k components of unit variance, logit_std is about sqrt(d_k): the two
     variances say how far a layer's input meets that premise (model.init='unit' realises it)."""
     out: dict[str, float] = {}
-    blocks = blocks_of(model)
+    blocks = attention_blocks(model, "score_stats")
     for layer, (block, (q, k)) in enumerate(zip(blocks, layer_qk(model, x))):
         s = block.attention.logits(q, k)  # (B, H, T, T)
         visible = s[torch.isfinite(s)]
