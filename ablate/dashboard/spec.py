@@ -1,0 +1,128 @@
+"""A sweep's dashboard as plain data: the runs it shows, how they are grouped, and its panels.
+
+The spec is what `ablate dashboard NAME --dry-run` prints and what `ablate.dashboard.wandb_ui` turns
+into a W&B workspace (and report); the tests check it, so every key a panel names is listed here
+with where W&B keeps it ("config", "summary", or "history": logged during the run, images too).
+
+    runs       the sweep's W&B group f"{sweep}-{budget}" and config budget == budget (budgets never mix)
+    group_by   the swept keys but the seed (one line or bar per configuration, its seeds averaged),
+               the compared toggles first (the keys the sweep compares; not the tuned learning rate)
+    panels     parallel coordinates over the swept keys -> the sweep's metric; validation curves
+               (val/acc, val/loss against the step); test accuracy bars; the probe scalars its
+               question reads (summary `probe/...` keys, as the report notebooks read them); the
+               attention heatmaps the probes log at initialisation and after training (Transformer
+               runs only: an RNN has no attention to draw).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..sweep.spec import Sweep
+
+# The question each sweep's table answers (the heading of its section in reports/FINDINGS.md and the
+# `title` of its Answer in reports/build/answers.json) and the probe scalars its notebook reads
+# (reports/q*.py, reports/claims.py). A per-layer probe is shown at layer 0 and at the last layer
+# (`_last`), which every depth has.
+QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    **dict.fromkeys(("pos_enc", "pos_enc_causal", "pos_enc_reverse", "pos_enc_rows"), (
+        "Q1 · Word order and positional encoding",
+        ("probe/final/equiv_error",))),
+    **dict.fromkeys(("scaling", "scaling_sgd"), (
+        "Q2 · Scaling the scores by √d_k",
+        ("probe/init/logit_std_l0", "probe/final/logit_std_l0", "probe/init/q_var_l0", "probe/init/k_var_l0",
+         "probe/init/onehot_frac_l0", "probe/final/onehot_frac_l0", "probe/init/grad_wq_l0"))),
+    **dict.fromkeys(("heads", "heads_tutorial"), (
+        "Q3 · Several small heads or one big one",
+        ("probe/final/rowmax_l0",))),
+    **dict.fromkeys(("residual", "residual_deep", "residual_sgd", "residual_norm"), (
+        "Q4 · Residual connections and deep stacks",
+        ("probe/init/cosine_last", "probe/final/cosine_last", "probe/final/erank_last", "probe/init/grad_ratio",
+         "probe/init/grad_l0"))),
+    "norm": ("Claim · Pre-LN vs Post-LN as depth grows", ("probe/init/grad_l0", "probe/init/grad_ratio")),
+    "ffn": ("Claim · The FFN holds about 2/3 of the parameters", ("probe/init/share_ffn_l0", "probe/init/share_ffn")),
+    "temperature": ("Claim · Temperature τ moves attention between selection and averaging",
+                    ("probe/init/entropy_l0", "probe/final/entropy_l0", "probe/init/rowmax_l0",
+                     "probe/final/rowmax_l0", "probe/init/onehot_frac_l0")),
+}
+CURVES = ("val/acc", "val/loss")  # history, against the step
+TEST = "test/acc"  # summary
+ATTENTION = ("probe/init/attention", "probe/final/attention")  # images (ablate.probing.heatmap), history
+DEFAULT_METRIC = "val/acc_best"
+
+
+def budget_of(sweep: Sweep) -> str:
+    budgets = sorted({r.cfg.budget for r in sweep.runs})
+    return budgets[0] if len(budgets) == 1 else "none"  # a budget is one value per sweep (ablate.budgets)
+
+
+def compared(sweep: Sweep) -> list[str]:
+    """The keys the sweep compares: its swept keys but the seed and the tuned key."""
+    tuned = sweep.tune.key if sweep.tune is not None else None
+    return [k for k in sweep.varying if k not in ("seed", tuned)]
+
+
+def build(sweep: Sweep, entity: str | None, project: str | None) -> dict[str, Any]:
+    """The dashboard of `sweep` (loaded at the budget it shows) as plain, JSON-ready data."""
+    budget = budget_of(sweep)
+    group = f"{sweep.name}-{budget}"
+    metric = (sweep.spec.get("metric") or {}).get("name") or DEFAULT_METRIC
+    swept = list(sweep.varying)
+    keys = compared(sweep)
+    group_by = keys + [k for k in swept if k not in keys and k != "seed"]
+    question, probes = QUESTIONS.get(sweep.name, (None, ()))
+    label = ", ".join(keys) or "seed"
+    sections = [
+        {"name": f"{sweep.name} ({budget}): {label}", "panels": [
+            {"type": "parallel_coordinates", "title": f"{' · '.join(swept)} → {metric}",
+             "columns": [{"key": k, "in": "config"} for k in swept] + [{"key": metric, "in": "summary"}]},
+            {"type": "bar", "title": f"test accuracy by {label}", "metrics": [TEST]},
+        ]},
+        {"name": "validation curves", "panels": [
+            {"type": "line", "title": f"{key} by {label}", "x": "Step", "y": [key]} for key in CURVES]},
+    ]
+    if probes:
+        sections.append({"name": f"probes: {question}", "panels": [
+            {"type": "bar", "title": f"{key} by {label}", "metrics": [key]} for key in probes]})
+    if any(getattr(r.cfg.model, "arch", "transformer") == "transformer" for r in sweep.runs):
+        sections.append({"name": "attention (rows: layers, columns: heads)", "panels": [
+            {"type": "media", "title": key.split("/")[1] + " attention", "media": [key]} for key in ATTENTION]})
+    return {
+        "sweep": sweep.name,
+        "file": str(sweep.path),
+        "budget": budget,
+        "entity": entity,
+        "project": project or sweep.runs[0].cfg.run.project,
+        "name": f"{sweep.name} · {budget}",
+        "question": question,
+        "filters": [{"key": "group", "in": "run", "op": "=", "value": group},
+                    {"key": "budget", "in": "config", "op": "=", "value": budget}],
+        "group_by": group_by,
+        "compared": keys,
+        "metric": {"name": metric, "goal": (sweep.spec.get("metric") or {}).get("goal", "maximize")},
+        "sections": sections,
+    }
+
+
+def reads(panel: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, key) of every key a panel names: where is "config", "summary" or "history"."""
+    kind = panel["type"]
+    if kind == "parallel_coordinates":
+        return [(c["in"], c["key"]) for c in panel["columns"]]
+    if kind == "line":
+        return [("history", k) for k in panel["y"]]
+    if kind == "bar":
+        return [("summary", k) for k in panel["metrics"]]
+    if kind == "media":
+        return [("history", k) for k in panel["media"]]
+    raise ValueError(f"unknown panel type {kind!r}")
+
+
+def all_reads(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every (where, key) the dashboard names: its filters, grouping and panels."""
+    out = [(f["in"], f["key"]) for f in spec["filters"] if f["in"] != "run"]
+    out += [("config", k) for k in spec["group_by"]]
+    for section in spec["sections"]:
+        for panel in section["panels"]:
+            out += reads(panel)
+    return list(dict.fromkeys(out))
