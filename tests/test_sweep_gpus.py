@@ -90,3 +90,40 @@ def test_free_memory_is_read_for_the_visible_gpus_from_nvidia_smis_table():
     assert G.parse_free(table, ["GPU-aaa"]) == 81000 * 2**20
     assert G.parse_free(table, ["MIG-xyz"]) == 1000 * 2**20  # not matched: the fullest of all
     assert G.parse_free("", ["0"]) is None and G.parse_free("garbage\n", ["0"]) is None
+
+
+# -- ablate bench gpus ----------------------------------------------------------------------------
+
+def test_bench_gpus_without_cuda_exits_2_with_one_line(capsys, monkeypatch):
+    import argparse
+
+    import torch
+
+    from ablate.bench import packing
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # also true on a GPU machine
+    args = argparse.Namespace(steps=5, repeats=1, warmup=1, batch_size=8, threads=1)
+    assert packing.run(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("ablate: bench gpus needs a CUDA GPU")
+    assert captured.err.count("\n") == 1
+
+
+def test_packed_runs_are_separate_processes_timed_together_and_aggregated():
+    from ablate.bench import packing
+
+    # the machinery on the CPU: 2 processes, each trains the tutorial's model for 3 timed steps
+    result, reports = packing.measure_once(2, steps=3, warmup=1, batch_size=4, device="cpu")
+    assert not result.error and len(reports) == 2 and all(r["steps"] == 3 for r in reports)
+    # released together: each run's timed window overlaps the other's
+    (a, b) = reports
+    assert a["start"] < b["end"] and b["start"] < a["end"]
+    span = max(r["end"] for r in reports) - min(r["start"] for r in reports)
+    assert result.steps_per_s == pytest.approx(6 / span)
+    # the arithmetic on known windows: 4 runs of 100 steps over 2 s in all, each 1 s long
+    fake = [{"start": 10.0 + i / 3, "end": 11.0 + i / 3, "steps": 100, "memory_mb": 50.0 + i} for i in range(4)]
+    assert packing.aggregate(4, fake) == packing.Result(4, 200.0, pytest.approx(100.0), 53.0)
+    lines = packing.table([packing.Result(1, 100.0, 100.0, 40.0), packing.aggregate(4, fake),
+                           packing.Result(16, 0.0, 0.0, 0.0, error="CUDA out of memory")])
+    assert lines[1].split()[:4] == ["1", "100", "100", "1.00"] and lines[2].split()[:4] == ["4", "200", "100", "2.00"]
+    assert lines[3] == "16              failed: CUDA out of memory"
