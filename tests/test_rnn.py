@@ -6,6 +6,7 @@ resume, probes and the results table."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -42,6 +43,7 @@ from ablate.probes import (
     score_stats,
     task_loss,
 )
+from ablate.registry import NAMES as TASK_NAMES
 
 IGNORE = -100
 
@@ -283,3 +285,125 @@ def test_attention_probes_say_not_applicable():
     text = format_probes({"grad_l0": 1.0, "acc": 0.5}, not_applicable(model))
     assert text.endswith("[not applicable: the model has no attention]\n" + "\n".join(NOT_APPLICABLE_TO_RNN))
     assert "not applicable" not in format_probes({"grad_l0": 1.0})
+
+
+# --- training on every task, resume, the results table, `ablate probe` -----------------------------
+
+SYNTHETIC_FAST = ["data.vocab=6", "data.length=4", "data.n_train=64", "data.n_val=32", "data.n_test=32"]
+MNIST_FAST = ["data.val_size=20", "data.train_subset=64", "data.test_subset=20"]
+FAST = ["data.batch_size=32", "model.d_model=16", "trainer.max_epochs=1", "tracking=none", "run.probe_batch=16"]
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """Runs under tmp_path; MNIST is 100 + 20 images of noise in the standard files there (no network)."""
+    import ablate.data.mnist as mnist_mod
+    from tests.test_data import write_idx
+
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("ABLATE_PROGRESS", "0")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setattr(mnist_mod, "network_available", lambda: False)
+    raw = tmp_path / "mnist" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    g = torch.Generator().manual_seed(0)
+    for prefix, n in (("train", 100), ("t10k", 20)):
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", torch.randint(0, 256, (n, 28, 28), generator=g, dtype=torch.uint8))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", torch.arange(n) % 10)
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "mnist"))
+
+
+def _train(*items, callbacks=None, log=None):
+    from ablate import config as C
+    from ablate.train import train
+
+    return train(C.build(C.parse_overrides(list(items))), log=log or (lambda *a: None), callbacks=callbacks)
+
+
+def _task_items(task: str) -> list[str]:
+    return [f"data.task={task}", *(MNIST_FAST if task == "mnist" else SYNTHETIC_FAST), *FAST]
+
+
+@pytest.mark.parametrize("task, arch", [(t, "lstm") for t in TASK_NAMES] + [("copy", "gru"), ("mnist", "gru")])
+def test_trains_on_every_task_with_its_own_parameter_count(task, arch, tmp_path):
+    """Real Lightning, one epoch: completed, metrics in range, summary params are the RNN's (the
+    recurrent group is torch's formula at the matched size), probes.json has no attention keys, and
+    the checkpoint loads weights-only into the same model."""
+    import json
+
+    from ablate.tasks import load_task
+
+    run_dir = tmp_path / "r"
+    s = _train(*_task_items(task), f"model.arch={arch}", f"run.dir={run_dir}")
+    assert s["status"] == "completed"
+    assert 0 <= s["metrics"]["test/acc"] <= 1 and 0 <= s["metrics"]["val/acc"] <= 1
+    h = matched_hidden(EncoderConfig(arch=arch, d_model=16))
+    assert s["params"]["recurrent"] == rnn_params(arch, 16, h, 2)
+    assert s["params"]["attention"] == s["params"]["ffn"] == 0
+    raw = torch.load(run_dir / "last.ckpt", weights_only=True)  # tensors and plain values only
+    assert raw["hyper_parameters"]["config"]["model"]["arch"] == arch
+    task_module, _ = load_task(run_dir / "last.ckpt")
+    assert isinstance(task_module.model.encoder, RecurrentEncoder)
+    assert s["params"]["total"] == sum(p.numel() for p in task_module.model.parameters())
+    probes = json.loads((run_dir / "probes.json").read_text())
+    assert {"probe/init/grad_l0", "probe/final/cosine_l1", "probe/final/resid_norm_l1_rnn", "probe/final/acc"} <= set(probes)
+    assert not [k for k in probes if "logit_std" in k or "head_drop" in k or "equiv_error" in k]
+    if task == "mnist":  # the permuted test set applies: an RNN reads in order
+        assert 0 <= probes["probe/final/test_perm_acc"] <= 1
+
+
+def test_an_lstm_learns_the_copy_task():
+    """Not a smoke run: an LSTM of the matched size (d_model 32 -> hidden 32) copies 4 tokens of 6 well
+    above the order-blind level within 12 short epochs (a uni-directional RNN reads tokens, SEP, then
+    answers at each blank)."""
+    items = ["data.task=copy", "data.vocab=6", "data.length=4", "data.n_train=2000", "data.n_val=200",
+             "data.n_test=200", "data.batch_size=50", "model.d_model=32", "model.arch=lstm", "model.pos_enc=none",
+             "model.dropout=0", "trainer.max_epochs=12", "tracking=none", "run.probes=false", "optim.lr=3e-3"]
+    s = _train(*items)
+    assert s["metrics"]["test/acc"] > 0.9, s["metrics"]
+
+
+def test_an_interrupted_lstm_run_resumes_with_the_numbers_of_an_uninterrupted_one(tmp_path):
+    from tests.test_train import StopAt, rows
+
+    items = [*_task_items("copy"), "data.n_train=256", "model.arch=lstm", "trainer.max_epochs=3"]
+    full = _train(*items, f"run.dir={tmp_path / 'full'}")
+    with pytest.raises(SystemExit):  # Lightning turns KeyboardInterrupt into exit(1)
+        _train(*items, f"run.dir={tmp_path / 'cut'}", callbacks=[StopAt(step=11)])
+    assert torch.load(tmp_path / "cut" / "last.ckpt", weights_only=True)["global_step"] == 8
+    said: list[str] = []
+    resumed = _train(*items, f"run.dir={tmp_path / 'cut'}", log=said.append)
+    assert f"ablate: resuming {tmp_path / 'cut'} from last.ckpt (step 8)" in said
+    assert resumed["attempts"] == 2 and resumed["global_step"] == 24
+    assert rows(tmp_path / "cut") == rows(tmp_path / "full")
+    assert resumed["metrics"] == full["metrics"] and resumed["probes"] == full["probes"]
+
+
+def test_results_table_and_ablate_probe_handle_an_lstm_run(tmp_path, capsys):
+    """A sweep folder with an LSTM and a Transformer run: one row each, the LSTM's parameter counts,
+    its attention probe columns empty (absent keys), the ones it has filled; `ablate results` prints
+    and exports it; `ablate probe` on the LSTM checkpoint prints its probes and exits 0."""
+    import math
+
+    from ablate import cli
+    from ablate import results as R
+
+    _train(*_task_items("copy"), "model.arch=lstm", "run.group=mix")
+    _train(*_task_items("copy"), "model.n_heads=2", "run.group=mix")
+    table = R.load("mix").set_index("model.arch")
+    lstm, tf = table.loc["lstm"], table.loc["transformer"]
+    assert lstm["params/recurrent"] == rnn_params("lstm", 16, matched_hidden(EncoderConfig(arch="lstm", d_model=16)), 2)
+    assert lstm["params/attention"] == 0 and tf["params/attention"] > 0
+    assert math.isnan(lstm["probe/final/logit_std_l0"]) and not math.isnan(tf["probe/final/logit_std_l0"])
+    assert math.isnan(lstm["probe/final/head_drop_l0_h0"])
+    for key in ("probe/final/grad_l0", "probe/final/cosine_l1", "probe/final/acc", "test/acc"):
+        assert not math.isnan(lstm[key]) and not math.isnan(tf[key]), key
+    assert cli.main(["results", "mix", "--csv", str(tmp_path / "mix.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "lstm" in out and "transformer" in out
+    assert (tmp_path / "mix.csv").read_text().count("\n") == 3
+    run_dir = Path(lstm["run_dir"])
+    assert cli.main(["probe", str(run_dir), "--batch", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "[collapse]" in out and "resid_norm_rnn" in out and "share_recurrent" in out
+    assert "logit_std" not in out and "head_drop" not in out
