@@ -5,7 +5,8 @@ parameter shares, equivariance) at step 0 and at the end (and every `run.probe_e
 the expensive ones (head masking on validation data, accuracy with permuted test rows) at the end.
 Scalars go to `probes.json` under stable flat names (`probe/init/entropy_l0`, `probe/final/grad_ratio`,
 ...) that the results table reads as columns, periodic ones to `probes.csv`, arrays (attention maps,
-per-layer curves) to `probes.npz`, and all of it to W&B (scalars as metrics, maps as heatmaps).
+per-layer curves) to `probes.npz`, and all of it to W&B: the scalars of init and the end in the run
+summary (and the final ones as the Table "probes/final"), the periodic ones as curves, maps as heatmaps.
 Probes never touch the RNG or gradients, so training metrics are identical with probes on or off.
 """
 
@@ -27,6 +28,7 @@ from .fileio import atomic_write
 from .probes import attention_maps, order_sensitivity, periodic_part, periodic_probes, run_probes
 
 CURVE = "probes.csv"  # the periodic probes: step, then one column per scalar (`grad_l0`, `logit_std_l1`, ...)
+TABLE = "probes/final"  # W&B: the final probes as one Table (columns probe, value)
 EXPENSIVE_EXAMPLES = 2048  # head masking evaluates L*H times: on at most this many validation examples
 
 
@@ -130,8 +132,13 @@ class ProbeRecorder(pl.Callback):
         atomic_write(self.run_dir / "probes.npz", buffer.getvalue())
 
     def _log(self, trainer: pl.Trainer, named: dict[str, float], attention, point: str) -> None:
+        """W&B: the periodic probes as history (curves); those at init and at the end, measured once,
+        in the run summary (W&B would draw each history key as a one-point chart)."""
         for logger in _wandb(trainer):
-            logger.log_metrics(named, step=trainer.global_step)
+            if point == "step":
+                logger.log_metrics(named, step=trainer.global_step)
+            else:
+                logger.experiment.summary.update(named)
             if attention is not None:
                 logger.log_image(f"probe/{point}/attention", [heatmap(attention)], step=trainer.global_step,
                                  caption=["rows: layers, columns: heads (dark = high weight)"])
@@ -203,8 +210,17 @@ class ProbeRecorder(pl.Callback):
             extra = {f"probe/final/test_{k}": v for k, v in order.items()}
             self.scalars.update(extra)
             self._write()
+            if trainer is not None:
+                self._log(trainer, extra, None, "final")
             named.update(extra)
+        self._log_table(trainer, named)
         return named
+
+    def _log_table(self, trainer: pl.Trainer | None, named: dict[str, float]) -> None:
+        """W&B: the final probes as one Table "probes/final" (probe, value), sortable in the UI."""
+        rows = [[k.removeprefix("probe/final/"), float(v)] for k, v in sorted(named.items())]
+        for logger in _wandb(trainer):
+            logger.log_table(TABLE, columns=["probe", "value"], data=rows, step=trainer.global_step)
 
 
 def _chunks(x: torch.Tensor, y: torch.Tensor, size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:

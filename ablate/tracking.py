@@ -55,22 +55,67 @@ def wandb_mode(timeout: float = 3.0) -> str:
     return "online" if host_answers(os.environ.get("WANDB_BASE_URL", DEFAULT_HOST), timeout) else "offline"
 
 
-def wandb_logger(run_dir: Path, name: str, group: str, project: str, config: dict):
-    """Lightning's WandbLogger writing under `run_dir/wandb`, config logged flat; id = name, so a
-    resumed run continues the same W&B run (the logger passes resume="allow")."""
+def short(value: Any) -> str:
+    """A config value as a run name shows it: 3e-4 rather than 0.0003, False, 512."""
+    if isinstance(value, float):
+        plain = f"{value:g}"
+        mantissa, _, exponent = f"{value:e}".partition("e")
+        scientific = f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+        return scientific if len(scientific) < len(plain) else plain
+    return str(value)
+
+
+def derived_name(cfg) -> str:
+    """A run's display name when run.name is empty: its model and optimiser keys that differ from the
+    tutorial model's defaults, without their section, and the seed ("n_heads=8 lr=3e-4 s0"; "tutorial
+    s0" when none differs), at most NAME_MAX characters (the keys that do not fit become "...")."""
+    from .config import NAME_MAX, Config, flat
+
+    defaults, values = flat(Config()), flat(cfg)
+    parts = [f"{k.partition('.')[2]}={short(v)}" for k, v in values.items()
+             if k.startswith(("model.", "optim.")) and v != defaults[k]]
+    seed = f"s{cfg.seed}"
+    if len(" ".join([*parts, seed])) > NAME_MAX:
+        while parts and len(" ".join([*parts, "...", seed])) > NAME_MAX:
+            parts.pop()
+        parts.append("...")
+    return " ".join([*(parts or ["tutorial"]), seed])
+
+
+def run_fields(cfg) -> dict[str, Any]:
+    """What W&B shows of a run besides its metrics: id (the run id), name, group (the sweep and its
+    budget: budgets never mix in a group), job_type, tags, and the flat config, once."""
+    from .config import flat, run_id
+
+    return {
+        "id": run_id(cfg),
+        "name": cfg.run.name or derived_name(cfg),
+        "group": f"{cfg.run.group}-{cfg.budget}",
+        "job_type": "train" if cfg.run.group == "train" else "sweep",
+        "tags": [f"budget:{cfg.budget}", f"task:{cfg.data.task}", f"sweep:{cfg.run.group}"],
+        "config": flat(cfg),
+    }
+
+
+def wandb_logger(run_dir: Path, cfg):
+    """Lightning's WandbLogger writing under `run_dir/wandb` with `run_fields(cfg)`; id = run id, so a
+    resumed run continues the same W&B run (the logger passes resume="allow"). run.sweep_id attaches
+    the run to that W&B sweep (wandb.init's settings; the WANDB_SWEEP_ID variable would make wandb drop
+    the run's id and project). The task's LightningModule keeps its hyperparameters out of the logger,
+    so the config appears once."""
+    import wandb
     from pytorch_lightning.loggers import WandbLogger
 
     mode = wandb_mode()
     os.environ.setdefault("WANDB_SILENT", "true")
+    fields = run_fields(cfg)
     logger = WandbLogger(
-        project=project,
-        name=name,
-        id=name,
-        group=group,
+        project=cfg.run.project,
         save_dir=str(run_dir),
         mode=mode,
-        config=config,
         log_model=False,
+        settings=wandb.Settings(sweep_id=cfg.run.sweep_id or None),
+        **fields,
     )
     # Lightning passes anonymous=None to wandb.init unconditionally; wandb (0.31 here) warns "The anonymous
     # setting has no effect" for any value given, None included (wandb/wandb#10909). Not giving it is

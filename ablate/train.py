@@ -398,7 +398,7 @@ def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started
     if cfg.tracking == "wandb":
         from .tracking import wandb_logger
 
-        loggers.append(wandb_logger(run_dir, C.run_id(cfg), cfg.run.group, cfg.run.project, C.flat(cfg)))
+        loggers.append(wandb_logger(run_dir, cfg))
     throughput = Throughput()
     last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=ProgressLines(log) if progress else None)
     extra = [last, RngState(), DivergenceGuard(), throughput, *(callbacks or [])]

@@ -1,8 +1,10 @@
 """The same table from W&B, for sweeps whose agents ran on machines whose run directories are not here.
 
-Each `ablate train` logs to W&B with id = run id, group = sweep name, the flat config
-({'model.n_heads': 4, ...}) and, in the summary, the logged metrics and probe scalars, `status`
-and the parameter counts (as `attention`, `ffn`, ... or `params/attention`, ...). A public-API
+Each `ablate train` logs to W&B with id = run id, group = "<sweep name>-<budget>" (runs written
+before budgets were kept apart: the sweep name alone; both are read), the flat config
+({'model.n_heads': 4, ...}; older runs also a nested copy under `config`) and, in the summary, the
+logged metrics and probe scalars, `status` and the parameter counts (as `attention`, `ffn`, ... or
+`params/attention`, ...). A public-API
 `Run` gives: `id`, `state`, `config` (the raw API JSON wraps each value as {"value": ...}; both
 forms are read), `summary`, `commit`.
 
@@ -22,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..budgets import NAMES as BUDGET_NAMES
 from ..config import SECTIONS, all_keys, flatten_overrides
 from .table import METRIC, PARAMS, ResultsError, RunRecord, eval_sizes, from_records, no_runs
 
@@ -94,14 +97,20 @@ def run_record(run) -> RunRecord:
     )
 
 
+def groups(name: str) -> list[str]:
+    """The W&B groups of sweep `name`: one per budget ("<name>-<budget>", ablate.tracking.run_fields),
+    and the sweep name alone (runs written before)."""
+    return [name, *(f"{name}-{budget}" for budget in BUDGET_NAMES)]
+
+
 def fetch_runs(name: str, path: str, api=None) -> list:
-    """The runs of W&B group `name` in `path` ("entity/project"); `api` defaults to wandb.Api()."""
+    """The runs of sweep `name` (its W&B groups) in `path` ("entity/project"); `api` defaults to wandb.Api()."""
     try:
         if api is None:
             import wandb
 
             api = wandb.Api(timeout=30)
-        kwargs: dict[str, Any] = {"filters": {"group": name}}
+        kwargs: dict[str, Any] = {"filters": {"group": {"$in": groups(name)}}}
         if "lazy" in inspect.signature(api.runs).parameters:
             kwargs["lazy"] = False  # config and summary in the listing, not one request per run
         return list(api.runs(path, **kwargs))

@@ -36,7 +36,8 @@ class EncoderTask(pl.LightningModule):
     def __init__(self, config: Config | dict[str, Any], **sizes: int):
         super().__init__()
         self.cfg: Config = config if isinstance(config, Config) else from_dict(config)
-        self.save_hyperparameters({"config": to_dict(self.cfg), **sizes})
+        # in the checkpoint only: the W&B run has the flat config already (ablate.tracking.run_fields)
+        self.save_hyperparameters({"config": to_dict(self.cfg), **sizes}, logger=False)
         self.model = self.build_model(self.cfg, **sizes)
 
     def build_model(self, cfg: Config, **sizes: int) -> nn.Module:

@@ -1,0 +1,168 @@
+"""What a synced W&B run shows: a real `ablate train` written offline, read back from its .wandb file
+(ablate.tracking.offline_run_record, what `wandb sync` would upload)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import ablate.config as C
+from ablate import cli
+from ablate.results import load_wandb
+from ablate.tracking import derived_name, offline_run_record, run_fields, short, wandb_file_records
+
+ROOT = Path(__file__).resolve().parents[1]
+ARGS = ["budget=smoke", "data.task=copy", "data.train_subset=256", "trainer.max_epochs=1", "trainer.threads=1", "tracking=wandb",
+        "run.group=toy", "model.n_heads=2", "optim.lr=3e-4", "seed=1", "run.probe_every=2", "run.sweep_id=abc123"]
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory):
+    """One real training run, tracked by W&B offline: (run dir, its record, its stderr, its config)."""
+    tmp = tmp_path_factory.mktemp("tracked")
+    env = {**os.environ, "WANDB_MODE": "offline", "ABLATE_RUNS_DIR": str(tmp / "runs"), "WANDB_DIR": str(tmp),
+           "WANDB_CONFIG_DIR": str(tmp / "wandb-config"), "WANDB_CACHE_DIR": str(tmp / "wandb-cache"),
+           "WANDB_DATA_DIR": str(tmp / "wandb-data"), "HOME": str(tmp)}
+    run_dir = tmp / "run"
+    done = subprocess.run([sys.executable, "-m", "ablate.cli", "train", *ARGS, f"run.dir={run_dir}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cfg = C.build(C.parse_overrides(ARGS))
+    return run_dir, offline_run_record(run_dir), done.stderr, cfg
+
+
+def test_the_config_is_logged_once_and_flat(offline):
+    _, record, _, cfg = offline
+    print("config keys of an offline run:", ", ".join(record["config"]))
+    assert list(record["config"]) == list(C.flat(cfg))  # no nested `config`, no Lightning sizes
+    assert not [k for k in record["config"] if k == "config" or k.startswith("config.")]
+    assert record["config"]["model.n_heads"] == 2 and record["config"]["optim.lr"] == 3e-4
+    assert record["config"]["budget"] == "smoke" and record["config"]["data.task"] == "copy"
+
+
+def test_name_group_job_type_tags_and_sweep(offline):
+    _, record, _, cfg = offline
+    assert record["id"] == C.run_id(cfg)  # the hash stays the id
+    assert record["name"] == "n_heads=2 lr=3e-4 s1"
+    assert record["group"] == "toy-smoke"  # budgets never mix in a group
+    assert record["job_type"] == "sweep"
+    assert record["tags"] == ["budget:smoke", "task:copy", "sweep:toy"]
+    assert record["sweep_id"] == "abc123"
+
+
+def test_probe_scalars_in_the_summary_curves_in_the_history(offline):
+    run_dir, record, _, _ = offline
+    probes = json.loads((run_dir / "probes.json").read_text())
+    summary, history = record["summary"], set(record["history_keys"])
+    assert {k: summary[k] for k in probes} == pytest.approx(probes)
+    assert not [k for k in history if k.startswith(("probe/init/", "probe/final/")) and not k.endswith("/attention")]
+    assert {"probe/init/attention", "probe/final/attention"} <= history  # the heatmaps
+    assert {"val/acc", "val/loss", "test/acc", "probe/step/grad_l0", "probe/step/entropy_l0"} <= history
+    assert record["tables"] == ["probes/final"]
+    table = summary["probes/final"]
+    files = list(run_dir.glob(f"wandb/offline-run-*/files/{table['path']}"))
+    data = json.loads(files[0].read_text())
+    final = {k.removeprefix("probe/final/"): v for k, v in probes.items() if k.startswith("probe/final/")}
+    assert data["columns"] == ["probe", "value"]
+    assert dict(map(tuple, data["data"])) == pytest.approx(final)
+
+
+def test_no_warnings_on_stderr(offline):
+    _, _, err, _ = offline
+    assert [line for line in err.splitlines() if line.strip() and not line.startswith("ablate: ")] == []
+    assert "W&B run saved offline" in err  # the harness's own lines are there
+
+
+def test_the_checkpoint_still_holds_the_config(offline):
+    from ablate.tasks import load_task
+
+    run_dir, _, _, cfg = offline
+    task, _ = load_task(run_dir / "last.ckpt")
+    assert task.cfg == C.build({**C.parse_overrides(ARGS), "run.dir": str(run_dir)}, machine=False)
+
+
+def test_load_wandb_reads_new_and_old_groups(offline, tmp_path, monkeypatch):
+    """A W&B Api serving the offline run as synced (group "toy-smoke") and one written before (group
+    "toy", nested config): the table holds both, probe scalars from the summary."""
+    _, record, _, cfg = offline
+    new = SimpleNamespace(id=record["id"], state="finished", config=record["config"], summary=record["summary"],
+                          commit=record["summary"]["commit"], group=record["group"])
+    old = SimpleNamespace(id="old", state="finished", config={"config": {"model": {"n_heads": 4}}, "n_classes": 10},
+                          summary={"status": "completed", "test/acc": 0.5, "probe/final/acc": 0.5},
+                          commit="c", group="toy")
+    other = SimpleNamespace(id="other", state="finished", config={}, summary={}, commit="c", group="toy2-smoke")
+
+    class Api:
+        def runs(self, path, filters=None, lazy=True):
+            wanted = filters["group"]["$in"]
+            return [r for r in (new, old, other) if r.group in wanted]
+
+    df = load_wandb("toy", "team/p", api=Api()).set_index("run_id")
+    assert sorted(df.index) == sorted([record["id"], "old"])
+    assert df.loc[record["id"], "probe/final/acc"] == pytest.approx(record["summary"]["probe/final/acc"])
+    assert df.loc["old", "model.n_heads"] == 4 and df.loc[record["id"], "model.n_heads"] == 2
+
+
+def test_a_torn_or_foreign_run_file(offline, tmp_path):
+    run_dir, record, _, _ = offline
+    path = next(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    whole = list(wandb_file_records(path))
+    torn = tmp_path / "run-x.wandb"
+    torn.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a run killed half-way
+    assert 0 < len(list(wandb_file_records(torn))) < len(whole)
+    assert offline_run_record(tmp_path)["id"] == record["id"]
+    torn.write_bytes(b"not a run")
+    with pytest.raises(ValueError, match="not a W&B run file"):
+        offline_run_record(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        offline_run_record(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("value, shown", [(3e-4, "3e-4"), (1e-3, "1e-3"), (0.1, "0.1"), (0.25, "0.25"),
+                                          (512, "512"), (False, "False"), (1e-05, "1e-5"), ("pre", "pre")])
+def test_short_values(value, shown):
+    assert short(value) == shown
+
+
+def test_derived_names():
+    assert derived_name(C.build({})) == "tutorial s0"
+    assert derived_name(C.build({"budget": "smoke", "data.train_subset": "9", "seed": "3"})) == "tutorial s3"
+    assert derived_name(C.build({"model.n_heads": "8", "optim.lr": "3e-4"})) == "n_heads=8 lr=3e-4 s0"
+    assert derived_name(C.build({"model.qk_scale": "false", "model.d_head": "512", "seed": "1"})) == "d_head=512 qk_scale=False s1"
+    long = derived_name(C.build({"model.n_layers": "6", "model.d_model": "64", "model.n_heads": "8", "model.d_head": "16",
+                                 "model.ffn_mult": "2", "model.activation": "gelu", "model.qk_scale": "false",
+                                 "model.temperature": "0.5", "model.residual": "false", "model.norm": "post",
+                                 "model.pos_enc": "rope", "model.init": "xavier", "optim.name": "sgd",
+                                 "optim.lr": "0.3", "optim.weight_decay": "0.01", "optim.warmup": "0.1",
+                                 "optim.schedule": "cosine", "optim.grad_clip": "1.0", "seed": "12345"}))
+    assert len(long) <= C.NAME_MAX and long.startswith("n_heads=8 d_head=16 n_layers=6") and long.endswith(" ... s12345")
+
+
+def test_run_fields_of_a_plain_train():
+    fields = run_fields(C.build({"run.name": "qk_scale=False lr=3e-4 s1"}))
+    assert (fields["name"], fields["group"], fields["job_type"]) == ("qk_scale=False lr=3e-4 s1", "train-none", "train")
+    assert fields["tags"] == ["budget:none", "task:mnist", "sweep:train"]
+
+
+def test_name_and_sweep_id_never_change_the_run_id():
+    base = C.build({})
+    assert C.run_id(C.build({"run.name": "x y=1 s0", "run.sweep_id": "ab12_-"})) == C.run_id(base)
+    assert C.build({"run.name": "qk_scale=False lr=3e-4 s1"}).run.name == "qk_scale=False lr=3e-4 s1"
+
+
+@pytest.mark.parametrize("item", ["run.name=a\tb", "run.name=" + "x" * 129, "run.sweep_id=a/b", "run.sweep_id=a b",
+                                  "run.sweep_id=" + "x" * 129])
+def test_bad_name_or_sweep_id_exits_2_with_one_line(item, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    code = cli.main(["train", "tracking=none", item])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith(f"ablate: {item.partition('=')[0]}="), err
+    assert list(tmp_path.iterdir()) == []
