@@ -1,26 +1,29 @@
 """`ablate bench`: speed benchmarks. `ablate bench [train]` times training of torch's encoder,
 a plain reference encoder and ablate's encoder on the tutorial's configuration;
 `ablate bench attention` times one attention layer against sequence length (fused vs explicit);
-`ablate bench epoch` times one MNIST epoch of the tutorial's own script against `ablate train`."""
+`ablate bench epoch` times one MNIST epoch of the tutorial's own script against `ablate train`;
+`ablate bench rnn` times one training step of an LSTM and a Transformer against sequence length."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
 
-from . import attention, epoch, speed
+from . import attention, epoch, rnn, speed
 
 # What `ablate bench <what>` runs; each entry takes the parsed arguments and returns an exit code.
 BENCHMARKS: dict[str, Callable[[argparse.Namespace], int]] = {
     "train": speed.run,
     "attention": attention.run,
     "epoch": epoch.run,
+    "rnn": rnn.run,
 }
 # Per benchmark, the values of the options left unset on the command line.
-DEFAULTS: dict[str, dict[str, int]] = {
+DEFAULTS: dict[str, dict[str, int | str]] = {
     "train": {"steps": 10, "repeats": 50, "warmup": 10, "batch_size": 64},
-    "attention": {"steps": 3, "repeats": 7, "warmup": 2, "batch_size": 1},
+    "attention": {"steps": 3, "repeats": 7, "warmup": 2, "batch_size": 1, "lengths": "32:2048"},
     "epoch": {"steps": 1, "repeats": 1, "warmup": 0, "batch_size": 64},  # one epoch each; batch 64
+    "rnn": {"steps": 1, "repeats": 3, "warmup": 1, "batch_size": 8, "lengths": "16:2048"},
 }
 
 
@@ -31,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
         "a plain reference encoder and ablate's encoder (same function, same weights), "
         "at dropout 0.1 and 0, interleaved in rounds. 'attention': forward+backward time and "
         "memory of one attention layer for n = 32 ... 2048 tokens, fused vs explicit, with the "
-        "fitted log-log slope.",
+        "fitted log-log slope. 'rnn': time and memory of one training step of an LSTM and the "
+        "tutorial's Transformer for n = 16 ... 2048, slopes, crossovers and the LSTM's serial part.",
     )
     parser.add_argument(
         "what",
@@ -41,24 +45,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="benchmark (default: train)",
     )
     parser.add_argument(
-        "--steps", type=int, default=None, help="timed steps per variant per round (train 10, attention 3)"
+        "--steps", type=int, default=None, help="timed steps per variant per round (train 10, attention 3, rnn 1)"
     )
     parser.add_argument(
         "--repeats", type=int, default=None,
-        help="interleaved rounds; the median is reported (train 50, attention 7)",
+        help="interleaved rounds; the median is reported (train 50, attention 7, rnn 3)",
     )
     parser.add_argument(
-        "--warmup", type=int, default=None, help="untimed steps per variant before timing (train 10, attention 2)"
+        "--warmup", type=int, default=None, help="untimed steps per variant before timing (train 10, attention 2, rnn 1)"
     )
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: torch's default)"
     )
-    parser.add_argument("--batch-size", type=int, default=None, help="train 64, attention 1")
+    parser.add_argument("--batch-size", type=int, default=None, help="train 64, attention 1, rnn 8")
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
     parser.add_argument(
-        "--lengths", default="32:2048", help="attention: sequence lengths, MIN:MAX (powers of two) or N,N,..."
+        "--lengths", default=None,
+        help="attention, rnn: sequence lengths, MIN:MAX (doubling from MIN) or N,N,... (attention 32:2048, rnn 16:2048)",
     )
-    parser.add_argument("--csv", metavar="PATH", help="attention: write the table (with the slopes) as CSV")
+    parser.add_argument("--csv", metavar="PATH", help="attention, rnn: write the table (with the slopes) as CSV")
     parser.add_argument("--limit", type=int, default=0, help="epoch: train on the first N images only (0: all)")
     return parser
 
