@@ -13,6 +13,7 @@ measure each layer as they measure each Transformer block.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import torch
@@ -39,6 +40,7 @@ def rnn_params(arch: str, d_model: int, hidden: int, n_layers: int) -> int:
     return rnn_layer_params(arch, d_model, hidden) + (n_layers - 1) * rnn_layer_params(arch, hidden, hidden)
 
 
+@functools.lru_cache(maxsize=64)  # EncoderConfig is frozen (hashable); the limits check and the model both ask
 def transformer_params(cfg: EncoderConfig) -> int:
     """Parameters of the Transformer encoder of the same d_model and n_layers (every other toggle at
     its default; positional table left out: the RNN gets the same one). Counted on the meta device:
