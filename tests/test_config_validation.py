@@ -151,9 +151,13 @@ BAD_VALUES = [
     ("seed", "-1", ()),
     ("seed", "1e20", ()),
     ("run.project", "a/b", ()),
+    ("run.name", "a\tb", ()),
+    ("run.sweep_id", "a/b", ()),
     # every other key
     ("model.d_model", "0", ()),
     ("model.n_heads", "0", ()),
+    ("model.arch", "rnn", ()),
+    ("model.rnn_hidden", "0", ()),
     ("model.d_head", "0", ()),
     ("model.n_layers", "0", ()),
     ("model.n_layers", "1e30", ()),
@@ -246,7 +250,8 @@ def test_limit_val_batches_is_a_fraction_or_a_whole_count(value):
                                   "trainer.max_steps=10", "trainer.ckpt_every_n_steps=0", "run.probe_every=0",
                                   "trainer.threads=null", "run.group=pos_enc", "run.project=my-project.v2",
                                   "trainer.accelerator=cpu", "trainer.precision=bf16-mixed",
-                                  "trainer.strategy=ddp", "optim.weight_decay=0", "run.dir=runs/x y"])
+                                  "trainer.strategy=ddp", "optim.weight_decay=0", "run.dir=runs/x y",
+                                  "run.name=qk_scale=False lr=3e-4 s1", "run.sweep_id=abc123"])
 def test_good_values_still_build(item):
     key, value = item.split("=", 1)
     assert C.flat(C.build({key: value}))[key] == yaml.safe_load(value)  # the value given, typed

@@ -495,8 +495,9 @@ class FakeApi:
 
         self.calls.append((path, filters, lazy))
         entity, project = path.split("/")
-        group = (filters or {}).get("group")
-        return [Run(None, entity, project, n["name"], attrs=dict(n), lazy=lazy) for n in self.nodes if n["group"] == group]
+        wanted = (filters or {}).get("group")
+        names = wanted["$in"] if isinstance(wanted, dict) else [wanted]
+        return [Run(None, entity, project, n["name"], attrs=dict(n), lazy=lazy) for n in self.nodes if n["group"] in names]
 
 
 @pytest.fixture
@@ -508,7 +509,9 @@ def wandb_api(tmp_path, monkeypatch) -> FakeApi:
 def test_wandb_table_equals_the_run_folders_table(wandb_api):
     local = load("wbsweep", root=DATA / "wandb_runs")
     remote = load_wandb("wbsweep", "team/ablate-test", api=wandb_api)
-    assert wandb_api.calls == [("team/ablate-test", {"group": "wbsweep"}, False)]
+    from ablate.results.wandb_runs import groups
+
+    assert wandb_api.calls == [("team/ablate-test", {"group": {"$in": groups("wbsweep")}}, False)]
     # W&B's train/loss is its last *logged* value (every 25 steps), so it is not a column there
     assert list(remote.columns) == [c for c in local.columns if c != "train/loss"]
     assert swept_keys(remote) == swept_keys(local) == ["model.n_heads", "model.norm", "optim.lr", "seed"]
@@ -556,7 +559,9 @@ class ListApi:
         self._runs = runs
 
     def runs(self, path, filters=None):
-        assert filters == {"group": "g"}
+        from ablate.results.wandb_runs import groups
+
+        assert filters == {"group": {"$in": groups("g")}}
         return self._runs
 
 
