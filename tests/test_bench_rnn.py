@@ -193,3 +193,13 @@ def test_csv_shape_of_synthetic_rows():
     assert {r["time_crossover_n"] for r in parsed} == {"300"} and {r["mem_crossover_p0_n"] for r in parsed} == {""}
     assert [abs(float(r["time_slope"])) < 1e-9 for r in parsed if r["series"] == "tokens"] == [True] * len(NS)
     assert [float(r["time_ms"]) for r in lstm] == [3.0 * n for n in NS]
+
+
+def test_csv_path_that_is_a_folder_and_zero_threads_exit_2_before_work(tmp_path, capsys):
+    assert main(["rnn", "--lengths", "8,16", "--csv", str(tmp_path)]) == 2
+    line, = capsys.readouterr().err.strip().splitlines()
+    assert line == f"ablate: --csv {tmp_path} is a folder; give a file path such as {tmp_path / 'rnn_cost.csv'}"
+    with pytest.raises(SystemExit) as exit_:
+        main(["rnn", "--threads", "0"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "ablate bench: error: --threads must be >= 1"

@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             build_parser().error(f"--{name.replace('_', '-')} must be >= 1")
     if args.warmup < 0:
         build_parser().error("--warmup must be >= 0")
+    if args.threads is not None and args.threads < 1:
+        build_parser().error("--threads must be >= 1")
     return BENCHMARKS[args.what](args)
 
 

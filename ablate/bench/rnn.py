@@ -376,6 +376,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"ablate: {err}", file=sys.stderr)
         return 2
+    if args.csv and Path(args.csv).is_dir():
+        print(f"ablate: --csv {args.csv} is a folder; give a file path such as {Path(args.csv) / 'rnn_cost.csv'}",
+              file=sys.stderr)
+        return 2
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
@@ -397,6 +401,11 @@ def run(args: argparse.Namespace) -> int:
                    progress=lambda s: print(s, file=sys.stderr, flush=True))
     print("\n".join(report(rows)), flush=True)
     if args.csv:
-        atomic_write(Path(args.csv), to_csv(rows))
+        try:
+            atomic_write(Path(args.csv), to_csv(rows))
+        except OSError as err:
+            print(f"ablate: cannot write {args.csv}: {err.strerror}; choose a writable path (the table is printed above)",
+                  file=sys.stderr)
+            return 1
         print(f"wrote {args.csv}")
     return 0
