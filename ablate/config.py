@@ -639,8 +639,14 @@ def from_dict(data: dict[str, Any]) -> Config:
     return build(flatten_overrides(data), machine=False, profile=False)
 
 
+# Keys added after runs existed, left out of the identity at these defaults: every run made before them
+# keeps its id (a sweep finds it again instead of running it twice).
+IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None}
+
+
 def run_id(cfg: Config) -> str:
     """A stable id from the type-converted config (budget included; where/how it is recorded excluded)."""
-    identity = {k: v for k, v in flat(cfg).items() if k not in NOT_IDENTITY}
+    identity = {k: v for k, v in flat(cfg).items()
+                if k not in NOT_IDENTITY and not (k in IDENTITY_DEFAULTS and v == IDENTITY_DEFAULTS[k])}
     blob = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]

@@ -92,6 +92,19 @@ def test_run_id_depends_on_what_is_computed_only():
     assert C.run_id(a) != C.run_id(build("model.n_heads=8", "budget=smoke"))
 
 
+def test_run_ids_of_runs_made_before_later_keys_are_kept():
+    """Ids computed by ablate at 3c1db80, before model.arch, model.rnn_hidden, run.name and run.sweep_id
+    existed: a sweep must find those runs again (exactly once), so the new keys at their defaults, and the
+    recording-only ones at any value, leave the id as it was; a new value is a new run."""
+    assert C.run_id(build()) == "bfbc209f3f36"
+    old = ("data.task=copy", "model.pos_enc=none", "budget=quick", "seed=3", "optim.lr=0.001")
+    assert C.run_id(build(*old)) == "1e9176e96fdb"
+    assert C.run_id(build(*old, "run.name=pos_enc=none lr=1e-3 s3", "run.sweep_id=abc123")) == "1e9176e96fdb"
+    assert C.run_id(build(*old, "model.arch=transformer", "model.rnn_hidden=null")) == "1e9176e96fdb"
+    assert C.run_id(build(*old, "model.arch=lstm")) != "1e9176e96fdb"
+    assert C.run_id(build(*old, "model.arch=lstm")) != C.run_id(build(*old, "model.arch=lstm", "model.rnn_hidden=32"))
+
+
 def test_round_trip_through_the_saved_dict():
     cfg = build("model.d_head=16", "model.pos_enc=rope", "data.task=copy", "optim.grad_clip=1")
     assert C.from_dict(C.to_dict(cfg)) == cfg
