@@ -13,7 +13,7 @@ task's `t_1 .. t_L, SEP, BLANK ...` with L = n/2, cut to n tokens; cross-entropy
                  dropout 0 its fused (flash) kernel does not: the O(n^2) memory is the kernel's, not
                  attention's
 
-A step is forward + backward + Adam step (lr 1e-3), the same batch for both. Time: the median over
+A step is forward + backward + Adam step (lr 1e-3), the same batch for all three. Time: the median over
 `--repeats` interleaved rounds (every (model, n) once per round, the order rotating) of `--steps`
 steps, after `--warmup` untimed ones.
 
