@@ -147,7 +147,8 @@ def test_every_sweep_file_expands_and_every_config_builds(path, budget):
         assert len(seeds) == n_seeds
     if budget is not None:  # a budget changes epochs and sizes only (and the seeds, for smoke)
         base = spec.load(str(path), budget="none")
-        keys = {k for task in BUDGETS[budget].values() for k in task} | {"budget", "seed"}
+        # run.name: the display name ends with the seed (smoke's seeds differ)
+        keys = {k for task in BUDGETS[budget].values() for k in task} | {"budget", "seed", "run.name"}
         by_variant = {r.label([k for k in base.varying if k != "seed"]): C.flat(r.cfg) for r in base.runs}
         for run in sweep.runs:
             before = by_variant[run.label([k for k in sweep.varying if k not in ("seed", "budget")])]
@@ -469,14 +470,20 @@ def test_a_multi_device_run_starts_as_its_own_command_and_trains_with_ddp(tmp_pa
 
 
 def test_runs_log_to_wandb_with_the_sweep_as_group_and_the_flat_config(tmp_path, capsys):
-    path = write(tmp_path, "wb", {**TINY, "tracking": {"value": "wandb"}})
+    from ablate.tracking import offline_run_record
+
+    path = write(tmp_path, "wb", {**TINY, "tracking": {"value": "wandb"}, "model.n_heads": {"values": [1, 2]}})
     assert cli.main(["sweep", str(path)]) == 0
-    (name,) = statuses(tmp_path, "wb")
-    offline = list((tmp_path / "runs" / "wb" / name / "wandb").glob("offline-run-*"))
-    assert len(offline) == 1 and offline[0].name.endswith(name)
-    assert "'group': 'wb'" in (offline[0] / "logs" / "debug.log").read_text()
-    record = next(offline[0].glob("run-*.wandb")).read_bytes()
-    assert b"model.d_model" in record and b'"wb"' in record
+    runs = statuses(tmp_path, "wb")
+    assert len(runs) == 2
+    for name in runs:
+        offline = list((tmp_path / "runs" / "wb" / name / "wandb").glob("offline-run-*"))
+        assert len(offline) == 1 and offline[0].name.endswith(name)
+        record = offline_run_record(tmp_path / "runs" / "wb" / name)  # what `wandb sync` uploads
+        n_heads = yaml.safe_load((tmp_path / "runs" / "wb" / name / "config.yaml").read_text())["model"]["n_heads"]
+        assert record["id"] == name and record["name"] == f"n_heads={n_heads} s0"
+        assert record["group"] == "wb-none" and record["job_type"] == "sweep"  # the sweep, its budget
+        assert record["config"]["model.d_model"] == 16 and record["config"]["run.group"] == "wb"
 
 
 # -- busy is not failed; full disks; SIGTERM; temporary folders ----------------------------------
@@ -823,3 +830,45 @@ def test_a_sweep_id_registered_before_is_reused_and_every_run_carries_it(tmp_pat
     other = spec.load(str(write(tmp_path, "reuse", {**TINY, "tracking": {"value": "wandb"},
                                                     "run.project": {"value": "elsewhere"}})))
     assert wandb_sweep.register(other, "offline", sys.stderr) is None
+
+
+def test_online_registration_stores_the_id_once_and_a_refusal_is_one_line(tmp_path, monkeypatch):
+    import io
+
+    import wandb
+
+    from ablate.sweep import wandb_sweep
+
+    calls = []
+
+    def register(config, entity=None, project=None, prior_runs=None):  # W&B's server, which tests never reach
+        calls.append((config, entity, project))
+        return "newid42"
+
+    monkeypatch.setattr(wandb, "sweep", register)
+    path = write(tmp_path, "online", {**TINY, "tracking": {"value": "wandb"}, "seed": {"values": [0, 1]}}, entity="team")
+    sweep = spec.load(str(path))
+    err = io.StringIO()
+    assert wandb_sweep.register(sweep, "online", err) == "newid42"
+    assert calls == [(sweep.spec, "team", "ablate")]  # the file as it is, in the runs' project
+    state = json.loads(wandb_sweep.state_path("online").read_text())
+    assert state == {**state, "id": "newid42", "entity": "team", "project": "ablate",
+                     "url": "https://wandb.ai/team/ablate/sweeps/newid42"}
+    assert "registered W&B sweep newid42 (https://wandb.ai/team/ablate/sweeps/newid42)" in err.getvalue()
+    assert wandb_sweep.register(sweep, "online", err) == "newid42" and len(calls) == 1  # reused, not registered again
+
+    def refuse(*args, **kwargs):
+        raise wandb.errors.CommError("permission denied\nfor entity team")
+
+    monkeypatch.setattr(wandb, "sweep", refuse)
+    wandb_sweep.state_path("online").unlink()
+    with pytest.raises(SweepError, match=r"^W&B did not register sweep online: for entity team; check `wandb login`"):
+        wandb_sweep.register(sweep, "online", err)
+    assert not wandb_sweep.state_path("online").exists()
+    # run.project is no part of a run's id: only draws that differ elsewhere can mix projects
+    mixed = spec.load(str(write(tmp_path, "mixed", {**TINY, "tracking": {"value": "wandb"},
+                                                      "seed": {"values": list(range(10))},
+                                                      "run.project": {"values": ["a", "b"]}}, method="random", run_cap=12)))
+    assert {r.cfg.run.project for r in mixed.runs} == {"a", "b"}
+    with pytest.raises(SweepError, match="a W&B sweep lives in one"):
+        wandb_sweep.check(mixed)

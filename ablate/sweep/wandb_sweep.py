@@ -85,7 +85,12 @@ def register(sweep: Sweep, mode: str, err: TextIO) -> str | None:
         return None
     import wandb
 
-    sweep_id = wandb.sweep(dict(sweep.spec), entity=entity, project=project)
+    try:
+        sweep_id = wandb.sweep(dict(sweep.spec), entity=entity, project=project)
+    except Exception as error:  # noqa: BLE001 - W&B's errors (auth, network, a rejected file) vary by version
+        text = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+        raise SweepError(f"W&B did not register sweep {sweep.name}: {text}; check `wandb login` and the "
+                         f"project {project!r}, or drop --wandb-sweep") from None
     if not sweep_id:
         raise SweepError(f"W&B did not register sweep {sweep.name} (wandb.sweep returned nothing); "
                          "check `wandb login` and the project name, or drop --wandb-sweep")
