@@ -70,3 +70,28 @@ def test_variants_compute_the_same_function():
             assert ((p.detach() - b - u).abs() <= allowed).all(), name
             clear += int((~near_zero).sum())
         assert clear >= 0.9 * sum(p.numel() for p in models[name].parameters())
+
+
+def test_bad_benchmark_input_exits_2_with_one_line_before_any_work(capsys, monkeypatch, tmp_path):
+    """A length list that cannot be fitted, or CUDA asked for where there is none: exit 2, one `ablate:` line,
+    nothing measured, no CSV written (before: `SystemExit(text)`, exit status 1)."""
+    import pytest
+
+    from ablate.bench import attention
+
+    out = tmp_path / "cost.csv"
+    for argv in (["attention", "--lengths", "x:y", "--csv", str(out)], ["attention", "--lengths", "64"],
+                 ["rnn", "--lengths", "1,8"], ["attention", "--lengths", "32:64", "--device", "cuda"],
+                 ["train", "--device", "cuda"]):
+        if "cuda" in argv:
+            monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        lines = captured.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ablate: ") and captured.out == "", (argv, captured)
+        assert "--lengths" in lines[0] or "--device cuda" in lines[0]
+    assert not out.exists()
+    assert attention.parse_lengths("32:256") == [32, 64, 128, 256]
+    assert attention.parse_lengths("300,8,100,8") == [8, 100, 300]
+    with pytest.raises(ValueError, match="at least two lengths >= 2"):
+        attention.parse_lengths("1:8", minimum=2)

@@ -7,9 +7,11 @@ a plain reference encoder and ablate's encoder on the tutorial's configuration;
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
-from . import attention, epoch, rnn, speed
+from . import attention, epoch, packing, rnn, speed
+from .speed import BenchInputError
 
 # What `ablate bench <what>` runs; each entry takes the parsed arguments and returns an exit code.
 BENCHMARKS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -17,6 +19,7 @@ BENCHMARKS: dict[str, Callable[[argparse.Namespace], int]] = {
     "attention": attention.run,
     "epoch": epoch.run,
     "rnn": rnn.run,
+    "gpus": packing.run,
 }
 # Per benchmark, the values of the options left unset on the command line.
 DEFAULTS: dict[str, dict[str, int | str]] = {
@@ -24,6 +27,7 @@ DEFAULTS: dict[str, dict[str, int | str]] = {
     "attention": {"steps": 3, "repeats": 7, "warmup": 2, "batch_size": 1, "lengths": "32:2048"},
     "epoch": {"steps": 1, "repeats": 1, "warmup": 0, "batch_size": 64},  # one epoch each; batch 64
     "rnn": {"steps": 1, "repeats": 3, "warmup": 1, "batch_size": 8, "lengths": "16:2048"},
+    "gpus": {"steps": 200, "repeats": 2, "warmup": 20, "batch_size": 64},  # per run; 1, 4 and 16 runs at once
 }
 
 
@@ -35,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         "at dropout 0.1 and 0, interleaved in rounds. 'attention': forward+backward time and "
         "memory of one attention layer for n = 32 ... 2048 tokens, fused vs explicit, with the "
         "fitted log-log slope. 'rnn': time and memory of one training step of an LSTM and the "
-        "tutorial's Transformer for n = 16 ... 2048, slopes, crossovers and the LSTM's serial part.",
+        "tutorial's Transformer for n = 16 ... 2048, slopes, crossovers and the LSTM's serial part. "
+        "'gpus': aggregate training steps/s of 1, 4 and 16 runs at once on one GPU (needs CUDA).",
     )
     parser.add_argument(
         "what",
@@ -80,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().error("--warmup must be >= 0")
     if args.threads is not None and args.threads < 1:
         build_parser().error("--threads must be >= 1")
-    return BENCHMARKS[args.what](args)
+    try:
+        return BENCHMARKS[args.what](args)
+    except BenchInputError as err:  # before any measurement: one line, exit 2
+        print(f"ablate: {err}", file=sys.stderr)
+        return 2
 
 
 __all__ = ["BENCHMARKS", "DEFAULTS", "build_parser", "main"]

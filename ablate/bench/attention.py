@@ -42,7 +42,7 @@ import torch
 from ablate.fileio import atomic_write
 from ablate.models import EncoderConfig, MultiHeadAttention
 
-from .speed import resolve_device
+from .speed import BenchInputError, resolve_device
 
 PATHS = ("fused", "explicit")
 D_MODEL, N_HEADS = 64, 4
@@ -67,24 +67,22 @@ class Row:
     fit_from_n: int = 0
 
 
-def parse_lengths(text: str) -> list[int]:
-    """'32:2048' -> [32, 64, ..., 2048] (powers of two); '32,100,300' -> as listed."""
+def parse_lengths(text: str, minimum: int = 1) -> list[int]:
+    """'32:2048' -> [32, 64, ..., 2048] (doubling from MIN); '32,100,300' -> as listed. At least two lengths (a
+    slope needs two), each >= `minimum`; BenchInputError with one line otherwise."""
+    problem = (f"--lengths={text!r} is not allowed; give MIN:MAX (doubling from MIN) or N,N,... with at least "
+               f"two lengths >= {minimum}")
     try:
         if ":" in text:
             low, high = (int(v) for v in text.split(":"))
-            if low < 1 or high < low:
-                raise ValueError
-            out, n = [], low
-            while n <= high:
-                out.append(n)
-                n *= 2
-            return out
-        out = sorted({int(v) for v in text.split(",")})
-        if not out or out[0] < 1:
-            raise ValueError
-        return out
+            out = [low * 2**k for k in range(64) if low >= 1 and low * 2**k <= high]
+        else:
+            out = sorted({int(v) for v in text.split(",")})
     except ValueError:
-        raise SystemExit(f"ablate bench: --lengths={text!r} is not allowed; give MIN:MAX (powers of two) or N,N,...") from None
+        raise BenchInputError(problem) from None
+    if len(out) < 2 or out[0] < minimum:
+        raise BenchInputError(problem)
+    return out
 
 
 def layer(device: torch.device) -> MultiHeadAttention:
@@ -221,8 +219,6 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     lengths = parse_lengths(args.lengths)
-    if len(lengths) < 2:
-        raise SystemExit("ablate bench: --lengths needs at least two lengths to fit a slope")
     rows = measure(lengths, args.batch_size, args.steps, args.repeats, args.warmup, device)
     print(
         f"ablate bench attention: one attention layer, d_model {D_MODEL}, {N_HEADS} heads, batch "

@@ -63,6 +63,7 @@ from ablate.data.copytask import IGNORE, copy_sequences
 from ablate.fileio import atomic_write
 from ablate.models import EncoderConfig, TokenModel
 
+from . import attention
 from .attention import slope, upper_half
 from .speed import resolve_device
 
@@ -99,20 +100,8 @@ class Row:
 
 
 def parse_lengths(text: str) -> list[int]:
-    """'16:2048' -> [16, 32, ..., 2048] (powers of two from MIN); '16,100,300' -> as listed. At least two
-    lengths (a slope needs two), each >= 2. ValueError with one line otherwise."""
-    problem = f"--lengths={text!r} is not allowed; give MIN:MAX (doubling from MIN) or N,N,... with at least two lengths >= 2"
-    try:
-        if ":" in text:
-            low, high = (int(v) for v in text.split(":"))
-            out = [low * 2**k for k in range(64) if low >= 1 and low * 2**k <= high]
-        else:
-            out = sorted({int(v) for v in text.split(",")})
-    except ValueError:
-        raise ValueError(problem) from None
-    if len(out) < 2 or out[0] < 2:
-        raise ValueError(problem)
-    return out
+    """`bench attention`'s lengths, each >= 2 (a copy-task batch needs two tokens)."""
+    return attention.parse_lengths(text, minimum=2)
 
 
 def model_config(arch: str, n: int) -> EncoderConfig:

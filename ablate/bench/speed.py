@@ -150,11 +150,16 @@ def build_variants(shape: Shape, dropout: float, seed: int = 0) -> dict[str, nn.
     return models
 
 
+class BenchInputError(ValueError):
+    """A benchmark option that cannot be run as given: `ablate bench` prints its one line and exits 2."""
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("ablate bench: --device cuda requested but CUDA is not available")
+        raise BenchInputError("--device cuda was asked for but CUDA is not available here; use --device cpu "
+                              "(or auto), or run on a machine with a GPU")
     return torch.device(name)
 
 
