@@ -22,8 +22,9 @@ from ..sweep.spec import Sweep
 
 # The question each sweep's table answers (the heading of its section in reports/FINDINGS.md and the
 # `title` of its Answer in reports/build/answers.json) and the probe scalars its notebook reads
-# (reports/q*.py, reports/claims.py). A per-layer probe is shown at layer 0 and at the last layer
-# (`_last`), which every depth has.
+# (reports/q*.py, reports/claims.py). `_last` (the results table's name of a per-layer probe at the
+# last layer, not a logged key) is shown at the last layer of the sweep's shallowest model, a key
+# every run of the sweep logs (`last_layer`).
 QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     **dict.fromkeys(("pos_enc", "pos_enc_causal", "pos_enc_reverse", "pos_enc_rows"), (
         "Q1 · Word order and positional encoding",
@@ -51,6 +52,14 @@ ATTENTION = ("probe/init/attention", "probe/final/attention")  # images (ablate.
 DEFAULT_METRIC = "val/acc_best"
 
 
+def last_layer(key: str, sweep: Sweep) -> str:
+    """`probe/init/cosine_last` -> `probe/init/cosine_l{d-1}`, d the fewest layers of the sweep's runs."""
+    if not key.endswith("_last"):
+        return key
+    depth = min(r.cfg.model.n_layers for r in sweep.runs)
+    return f"{key.removesuffix('_last')}_l{depth - 1}"
+
+
 def budget_of(sweep: Sweep) -> str:
     budgets = sorted({r.cfg.budget for r in sweep.runs})
     return budgets[0] if len(budgets) == 1 else "none"  # a budget is one value per sweep (ablate.budgets)
@@ -71,6 +80,7 @@ def build(sweep: Sweep, entity: str | None, project: str | None) -> dict[str, An
     keys = compared(sweep)
     group_by = keys + [k for k in swept if k not in keys and k != "seed"]
     question, probes = QUESTIONS.get(sweep.name, (None, ()))
+    probes = list(dict.fromkeys(last_layer(k, sweep) for k in probes))
     label = ", ".join(keys) or "seed"
     sections = [
         {"name": f"{sweep.name} ({budget}): {label}", "panels": [

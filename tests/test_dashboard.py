@@ -1,0 +1,186 @@
+"""`ablate dashboard`: the spec of every sweep file, its keys against what a real offline run of that
+sweep logs, the W&B view it builds (offline), the report's plain answer, and the offline line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ablate import config as C
+from ablate.dashboard import NEEDS, dashboard_spec, main
+from ablate.dashboard import spec as S
+from ablate.dashboard.answers import FINDINGS, reports_dir
+from ablate.sweep.spec import load
+from ablate.tracking import offline_run_record
+
+REPO = Path(__file__).resolve().parents[1]
+SWEEPS = sorted(p.stem for p in (REPO / "sweeps").glob("*.yaml"))
+DATA = os.environ.get("ABLATE_DATA_DIR", str(REPO / "data"))
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+
+
+@pytest.mark.parametrize("name", SWEEPS)
+def test_dry_run_every_sweep(name, tmp_path, capsys):
+    """--dry-run PATH writes the spec (and nothing on stdout); the runs shown are the sweep's group at
+    its budget, grouped by its swept keys but the seed, the parallel coordinates run over the swept keys
+    to the sweep file's metric."""
+    out = tmp_path / "spec.json"
+    assert main([name, "--entity", "me", "--project", "proj", "--dry-run", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    spec = json.loads(out.read_text())
+    sweep = load(name)
+    budget = sweep.runs[0].cfg.budget
+    assert spec["budget"] == budget and spec["entity"] == "me" and spec["project"] == "proj"
+    assert {(f["in"], f["key"], f["value"]) for f in spec["filters"]} == {
+        ("run", "group", f"{name}-{budget}"), ("config", "budget", budget)}
+    assert sorted(spec["group_by"]) == sorted(k for k in sweep.varying if k != "seed")
+    metric = sweep.spec.get("metric", {}).get("name", "val/acc_best")
+    pc = [p for s in spec["sections"] for p in s["panels"] if p["type"] == "parallel_coordinates"]
+    assert [c["key"] for c in pc[0]["columns"]] == [*sweep.varying, metric]
+    if sweep.tune is not None:
+        assert sweep.tune.key not in spec["compared"]
+    # stdout form: the same spec
+    assert main([name, "--entity", "me", "--project", "proj", "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out) == spec
+
+
+def _chosen(name: str):
+    """The run of the sweep the key check trains: its first Transformer configuration at budget smoke
+    (where a sweep has one: the attention maps are drawn from those), else its first."""
+    runs = load(name, budget="smoke", tracking="wandb").runs
+    return next((r for r in runs if getattr(r.cfg.model, "arch", "transformer") == "transformer"), runs[0])
+
+
+@pytest.fixture(scope="module")
+def offline_record(tmp_path_factory):
+    """One real smoke run per distinct configuration (tracking=wandb, WANDB_MODE=offline, 64 training
+    examples), trained in a subprocess and read back with ablate.tracking.offline_run_record."""
+    root = tmp_path_factory.mktemp("dashboard_runs")
+    records: dict[str, dict] = {}
+
+    def record(name: str) -> dict:
+        run = _chosen(name)
+        if run.run_id not in records:
+            run_dir = root / run.run_id
+            cfg = C.build({"run.dir": str(run_dir), "data.train_subset": 64, "trainer.threads": 1}, base=run.cfg)
+            code = ("import json, sys; from ablate import config as C; from ablate.train import train; "
+                    "train(C.from_dict(json.loads(sys.argv[1])), log=lambda *a: None)")
+            env = {**os.environ, "WANDB_MODE": "offline", "ABLATE_DATA_DIR": DATA, "WANDB_SILENT": "true",
+                   "HOME": str(root), "WANDB_DIR": str(run_dir)}
+            done = subprocess.run([sys.executable, "-c", code, json.dumps(C.to_dict(cfg))], env=env, cwd=root,
+                                  capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, done.stderr[-3000:]
+            records[run.run_id] = offline_run_record(run_dir)
+        return records[run.run_id]
+
+    return record
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SWEEPS)
+def test_every_panel_key_is_logged_by_a_real_run(name, offline_record):
+    """Every key the dashboard names (filters, grouping, every panel) is one a real offline run of the
+    sweep wrote: config keys in its config, summary keys in its summary, curves and images in its
+    history; and the run is in the group the filter selects."""
+    spec = dashboard_spec(name, "me", "proj", budget="smoke")
+    rec = offline_record(name)
+    logged = {"config": set(rec["config"]), "summary": set(rec["summary_keys"]), "history": set(rec["history_keys"])}
+    missing = [(where, key) for where, key in S.all_reads(spec) if key not in logged[where]]
+    assert not missing, f"{name}: keys the dashboard names that the run did not log: {missing}"
+    assert rec["group"] == next(f["value"] for f in spec["filters"] if f["key"] == "group")
+    assert rec["config"]["budget"] == "smoke"
+    kinds = {p["type"] for s in spec["sections"] for p in s["panels"]}
+    assert {"parallel_coordinates", "line", "bar"} <= kinds
+    if name in S.QUESTIONS:  # the question's probe scalars are shown, each in the run's summary
+        probes = [k for s in spec["sections"] for p in s["panels"] if p["type"] == "bar" for k in p["metrics"]
+                  if k.startswith("probe/")]
+        assert probes == list(dict.fromkeys(S.last_layer(k, load(name, budget="smoke")) for k in S.QUESTIONS[name][1]))
+
+
+@pytest.mark.parametrize("name", ["scaling", "heads"])
+def test_workspace_builds_offline_with_flat_config_paths(name):
+    """The spec becomes a wandb-workspaces view offline; the runs' flat dotted config keys are addressed
+    as W&B stores them (`model.qk_scale.value`), not as a nested config (`model.value.qk_scale`)."""
+    from ablate.dashboard.wandb_ui import view_model, workspace
+
+    spec = dashboard_spec(name, "me", "proj")
+    ws = workspace(spec)
+    assert [s.name for s in ws.sections] == [s["name"] for s in spec["sections"]]
+    assert [len(s.panels) for s in ws.sections] == [len(s["panels"]) for s in spec["sections"]]
+    text = view_model(spec).model_dump_json(by_alias=True)
+    for key in spec["group_by"]:
+        head, _, rest = key.partition(".")
+        assert f"{key}.value" in text
+        assert f"{head}.value.{rest}" not in text
+    assert "heads-quick" in text or "scaling-quick" in text  # the group filter
+
+
+def test_report_holds_the_question_plain_answer_and_figures():
+    spec = dashboard_spec("heads", "me", "proj", report=True)
+    rep = spec["report"]
+    findings = (reports_dir() / FINDINGS).read_text(encoding="utf-8")
+    assert rep["title"] == S.QUESTIONS["heads"][0] and f"## {rep['title']}" in findings
+    assert rep["plain"] and rep["plain"] in findings or rep["source"].endswith("answers.json")
+    assert rep["question"].startswith("Why does multi-head attention")
+    assert rep["figures"] and all((reports_dir() / f).is_file() for f in rep["figures"])
+
+
+def test_every_question_has_its_plain_answer():
+    for title, _ in set(S.QUESTIONS.values()):
+        found = dashboard_spec(next(n for n, q in S.QUESTIONS.items() if q[0] == title), report=True)["report"]
+        assert found["plain"] and found["question"] and found["figures"], title
+
+
+def test_report_of_a_sweep_without_a_question_is_refused(capsys):
+    assert main(["baseline", "--report", "--dry-run"]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and len(err.err.strip().splitlines()) == 1 and "leave out --report" in err.err
+
+
+def test_offline_says_what_it_needs_in_one_line(tmp_path, monkeypatch, capsys):
+    """No WANDB_MODE, no API key (HOME and NETRC point to an empty folder): exit 2, one line, nothing written."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for var in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("NETRC", str(home / ".netrc"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["heads", "--entity", "me", "--project", "proj", "--report"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == NEEDS + "\n"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["home"]
+
+
+def test_bad_input_is_one_line(capsys):
+    assert main(["no_such_sweep", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ablate: no sweep file 'no_such_sweep'") and len(err.splitlines()) == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["heads", "--budget", "huge", "--dry-run"])
+    assert exc.value.code == 2
+
+
+def test_report_builds_offline():
+    """The report object (question, plain answer, figures' panel, the sweep's panels) is built offline;
+    the sweep's runs are selected by the same filters and grouping as the workspace."""
+    from ablate.dashboard.wandb_ui import report
+
+    spec = dashboard_spec("scaling", "me", "proj", report=True)
+    rep = report(spec, "scaling figures")
+    texts = [b.text for b in rep.blocks if hasattr(b, "text")]
+    assert spec["report"]["plain"] in texts and f"Question. {spec['report']['question']}" in texts
+    figures, sweep = [b for b in rep.blocks if b.__class__.__name__ == "PanelGrid"]
+    assert [p.media_keys[0] for p in figures.panels] == [f"figures/{Path(f).stem}" for f in spec["report"]["figures"]]
+    assert "scaling-quick" in sweep.runsets[0].filters and "budget" in sweep.runsets[0].filters
+    assert sweep.runsets[0].groupby == [f"config.{k}.value" for k in spec["group_by"]]
+    assert len(sweep.panels) == sum(len(s["panels"]) for s in spec["sections"])
