@@ -449,7 +449,9 @@ def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started
             wandb.run.summary.update({k: summary[k] for k in keys if k in summary})
             wandb.run.summary.update({f"params/{k}": v for k, v in summary["params"].items()})
             wandb.run.summary.update({"commit": summary["provenance"]["commit"]})
-            wandb.run.summary.update({k: v for k, v in summary["metrics"].items() if k.startswith("ref/")})
+            # every final metric, also those never logged as history (val/acc_mean, the ref/ levels): a sweep's
+            # tune metric must be on W&B for its dashboard and sweep page
+            wandb.run.summary.update(summary["metrics"])
             where = _wandb_location()
             wandb.finish()
             if where:

@@ -167,3 +167,12 @@ def test_bad_name_or_sweep_id_exits_2_with_one_line(item, tmp_path, monkeypatch,
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith(f"ablate: {item.partition('=')[0]}="), err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_final_metric_is_in_the_wandb_summary(offline):
+    """summary.json's metrics on W&B too, also those never logged as history: val/acc_mean (the tune metric
+    of the heads sweeps, a parallel-coordinates axis of their dashboards) and the ref/ reference levels."""
+    run_dir, record, _, _ = offline
+    metrics = json.loads((run_dir / "summary.json").read_text())["metrics"]
+    assert {"val/acc_mean", "ref/val/order_blind", "test/acc"} <= set(metrics)
+    assert {k: record["summary"][k] for k in metrics} == pytest.approx(metrics)
