@@ -5,7 +5,8 @@ one page, by name and `ablate train` overrides. The browser tests build every on
 
 unscaled-dk512: one head of d_k = 512 without 1/sqrt(d_k), one layer (4 heads of 512 at two layers would be
 1.1M parameters, 6 MB of page); no-residual-8: eight blocks without skip connections. max_len=28: the learned
-table holds the 28 rows it is used for (at 512 it is a third of the tutorial's parameters).
+table holds the 28 rows it is used for (at 512 it is a third of the tutorial's parameters). sinusoidal and rope:
+the tutorial's model with its other two position schemes, so the page draws their waves for a trained model.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 SHIPPED: dict[str, list[str]] = {
     "tutorial": [],
     "no-pe": ["model.pos_enc=none"],
+    "sinusoidal": ["model.pos_enc=sinusoidal"],
+    "rope": ["model.pos_enc=rope"],
     "pre-ln": ["model.norm=pre"],
     "unscaled-dk512": ["model.qk_scale=false", "model.n_heads=1", "model.d_head=512", "model.n_layers=1",
                        "model.max_len=28"],
