@@ -62,6 +62,10 @@ RULES = (
     Rule("ablate.report", allowed=("ablate.report", "ablate.results", "ablate.fileio", "ablate.registry"),
          why="reports read tables only"),
     Rule("reports", allowed=("ablate.report", "ablate.results"), why="notebooks read tables only"),
+    Rule("ablate.dashboard", allowed=("ablate.dashboard", "ablate.config", "ablate.budgets", "ablate.fileio",
+                                      "ablate.tracking", "ablate.sweep.spec", "ablate.registry", "ablate.yamlfile"),
+         why="a dashboard is built from a sweep file and the reports' text: never models, tasks, training, "
+             "results or report notebooks"),
     Rule("ablate.explore", allowed=("ablate.explore", "ablate.config", "ablate.models", "ablate.checkpoint",
                                     "ablate.registry", "ablate.fileio"),
          why="the explorer reads a checkpoint and its config and runs the model; never training, sweeps, "
