@@ -872,3 +872,16 @@ def test_online_registration_stores_the_id_once_and_a_refusal_is_one_line(tmp_pa
     assert {r.cfg.run.project for r in mixed.runs} == {"a", "b"}
     with pytest.raises(SweepError, match="a W&B sweep lives in one"):
         wandb_sweep.check(mixed)
+
+
+def test_runs_per_gpu_packs_the_workers_onto_the_visible_gpus_and_says_so(tmp_path, monkeypatch, capsys):
+    # two GPUs as the runner sees them (CUDA_VISIBLE_DEVICES); without a driver the runs train on the CPU
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    path = write(tmp_path, "packed", {**TINY, "seed": {"values": [0, 1, 2]}})
+    assert cli.main(["sweep", str(path), "--runs-per-gpu", "2", "--threads", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "3 to run on 3 workers x 1 thread(s), GPUs 0 x2 | 1 -> " in captured.err  # 3 runs: 2 on GPU 0, 1 on 1
+    assert _json(captured.out)["completed"] == 3
+    assert cli.main(["sweep", str(path), "--workers", "5", "--runs-per-gpu", "2"]) == 2
+    assert "ablate: --workers=5 needs 5 GPUs at 2 runs per GPU but 2 are visible; use --workers 4 or fewer" \
+        in capsys.readouterr().err
