@@ -848,6 +848,10 @@ def test_online_registration_stores_the_id_once_and_a_refusal_is_one_line(tmp_pa
     monkeypatch.setattr(wandb, "sweep", register)
     path = write(tmp_path, "online", {**TINY, "tracking": {"value": "wandb"}, "seed": {"values": [0, 1]}}, entity="team")
     sweep = spec.load(str(path))
+    monkeypatch.setenv("WANDB_MODE", "online")  # wandb.sweep above stands in for the server
+    assert cli.main(["sweep", str(path), "--wandb-sweep", "--max-runs", "0"]) == 2  # bad input: nothing registered
+    assert calls == [] and not wandb_sweep.state_path("online").exists()
+    monkeypatch.setenv("WANDB_MODE", "offline")
     err = io.StringIO()
     assert wandb_sweep.register(sweep, "online", err) == "newid42"
     assert calls == [(sweep.spec, "team", "ablate")]  # the file as it is, in the runs' project

@@ -105,17 +105,17 @@ def _run(args: argparse.Namespace, out, err) -> int:
             per_gpu = _runs_per_gpu(args, gpus, sweep, err)
             if per_gpu != 1 and args.threads is None:  # the cores shared out between more runs
                 sweep = expand()
-        if args.wandb_sweep:
+        threads = max(r.cfg.trainer.threads or 1 for r in sweep.runs)
+        run = runner.Runner(sweep, workers=args.workers, threads=threads, gpus_per_run=args.gpus_per_run,
+                            max_runs=args.max_runs, stream=err, gpus=gpus, runs_per_gpu=per_gpu)
+        runner.check_data([r for r in sweep.runs if not runner.finished(r)])
+        if args.wandb_sweep:  # registered only once every other input is known good
             from .. import tracking
             from . import wandb_sweep
 
             sweep_id = wandb_sweep.register(sweep, tracking.wandb_mode(), err)
             if sweep_id:
-                sweep = wandb_sweep.attach(sweep, sweep_id)
-        threads = max(r.cfg.trainer.threads or 1 for r in sweep.runs)
-        run = runner.Runner(sweep, workers=args.workers, threads=threads, gpus_per_run=args.gpus_per_run,
-                            max_runs=args.max_runs, stream=err, gpus=gpus, runs_per_gpu=per_gpu)
-        runner.check_data([r for r in sweep.runs if not runner.finished(r)])
+                sweep = run.sweep = wandb_sweep.attach(sweep, sweep_id)
     except (SweepError, C.ConfigError) as error:
         print(f"ablate: {error}", file=err)
         return 2
