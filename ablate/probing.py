@@ -25,7 +25,14 @@ import pytorch_lightning as pl
 import torch
 
 from .fileio import atomic_write
-from .probes import attention_maps, order_sensitivity, periodic_part, periodic_probes, run_probes
+from .probes import (
+    attention_maps,
+    has_attention,
+    order_sensitivity,
+    periodic_part,
+    periodic_probes,
+    run_probes,
+)
 
 CURVE = "probes.csv"  # the periodic probes: step, then one column per scalar (`grad_l0`, `logit_std_l1`, ...)
 TABLE = "probes/final"  # W&B: the final probes as one Table (columns probe, value)
@@ -113,7 +120,9 @@ class ProbeRecorder(pl.Callback):
         batch = tuple(t.to(device) for t in self.batch)
         if point == "step":  # the curve: what changes with training, on the same fixed batch
             scalars = periodic_probes(model, batch)
-            arrays = {"attention": attention_maps(model, batch[0][:1])[0].cpu().numpy()} if _wandb(trainer) else {}
+            # W&B's heatmap of the maps, for a model that has them (an LSTM/GRU has none: no image)
+            maps = _wandb(trainer) and has_attention(model)
+            arrays = {"attention": attention_maps(model, batch[0][:1])[0].cpu().numpy()} if maps else {}
         else:
             scalars, arrays = run_probes(model, batch, permutation=self.permutation, **kw)
         named = {f"probe/{point}/{k}": v for k, v in scalars.items()}

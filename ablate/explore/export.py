@@ -73,7 +73,8 @@ def _tensor(value) -> dict[str, Any]:
 def export_model(source: Path) -> dict[str, Any]:
     """The model of a run directory (or of a last.ckpt) as a JSON-ready dict (see the module docstring).
     ExploreError, one line, for a missing path or checkpoint, a checkpoint that is not an ablate run's,
-    a config this version cannot build, or weights that do not fit it."""
+    a config this version cannot build, a recurrent model (model.arch=lstm/gru: no attention to draw), or
+    weights that do not fit it."""
     from ..config import ConfigError, flat, from_dict
 
     path = checkpoint_path(source)
@@ -97,6 +98,9 @@ def export_model(source: Path) -> dict[str, Any]:
         line = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ExploreError(f"checkpoint {path} holds a config this version cannot build ({line}); "
                            "retrain it with this version of ablate") from None
+    if cfg.model.arch != "transformer":  # forward.js draws attention, block by block: an RNN has neither
+        raise ExploreError(f"{source} is a model.arch={cfg.model.arch} run; the explorer draws Transformers only "
+                           "(its attention, block by block); give the run directory of a model.arch=transformer run")
     sizes = {n: int(hyper[n]) for n in names}
     state = ckpt["state_dict"]
     if not isinstance(state, dict):

@@ -313,14 +313,22 @@ def checkpoint_maps(run_dir: Path, permuted: bool = True, sentence: bool = False
     task), `final/attention_perm` (1, H, T, T) and `perm`. `sentence`: its first layer's attention
     (H, 13, 13) on Q1's sentence and on its reordering, `final/sentence` and `final/sentence_perm`; a
     model that cannot read them (not the copy task, fewer than 5 tokens, sequences shorter than 13)
-    goes without, said in one line to `note` (raised as ValueError without one). A checkpoint that
-    cannot be loaded raises CheckpointError (one line)."""
+    goes without, said in one line to `note` (raised as ValueError without one); so does a model without
+    attention (model.arch=lstm/gru: no maps of either kind). A checkpoint that cannot be loaded raises
+    CheckpointError (one line)."""
     ckpt = run_dir / "last.ckpt"
     if not ckpt.is_file():
         return {}
+    from ..probes import has_attention
     from ..tasks import load_task  # harness side: export only, never a notebook
 
     task, datamodule = load_task(ckpt)
+    if not has_attention(task.model):
+        line = f"no attention maps (model.arch={task.cfg.model.arch} has no attention: not applicable)"
+        if note is None:
+            raise ValueError(line)
+        note(line)
+        return {}
     out = _permuted(task, datamodule) if permuted else {}
     if sentence:
         try:

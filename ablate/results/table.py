@@ -19,7 +19,10 @@
                         config eval/n_val, eval/n_test (the examples each evaluation split holds:
                         sequences or images; the task registry's eval_examples)
     <probes>            probe scalars: probe/init/*, probe/final/*, then any other point
-    params/*            attention, ffn, embedding, other, total
+    params/*            attention, ffn, recurrent, embedding, other, total: recurrent (the LSTM/GRU
+                        layers of model.arch=lstm/gru) only when a run of the table has it; a model
+                        without a part shows 0 for it (a Transformer's recurrent, an RNN's attention
+                        and ffn), not empty: it has no such parameters
     wall_time_s, train_samples_per_s, global_step, attempts, diverged_step
     commit, dirty       provenance of the run (git HEAD and whether tracked files were modified)
     commit_mismatch     True where `commit` is known and differs from the reference commit: the most
@@ -61,7 +64,11 @@ from ..yamlfile import YamlFileError, read_yaml
 from .stats import CORRUPT, METRIC, ResultsError, _same, swept_keys  # noqa: F401 - the table's rules, import-clean
 from .stats import swept as swept_of
 
-PARAMS = ("attention", "ffn", "embedding", "other", "total")
+PARAMS = ("attention", "ffn", "recurrent", "embedding", "other", "total")
+# Parts a model may lack (ablate.models.parameter_groups): a row with counts shows 0 for them. Recurrent is
+# a column only where some run has it (a sweep of Transformers keeps the columns it always had).
+PARTS = ("attention", "ffn", "recurrent")
+OPTIONAL_PARAMS = ("recurrent",)
 BOOKKEEPING = (
     "wall_time_s",
     "train_samples_per_s",
@@ -269,8 +276,19 @@ def probe_columns(names) -> list[str]:
 
 
 def param_columns(names) -> list[str]:
-    extra = sorted(set(names) - set(PARAMS), key=natural_key)
-    return [f"params/{p}" for p in (*PARAMS, *extra)]
+    names = set(names)
+    extra = sorted(names - set(PARAMS), key=natural_key)
+    shown = [p for p in PARAMS if p not in OPTIONAL_PARAMS or p in names]
+    return [f"params/{p}" for p in (*shown, *extra)]
+
+
+def param_cells(params: dict[str, Any], columns: list[str]) -> dict[str, Any]:
+    """A row's params/* cells: its counts, and 0 for a part its model lacks (PARTS) when it has counts
+    at all (a failed or corrupt run without any stays empty)."""
+    cells = {f"params/{k}": v for k, v in params.items()}
+    if params:
+        cells.update({c: 0 for c in (f"params/{p}" for p in PARTS) if c in columns and c not in cells})
+    return cells
 
 
 def sweep_file_keys(path: Path) -> list[str]:
@@ -390,7 +408,7 @@ def from_records(
     rows = []
     for r in records:
         row = {"run_id": r.run_id, "status": r.status, **r.config, **r.metrics, **r.probes}
-        row.update({f"params/{k}": v for k, v in r.params.items()})
+        row.update(param_cells(r.params, params))
         row.update(r.bookkeeping)
         rows.append(row)
     df = pd.DataFrame.from_records(rows, columns=columns)

@@ -3,8 +3,8 @@
 Each `ablate train` logs to W&B with id = run id, group = "<sweep name>-<budget>" (runs written
 before budgets were kept apart: the sweep name alone; both are read), the flat config
 ({'model.n_heads': 4, ...}; older runs also a nested copy under `config`) and, in the summary, the
-logged metrics and probe scalars, `status` and the parameter counts (as `attention`, `ffn`, ... or
-`params/attention`, ...). A public-API
+logged metrics and probe scalars, `status` and the parameter counts (as `attention`, `ffn`,
+`recurrent` (an LSTM/GRU run's), ... or `params/attention`, ...; table.PARAMS). A public-API
 `Run` gives: `id`, `state`, `config` (the raw API JSON wraps each value as {"value": ...}; both
 forms are read), `summary`, `commit`.
 
