@@ -13,13 +13,20 @@ The estimate is deliberately simple and on the generous side:
 - activations: what one training batch keeps for the backward pass (every layer's inputs, the
   (B, heads, T, T) scores, softmax and dropout mask, the FFN's hidden units), or one no-grad
   evaluation chunk of the probes, whichever is larger;
+- a recurrent model (model.arch=lstm/gru): the same embedding and head (the head reads the hidden
+  size: model.rnn_hidden, else the size `ablate.models.matched_hidden` picks, solved here in closed
+  form), torch's LSTM/GRU count in the encoder's place; its activations are every layer's per-position
+  state and gate buffers (RNN_SAVED: torch's own saved tensors, measured on CPU, a test holds the
+  estimate within RNN_TOLERANCE of them);
 - data: the in-memory data sets, as the task's registry entry says (`data_bytes`: MNIST's 70,000
   images; a synthetic task's n x seq_len int64 tokens, inputs and targets, with their temporaries).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -30,6 +37,15 @@ if TYPE_CHECKING:
     from .config import Config
 
 FLOAT = 4  # bytes of a float32
+# model.arch's recurrent cells: gates (LSTM 4, GRU 3; ablate.models.rnn.RNN_CELLS, not imported: this
+# module imports no torch), and what one training step keeps for backward per position of one layer, in
+# floats per hidden unit and per input feature: torch's saved tensors for nn.LSTM/nn.GRU on CPU (the
+# LSTM's oneDNN workspace is most of its part), rounded up from measurements at d_in 16..128, h 64..128
+GATES = {"lstm": 4, "gru": 3}
+RNN_SAVED = {"lstm": (18, 8), "gru": (9, 1)}
+# estimate / measured saved activations of a whole recurrent model (a test, batch 1000 on CPU): measured
+# 1.38 to 1.63 (dropout masks, the head's share generous), as the Transformer's (1.59 to 1.63 at dropout 0.1)
+RNN_TOLERANCE = (1.0, 1.75)
 EVAL_CHUNK = 1000  # largest evaluation batch the probes use (ablate.probing); loaders use batch_size
 GB = 1e9
 
@@ -47,22 +63,60 @@ class Estimate:
         return self.model_bytes + self.activation_bytes
 
 
-def parameter_count(cfg: Config) -> int:
-    """Parameters of the model `ablate.tasks` builds for `cfg`: input embedding, encoder, head."""
-    m, data = cfg.model, cfg.data
+def transformer_encoder_params(m) -> int:
+    """Parameters of the Transformer encoder blocks of model config `m` (no positional table)."""
     d, inner, ffn = m.d_model, m.n_heads * m.head_dim, m.ffn_mult * m.d_model
     norm = 2 * d if m.norm != "none" else 0  # one LayerNorm (weight, bias) per sub-layer
     attention = d * 3 * inner + 3 * inner + inner * d + d + norm  # W_QKV, W_O with biases
     feed_forward = (d * ffn + ffn + ffn * d + d + norm) if m.ffn_mult > 0 else 0
     encoder = m.n_layers * (attention + feed_forward)
-    encoder += 2 * d if m.norm == "pre" else 0  # the final LayerNorm of a Pre-LN stack
+    return encoder + (2 * d if m.norm == "pre" else 0)  # the final LayerNorm of a Pre-LN stack
+
+
+def rnn_params(arch: str, d_in: int, hidden: int, n_layers: int) -> int:
+    """torch's LSTM/GRU stack: per layer gates * (W_ih + W_hh + b_ih + b_hh); layer 0 reads d_in, the
+    others the hidden size. Summed: gates * ((2L - 1) h^2 + (d_in + 2L) h)."""
+    return GATES[arch] * ((2 * n_layers - 1) * hidden * hidden + (d_in + 2 * n_layers) * hidden)
+
+
+def rnn_hidden(m) -> int:
+    """The recurrent stack's hidden size: model.rnn_hidden, else the size `ablate.models.matched_hidden`
+    picks (the count closest to the Transformer encoder of the same d_model and n_layers, every other
+    toggle at its default, n_heads 1; the smaller on a tie), solved in closed form: a few integer
+    operations at any size, where matched_hidden counts hidden sizes one by one on a model it builds."""
+    if m.rnn_hidden is not None:
+        return m.rnn_hidden
+    target = transformer_encoder_params(dataclasses.replace(m, arch="transformer", n_heads=1, pos_enc="none"))
+    a, b, g = 2 * m.n_layers - 1, m.d_model + 2 * m.n_layers, GATES[m.arch]
+    h = max(1, (math.isqrt(b * b + 4 * a * (target // g)) - b) // (2 * a))  # the root of a h^2 + b h = target / g
+    while h > 1 and rnn_params(m.arch, m.d_model, h, m.n_layers) > target:
+        h -= 1
+    while rnn_params(m.arch, m.d_model, h + 1, m.n_layers) <= target:
+        h += 1
+    below, above = (rnn_params(m.arch, m.d_model, k, m.n_layers) for k in (h, h + 1))
+    return h + 1 if above - target < target - below else h
+
+
+def _recurrent(cfg: Config) -> bool:
+    return cfg.model.arch in GATES
+
+
+def parameter_count(cfg: Config) -> int:
+    """Parameters of the model `ablate.tasks` builds for `cfg`: input embedding, encoder, head."""
+    m, data = cfg.model, cfg.data
+    d = m.d_model
+    if _recurrent(cfg):  # the LSTM/GRU stack in the encoder's place; the head reads its hidden size
+        out = rnn_hidden(m)
+        encoder = rnn_params(m.arch, d, out, m.n_layers)
+    else:
+        out, encoder = d, transformer_encoder_params(m)
     encoder += m.max_len * d if m.pos_enc == "learned" else 0
     sizes = spec(data.task).model_sizes(data)
-    if "in_features" in sizes:  # Linear(in_features, d) embedding, optional CLS token, Linear(d, n_classes) head
+    if "in_features" in sizes:  # Linear(in_features, d) embedding, optional CLS token, Linear(out, n_classes) head
         n_in, n_out = sizes["in_features"], sizes["n_classes"]
-        return n_in * d + d + (d if cfg.pooling == "cls" else 0) + encoder + d * n_out + n_out
-    # Embedding(n_tokens, d), Linear(d, n_out) head
-    return sizes["n_tokens"] * d + encoder + d * sizes["n_out"] + sizes["n_out"]
+        return n_in * d + d + (d if cfg.pooling == "cls" else 0) + encoder + out * n_out + n_out
+    # Embedding(n_tokens, d), Linear(out, n_out) head
+    return sizes["n_tokens"] * d + encoder + out * sizes["n_out"] + sizes["n_out"]
 
 
 def _buffer_floats(cfg: Config) -> int:
@@ -83,10 +137,27 @@ def _train_examples(cfg: Config) -> int:
     return spec(cfg.data.task).train_examples(cfg.data)
 
 
-def activation_bytes(cfg: Config) -> int:
-    """One training batch kept for backward, or one no-grad evaluation chunk: the larger."""
+def _head_floats(cfg: Config, width: int) -> int:
+    """The embedding's output and gradient (d_model), what the head reads (width), logits and grads."""
+    task = spec(cfg.data.task)
+    sizes = task.model_sizes(cfg.data)
+    n_out = sizes.get("n_classes", sizes.get("n_out", 0))
+    T, d = _seq_len(cfg), cfg.model.d_model
+    return T * (2 * d + 2 * width) + 3 * (T if task.kind == "tokens" else 1) * n_out
+
+
+def _per_example(cfg: Config) -> tuple[int, int]:
+    """(floats one training example keeps for backward, floats one evaluation example needs at once)."""
     m = cfg.model
-    T, d, h = _seq_len(cfg), m.d_model, m.n_heads
+    T, d = _seq_len(cfg), m.d_model
+    if _recurrent(cfg):
+        h, gates = rnn_hidden(m), GATES[m.arch]
+        per_h, per_in = RNN_SAVED[m.arch]
+        layers = T * (per_h * h + per_in * d) + (m.n_layers - 1) * T * (per_h * h + per_in * h)
+        layers += (m.n_layers - 1) * T * 2 * h  # dropout between layers: its output and mask
+        # evaluation: no graph, one layer at a time (its input, gates, state and output)
+        return layers + _head_floats(cfg, h), T * (max(d, h) + (gates + 2) * h) + _head_floats(cfg, h)
+    h = m.n_heads
     inner, ffn = h * m.head_dim, m.ffn_mult * m.d_model
     scores = h * T * T  # (heads, T, T) per example
     attention = T * (6 * d + 8 * inner) + 3 * scores  # inputs, q/k/v, output; scores, softmax, mask
@@ -95,13 +166,16 @@ def activation_bytes(cfg: Config) -> int:
     sizes = task.model_sizes(cfg.data)
     n_out = sizes.get("n_classes", sizes.get("n_out", 0))
     head = T * 4 * d + 3 * (T if task.kind == "tokens" else 1) * n_out  # embedding, logits and grads
-    per_example = m.n_layers * (attention + feed_forward) + head
-    batch = min(cfg.data.batch_size, _train_examples(cfg))
-    train = batch * per_example
     # evaluation: no graph kept, one layer's tensors at a time, plus every layer's attention maps
     # when a probe asks for them
-    evaluate = max(EVAL_CHUNK, cfg.data.batch_size) * (attention + feed_forward + head + m.n_layers * scores)
-    return FLOAT * max(train, evaluate)
+    return m.n_layers * (attention + feed_forward) + head, attention + feed_forward + head + m.n_layers * scores
+
+
+def activation_bytes(cfg: Config) -> int:
+    """One training batch kept for backward, or one no-grad evaluation chunk: the larger."""
+    train, evaluate = _per_example(cfg)
+    batch = min(cfg.data.batch_size, _train_examples(cfg))
+    return FLOAT * max(batch * train, max(EVAL_CHUNK, cfg.data.batch_size) * evaluate)
 
 
 def data_bytes(cfg: Config) -> int:

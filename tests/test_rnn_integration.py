@@ -213,3 +213,104 @@ def test_report_export_skips_the_lstm_attention_maps_and_says_so(in_mixed, tmp_p
     assert {f"{tf}/final/sentence", f"{tf}/final/sentence_perm", f"{tf}/final/attention_perm"} <= names
     assert not [n for n in names if n.startswith(f"{lstm}/") and ("sentence" in n or "attention" in n)]
     assert {f"{lstm}/val_acc", f"{tf}/val_acc"} <= names  # its curves are exported as any run's
+
+
+# --- 4. the memory estimate of a recurrent model --------------------------------------------------------
+
+RNN_CONFIGS = [
+    ("model.arch=lstm",),
+    ("model.arch=gru", "pooling=cls"),
+    ("model.arch=lstm", "model.rnn_hidden=100", "model.n_layers=3", "model.pos_enc=sinusoidal"),
+    ("model.arch=gru", "data.task=copy", "data.vocab=13", "model.max_len=40"),
+    ("model.arch=lstm", "data.task=copy", "model.pos_enc=none", "model.d_model=24", "model.n_layers=1"),
+]
+
+
+@pytest.mark.parametrize("items", RNN_CONFIGS)
+def test_closed_form_parameter_count_of_an_rnn_equals_the_built_model(items):
+    from ablate import config as C
+    from ablate import limits
+    from tests.test_limits import built_parameters
+
+    cfg = C.build(C.parse_overrides(list(items)))
+    assert limits.parameter_count(cfg) == built_parameters(cfg)
+
+
+def test_closed_form_hidden_size_is_matched_hidden():
+    """limits solves matched_hidden's rule in closed form (no model built, any size): the same sizes."""
+    import itertools
+
+    from ablate import limits
+    from ablate.models import EncoderConfig, matched_hidden
+
+    for arch, d, n_layers in itertools.product(("lstm", "gru"), (1, 3, 16, 24, 64, 100, 256), (1, 2, 3, 6, 12)):
+        m = EncoderConfig(arch=arch, d_model=d, n_layers=n_layers, pos_enc="none")
+        assert limits.rnn_hidden(m) == matched_hidden(m), (arch, d, n_layers)
+    assert limits.rnn_hidden(EncoderConfig(arch="lstm", rnn_hidden=7)) == 7
+
+
+def saved_activation_bytes(cfg) -> int:
+    """Bytes of the tensors autograd keeps for backward in one training forward of the model ablate.tasks
+    builds for cfg (weights left out), on CPU: what the estimate's training half stands for."""
+    import torch
+    import torch.nn.functional as F
+
+    from ablate import config as C
+    from ablate.registry import spec
+    from ablate.tasks import ClassifyRows, CopyTokens
+
+    torch.manual_seed(0)
+    B = cfg.data.batch_size
+    if cfg.data.task == "mnist":
+        model = ClassifyRows(C.to_dict(cfg), in_features=28, n_classes=10).model
+        x, y = torch.randn(B, 28, 28), torch.randint(0, 10, (B,))
+    else:
+        model = CopyTokens(C.to_dict(cfg), n_tokens=cfg.data.vocab + 2, n_out=cfg.data.vocab).model
+        T = spec("copy").seq_len(cfg.data)
+        x, y = torch.randint(0, cfg.data.vocab + 2, (B, T)), torch.randint(0, cfg.data.vocab, (B, T))
+    model.train()
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in weights:
+            kept[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(x)
+        F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    return sum(kept.values())
+
+
+@pytest.mark.parametrize("items", [
+    ("model.arch=lstm", "data.task=copy"),
+    ("model.arch=gru", "data.task=copy"),
+    ("model.arch=lstm", "model.rnn_hidden=128"),
+    ("model.arch=gru", "model.n_layers=3", "pooling=cls"),
+    ("model.arch=lstm", "data.task=copy", "model.d_model=128", "model.n_layers=1", "data.length=24"),
+])
+def test_activation_estimate_of_an_rnn_is_within_tolerance_of_what_autograd_keeps(items):
+    """A batch of EVAL_CHUNK examples, so the training half of the estimate is the one that counts."""
+    from ablate import config as C
+    from ablate import limits
+
+    cfg = C.build(C.parse_overrides([*items, f"data.batch_size={limits.EVAL_CHUNK}"]))
+    measured = saved_activation_bytes(cfg)
+    ratio = limits.activation_bytes(cfg) / measured
+    print(f"{' '.join(items)}: estimate / measured = {ratio:.3f}")
+    low, high = limits.RNN_TOLERANCE
+    assert low <= ratio <= high, ratio
+
+
+def test_a_huge_rnn_is_refused_in_one_line_before_anything_is_built(tmp_path, monkeypatch, capsys):
+    """The hidden size is solved, not searched on a built model: a billion layers is refused at once."""
+    from ablate import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    assert cli.main(["train", "tracking=none", "model.arch=lstm", "model.n_layers=1e9"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("ablate: ") and "model.n_layers" in err[0], err
+    assert list(tmp_path.iterdir()) == []
