@@ -407,7 +407,7 @@ def test_cli_prints_the_table_and_writes_csv_and_parquet(root, table, tmp_path, 
 
     assert main(["results", "mysweep", "--all-columns"]) == 0
     header = capsys.readouterr().out.splitlines()[0].split()
-    assert header[:2] == ["run_id", "model.d_model"] and header[-1] == "run_dir" and "probe/final/grad_ratio" in header
+    assert header[:2] == ["run_id", "model.arch"] and header[-1] == "run_dir" and "probe/final/grad_ratio" in header
 
     assert main(["results", "mysweep", "--aggregate", "--csv", str(csv)]) == 0
     out = capsys.readouterr().out.splitlines()

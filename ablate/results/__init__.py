@@ -12,7 +12,8 @@ Columns, always in this order (see `table` for each):
     run_id | config keys (model.*, data.*, optim.*, trainer.*, run.*, pooling, budget, tracking) | seed
     | tuned.<key>, stage (a tuned sweep only) | status | metrics (test/*, val/*, train/*, then eval/n_test,
       eval/n_val: the examples each evaluation split holds, and ref/*) | probes (probe/init/*, probe/final/*, ...)
-    | params/attention, params/ffn, params/embedding, params/other, params/total
+    | params/attention, params/ffn, params/recurrent (when a run is model.arch=lstm/gru), params/embedding,
+      params/other, params/total (a part the model lacks: 0)
     | wall_time_s, train_samples_per_s, global_step, attempts, diverged_step, commit, dirty,
       commit_mismatch, error, run_dir
 
