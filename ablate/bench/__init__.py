@@ -27,7 +27,7 @@ DEFAULTS: dict[str, dict[str, int | str]] = {
     "attention": {"steps": 3, "repeats": 7, "warmup": 2, "batch_size": 1, "lengths": "32:2048"},
     "epoch": {"steps": 1, "repeats": 1, "warmup": 0, "batch_size": 64},  # one epoch each; batch 64
     "rnn": {"steps": 1, "repeats": 3, "warmup": 1, "batch_size": 8, "lengths": "16:2048"},
-    "gpus": {"steps": 200, "repeats": 2, "warmup": 20, "batch_size": 64},  # per run; 1, 4 and 16 runs at once
+    "gpus": {"steps": 300, "repeats": 3, "warmup": 20, "batch_size": 64},  # per run; 1, 4 and 16 runs at once
 }
 
 
