@@ -38,7 +38,7 @@ from ..fileio import atomic_write
 from .answers import ANSWER_MIME, VERDICT_ZH
 from .data import DATA_ENV, FIGURES_ENV, DataFileError, check_folder, make_target, read_meta
 
-NOTEBOOKS = ("q1_word_order", "q2_scaling", "q3_heads", "q4_residual", "claims")
+NOTEBOOKS = ("q1_word_order", "q2_scaling", "q3_heads", "q4_residual", "claims", "rnn_table")
 KERNEL = "python3"
 LANGS = ("en", "zh")
 FINDINGS = {"en": "FINDINGS.md", "zh": "FINDINGS.zh.md"}
@@ -55,8 +55,9 @@ TEXT: dict[str, tuple[str, str]] = {
         "intervals over seeds and evaluation examples (they never leave 0–100 %), ratios of gradients "
         "intervals on the log scale, other quantities Student-t intervals over seeds; each variant of a tuned "
         "sweep is read at the learning rate its stage 1 chose on validation. Each published claim has one "
-        "primary test, written in its notebook with its reason (written after an earlier build of these "
-        "findings had been read, as each notebook says; a deviation made after reading an outcome is marked); "
+        "primary test, written in its notebook with its reason (for Q1–Q4 and the claims written after an "
+        "earlier build of these findings had been read, for the RNN table before its runs, as each notebook "
+        "says; a deviation made after reading an outcome is marked); "
         "other comparisons are supporting evidence and do not move the verdict. A claim of sameness agrees "
         "only inside an equivalence margin stated with its test (TOST); two arms that both stayed at the "
         "task's reference level (chance, or the order-blind level), or both solved it (≥ 99 %), make a claim "
@@ -64,7 +65,8 @@ TEXT: dict[str, tuple[str, str]] = {
         "以下每个数字都由笔记本根据这些表格计算得出。准确率给出对随机种子和评估样本的 95 % bootstrap 区间"
         "（区间不会超出 0–100 %），梯度之比在对数尺度上给出区间，其他量给出对随机种子的 Student-t 区间；"
         "调参的扫描中，每个变体取其第一阶段在验证集上选出的学习率。每条已发表的论断只有一个主要检验，"
-        "连同理由写在笔记本中（如各笔记本所述，这些检验是在读过此前一版结论之后写定的；读到结果之后所做的改动都有标注）；"
+        "连同理由写在笔记本中（如各笔记本所述，Q1–Q4 和各论断的检验是在读过此前一版结论之后写定的，RNN 对照表的检验"
+        "写于其运行之前；读到结果之后所做的改动都有标注）；"
         "其他比较只是辅助证据，不影响判定。“两者相同”类的论断只有在差异落入与检验一同声明的等价界限之内（TOST）时"
         "才算符合；两个变体都停留在任务的参考水平（随机水平或不看顺序的水平），或都已解决任务（≥ 99 %）时，"
         "该论断无法检验：什么都没学到、或没有差异空间的模型无法为任何一方提供证据。",
