@@ -408,3 +408,21 @@ def test_results_table_and_ablate_probe_handle_an_lstm_run(tmp_path, capsys):
     assert "[collapse]" in out and "resid_norm_rnn" in out and "share_recurrent" in out
     measured, _, said = out.partition("[not applicable: the model has no attention]")
     assert "logit_std" not in measured and "head_drop" not in measured and "logit_std" in said
+
+
+def test_gradient_flow_runs_its_backward_pass_without_cudnn(monkeypatch):
+    """On CUDA, cuDNN refuses an RNN's backward in eval mode ("cudnn RNN backward can only be called in
+    training mode"), where the probes run: gradient_flow's forward and backward run with cuDNN off (torch's
+    native kernels, same gradients). Checked here through the flag the loss is computed under."""
+    from ablate.probes import gradients
+
+    seen = []
+
+    def loss_seen(out, y):
+        seen.append(torch.backends.cudnn.enabled)
+        return task_loss(out, y)
+
+    monkeypatch.setattr(gradients, "task_loss", loss_seen)
+    gradients.gradient_flow(_token_model("lstm"), _batch())
+    assert seen == [False]
+    assert torch.backends.cudnn.enabled  # restored afterwards

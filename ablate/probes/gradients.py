@@ -46,7 +46,9 @@ def gradient_flow(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) ->
     params = [
         (layer, p) for layer, block in enumerate(blocks) for p in block.parameters() if p.requires_grad
     ]
-    with torch.enable_grad():
+    # cuDNN refuses an RNN's backward in eval mode ("cudnn RNN backward can only be called in training mode",
+    # pytorch/pytorch#5878): without it torch's native kernels give the same gradients; no attention op uses it
+    with torch.enable_grad(), torch.backends.cudnn.flags(enabled=False):
         loss = task_loss(model(x), y)
         grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
     per_layer: list[list[tuple[nn.Parameter, torch.Tensor]]] = [[] for _ in blocks]
