@@ -20,7 +20,7 @@ commands:
   sweep FILE|NAME [--budget B] [--workers W] [--dry-run] [--wandb-sweep] [--runs-per-gpu N] ...
                                       run a W&B sweep file here, each configuration once
   sync NAME                           upload every offline W&B run of a sweep
-  dashboard NAME --entity E --project P [--report] [--dry-run [PATH]]
+  dashboard NAME --entity E --project P [--report] [--dry-run [--out PATH]]
                                       a W&B workspace (and report) for a sweep; --dry-run: its spec as JSON
   results NAME [--csv P] [--parquet P] [--wandb ENTITY/PROJECT] [--all-columns] [--aggregate]
                                       the table of a sweep: one row per run (or per variant)

@@ -2,7 +2,7 @@
 
     models  <-  data, tasks, probes  <-  train (rundir, callbacks, tracking, probing)  <-  sweep
             <-  results  <-  report  <-  notebooks
-    (fileio, yamlfile, checkpoint, registry: leaf modules, importing nothing of ablate, usable by every layer;
+    (fileio, yamlfile, cliparse, checkpoint, registry: leaf modules, importing nothing of ablate, usable by every layer;
      a name is imported from its home, never through a module that merely uses it)
 
 Each rule names a layer (a module prefix) and the ablate modules it must never import. The checker
@@ -41,6 +41,7 @@ HOMES = {"atomic_write": "ablate.fileio", "load_checkpoint": "ablate.checkpoint"
 RULES = (
     Rule("ablate.fileio", allowed=("ablate.fileio",), why="a leaf utility every layer may use"),
     Rule("ablate.yamlfile", allowed=("ablate.yamlfile",), why="a leaf utility every layer may use"),
+    Rule("ablate.cliparse", allowed=("ablate.cliparse",), why="a leaf utility: every command's argument parser"),
     Rule("ablate.runfiles", allowed=("ablate.runfiles", "ablate.yamlfile"),
          why="reading a run's files: one home for the trainer and the results table"),
     Rule("ablate.registry", allowed=("ablate.registry",),
@@ -59,10 +60,11 @@ RULES = (
                                     "ablate.report"),
          why="sweep files -> runs: configurations and processes, nothing of model internals"),
     Rule("ablate.results", forbidden=("ablate.report",), why="tables are below the reports"),
-    Rule("ablate.report", allowed=("ablate.report", "ablate.results", "ablate.fileio", "ablate.registry"),
+    Rule("ablate.report", allowed=("ablate.report", "ablate.results", "ablate.fileio", "ablate.registry",
+                                   "ablate.cliparse"),
          why="reports read tables only"),
     Rule("reports", allowed=("ablate.report", "ablate.results"), why="notebooks read tables only"),
-    Rule("ablate.dashboard", allowed=("ablate.dashboard", "ablate.config", "ablate.budgets", "ablate.fileio",
+    Rule("ablate.dashboard", allowed=("ablate.dashboard", "ablate.config", "ablate.budgets", "ablate.fileio", "ablate.cliparse",
                                       "ablate.tracking", "ablate.sweep.spec", "ablate.registry", "ablate.yamlfile"),
          why="a dashboard is built from a sweep file and the reports' text: never models, tasks, training, "
              "results or report notebooks"),

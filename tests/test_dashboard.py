@@ -30,11 +30,11 @@ def _offline(monkeypatch):
 
 @pytest.mark.parametrize("name", SWEEPS)
 def test_dry_run_every_sweep(name, tmp_path, capsys):
-    """--dry-run PATH writes the spec (and nothing on stdout); the runs shown are the sweep's group at
+    """--dry-run --out PATH writes the spec (and nothing on stdout); the runs shown are the sweep's group at
     its budget, grouped by its swept keys but the seed, the parallel coordinates run over the swept keys
     to the sweep file's metric."""
     out = tmp_path / "spec.json"
-    assert main([name, "--entity", "me", "--project", "proj", "--dry-run", str(out)]) == 0
+    assert main([name, "--entity", "me", "--project", "proj", "--dry-run", "--out", str(out)]) == 0
     assert capsys.readouterr().out == ""
     spec = json.loads(out.read_text())
     sweep = load(name)
@@ -129,7 +129,7 @@ def test_report_holds_the_question_plain_answer_and_figures():
     rep = spec["report"]
     findings = (reports_dir() / FINDINGS).read_text(encoding="utf-8")
     assert rep["title"] == S.QUESTIONS["heads"][0] and f"## {rep['title']}" in findings
-    assert rep["plain"] and rep["plain"] in findings or rep["source"].endswith("answers.json")
+    assert rep["plain"] and (rep["plain"] in findings or rep["source"].endswith("answers.json"))
     assert rep["question"].startswith("Why does multi-head attention")
     assert rep["figures"] and all((reports_dir() / f).is_file() for f in rep["figures"])
 
@@ -165,9 +165,20 @@ def test_bad_input_is_one_line(capsys):
     assert main(["no_such_sweep", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ablate: no sweep file 'no_such_sweep'") and len(err.splitlines()) == 1
-    with pytest.raises(SystemExit) as exc:
-        main(["heads", "--budget", "huge", "--dry-run"])
-    assert exc.value.code == 2
+    assert main(["heads", "--budget", "huge", "--dry-run"]) == 2
+    assert capsys.readouterr().err.startswith("ablate: argument --budget: invalid choice")
+
+
+def test_dry_run_output_path_problems_are_one_line_and_write_nothing(tmp_path, capsys):
+    """--out naming a folder, a missing folder, or --out without --dry-run: exit 2, one line, nothing
+    written (before: a folder ended in IsADirectoryError's traceback, and a missing folder was created)."""
+    for argv in (["scaling", "--dry-run", "--out", str(tmp_path)],
+                 ["scaling", "--dry-run", "--out", str(tmp_path / "no" / "spec.json")],
+                 ["scaling", "--out", str(tmp_path / "spec.json")]):
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.out == "" and len(captured.err.splitlines()) == 1 and captured.err.startswith("ablate: ")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_report_builds_offline():

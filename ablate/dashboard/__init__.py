@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import config as C
 from ..budgets import NAMES as BUDGETS
+from ..cliparse import OneLineParser, parse
 from ..fileio import atomic_write
 from ..sweep.spec import SweepError, load
 from . import spec as S
@@ -29,14 +30,9 @@ NEEDS = ("ablate: dashboard needs W&B online (an API key from `wandb login` or W
          "reachable, WANDB_MODE not offline); use --dry-run to write the spec without it")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        print(f"ablate: {message}; see `ablate dashboard --help`", file=sys.stderr)
-        sys.exit(2)
-
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="ablate dashboard", allow_abbrev=False, description="Create a saved W&B workspace view "
+    p = OneLineParser(prog="ablate dashboard", allow_abbrev=False, description="Create a saved W&B workspace view "
                 "of one sweep (runs of its group and budget, grouped by its swept keys: parallel coordinates, "
                 "validation curves, test accuracy, its question's probes, attention maps); --report adds a W&B "
                 "report with the question, the plain answer and the figures.")
@@ -45,8 +41,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="W&B project of the runs (default: the sweep's run.project)")
     p.add_argument("--budget", choices=BUDGETS, help="the budget whose runs to show (default: the sweep file's)")
     p.add_argument("--report", action="store_true", help="also create a W&B report: question, plain answer, figures")
-    p.add_argument("--dry-run", nargs="?", const="-", metavar="PATH",
-                   help="write the spec as JSON to stdout (or PATH) and create nothing; works offline")
+    p.add_argument("--dry-run", action="store_true",
+                   help="write the spec as JSON to stdout (or --out PATH) and create nothing; works offline")
+    p.add_argument("--out", metavar="PATH", help="with --dry-run: write the spec to this file instead of stdout")
     return p
 
 
@@ -64,19 +61,36 @@ def dashboard_spec(name: str, entity: str | None = None, project: str | None = N
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse(parser(), argv)
+    if isinstance(args, int):
+        return args
+    if args.out and not args.dry_run:
+        print("ablate: --out is where --dry-run writes the spec; add --dry-run", file=sys.stderr)
+        return 2
+    if args.out and Path(args.out).is_dir():
+        print(f"ablate: --out {args.out} is a folder; give a file path such as {Path(args.out) / 'spec.json'}",
+              file=sys.stderr)
+        return 2
     try:
         spec = dashboard_spec(args.name, args.entity, args.project, args.budget, args.report)
     except (SweepError, C.ConfigError, AnswerError) as err:
         print(f"ablate: {err}" if not str(err).startswith("ablate:") else str(err), file=sys.stderr)
         return 2
-    if args.dry_run is not None:
+    if args.dry_run:
         text = json.dumps(spec, indent=1, ensure_ascii=False) + "\n"
-        if args.dry_run == "-":
+        if not args.out:
             sys.stdout.write(text)
-        else:
-            atomic_write(Path(args.dry_run), text)
-            print(f"ablate dashboard: spec written to {args.dry_run}", file=sys.stderr)
+            return 0
+        if not Path(args.out).parent.is_dir():
+            print(f"ablate: the folder of --out {args.out} does not exist; create it or choose another path",
+                  file=sys.stderr)
+            return 2
+        try:
+            atomic_write(Path(args.out), text)
+        except OSError as err:
+            print(f"ablate: cannot write --out {args.out} ({err.strerror}); choose a writable path", file=sys.stderr)
+            return 2
+        print(f"ablate dashboard: spec written to {args.out}", file=sys.stderr)
         return 0
     from ..tracking import wandb_mode
 

@@ -14,18 +14,14 @@ import argparse
 import sys
 from pathlib import Path
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        print(f"ablate: {message}; see `ablate report --help`", file=sys.stderr)
-        raise SystemExit(2)
+from ..cliparse import OneLineParser
 
 
 def parser() -> argparse.ArgumentParser:
     # the CLI reaches export (this function runs only for `ablate report`); importing ablate.report does not
     from ..results.export import BUDGET_ORDER
 
-    p = _Parser(prog="ablate report", description="Export the sweeps' results to reports/data, then execute "
+    p = OneLineParser(prog="ablate report", description="Export the sweeps' results to reports/data, then execute "
                 "every report notebook on them: reports/build/*.html, index.html, reports/figures, reports/FINDINGS.md and FINDINGS.zh.md.")
     p.add_argument("step", nargs="?", choices=["export", "build", "all"], default="all",
                    help="export (runs -> data), build (data -> report), or all (default)")

@@ -19,16 +19,11 @@ import argparse
 import sys
 
 from ..budgets import NAMES as BUDGETS
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, like every other bad input
-        print(f"ablate: {message}; see `ablate sweep --help`", file=sys.stderr)
-        sys.exit(2)
+from ..cliparse import OneLineParser
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="ablate sweep", allow_abbrev=False, description="Run every configuration of a W&B sweep file here, "
+    p = OneLineParser(prog="ablate sweep", allow_abbrev=False, description="Run every configuration of a W&B sweep file here, "
                 "each once, in parallel; the same command again finishes what is missing.")
     p.add_argument("file", help="a sweep .yaml file, or NAME for sweeps/NAME.yaml")
     p.add_argument("--budget", choices=BUDGETS, metavar="B",

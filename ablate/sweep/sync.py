@@ -19,19 +19,15 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from ..cliparse import OneLineParser
 from ..rundir import runs_root
 
 NEEDS = "an API key (`wandb login` or WANDB_API_KEY) and the W&B host answering; WANDB_MODE must not be offline"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        print(f"ablate: {message}; see `ablate sync --help`", file=sys.stderr)
-        sys.exit(2)
-
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="ablate sync", allow_abbrev=False, description="Upload every offline W&B run of a sweep "
+    p = OneLineParser(prog="ablate sync", allow_abbrev=False, description="Upload every offline W&B run of a sweep "
                 "(runs/NAME/*/wandb/offline-run-*) with `wandb sync`, in one command; runs uploaded before are skipped.")
     p.add_argument("name", help="a sweep name (its runs folder under $ABLATE_RUNS_DIR; 'train' for `ablate train` "
                    "runs), or the path of its sweep .yaml file")
