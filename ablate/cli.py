@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
+from .cliparse import OneLineParser
+
 USAGE = """usage: ablate <command> [args]
 
 commands:
@@ -105,10 +107,9 @@ def cmd_keys(argv: list[str]) -> int:
 
 
 def cmd_probe(argv: list[str]) -> int:
-    import argparse
     from pathlib import Path
 
-    parser = argparse.ArgumentParser(prog="ablate probe", description="run every probe on a checkpoint")
+    parser = OneLineParser(prog="ablate probe", description="run every probe on a checkpoint")
     parser.add_argument("checkpoint", type=Path, help="a last.ckpt, or a run directory holding one")
     parser.add_argument("--batch", type=int, default=64, help="validation examples in the probe batch")
     parser.add_argument("--no-expensive", action="store_true", help="skip head masking and permuted test set")
@@ -155,9 +156,8 @@ def cmd_sweep(argv: list[str]) -> int:
 
 
 def cmd_results(argv: list[str]) -> int:
-    import argparse
 
-    parser = argparse.ArgumentParser(prog="ablate results", description="the results table of a sweep, one row per run")
+    parser = OneLineParser(prog="ablate results", description="the results table of a sweep, one row per run")
     parser.add_argument("name", help="the sweep: its folder under $ABLATE_RUNS_DIR (default ./runs), its W&B group")
     parser.add_argument("--csv", metavar="PATH", help="write the printed table (every column) as CSV, atomically")
     parser.add_argument("--parquet", metavar="PATH", help="write the printed table (every column) as Parquet, atomically")

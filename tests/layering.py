@@ -68,7 +68,7 @@ RULES = (
                                       "ablate.tracking", "ablate.sweep.spec", "ablate.registry", "ablate.yamlfile"),
          why="a dashboard is built from a sweep file and the reports' text: never models, tasks, training, "
              "results or report notebooks"),
-    Rule("ablate.explore", allowed=("ablate.explore", "ablate.config", "ablate.models", "ablate.checkpoint",
+    Rule("ablate.explore", allowed=("ablate.explore", "ablate.cliparse", "ablate.config", "ablate.models", "ablate.checkpoint",
                                     "ablate.registry", "ablate.fileio"),
          why="the explorer reads a checkpoint and its config and runs the model; never training, sweeps, "
              "results or reports"),

@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from ..cliparse import OneLineParser
 from . import attention, epoch, packing, rnn, speed
 from .speed import BenchInputError
 
@@ -32,7 +33,7 @@ DEFAULTS: dict[str, dict[str, int | str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ablate bench",
         description="Speed benchmarks. 'train': training samples/s of nn.TransformerEncoder, "
         "a plain reference encoder and ablate's encoder (same function, same weights), "

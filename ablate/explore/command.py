@@ -7,11 +7,11 @@ exits 2 with one line, and a file is written whole or not at all.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
+from ..cliparse import OneLineParser
 from ..fileio import atomic_write
 from .export import ExploreError, export_model
 
@@ -42,7 +42,7 @@ def _page(sources: list[Path], models: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ablate explore",
+    parser = OneLineParser(prog="ablate explore",
                                      description="trained models in the browser: one self-contained HTML page "
                                                  "(--out) and/or their config and float32 weights as JSON (--json)")
     parser.add_argument("sources", type=Path, nargs="+", metavar="SOURCE", help="a run directory, or its last.ckpt")
