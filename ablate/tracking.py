@@ -9,6 +9,7 @@ mode is decided before any W&B call: WANDB_MODE wins if set; otherwise online ne
 from __future__ import annotations
 
 import json
+import math
 import netrc
 import os
 import socket
@@ -56,13 +57,17 @@ def wandb_mode(timeout: float = 3.0) -> str:
 
 
 def short(value: Any) -> str:
-    """A config value as a run name shows it: 3e-4 rather than 0.0003, False, 512."""
-    if isinstance(value, float):
-        plain = f"{value:g}"
-        mantissa, _, exponent = f"{value:e}".partition("e")
-        scientific = f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-        return scientific if len(scientific) < len(plain) else plain
-    return str(value)
+    """A config value as a run name shows it, exactly: floats in the shorter of decimal and scientific
+    notation (0.0003 -> 3e-4, 0.01 stays 0.01; 3.0000001e-4 is not rounded to 3e-4), False, 512."""
+    if isinstance(value, bool) or not isinstance(value, float):
+        return str(value)
+    if not math.isfinite(value) or value == 0:
+        return repr(value)
+    decimal = repr(value)
+    digits = next(p for p in range(17) if float(f"{value:.{p}e}") == value)
+    mantissa, _, exponent = f"{value:.{digits}e}".partition("e")
+    scientific = f"{mantissa}e{int(exponent)}"
+    return scientific if len(scientific) < len(decimal) else decimal
 
 
 def derived_name(cfg) -> str:

@@ -887,5 +887,5 @@ def test_runs_per_gpu_packs_the_workers_onto_the_visible_gpus_and_says_so(tmp_pa
     assert "3 to run on 3 workers x 1 thread(s), GPUs 0 x2 | 1 -> " in captured.err  # 3 runs: 2 on GPU 0, 1 on 1
     assert _json(captured.out)["completed"] == 3
     assert cli.main(["sweep", str(path), "--workers", "5", "--runs-per-gpu", "2"]) == 2
-    assert "ablate: --workers=5 needs 5 GPUs at 2 runs per GPU but 2 are visible; use --workers 4 or fewer" \
+    assert "ablate: --workers=5 needs 3 GPUs at 2 runs per GPU but 2 are visible; use --workers 4 or fewer" \
         in capsys.readouterr().err

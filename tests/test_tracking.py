@@ -126,7 +126,8 @@ def test_a_torn_or_foreign_run_file(offline, tmp_path):
 
 
 @pytest.mark.parametrize("value, shown", [(3e-4, "3e-4"), (1e-3, "1e-3"), (0.1, "0.1"), (0.25, "0.25"),
-                                          (512, "512"), (False, "False"), (1e-05, "1e-5"), ("pre", "pre")])
+                                          (512, "512"), (False, "False"), (1e-05, "1e-5"), ("pre", "pre"),
+                                          (3.0000001e-4, "3.0000001e-4"), (0.01, "0.01")])
 def test_short_values(value, shown):
     assert short(value) == shown
 

@@ -8,23 +8,10 @@ run's identity: naming runs changes no run id, so runs made before names existed
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..config import NAME_MAX
-
-
-def short(value: Any) -> str:
-    """A value as a legend shows it: floats in the shorter of decimal and scientific notation."""
-    if isinstance(value, bool) or not isinstance(value, float):
-        return str(value)
-    if not math.isfinite(value) or value == 0:
-        return repr(value)
-    decimal = repr(value)
-    digits = next(p for p in range(17) if float(f"{value:.{p}e}") == value)
-    mantissa, _, exponent = f"{value:.{digits}e}".partition("e")
-    scientific = f"{mantissa}e{int(exponent)}"
-    return scientific if len(scientific) < len(decimal) else decimal
+from ..tracking import short  # one home: `ablate train`'s derived names read the same
 
 
 def labels(keys: list[str]) -> dict[str, str]:

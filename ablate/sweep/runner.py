@@ -96,7 +96,8 @@ def plan(workers: int | None, threads: int, gpus_per_run: int | None, gpus: list
         slots: list[str | None] = list(G.assign(gpus, runs_per_gpu, gpus_per_run or 1))
         if workers is not None and workers > len(slots):
             per = f" at {runs_per_gpu} runs per GPU" if runs_per_gpu > 1 else ""
-            raise SweepError(f"--workers={workers} needs {workers * (gpus_per_run or 1)} GPUs{per} but "
+            needed = -(-workers // runs_per_gpu) * (gpus_per_run or 1)  # ceil(workers / runs per GPU) groups
+            raise SweepError(f"--workers={workers} needs {needed} GPUs{per} but "
                              f"{len(gpus)} are visible; use --workers {len(slots)} or fewer, or raise --runs-per-gpu")
         n = workers or len(slots)
         return Plan(n, slots[:n])
