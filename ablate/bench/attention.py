@@ -187,7 +187,8 @@ def fit(rows: list[Row]) -> list[Row]:
     return rows
 
 
-def to_csv(rows: list[Row]) -> str:
+def to_csv(rows: list) -> str:
+    """Dataclass rows as CSV, floats to 6 significant digits (bench attention's and bench rnn's --csv)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(asdict(rows[0])), lineterminator="\n")
     writer.writeheader()

@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import io
 import json
 import math
 import os
@@ -51,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +62,7 @@ from ablate.fileio import atomic_write
 from ablate.models import EncoderConfig, TokenModel
 
 from . import attention
-from .attention import slope, upper_half
+from .attention import slope, to_csv, upper_half
 from .speed import resolve_device
 
 # The models, by CSV name: the LSTM, the tutorial's Transformer and the same at dropout 0, where torch's
@@ -284,15 +282,6 @@ def fit(rows: list[Row]) -> list[Row]:
             for r in rows:
                 setattr(r, f"{field}_crossover{suffix}_n", found)
     return rows
-
-
-def to_csv(rows: list[Row]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(asdict(rows[0])), lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in asdict(r).items()})
-    return buffer.getvalue()
 
 
 def _crossing_sentence(what: str, name: str, ns: list[int], a: list[float], b: list[float]) -> str:

@@ -36,7 +36,9 @@ def rnn_layer_params(arch: str, d_in: int, hidden: int) -> int:
 
 
 def rnn_params(arch: str, d_model: int, hidden: int, n_layers: int) -> int:
-    """Parameters of the recurrent stack: layer 0 reads d_model, the others read the hidden size."""
+    """Parameters of the recurrent stack: layer 0 reads d_model, the others read the hidden size.
+    ablate.limits restates this arithmetic (it runs before torch is imported, and ablate.models imports
+    torch); tests/test_rnn_integration.py checks that the two agree."""
     return rnn_layer_params(arch, d_model, hidden) + (n_layers - 1) * rnn_layer_params(arch, hidden, hidden)
 
 
