@@ -195,3 +195,18 @@ def test_report_builds_offline():
     assert "scaling-quick" in sweep.runsets[0].filters and "budget" in sweep.runsets[0].filters
     assert sweep.runsets[0].groupby == [f"config.{k}.value" for k in spec["group_by"]]
     assert len(sweep.panels) == sum(len(s["panels"]) for s in spec["sections"])
+
+
+def test_the_probe_keys_shown_are_the_ones_the_notebooks_read():
+    """QUESTIONS restates, per sweep, the probe scalars its question's notebook reads: each must appear in
+    the notebooks' source (reports/*.py), so the dashboard cannot drift from what the report uses."""
+    from pathlib import Path
+
+    from ablate.dashboard.spec import QUESTIONS
+
+    source = "\n".join(p.read_text() for p in (Path(__file__).parents[1] / "reports").glob("*.py"))
+    for sweep, (_, keys) in QUESTIONS.items():
+        for key in keys:  # the notebooks build some keys per point (f"probe/{point}/grad_wq_l0"): the scalar's name
+            name = key.split("/", 2)[2]
+            assert f"/{name}" in source, f"{sweep}: {key} is shown on the dashboard but no notebook reads it"
+    assert "/entropy_l0" in source and "/no_such_probe" not in source
