@@ -303,6 +303,10 @@ class Config:
     def __post_init__(self) -> None:
         _check_rules(self, "")
         _check_rules(self.model, "model")
+        if len(f"{self.run.group}-{self.budget}") > NAME_MAX:  # the W&B group (ablate.tracking.run_fields)
+            raise ConfigError(f"run.group is {len(self.run.group)} characters, too long for its W&B group "
+                              f"'<group>-{self.budget}' (at most {NAME_MAX}); use at most "
+                              f"{NAME_MAX - len(self.budget) - 1} characters")
         need = self.data.seq_len() + (1 if self.pooling == "cls" else 0)
         if self.model.pos_enc == "learned" and self.model.max_len < need:
             raise ConfigError(

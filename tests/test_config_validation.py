@@ -289,3 +289,12 @@ def test_yaml_alias_bomb_and_binary_file_exit_2_with_one_line(tmp_path, monkeypa
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 1 and err[0].startswith("ablate: ") and words in err[0], err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["binary.yaml", "bomb.yaml"]
+
+
+def test_a_run_group_too_long_for_its_wandb_group_is_refused():
+    """The W&B group is '<run.group>-<budget>' (at most 128 characters, like the group itself)."""
+    from ablate.config import NAME_MAX
+
+    C.build(C.parse_overrides([f"run.group={'g' * (NAME_MAX - 6)}", "budget=quick"]))
+    with pytest.raises(C.ConfigError, match="too long for its W&B group"):
+        C.build(C.parse_overrides([f"run.group={'g' * (NAME_MAX - 5)}", "budget=quick"]))
