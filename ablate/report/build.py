@@ -421,19 +421,24 @@ def primary(check: dict[str, Any]) -> bool:
 # ------------------------------------------------------------------ provenance
 
 
+BENCHES = ("attention_cost", "rnn_cost")  # the benchmarks' CSVs a notebook reads (`ablate bench attention`, `... rnn`)
+
+
 def read_meta_all(data: Path) -> dict[str, Any]:
-    """meta.json, plus an entry for the attention benchmark read from its CSV."""
+    """meta.json, plus an entry for each benchmark (BENCHES) read from its CSV."""
     import csv
 
     meta = read_meta(data)
     sweeps = dict(meta.get("sweeps", {}))
-    bench = data / "attention_cost.csv"
-    if bench.is_file():
+    for name in BENCHES:
+        bench = data / f"{name}.csv"
+        if not bench.is_file():
+            continue
         with open(bench, newline="") as f:
             rows = list(csv.DictReader(f))
         if rows:
             r = rows[0]
-            sweeps["attention_cost"] = {
+            sweeps[name] = {
                 "runs": len(rows),
                 "budget": f"n = {min(int(x['n']) for x in rows)} … {max(int(x['n']) for x in rows)}",
                 "machine": f"{r.get('device')}, {r.get('threads')} thread(s), torch {r.get('torch')}",
