@@ -51,7 +51,7 @@ REPORT_DATA := reports/data
 # part way), replace an exported table
 REPORT_FORCE := $(if $(filter 1 yes true,$(FORCE)),--replace)
 
-report: venv $(REPORT_DATA)/attention_cost.csv ## export the sweeps' results to reports/data (a smaller budget or fewer runs replace a table only with FORCE=1), run every report notebook (reports/build/index.html, reports/FINDINGS.md, reports/FINDINGS.zh.md)
+report: venv $(REPORT_DATA)/attention_cost.csv $(REPORT_DATA)/rnn_cost.csv ## export the sweeps' results to reports/data (a smaller budget or fewer runs replace a table only with FORCE=1), run every report notebook (reports/build/index.html, reports/FINDINGS.md, reports/FINDINGS.zh.md)
 	$(BIN)/ablate report all --data $(REPORT_DATA) --out reports $(REPORT_FORCE)
 
 report-export: venv ## copy the results of the sweeps that have runs into reports/data (CSV, NPZ, meta.json; FORCE=1 as for report)
@@ -65,6 +65,12 @@ bench-attention: venv ## attention time and memory against sequence length, fuse
 
 $(REPORT_DATA)/attention_cost.csv: | venv
 	$(BIN)/ablate bench attention --csv $@
+
+bench-rnn: venv ## one training step of an LSTM and the Transformer against sequence length (reports/data/rnn_cost.csv)
+	$(BIN)/ablate bench rnn --csv $(REPORT_DATA)/rnn_cost.csv
+
+$(REPORT_DATA)/rnn_cost.csv: | venv
+	$(BIN)/ablate bench rnn --csv $@
 
 # The explorer's models: name=overrides (joined by +), trained once each into $(EXPLORE_RUNS)/<name>; their one
 # home is ablate/explore/shipped.py (SHIPPED), which the browser tests also build.

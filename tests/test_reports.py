@@ -183,7 +183,7 @@ def test_findings_regenerates_byte_identically(fixture_build, tmp_path):
 
 # Latin-letter words the Chinese findings keep as the tutorial does: names of methods, tests, data sets,
 # optimisers and of the papers' tables. Anything else of 4+ letters in a Chinese table is English prose.
-KEPT_IN_LATIN = {"Adam", "ALiBi", "RoPE", "MNIST", "ImageNet", "Transformer", "TOST", "Holm", "Bonferroni", "softmax",
+KEPT_IN_LATIN = {"Adam", "ALiBi", "LSTM", "RoPE", "MNIST", "ImageNet", "Transformer", "TOST", "Holm", "Bonferroni", "softmax",
                  "one-hot", "Pre-LN", "Post-LN", "Table", "BLEU"}
 
 
@@ -257,7 +257,7 @@ def check_data_folder(data: Path) -> None:
 
     probed = probed_sweeps()
     files = sorted(p.name for p in data.iterdir())
-    assert files == sorted(["meta.json", "attention_cost.csv", *(f"{n}.{e}" for n in (*SWEEPS, "baseline")
+    assert files == sorted(["meta.json", "attention_cost.csv", "rnn_cost.csv", *(f"{n}.{e}" for n in (*SWEEPS, "baseline")
                                                                    for e in ("csv", "npz")),
                             *(curves_file(n) for n in probed)])
     assert sum(p.stat().st_size for p in data.iterdir()) < 5_000_000  # 3.3 MB at quick (2026-11-30)

@@ -22,7 +22,7 @@ META = "meta.json"
 CURVES = "_curves"  # <sweep>_curves.csv: a sweep's probe curves
 CURVE_COLUMNS = ("run_id", "step", "layer")  # what every curves file has, before its quantities
 # Tables that are not sweeps, and the make target that produces each.
-TARGETS = {"attention_cost": "bench-attention"}
+TARGETS = {"attention_cost": "bench-attention", "rnn_cost": "bench-rnn"}
 
 
 def make_target(name: str) -> str:
