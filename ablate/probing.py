@@ -5,7 +5,7 @@ parameter shares, equivariance) at step 0 and at the end (and every `run.probe_e
 the expensive ones (head masking on validation data, accuracy with permuted test rows) at the end.
 Scalars go to `probes.json` under stable flat names (`probe/init/entropy_l0`, `probe/final/grad_ratio`,
 ...) that the results table reads as columns, periodic ones to `probes.csv`, arrays (attention maps,
-per-layer curves) to `probes.npz`, and all of it to W&B: the scalars of init and the end in the run
+per-layer curves, a token task's test accuracy per emitted position) to `probes.npz`, and all of it to W&B: the scalars of init and the end in the run
 summary (and the final ones as the Table "probes/final"), the periodic ones as curves, maps as heatmaps.
 Probes never touch the RNG or gradients, so training metrics are identical with probes on or off.
 """
@@ -26,6 +26,7 @@ import torch
 
 from .fileio import atomic_write
 from .probes import (
+    accuracy_by_position,
     attention_maps,
     has_attention,
     order_sensitivity,
@@ -206,12 +207,20 @@ class ProbeRecorder(pl.Callback):
 
     def final(self, trainer: pl.Trainer | None, model, datamodule, expensive: bool) -> dict[str, float]:
         """Cheap probes, and the expensive ones if asked: head masking on validation data, and
-        (MNIST rows) prediction agreement and accuracy with the whole test set's rows permuted."""
+        (MNIST rows) prediction agreement and accuracy with the whole test set's rows permuted. A token
+        task (copy) also gets `final/acc_by_position` in probes.npz: test accuracy at each emitted
+        position (ablate.probes.accuracy_by_position), one pass over the test set."""
         kw: dict[str, Any] = {}
         if expensive:
             x, y = datamodule.val_set.tensors()
             kw = {"expensive": True, "val_loader": _chunks(x[:EXPENSIVE_EXAMPLES], y[:EXPENSIVE_EXAMPLES], 512)}
         named = self._measure(model, "final", trainer, **kw)
+        if datamodule.kind == "tokens":  # where the errors sit: one pass over the test set, cheap
+            started = time.perf_counter()
+            by_position = accuracy_by_position(model, _chunks(*datamodule.test_set.tensors(), 1000))
+            self.seconds += time.perf_counter() - started
+            self.arrays["final/acc_by_position"] = by_position
+            self._write()
         if expensive and datamodule.kind == "classify":
             started = time.perf_counter()
             order = order_sensitivity(model, _chunks(*datamodule.test_set.tensors(), 1000), self.permutation)

@@ -17,6 +17,7 @@ from .common import NotApplicable, accuracy, has_attention, probe_mode, task_los
 from .gradients import GROUPS, gradient_flow
 from .heads import head_importance, masked_heads, masked_output
 from .order import equivariance_error, order_sensitivity
+from .positions import accuracy_by_position
 from .run import (
     AT_ENDS_ONLY,
     NOT_APPLICABLE_TO_RNN,
@@ -36,6 +37,7 @@ __all__ = [
     "NOT_APPLICABLE_TO_RNN",
     "NotApplicable",
     "accuracy",
+    "accuracy_by_position",
     "attention_maps",
     "collapse_of",
     "effective_rank",

@@ -15,7 +15,11 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
                  keeps its first layer's attention (`final/sentence`, `final/sentence_perm`: (H, 13, 13)
                  uint8) on the literal example "the cat sat on the mat" and its reordering "the mat on
                  the cat sat" (words -> token ids the=0 cat=1 sat=2 on=3 mat=4, each a copy input:
-                 the tokens, SEP, six BLANKs)
+                 the tokens, SEP, six BLANKs);
+                 for the sweeps in POSITIONS (the RNN table's copy sweeps), every run's test accuracy
+                 at each emitted position (`final/acc_by_position` (K,) float32), from its
+                 probes.npz, else computed from its checkpoint on its test set (meta.json's
+                 `acc_by_position` names the runs it was computed for)
     <name>_curves.csv  the mechanisms during training, from every run with periodic probes
                  (`run.probe_every`, its probes.csv): long format, one row per run, probe step and
                  layer: run_id, the swept keys, step, layer, then one column per quantity of
@@ -86,6 +90,10 @@ SENTENCE = ("pos_enc", "pos_enc_causal")
 WORDS = ("the", "cat", "sat", "on", "mat")  # token id = index: the=0 cat=1 sat=2 on=3 mat=4
 SENTENCE_WORDS = ("the", "cat", "sat", "on", "the", "mat")
 SENTENCE_PERM_WORDS = ("the", "mat", "on", "the", "cat", "sat")
+# The RNN table's copy sweeps (issue 17): every run keeps its test accuracy at each emitted position,
+# `<run_id>/final/acc_by_position` (K,) float32, from probes.npz, else computed from its checkpoint.
+POSITIONS = ("rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse")
+BY_POSITION = "final/acc_by_position"
 DROP = ("run_dir",)
 SIGNIFICANT = 6
 PROBE_CURVE = "probes.csv"  # a run's periodic probes (ablate.probing writes it)
@@ -351,9 +359,39 @@ def sentence_maps(run_dir: Path) -> dict[str, np.ndarray]:
     return checkpoint_maps(run_dir, permuted=False, sentence=True)
 
 
-def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[[str], None]) -> dict[str, np.ndarray]:
+def position_accuracy(run_dir: Path) -> tuple[dict[str, np.ndarray], bool]:
+    """({BY_POSITION: (K,) float32}, computed): the run's test accuracy at each emitted position
+    (ablate.probes.accuracy_by_position), from probes.npz where the run recorded it (computed False),
+    else computed from its last.ckpt (loaded weights-only, as checkpoint_maps loads it) on its own test
+    set (computed True); ({}, False) with neither. A damaged probes.npz raises RunFileError, a
+    checkpoint that cannot be loaded CheckpointError."""
+    path = run_dir / "probes.npz"
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                if BY_POSITION in f.files:
+                    return {BY_POSITION: np.asarray(f[BY_POSITION], dtype=np.float32)}, False
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
+            raise RunFileError(path.name, f"cannot be read ({type(err).__name__}: {_first_line(err)})") from None
+    ckpt = run_dir / "last.ckpt"
+    if not ckpt.is_file():
+        return {}, False
+    from ..probes import accuracy_by_position
+    from ..tasks import load_task  # harness side: export only, never a notebook
+
+    task, datamodule = load_task(ckpt)
+    datamodule.setup("test")
+    x, y = datamodule.test_set.tensors()
+    chunks = [(x[i : i + 1000], y[i : i + 1000]) for i in range(0, len(x), 1000)]
+    return {BY_POSITION: accuracy_by_position(task.model, chunks).astype(np.float32)}, True
+
+
+def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[[str], None],
+               computed: list[str] | None = None) -> dict[str, np.ndarray]:
     """The arrays of `df`'s runs. A run whose file cannot be read (a probes.npz cut short, a crafted or
-    corrupt checkpoint) loses those arrays only, with one line naming the run and the file."""
+    corrupt checkpoint) loses those arrays only, with one line naming the run and the file. For the
+    sweeps in POSITIONS, every run's accuracy by position (position_accuracy); the ids of the runs it
+    was computed for from the checkpoint (not recorded by the run) are appended to `computed`."""
     out: dict[str, np.ndarray] = {}
 
     def get(run_id: str, what: Callable[[], dict[str, np.ndarray]], wanted: str) -> None:
@@ -381,6 +419,16 @@ def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[
             warn(f"{PREFIX}{name}: run {run_id}: {line}")
 
         get(run_id, lambda d=Path(run_dir), p=run_id in permute: checkpoint_maps(d, p, every, note), said)
+    if name in POSITIONS:
+        for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
+
+            def by_position(d: Path = Path(run_dir), run_id: str = run_id) -> dict[str, np.ndarray]:
+                arrays, from_checkpoint = position_accuracy(d)
+                if from_checkpoint and computed is not None:
+                    computed.append(run_id)
+                return arrays
+
+            get(run_id, by_position, "accuracy by position")
     return out
 
 
@@ -651,9 +699,13 @@ def export_sweep(
     table.attrs = dict(df.attrs)
     swept = swept_keys(table)
     text, dtypes = tidy(table)
-    files: dict[Path, str | bytes | None] = {data / f"{name}.csv": text,
-                                             data / f"{name}.npz": npz_bytes(run_arrays(table, name, swept, warn))}
+    computed: list[str] = []
+    arrays = run_arrays(table, name, swept, warn, computed)
+    files: dict[Path, str | bytes | None] = {data / f"{name}.csv": text, data / f"{name}.npz": npz_bytes(arrays)}
     entry = provenance(table, swept, dtypes)
+    if name in POSITIONS:  # which runs recorded their accuracy by position, which had it computed here
+        have = sorted(k.split("/")[0] for k in arrays if k.endswith(f"/{BY_POSITION}"))
+        entry["acc_by_position"] = {"runs": len(have), "computed_from_checkpoint": sorted(computed)}
     entry["config_defaults"] = config_defaults()
     cost = full_cost(name, text, dtypes, sweeps)
     if cost is not None:
@@ -665,6 +717,10 @@ def export_sweep(
     line = f"{entry['runs']} runs ({entry['budget']})"
     if curve_text is not None:
         line += f"; probe curves of {curve_runs} run(s)"
+    if name in POSITIONS:
+        line += f"; accuracy by position of {len(have)} run(s)"
+        if computed:
+            line += f", computed from the checkpoint for {len(computed)}: {', '.join(sorted(computed))}"
     if corrupt.any():
         line += f"; left out {int(corrupt.sum())} corrupt run(s) (named above)"
     return entry, line, files
