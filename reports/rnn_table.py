@@ -53,10 +53,13 @@
 # length; the tutorial's model against the LSTM in MNIST test accuracy (sameness within `SAME_MARGIN`);
 # the memory slopes, the crossover lengths and the LSTM's serial part from `ablate bench rnn`.
 #
-# **Where in the sequence the errors sit** (early or late positions) is not measured: the runs record
-# accuracy over all blank positions together (`test/acc`) and per whole sequence (`test/seq_acc`), not
-# per position. Reverse copy stands in for it in part: there a token's distance to its output runs from
-# 2 (the last token) to 2 × length (the first).
+# **Where in the sequence the errors sit** (early or late positions): *added after the primary results
+# had been read*, supporting only. Test accuracy at each emitted token (`final/acc_by_position`, computed
+# at export from each run's final checkpoint: the runs predate the probe), figure `rnn_error_positions`,
+# and the LSTM's accuracy on the first against the last quarter of the emitted tokens at copy 32 (and 16)
+# and reverse copy 32. "Forgets the start" predicts, in plain copy, the first quarter worse (the start of
+# the sequence, with the most input read after it; every token there waits length + 1 steps), in reverse
+# copy the last quarter worse (the first tokens read, 2 × length steps back).
 
 # %%
 import re
@@ -437,6 +440,68 @@ if COPY.ready:
     F.stamp(fig, COPY)
     figures_long.append(R.savefig(fig, "rnn_curves"))
 
+# %% [markdown]
+# ## Where in the sequence the errors sit
+# *Added after the primary results had been read* (supporting only: it moves no verdict). Test accuracy at
+# each emitted token (`final/acc_by_position`: the k-th blank holds the k-th token read, or in reverse copy
+# the k-th from the end), mean over seeds with its 95 % band, copy at 16 and 32 tokens (each variant at its
+# chosen learning rate) and reverse copy at 8 and 32 (Adam 1e-3: the lengths that sweep ran). The runs were
+# trained before the probe existed; export computed it from each run's final checkpoint on its test set.
+# In plain copy every token waits length + 1 steps between being read and being emitted, and the first
+# tokens are the start of the sequence, with the most input read after them: "forgets the start" predicts
+# the first emitted quarter worse than the last. In reverse copy the last emitted tokens are the first
+# read, 2 × length steps back: the claim predicts the last emitted quarter worse.
+
+# %%
+POSITIONS = "final/acc_by_position"  # each run's test accuracy at each emitted token (reports/data/<sweep>.npz)
+QUARTER_FIRST, QUARTER_LAST = "test/acc_first_quarter", "test/acc_last_quarter"
+
+
+def by_position(S, df, task):
+    """Long: one row per run and emitted position (1 … length) with its test accuracy; None when the export
+    holds no accuracy by position for these runs."""
+    rows = [{"run_id": r, "variant": v, "data.length": int(n), "task": task, "position": k + 1, "acc": float(a)}
+            for r, v, n in zip(df["run_id"], df["variant"], df["data.length"]) if f"{r}/{POSITIONS}" in S.arrays
+            for k, a in enumerate(S.arrays[f"{r}/{POSITIONS}"])]
+    return pd.DataFrame(rows) if rows else None
+
+
+def with_quarters(S, df):
+    """df with each run's mean test accuracy over the first and over the last quarter of its emitted tokens."""
+    df = df.copy()
+    arrays = [S.arrays.get(f"{r}/{POSITIONS}") for r in df["run_id"]]
+    df[QUARTER_FIRST] = [a[: max(1, len(a) // 4)].mean() if a is not None else np.nan for a in arrays]
+    df[QUARTER_LAST] = [a[-max(1, len(a) // 4):].mean() if a is not None else np.nan for a in arrays]
+    return df
+
+
+positions = [p for p in ((by_position(COPY, best, "copy") if COPY.ready else None),
+                         (by_position(REV, rev, "reverse copy") if REV.ready else None)) if p is not None]
+positions = pd.concat(positions, ignore_index=True) if positions else None
+if positions is not None:
+    panels = [(t, n) for t, lengths in (("copy", (16, 32)), ("reverse copy", (8, 32))) for n in lengths
+              if not positions[(positions["task"] == t) & (positions["data.length"] == n)].empty]
+    fig, axes = F.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False, sharey=True)
+    for ax, (task, n) in zip(axes[0], panels):
+        here = positions[(positions["task"] == task) & (positions["data.length"] == n)]
+        sns.lineplot(here, x="position", y="acc", hue="variant", hue_order=variants_in(here), palette=VARIANT_COLOURS,
+                     errorbar=R.errorbar, seed=0, marker="o", markersize=3, ax=ax)
+        table = best if task == "copy" else rev
+        ax.axhline(R.level(table, {"data.length": n}, split="test"), ls="--", lw=1, color="dimgrey",
+                   label="order-blind level")
+        F.hline(ax, float(pd.to_numeric(table["ref/test/chance"]).mean()), "chance", ls=":")
+        ax.set(xlabel="emitted token (1: " + ("the last read)" if task == "reverse copy" else "the first read)"),
+               ylabel="test accuracy", ylim=(0, 1.05), title=f"{task}, {n} tokens")
+        F.integer_ticks(ax, "x", [1, *range(4, n + 1, 4)] if n > 8 else list(range(1, n + 1)))
+        F.legend(ax, "model", outside=ax is axes[0][-1])
+        if ax is not axes[0][-1] and ax.get_legend() is not None:
+            ax.get_legend().remove()
+    F.stamp(fig, *([COPY] if COPY.ready else []), *([REV] if REV.ready else []))
+    figures_long.append(R.savefig(fig, "rnn_error_positions"))
+else:
+    print("accuracy by position: not in the exported tables (export again: `ablate report export --sweeps "
+          "rnn_copy,rnn_copy_long,rnn_reverse`)")
+
 # %% tags=["answer"]
 if not COPY.ready:
     Q_LONG.not_run_yet(COPY)
@@ -486,6 +551,35 @@ else:
                                            level=lvl(rev, n), primary=False,
                                            what_zh=f"{n} 个词的反向复制，测试集：Transformer（正弦位置编码）对 LSTM（无位置编码）"))
 
+    # where the errors sit: added after the primary results had been read, supporting only
+    added = " (added after the primary results had been read)"
+    added_zh = "（在读过主要结果之后加入）"
+    quarters = {}  # (task, length) -> (first quarter, last quarter, emitted token where the mean is lowest)
+    if positions is not None:
+        for task, S, table, n in (("copy", COPY, best, long_len), ("copy", COPY, best, 16),
+                                  ("reverse copy", REV, rev if REV.ready else None, 32)):
+            where = {**LSTM_NONE, "data.length": n}
+            if table is None or (task, n) in quarters or not has(table, where):
+                continue
+            q = with_quarters(S, table)
+            if q[QUARTER_FIRST].isna().all():
+                continue
+            curve = positions[(positions["task"] == task) & (positions["data.length"] == n)
+                              & (positions["variant"] == variant("lstm", "none"))].groupby("position")["acc"].mean()
+            first, last = (R.estimate(q, c, where) for c in (QUARTER_FIRST, QUARTER_LAST))
+            quarters[task, n] = (first, last, int(curve.idxmin()))
+            # "forgets the start": in copy the first tokens emitted are the start of the sequence (first quarter
+            # below the last); in reverse copy the last emitted are the first read, 2 x length steps back
+            claim = LONG.less if task == "copy" else LONG.greater
+            said = ("the first quarter of the emitted tokens (the start of the sequence) vs the last" if task == "copy"
+                    else "the first quarter of the emitted tokens (read last) vs the last quarter (read first)")
+            said_zh = ("输出的前四分之一（序列的开头）对最后四分之一" if task == "copy"
+                       else "输出的前四分之一（最后读入）对最后四分之一（最先读入）")
+            checks.append(claim(R.effect(first, last), f"the LSTM (no PE), {task} at {n} tokens, test: {said}{added}",
+                                level=lvl(table, n), primary=False,
+                                what_zh=f"LSTM（无位置编码），{n} 个词的{'复制任务' if task == 'copy' else '反向复制'}，"
+                                        f"测试集：{said_zh}{added_zh}"))
+
     def variant_at(r):
         return f"{r['variant']}, {int(r['data.length'])} tokens"
 
@@ -521,11 +615,25 @@ else:
                   + " and ".join(f"{acc(rev, LSTM_NONE, n)} at {n}" for n in rev_lengths) + " tokens (Adam 1e-3).")
         rev_zh = ("在反向复制中（最后读入的词元最先输出），LSTM 达到 "
                   + "，".join(f"{n} 个词时 {zh(acc(rev, LSTM_NONE, n))}" for n in rev_lengths) + "（Adam 1e-3）。")
+    where_en, where_zh = [], []
+    for (task, n), (first, last, low) in quarters.items():
+        near = max(first.mean, last.mean) <= lvl(best if task == "copy" else rev, n) + R.LEVEL_MARGIN
+        where_en.append(f"{task} at {n} tokens: first quarter {first}, last quarter {last}, lowest at emitted token "
+                        f"{low} of {n}" + (" (all near the order-blind level: nothing to locate)" if near else ""))
+        where_zh.append(f"{n} 个词的{'复制任务' if task == 'copy' else '反向复制'}：前四分之一 {zh(first)}，最后四分之一 "
+                        f"{zh(last)}，最低在第 {low} 个输出（共 {n} 个）" + ("（都接近不看顺序的水平：无从定位）" if near else ""))
+    if where_en:
+        where_en = (" Where the LSTM's errors sit, test accuracy by emitted token (added after the primary results had "
+                    "been read): " + "; ".join(where_en) + ".")
+        where_zh = "LSTM 的错误出现在哪里，按输出位置的测试准确率（在读过主要结果之后加入）：" + "；".join(where_zh) + "。"
+    else:
+        where_en = " Where in the sequence the errors sit is not in the exported tables (accuracy by position)."
+        where_zh = "错误出现在序列的哪个位置不在导出的表中（按位置的准确率）。"
     plain = (
-        f"{lead_en}{drop_en}. Runs that solved it (≥ {100 * R.SOLVED:g} %): Transformer {f_tf}, LSTM {f_ls}.{rev_en} "
-        "Where in the sequence the errors sit is not recorded (accuracy per position is not logged).",
+        f"{lead_en}{drop_en}. Runs that solved it (≥ {100 * R.SOLVED:g} %): Transformer {f_tf}, LSTM {f_ls}.{rev_en}"
+        + where_en,
         f"{lead_zh}{drop_zh}。解决任务（≥ {100 * R.SOLVED:g} %）的运行：Transformer {zh(f_tf)}，LSTM {zh(f_ls)}。{rev_zh}"
-        "错误出现在序列的哪个位置没有记录（没有按位置记录准确率）。",
+        + where_zh,
     )
     out_en = [f"Copy, test accuracy by length ({R.lr_phrase(COPY.df)}" + ("; 64 tokens at Adam's 1e-3, 2 seeds" if C64.ready
                                                                           else "") + "): "
@@ -549,22 +657,26 @@ else:
             f"{variant(*k, zh=True)}：{line(rev, dict(zip(('model.arch', 'model.pos_enc'), k)), 'zh')}。"
             for k in (("transformer", "sinusoidal"), ("lstm", "none")) if has(rev, dict(zip(("model.arch", "model.pos_enc"), k)))))
     mechanism = (
-        "Not measured: no probe follows the LSTM's memory of early tokens, and accuracy is not recorded per position. "
-        "Reverse copy lengthens the path for the first tokens (they are emitted last, 2 × length steps after they were "
-        "read) and shortens it for the last ones.",
-        "没有测量：没有探针跟踪 LSTM 对早先词元的记忆，准确率也没有按位置记录。反向复制让最先读入的词元路径变长（它们最后才输出，"
-        "距读入 2 × length 步），最后读入的变短。",
+        "No probe follows the LSTM's memory of early tokens; accuracy by emitted token (figure rnn_error_positions, "
+        "added after the primary results had been read) shows where its errors sit. In plain copy every token waits "
+        "length + 1 steps between being read and being emitted, so position there measures how much input came after "
+        "a token, not how far back it lies; reverse copy lengthens the path for the first tokens read (they are "
+        "emitted last, 2 × length steps after they were read) and shortens it for the last ones.",
+        "没有探针跟踪 LSTM 对早先词元的记忆；按输出位置的准确率（图 rnn_error_positions，在读过主要结果之后加入）显示它的错误"
+        "出现在哪里。在普通复制中，每个词元从读入到输出都相隔 length + 1 步，所以那里的位置衡量的是一个词元之后又读入了多少，"
+        "而不是它在多远之前；反向复制让最先读入的词元路径变长（它们最后才输出，距读入 2 × length 步），最后读入的变短。",
     )
     furthest = int(lengthwise["data.length"].max())
     changes = (
         f"Lengths beyond {furthest} (a Transformer run at 64 tokens takes minutes here, at 128 over ten), a tuned rate "
-        "beyond 32 tokens, and a "
-        "per-position accuracy (which positions an LSTM gets wrong) would test the claim where it is meant; more seeds "
+        "beyond 32 tokens, and "
+        "an LSTM that learns copy at 32 tokens (so that its errors can be located there) would test the claim where it "
+        "is meant; more seeds "
         "would narrow the intervals. A Transformer that fails at the longest length would make the test inconclusive "
         "or not testable, not a point for the LSTM.",
         f"超过 {furthest} 的长度（这里一个 64 个词的 Transformer 运行需要几分钟，128 个词超过十分钟）、32 个词以上调过的学习率，"
-        "以及按位置的准确率"
-        "（LSTM 错在哪些位置）才能在论断所指之处检验它；更多种子会缩小区间。若 Transformer 在最长长度上也失败，检验会变成"
+        "以及一个在 32 个词时学会复制的 LSTM"
+        "（才能在那里定位它的错误）才能在论断所指之处检验它；更多种子会缩小区间。若 Transformer 在最长长度上也失败，检验会变成"
         "无定论或无法检验，而不是 LSTM 的得分。",
     )
     details = [f"Copy: {R.lr_phrase(COPY.df)} ({R.chosen_lrs(best, lambda r: variant_at(r))}).",

@@ -76,3 +76,48 @@ def test_the_complexity_answer_follows_the_benchmark(answers):
     assert support["memory slope in n ≥ 32"]["verdict"] == "agrees"
     fixed = next(c for c in a["checks"] if "fixed number of tokens" in c["evidence"])
     assert fixed["verdict"] == "agrees" and "time slope in n 0.50" in fixed["evidence"]
+
+
+@pytest.fixture(scope="module")
+def positions(tmp_path_factory):
+    """The fixture with the LSTM's (no PE) accuracy by position at copy 32 replaced by a known curve: 30 % on
+    the first quarter, 90 % on the last, 50 % between except 25 % at emitted token 20."""
+    import numpy as np
+    import pandas as pd
+
+    from ablate.results.export import BY_POSITION, npz_bytes
+
+    root = tmp_path_factory.mktemp("rnn_positions")
+    data = root / "data"
+    shutil.copytree(FIXTURE, data)
+    table = pd.read_csv(data / "rnn_copy_long.csv")
+    lstm = table[(table["model.arch"] == "lstm") & (table["model.pos_enc"] == "none")]["run_id"]
+    curve = np.full(32, 0.5, dtype=np.float32)
+    curve[:8], curve[-8:], curve[19] = 0.3, 0.9, 0.25
+    with np.load(data / "rnn_copy_long.npz") as f:
+        arrays = {k: f[k] for k in f.files}
+    assert all(f"{r}/{BY_POSITION}" in arrays for r in table["run_id"])  # the fixture holds the array
+    arrays.update({f"{r}/{BY_POSITION}": curve for r in lstm})
+    (data / "rnn_copy_long.npz").write_bytes(npz_bytes(arrays))
+    (built,) = build(SOURCES, data, root / "out", only=["rnn_table"], log=lambda _: None)
+    assert built.error is None, built.error
+    return {a["key"]: a for a in built.answers}, root / "out"
+
+
+def test_where_the_errors_sit_follows_the_exported_arrays(positions):
+    """The figure is drawn; the LSTM's first and last quarter at copy 32 are the arrays' (supporting checks,
+    marked as added after the primary results had been read); the plain answer quotes them in both languages."""
+    answers, out = positions
+    a = answers["rnn-long-range"]
+    assert (out / "figures" / "rnn_error_positions.png").is_file()
+    assert any(str(f).endswith("rnn_error_positions.png") for f in a["figures"])
+    quarter = [c for c in a["checks"] if "first quarter of the emitted tokens" in c["evidence"]]
+    assert quarter and all(not c["primary"] for c in quarter)
+    assert all("added after the primary results had been read" in c["evidence"] for c in quarter)
+    at32 = next(c for c in quarter if "copy at 32 tokens" in c["evidence"] and "reverse" not in c["evidence"])
+    assert at32["evidence"].endswith("): 30.0 % (1 run, no interval) vs 90.0 % (1 run, no interval), −60.0 points "
+                                     "(1 run in an arm, no interval)")  # the smoke fixture: one seed
+    plain = a["plain"]["en"]
+    assert "copy at 32 tokens: first quarter 30.0 % (1 run, no interval), last quarter 90.0 %" in plain
+    assert "lowest at emitted token 20 of 32;" in plain or "lowest at emitted token 20 of 32." in plain
+    assert "前四分之一 30.0 %" in a["plain"]["zh"] and "最低在第 20 个输出（共 32 个）" in a["plain"]["zh"]
