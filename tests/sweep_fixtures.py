@@ -24,3 +24,27 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.chdir(tmp_path)
+
+
+def train_arch_sweep(root, name: str, fixed: dict, arches: list[str]):
+    """A sweep file `name` under root/sweeps (smoke budget, one seed, the `fixed` keys, model.arch over
+    `arches`), every run trained for real into root/runs/<name>: the mixed LSTM/Transformer sweeps of the
+    RNN tests. Returns the runs folder of the sweep."""
+    import yaml
+
+    from ablate.sweep import spec
+    from ablate.train import train
+
+    sweeps, runs = root / "sweeps", root / "runs"
+    sweeps.mkdir()
+    sweep_file = {"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
+                  "parameters": {"run.group": {"value": name}, "budget": {"value": "smoke"},
+                                 **{k: {"value": v} for k, v in fixed.items()},
+                                 "model.arch": {"values": arches}, "seed": {"values": [0]}}}
+    (sweeps / f"{name}.yaml").write_text(yaml.safe_dump(sweep_file))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABLATE_RUNS_DIR", str(runs))
+        mp.setenv("ABLATE_PROGRESS", "0")
+        for run in spec.load(str(sweeps / f"{name}.yaml"), budget="smoke").runs:
+            assert train(run.cfg, log=lambda _line: None)["status"] == "completed"
+    return runs / name

@@ -11,15 +11,14 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-import yaml
 from torch import nn
 
 from ablate import report as R
 from ablate.probes import NotApplicable, accuracy_by_position
 from ablate.results.export import BY_POSITION, POSITIONS, export, position_accuracy
-from ablate.sweep import spec
 from ablate.tasks import load_task
-from ablate.train import train
+
+from .sweep_fixtures import train_arch_sweep
 
 I = -100  # noqa: E741 - IGNORE, short enough to write the targets out by hand
 LENGTH = 6
@@ -77,19 +76,8 @@ def trained(tmp_path_factory):
     """A sweep named like one of the RNN table's (so export keeps its accuracy by position): copy at 6
     tokens, LSTM and Transformer, one seed each, trained for real."""
     root = tmp_path_factory.mktemp("positions")
-    sweeps, runs = root / "sweeps", root / "runs"
-    sweeps.mkdir()
     name = POSITIONS[0]
-    sweep_file = {"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
-                  "parameters": {"run.group": {"value": name}, "budget": {"value": "smoke"},
-                                 **{k: {"value": v} for k, v in FIXED.items()},
-                                 "model.arch": {"values": ["lstm", "transformer"]}, "seed": {"values": [0]}}}
-    (sweeps / f"{name}.yaml").write_text(yaml.safe_dump(sweep_file))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ABLATE_RUNS_DIR", str(runs))
-        mp.setenv("ABLATE_PROGRESS", "0")
-        for run in spec.load(str(sweeps / f"{name}.yaml"), budget="smoke").runs:
-            assert train(run.cfg, log=quiet)["status"] == "completed"
+    train_arch_sweep(root, name, FIXED, ["lstm", "transformer"])
     return root, name
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .sweep_fixtures import train_arch_sweep
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -62,23 +64,9 @@ def mixed(tmp_path_factory):
     (root, {arch: run directory})."""
     import yaml
 
-    from ablate.sweep import spec
-    from ablate.train import train
-
     root = tmp_path_factory.mktemp("mixed")
-    sweeps, runs = root / "sweeps", root / "runs"
-    sweeps.mkdir()
-    sweep_file = {"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
-                  "parameters": {"run.group": {"value": SWEEP}, "budget": {"value": "smoke"},
-                                 **{k: {"value": v} for k, v in FIXED.items()},
-                                 "model.arch": {"values": ["transformer", "lstm"]}, "seed": {"values": [0]}}}
-    (sweeps / f"{SWEEP}.yaml").write_text(yaml.safe_dump(sweep_file))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ABLATE_RUNS_DIR", str(runs))
-        mp.setenv("ABLATE_PROGRESS", "0")
-        for run in spec.load(str(sweeps / f"{SWEEP}.yaml"), budget="smoke").runs:
-            assert train(run.cfg, log=quiet)["status"] == "completed"
-    dirs = {yaml.safe_load((d / "config.yaml").read_text())["model"]["arch"]: d for d in (runs / SWEEP).iterdir()
+    runs = train_arch_sweep(root, SWEEP, FIXED, ["transformer", "lstm"])
+    dirs = {yaml.safe_load((d / "config.yaml").read_text())["model"]["arch"]: d for d in runs.iterdir()
             if (d / "config.yaml").is_file()}
     assert sorted(dirs) == ["lstm", "transformer"]
     return root, dirs
