@@ -45,6 +45,10 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "temperature": ("Claim · Temperature τ moves attention between selection and averaging",
                     ("probe/init/entropy_l0", "probe/final/entropy_l0", "probe/init/rowmax_l0",
                      "probe/final/rowmax_l0", "probe/init/onehot_frac_l0")),
+    # the RNN table: its notebook reads metrics (test/acc, test/acc_perm, acc by position), no probe scalar
+    **dict.fromkeys(("rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse"), (
+        "RNN vs Transformer · Long-range dependencies", ())),
+    "rnn_rows": ("RNN vs Transformer · The tutorial's MNIST model against an LSTM", ()),
 }
 CURVES = ("val/acc", "val/loss")  # history, against the step
 TEST = "test/acc"  # summary
