@@ -126,3 +126,14 @@ def test_packed_runs_are_separate_processes_timed_together_and_aggregated():
                            packing.Result(16, 0.0, 0.0, 0.0, error="CUDA out of memory")])
     assert lines[1].split()[:4] == ["1", "100", "100", "1.00"] and lines[2].split()[:4] == ["4", "200", "100", "2.00"]
     assert lines[3] == "16              failed: CUDA out of memory"
+
+
+def test_packed_runs_not_ready_in_time_are_ended_and_reported(monkeypatch):
+    """A run stuck before its warm-up ends (a CUDA context that never comes) must not hang the benchmark:
+    past READY_TIMEOUT_S every run of that count is ended and the count reports the error."""
+    from ablate.bench import packing
+
+    monkeypatch.setattr(packing, "READY_TIMEOUT_S", 0.05)  # importing torch alone takes longer
+    result, reports = packing.measure_once(2, steps=3, warmup=1, batch_size=4, device="cpu")
+    assert reports == [] and result.steps_per_s == 0.0
+    assert result.error == "2 of 2 runs not ready within 0.05 s (or ended before)"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -23,6 +24,8 @@ import time
 from dataclasses import dataclass
 
 COUNTS = (1, 4, 16)  # runs at once on the GPU
+READY_TIMEOUT_S = 600  # building the model and warming up, per batch of runs
+RUN_TIMEOUT_S = 3600  # the timed steps of one run
 
 
 @dataclass(frozen=True)
@@ -81,15 +84,25 @@ def measure_once(n: int, steps: int, warmup: int, batch_size: int, device: str =
     procs = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=env, preexec_fn=die_with_parent) for _ in range(n)]
     try:
-        ready = [p.stdout.readline().strip() == "ready" for p in procs]
-        if all(ready):
-            for p in procs:  # released together: the timed windows overlap
-                p.stdin.write("go\n")
-                p.stdin.flush()
+        deadline = time.monotonic() + READY_TIMEOUT_S  # a worker stuck before warm-up ends (CUDA init) must not hang us
+        ready = []
+        for p in procs:
+            waiting, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            ready.append(bool(waiting) and p.stdout.readline().strip() == "ready")
+        if not all(ready):  # the finally below ends them all
+            return Result(n, 0.0, 0.0, 0.0, error=f"{ready.count(False)} of {n} runs not ready within "
+                                                  f"{READY_TIMEOUT_S} s (or ended before)"), []
+        for p in procs:  # released together: the timed windows overlap
+            p.stdin.write("go\n")
+            p.stdin.flush()
         reports = []
         errors = []
         for p in procs:
-            out, err = p.communicate(timeout=3600)
+            try:
+                out, err = p.communicate(timeout=RUN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                errors.append(f"no report within {RUN_TIMEOUT_S} s")
+                continue
             line = out.strip().splitlines()[-1] if out.strip() else ""
             if p.returncode != 0 or not line.startswith("{"):
                 last = [x for x in err.strip().splitlines() if x.strip()]
