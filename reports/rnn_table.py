@@ -536,20 +536,16 @@ else:
         checks.append(LONG.less(R.effect(ls_long, acc(best, LSTM_NONE, short)),
                                 f"the LSTM (no PE), test: {long_len} tokens vs {short}", primary=False,
                                 what_zh=f"LSTM（无位置编码），测试集：{long_len} 个词对 {short} 个词"))
-    if C64.ready:
-        for n in sorted(int(x) for x in c64["data.length"].unique()):
-            if has(c64, {**TF_PE, "data.length": n}) and has(c64, {**LSTM_NONE, "data.length": n}):
-                checks.append(LONG.greater(R.effect(acc(c64, TF_PE, n), acc(c64, LSTM_NONE, n)),
-                                           f"copy at {n} tokens (Adam 1e-3), test: Transformer (sinusoidal) vs LSTM (no PE)",
-                                           level=lvl(c64, n), primary=False,
-                                           what_zh=f"{n} 个词的复制任务（Adam 1e-3），测试集：Transformer（正弦位置编码）对 LSTM（无位置编码）"))
-    if REV.ready:
-        for n in sorted(int(x) for x in rev["data.length"].unique()):
-            if has(rev, {**TF_PE, "data.length": n}) and has(rev, {**LSTM_NONE, "data.length": n}):
-                checks.append(LONG.greater(R.effect(acc(rev, TF_PE, n), acc(rev, LSTM_NONE, n)),
-                                           f"reverse copy at {n} tokens, test: Transformer (sinusoidal) vs LSTM (no PE)",
-                                           level=lvl(rev, n), primary=False,
-                                           what_zh=f"{n} 个词的反向复制，测试集：Transformer（正弦位置编码）对 LSTM（无位置编码）"))
+    # the untuned secondary sweeps, each length: Transformer (sinusoidal) vs LSTM (no PE), supporting
+    secondary = (([(c64, "copy at {n} tokens (Adam 1e-3)", "{n} 个词的复制任务（Adam 1e-3）")] if C64.ready else [])
+                 + ([(rev, "reverse copy at {n} tokens", "{n} 个词的反向复制")] if REV.ready else []))
+    for frame, where, where_zh in secondary:
+        for n in sorted(int(x) for x in frame["data.length"].unique()):
+            if has(frame, {**TF_PE, "data.length": n}) and has(frame, {**LSTM_NONE, "data.length": n}):
+                checks.append(LONG.greater(R.effect(acc(frame, TF_PE, n), acc(frame, LSTM_NONE, n)),
+                                           f"{where.format(n=n)}, test: Transformer (sinusoidal) vs LSTM (no PE)",
+                                           level=lvl(frame, n), primary=False,
+                                           what_zh=f"{where_zh.format(n=n)}，测试集：Transformer（正弦位置编码）对 LSTM（无位置编码）"))
 
     # where the errors sit: added after the primary results had been read, supporting only
     added = " (added after the primary results had been read)"
