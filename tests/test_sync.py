@@ -79,3 +79,33 @@ def test_a_missing_or_empty_runs_folder_and_bad_options_exit_2_with_one_line(tmp
         err = capsys.readouterr().err.strip()
         assert err.startswith("ablate: ") and "\n" not in err and expected in err, err
     assert cli.main(["sync", "nope"]) == 2 and "one of: quiet" in capsys.readouterr().err
+
+
+def test_a_linked_offline_run_is_never_listed_and_one_line_names_it(tmp_path, capsys):
+    """An `offline-run-*` entry that is a symlink (here to /etc), or a run's `wandb` folder that is one,
+    is not a run of this sweep: never listed, never handed to `wandb sync`; one warning line names what
+    was skipped. The real folder beside it is listed."""
+    folder = tmp_path / "runs" / "ln"
+    real = folder / "0000real" / "wandb" / "offline-run-20260101_000000-0000real"
+    real.mkdir(parents=True)
+    (real / "run-0000real.wandb").write_bytes(b"")
+    (folder / "0000real" / "wandb" / "offline-run-20260101_000001-etc").symlink_to("/etc")
+    (folder / "0000link").mkdir()
+    (folder / "0000link" / "wandb").symlink_to(real.parent)  # the same runs again, through a link
+    skipped: list[Path] = []
+    assert sync.offline_runs(folder, skipped.append) == [real]
+    assert skipped == [folder / "0000link" / "wandb", folder / "0000real" / "wandb" / "offline-run-20260101_000001-etc"]
+
+    assert cli.main(["sync", "ln", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [f"offline   {real}", "1 of 1 offline runs of ln to upload"]
+    err = captured.err.splitlines()
+    assert len(err) == 1 and err[0].startswith("ablate sync ln: skipped 2 symbolic link(s), not runs of this sweep: ")
+    assert "offline-run-20260101_000001-etc" in err[0] and "0000link/wandb" in err[0], err
+    assert "/etc" not in captured.out
+
+
+def test_a_missing_runs_folder_says_run_the_sweep_first(tmp_path, capsys):
+    assert cli.main(["sync", "nope"]) == 2  # no runs folder at all
+    err = capsys.readouterr().err.strip()
+    assert err == f"ablate: no runs folder {tmp_path / 'runs' / 'nope'}; run the sweep first (with tracking=wandb)"

@@ -16,6 +16,7 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -42,14 +43,26 @@ def sweep_name(text: str) -> str:
     return path.stem if path.suffix in (".yaml", ".yml") else text
 
 
-def offline_runs(folder: Path) -> list[Path]:
+def offline_runs(folder: Path, skip: Callable[[Path], None] = lambda path: None) -> list[Path]:
     """Every offline W&B run directory under the sweep's runs, in run order (one per run id; a
-    resumed run may have several)."""
+    resumed run may have several). A symbolic link (a run folder, its `wandb` folder or an
+    `offline-run-*` entry) is never a run of this sweep, wherever it points (/etc, another sweep):
+    it is passed to `skip`, in order, and left out."""
     if not folder.is_dir():
         return []
     found = []
-    for run_dir in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()):
-        found.extend(sorted(p for p in (run_dir / "wandb").glob("offline-run-*") if p.is_dir()))
+    for run_dir in sorted(p for p in folder.iterdir() if p.is_symlink() or p.is_dir()):
+        wandb_dir = run_dir / "wandb"
+        for path in (run_dir, wandb_dir):
+            if path.is_symlink():
+                skip(path)
+                break
+        else:
+            for path in sorted(wandb_dir.glob("offline-run-*")):
+                if path.is_symlink():
+                    skip(path)
+                elif path.is_dir():
+                    found.append(path)
     return found
 
 
@@ -79,10 +92,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     folder = runs_root() / name
     if not folder.is_dir():
         known = sorted(p.name for p in runs_root().iterdir() if p.is_dir()) if runs_root().is_dir() else []
-        hint = f"one of: {', '.join(known)}" if known else "run the sweep first (with tracking=wandb)"
-        err.write(f"ablate: no runs folder {folder}; give {hint}\n")
+        hint = f"give one of: {', '.join(known)}" if known else "run the sweep first (with tracking=wandb)"
+        err.write(f"ablate: no runs folder {folder}; {hint}\n")
         return 2
-    runs = offline_runs(folder)
+    links: list[Path] = []
+    runs = offline_runs(folder, links.append)
+    if links:
+        err.write(f"ablate sync {name}: skipped {len(links)} symbolic link(s), not runs of this sweep: "
+                  f"{', '.join(map(str, links))}\n")
     if not runs:
         err.write(f"ablate: no offline W&B runs under {folder} (its runs used tracking=none, or logged online); "
                   "nothing to upload\n")
