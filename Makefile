@@ -5,6 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 # These two come from local disk on the project's machines; elsewhere pip downloads them.
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+# Every other package at the exact version CI tested (a new release lands only by a commit of this file)
+CONSTRAINTS ?= .ci/constraints.txt
 BUDGET ?= quick
 SWEEPS := $(basename $(notdir $(wildcard sweeps/*.yaml)))
 
@@ -16,11 +18,11 @@ help: ## list the targets
 	@echo "  sweep-<name>     run sweeps/<name>.yaml (BUDGET=<budget>, default quick; ablate sweep --help lists them): $(SWEEPS)"
 	@echo "  results-<name>   print the results table of a sweep"
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e '.[dev,reports]'
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[dev,reports]'
 	touch $@
 
 venv: $(VENV)/.installed ## create the virtualenv and install ablate (+ dev, reports extras)
