@@ -103,6 +103,7 @@ PROBE_CURVE = "probes.csv"  # a run's periodic probes (ablate.probing writes it)
 # probe stays in the run's probes.csv.
 CURVE_QUANTITIES = ("grad", "logit_std", "rowmax", "onehot_frac", "entropy", "cosine", "erank")
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc).timestamp()  # no run of this harness is older
 
 
 def sweep_names(sweeps: Path | str = "sweeps") -> list[str]:
@@ -516,12 +517,38 @@ def _summary(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def run_date(summary: dict[str, Any] | None, mtime: float | None = None) -> str | None:
+    """The UTC day a run ran (YYYY-MM-DD), None: unknown. From its own record, summary.json's
+    provenance.time (ISO 8601); a run that records none (made before runs recorded it) falls back on
+    summary.json's file time, but only a plausible one (2000 to tomorrow): a copy can reset a file
+    time, `touch -d` can put it in the year 11476, and neither is when the run ran."""
+    recorded = ((summary or {}).get("provenance") or {}).get("time")
+    if isinstance(recorded, str):
+        try:
+            when = datetime.fromisoformat(recorded)
+        except ValueError:
+            when = None
+        if when is not None:
+            when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+            return when.astimezone(timezone.utc).strftime("%Y-%m-%d")
+    if mtime is None or not EARLIEST <= mtime <= datetime.now(timezone.utc).timestamp() + 86_400:
+        return None
+    return datetime.fromtimestamp(mtime, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
 def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> dict[str, Any]:
     run_dirs = [Path(d) for d in df["run_dir"]]
     summaries = [_summary(d) for d in run_dirs]
     completed = [s for s in summaries if s and s.get("status") == "completed"] or [s for s in summaries if s]
-    stamps = [(d / "summary.json").stat().st_mtime for d in run_dirs if (d / "summary.json").exists()]
-    date = datetime.fromtimestamp(max(stamps), tz=timezone.utc).strftime("%Y-%m-%d") if stamps else None
+    dates = [run_date(s, _mtime(d / "summary.json")) for s, d in zip(summaries, run_dirs)]
+    date = max((d for d in dates if d), default=None)
     budgets = sorted({str(b) for b in df["budget"].dropna()}) if "budget" in df.columns else []
     commit = df.attrs.get("reference_commit")
     return {
