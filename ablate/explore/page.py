@@ -288,8 +288,15 @@ def page_model(exported: dict[str, Any], name: str) -> dict[str, Any]:
     return model
 
 
+# Inside <script> the HTML parser still reads `<!--`, `<script` and `</script`: a run named `<!--<script>` put it
+# in the "double-escaped" state and the page went blank. JSON's \u003c escapes say the same characters to JSON.parse.
+SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                             "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def _script_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")  # safe inside <script>
+    """`value` as JSON that holds no character the HTML parser acts on inside a <script> block."""
+    return json.dumps(value, separators=(",", ":")).translate(SCRIPT_SAFE)
 
 
 def build_page(models: list[dict], images: list[dict], mean: float, std: float) -> str:
