@@ -97,3 +97,62 @@ def test_a_run_date_is_never_a_crash(mtime):
     assert run_date({"provenance": {"commit": "abc"}}, mtime) is None
     assert run_date({"provenance": {"time": "2026-03-02T23:59:59-01:00"}}, mtime) == "2026-03-03"  # UTC
     assert run_date({"provenance": {"time": "yesterday"}}, mtime) is None
+
+
+# ------------------------------------------------------------------ item 11: formulas in CSV cells
+
+
+def number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_exported_csv_cells_a_spreadsheet_would_run_are_text(tmp_path, monkeypatch):
+    """Runs whose group (`=inj`) and names (`=1+2`, `@SUM(A1)`) a spreadsheet would evaluate: every such
+    cell of the exported table and probe curves starts with `'` (ablate.csvcells), the numbers stay
+    numbers, and the report reads the cells back as the CSV holds them."""
+    import csv
+    import io
+
+    from ablate.csvcells import FORMULA_START
+
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("ABLATE_PROGRESS", "0")
+    for seed, name in ((0, "=1+2"), (1, "@SUM(A1)")):
+        assert run(*TINY_COPY, "trainer.max_epochs=1", "run.group==inj", f"run.name={name}", f"seed={seed}",
+                   "run.probe_every=4", "run.expensive_probes=false", "run.probe_batch=16")["status"] == "completed"
+    (tmp_path / "sweeps").mkdir()
+    data = tmp_path / "data"
+    export(["=inj"], runs=tmp_path / "runs", data=data, sweeps=tmp_path / "sweeps", log=quiet)
+    # run.name is no swept key, so the curves file shows no names; as if it were one (a text key swept):
+    from ablate.results import load
+    from ablate.results.export import curves_table
+
+    curves_text, _ = curves_table(load("=inj", root=tmp_path / "runs"), ["seed", "run.name"], "=inj", quiet)
+    for file, text in (("=inj.csv", (data / "=inj.csv").read_text()), ("curves", curves_text)):
+        cells = [c for row in csv.reader(io.StringIO(text)) for c in row]
+        assert not [c for c in cells if c.startswith(FORMULA_START) and not number(c)], file
+        assert "'=1+2" in cells and "'@SUM(A1)" in cells, file
+        assert file == "curves" or "-1" in cells  # a negative number (a config default) stays a number
+    table = R.table("=inj", data)
+    assert sorted(table["run.name"]) == ["'=1+2", "'@SUM(A1)"] and set(table["run.group"]) == {"'=inj"}
+    assert table["test/acc"].dtype == float and table["test/acc"].between(0, 1).all()
+    assert (data / "=inj_curves.csv").is_file()
+
+
+def test_the_committed_tables_hold_no_cell_a_spreadsheet_would_run():
+    """So the committed CSVs are what export writes with the rule, and the report rebuilds byte for byte."""
+    import pandas as pd
+
+    from ablate.csvcells import safe_frame
+
+    committed = Path(__file__).resolve().parents[1] / "reports" / "data"
+    for name in json.loads((committed / "meta.json").read_text())["sweeps"]:
+        table = R.table(name, committed)
+        pd.testing.assert_frame_equal(safe_frame(table), table, check_dtype=False)
+        curves = R.sweep(name, committed).probe_curves()
+        if curves is not None:
+            pd.testing.assert_frame_equal(safe_frame(curves), curves, check_dtype=False)

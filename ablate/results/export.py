@@ -74,6 +74,7 @@ import numpy as np
 import pandas as pd
 
 from ..budgets import BY_TRAINING
+from ..csvcells import safe_frame
 from ..fileio import atomic_write
 from ..runfiles import RunFileError, read_json_object, read_metrics_rows
 from .exported import META, DataFileError, curves_file, read_meta, restore_dtypes
@@ -157,11 +158,13 @@ def _kind(values: list[Any]) -> str | None:
 
 
 def tidy(df: pd.DataFrame) -> tuple[str, dict[str, str]]:
-    """The table as CSV text, and the dtypes of the columns the CSV would not give back."""
+    """The table as CSV text, and the dtypes of the columns the CSV would not give back. A text cell a
+    spreadsheet would run as a formula (`=...`, `@...`) starts with `'` (ablate.csvcells)."""
     out = df.drop(columns=[c for c in DROP if c in df.columns]).copy()
     for column in out.columns:
         if out[column].dtype == float:
             out[column] = out[column].map(_round)
+    out = safe_frame(out)  # a run name `=1+2` is text to a spreadsheet, not a formula
     text = out.to_csv(index=False, lineterminator="\n")
     back = pd.read_csv(io.StringIO(text))
     dtypes = {}
@@ -488,7 +491,7 @@ def curves_table(df: pd.DataFrame, keys: Sequence[str], name: str, warn: Callabl
     for column in table.columns:  # as tidy() rounds the table
         if table[column].dtype == float:
             table[column] = table[column].map(_round)
-    table = table.sort_values(["run_id", "step", "layer"], kind="stable")
+    table = safe_frame(table.sort_values(["run_id", "step", "layer"], kind="stable"))  # as tidy()'s cells
     return table.to_csv(index=False, lineterminator="\n"), runs
 
 
