@@ -17,10 +17,16 @@ from ablate.dashboard import spec as S
 from ablate.dashboard.answers import FINDINGS, reports_dir
 from ablate.sweep.spec import load
 from ablate.tracking import offline_run_record
+from tests.conftest import DATA_DIR, needs_mnist
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = sorted(p.stem for p in (REPO / "sweeps").glob("*.yaml"))
-DATA = os.environ.get("ABLATE_DATA_DIR", str(REPO / "data"))
+DATA = str(DATA_DIR)
+
+
+def _real_data(name: str):
+    """The sweep as a parameter, marked needs_mnist where the run it trains reads MNIST."""
+    return pytest.param(name, marks=needs_mnist) if _chosen(name).cfg.data.task == "mnist" else name
 
 
 @pytest.fixture(autouse=True)
@@ -86,7 +92,7 @@ def offline_record(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", SWEEPS)
+@pytest.mark.parametrize("name", [_real_data(name) for name in SWEEPS])
 def test_every_panel_key_is_logged_by_a_real_run(name, offline_record):
     """Every key the dashboard names (filters, grouping, every panel) is one a real offline run of the
     sweep wrote: config keys in its config, summary keys in its summary, curves and images in its

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,12 +25,20 @@ ARGS = ["budget=smoke", "data.task=copy", "data.train_subset=256", "trainer.max_
 
 @pytest.fixture(scope="module")
 def offline(tmp_path_factory):
-    """One real training run, tracked by W&B offline: (run dir, its record, its stderr, its config)."""
+    """One real training run, tracked by W&B offline, with `srun` on PATH as on a SLURM node: (run dir, its record,
+    its stderr, its config)."""
     tmp = tmp_path_factory.mktemp("tracked")
     env = {**os.environ, "WANDB_MODE": "offline", "ABLATE_RUNS_DIR": str(tmp / "runs"), "WANDB_DIR": str(tmp),
            "WANDB_CONFIG_DIR": str(tmp / "wandb-config"), "WANDB_CACHE_DIR": str(tmp / "wandb-cache"),
            "WANDB_DATA_DIR": str(tmp / "wandb-data"), "HOME": str(tmp),
            "WANDB_BASE_URL": "http://127.0.0.1:9"}  # nothing answers there: a run that tried the network would say so
+    # a SLURM node has `srun` on PATH (Lightning warns about it there): the same run sees a fake one
+    fake = tmp / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text("#!/bin/sh\necho 'fake srun: not to be run' >&2\nexit 1\n")
+    (fake / "srun").chmod(0o755)
+    env["PATH"] = f"{fake}{os.pathsep}{os.environ.get('PATH', '')}"
+    assert shutil.which("srun", path=env["PATH"]) == str(fake / "srun")
     run_dir = tmp / "run"
     done = subprocess.run([sys.executable, "-m", "ablate.cli", "train", *ARGS, f"run.dir={run_dir}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
