@@ -128,7 +128,11 @@ class LastCheckpoint(Checkpoint):
         self.metrics: dict[str, float] = {}  # callback_metrics of the checkpoint resumed from
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if self.every and trainer.global_step % self.every == 0:
+        # never on an epoch's last batch: Lightning resumes such a checkpoint past the epoch's validation
+        # (a run killed in it was recorded completed with the previous epoch's val/acc); the epoch's own
+        # checkpoint follows the validation
+        last = batch_idx + 1 >= trainer.num_training_batches
+        if self.every and trainer.global_step % self.every == 0 and not last:
             trainer.save_checkpoint(self.path)
 
     def on_train_epoch_end(self, trainer, pl_module):

@@ -117,6 +117,7 @@ def quiet() -> None:
         r".*does not have many workers.*",
         r".*Experiment logs directory.*",
         r".*Checkpoint directory .* exists and is not empty.*",
+        r".*The `srun` command is available on your system but is not used.*",  # ablate launches, not srun
     ):
         warnings.filterwarnings("ignore", message=pattern)
 
@@ -212,7 +213,13 @@ def _take_stock(run_dir: Path, cfg: C.Config, task, log) -> int | None:
             _check_fit(ckpt, saved, C.run_id(cfg), task)
             step = int(saved["global_step"])
             validated = any(str(k).startswith("val/") for k in saved.get("callback_metrics") or {})
-        except (CheckpointError, TypeError, ValueError) as err:
+            if _mid_epoch_without_place(saved):
+                aside = set_aside(ckpt)
+                log(f"ablate: {ckpt} (step {step}) is a mid-epoch checkpoint that does not hold the place in the "
+                    f"epoch's data order (written before ablate saved it, or under DDP): resuming it would not "
+                    f"give the uninterrupted run's numbers; set aside as {aside.name}; {run_dir} starts afresh")
+                step = None
+        except (CheckpointError, TypeError, ValueError, KeyError) as err:
             aside = set_aside(ckpt)
             log(f"ablate: {err}; set aside as {aside.name}; {run_dir} starts afresh")
     metrics = run_dir / METRICS
@@ -238,6 +245,18 @@ def _take_stock(run_dir: Path, cfg: C.Config, task, log) -> int | None:
             aside = set_aside(run_dir / name)
             log(f"ablate: {run_dir / name} {problem}; set aside as {aside.name}; {after}")
     return step
+
+
+def _mid_epoch_without_place(saved: dict[str, Any]) -> bool:
+    """A checkpoint taken inside an epoch (trainer.ckpt_every_n_steps) whose training loader did not
+    save its place (ablate.data.common.ResumableLoader): Lightning would restart the epoch's data in a
+    new order, and the run would end with other numbers than an uninterrupted one."""
+    loop = (saved.get("loops") or {}).get("fit_loop") or {}
+    progress = loop.get("epoch_loop.batch_progress") or {}
+    if progress.get("is_last_batch", True) or not progress.get("current", {}).get("completed"):
+        return False  # an epoch's end (or its very start): nothing of the epoch to go on from
+    places = (loop.get("state_dict") or {}).get("combined_loader") or []
+    return not (places and all(isinstance(p, dict) and "taken" in p for p in places))
 
 
 def _check_fit(ckpt: Path, saved: dict[str, Any], run_id: str, task) -> None:
@@ -352,9 +371,10 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
                                  wall_time_s=previous.get("wall_time_s", 0.0) + (time.time() - started))
             err.ablate_recorded = status or ""  # type: ignore[union-attr]
         raise
-    except Exception:
+    except Exception as err:
         if not child:
-            _record(run_dir, log, status="failed", error=traceback.format_exc(limit=-8))
+            status = _record(run_dir, log, status="failed", error=traceback.format_exc(limit=-8))
+            err.ablate_recorded = status or ""  # type: ignore[attr-defined]  # the run had started: not bad input
         raise
     finally:
         lock.release()

@@ -5,11 +5,14 @@ that hand out whole batches, and the loaders built on them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 
 class DataError(Exception):
@@ -76,12 +79,75 @@ def keep_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, 
     return batch
 
 
+class ResumableSampler(RandomSampler):
+    """torch's RandomSampler, index for index (each epoch's order from a seed drawn from torch's global
+    RNG when the epoch starts), that also knows its place: the epoch's seed and how many indices it has
+    handed out. A run resumed from a mid-epoch checkpoint goes on with the rest of that epoch's order,
+    as the uninterrupted run did; a new sampler (or one at an epoch's end) draws a new order."""
+
+    def __init__(self, data_source: Dataset) -> None:
+        super().__init__(data_source)
+        self.seed: int | None = None  # this epoch's
+        self.taken = 0  # indices handed out in this epoch
+        self.resume: dict[str, int] | None = None  # a mid-epoch place to go on from at the next epoch start
+
+    def __iter__(self) -> Iterator[int]:
+        place, self.resume = self.resume, None
+        if place is None:
+            self.seed, skip = int(torch.empty((), dtype=torch.int64).random_().item()), 0  # as RandomSampler
+        else:
+            self.seed, skip = place["seed"], place["taken"]
+        self.taken = skip
+        self.generator = torch.Generator().manual_seed(self.seed)
+        try:
+            for index in islice(super().__iter__(), skip, None):
+                self.taken += 1
+                yield index
+        finally:
+            self.generator = None
+
+    def state_dict(self) -> dict[str, int]:
+        return {"seed": self.seed, "taken": self.taken} if self.seed is not None else {}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """A place inside an epoch is kept for the next epoch start; an epoch's end (or nothing) is not."""
+        if state and 0 < state["taken"] < len(self.data_source):
+            self.resume = {"seed": int(state["seed"]), "taken": int(state["taken"])}
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader whose state (Lightning's `state_dict`/`load_state_dict` for loaders, kept in every
+    checkpoint) is its ResumableSampler's place. Making the iterator draws a seed from torch's global
+    RNG; the uninterrupted run drew it when the epoch began, before its checkpoint saved the RNG, so a
+    resumed epoch makes its iterator without drawing (the dropout masks after it stay the same). Under
+    DDP Lightning swaps in its DistributedSampler: the state is then empty, and a mid-epoch checkpoint
+    is not resumed (ablate.train starts it afresh)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.sampler.state_dict() if isinstance(self.sampler, ResumableSampler) else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if isinstance(self.sampler, ResumableSampler):
+            self.sampler.load_state_dict(state)
+
+    def __iter__(self):
+        if not (isinstance(self.sampler, ResumableSampler) and self.sampler.resume):
+            return super().__iter__()
+        rng = torch.get_rng_state()
+        try:
+            return super().__iter__()
+        finally:
+            torch.set_rng_state(rng)
+
+
 def loader(dataset: InMemory, batch_size: int, shuffle: bool) -> DataLoader:
     """An in-process DataLoader. A shuffled one has no generator of its own: its order is drawn from
-    torch's global RNG, which the training harness seeds, checkpoints and restores."""
-    return DataLoader(
-        dataset, batch_size=batch_size, shuffle=shuffle, num_workers=0, collate_fn=keep_batch
-    )
+    torch's global RNG, which the training harness seeds, checkpoints and restores, and it can go on
+    from the middle of an epoch (ResumableLoader)."""
+    if not shuffle:
+        return DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0, collate_fn=keep_batch)
+    return ResumableLoader(dataset, batch_size=batch_size, sampler=ResumableSampler(dataset), num_workers=0,
+                           collate_fn=keep_batch)
 
 
 class InMemoryDataModule(pl.LightningDataModule):
