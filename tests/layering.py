@@ -2,7 +2,7 @@
 
     models  <-  data, tasks, probes  <-  train (rundir, callbacks, tracking, probing)  <-  sweep
             <-  results  <-  report  <-  notebooks
-    (fileio, yamlfile, cliparse, checkpoint, registry: leaf modules, importing nothing of ablate, usable by every layer;
+    (fileio, yamlfile, cliparse, csvcells, checkpoint, registry: leaf modules, importing nothing of ablate, usable by every layer;
      a name is imported from its home, never through a module that merely uses it)
 
 Each rule names a layer (a module prefix) and the ablate modules it must never import. The checker
@@ -42,6 +42,7 @@ RULES = (
     Rule("ablate.fileio", allowed=("ablate.fileio",), why="a leaf utility every layer may use"),
     Rule("ablate.yamlfile", allowed=("ablate.yamlfile",), why="a leaf utility every layer may use"),
     Rule("ablate.cliparse", allowed=("ablate.cliparse",), why="a leaf utility: every command's argument parser"),
+    Rule("ablate.csvcells", allowed=("ablate.csvcells",), why="a leaf utility: every CSV writer's formula guard"),
     Rule("ablate.runfiles", allowed=("ablate.runfiles", "ablate.yamlfile"),
          why="reading a run's files: one home for the trainer and the results table"),
     Rule("ablate.registry", allowed=("ablate.registry",),
