@@ -50,7 +50,7 @@ def cmd_train(argv: list[str]) -> int:
 
     from .data import DataError
     from .rundir import RunDirError
-    from .train import Interrupted, RunBusy, is_ddp_child, run_dir_for, train
+    from .train import Interrupted, RunBusy, is_ddp_child, recorded, run_dir_for, train
 
     def say(line: str) -> None:  # stdout carries only the final JSON line (scripts parse it)
         print(line, file=sys.stderr, flush=True)
@@ -58,7 +58,10 @@ def cmd_train(argv: list[str]) -> int:
     try:
         summary = train(cfg, log=say)
     except (DataError, C.ConfigError, RunDirError) as err:
-        return fail(str(err))
+        if recorded(err) is None:  # before the run started: bad input
+            return fail(str(err))
+        return fail(f"{err} (after {run_dir_for(cfg)} had started: it is recorded as failed; the same command "
+                    "runs it again once that is fixed)", 1)
     except RunBusy as err:
         return fail(str(err), 1)
     except Interrupted as err:
@@ -72,8 +75,34 @@ def cmd_train(argv: list[str]) -> int:
     if is_ddp_child():
         return 0
     metrics = {k: round(v, 4) for k, v in summary.get("metrics", {}).items() if k.startswith(("test/", "val/"))}
-    print(json.dumps({"status": summary["status"], "run_dir": summary["run_dir"], **metrics}))
-    return 0 if summary["status"] in ("completed", "diverged") else 1
+    code = 0 if summary["status"] in ("completed", "diverged") else 1
+    if _command_line:
+        _finished_on_sigterm(f"{run_dir_for(cfg)} had {summary['status']}", code)
+    print(json.dumps({"status": summary["status"], "run_dir": summary["run_dir"], **metrics}), flush=True)
+    return code
+
+
+_command_line = False  # main() called as the process's command (not by a test or a notebook in its process)
+
+
+def _finished_on_sigterm(what: str, code: int) -> None:
+    """From here on the run is recorded: a SIGTERM while the process winds down (W&B's and Lightning's
+    exit hooks) ends it with the status it has earned and a line saying so, never 143 and no word.
+    Only for the process's own command: a handler that exits must not outlive a call from Python."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def finish(signum, frame):
+        print(f"ablate: {signal.Signals(signum).name} after {what}; it stays so (nothing was lost)", file=sys.stderr,
+              flush=True)
+        sys.stdout.flush()
+        os._exit(code)
+
+    signal.signal(signal.SIGTERM, finish)
 
 
 def _interrupted(how: str, err: BaseException, run_dir) -> str:
@@ -210,6 +239,8 @@ COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": c
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _command_line
+    _command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
