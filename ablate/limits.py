@@ -29,6 +29,7 @@ import functools
 import math
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .registry import spec
@@ -192,22 +193,119 @@ def estimate(cfg: Config) -> Estimate:
     )
 
 
-def host_memory() -> int | None:
-    """Bytes of memory available to a new allocation now: psutil, else /proc/meminfo."""
-    try:
-        import psutil
+@dataclass(frozen=True)
+class HostLimit:
+    available: int  # bytes a new allocation may still take
+    where: str  # what sets it, as the message names it: "this machine has available", "... (ulimit -v N)"
+    raisable: bool = False  # a limit put on this process (ulimit, cgroup), not the machine's memory
 
-        return int(psutil.virtual_memory().available)
-    except Exception:  # noqa: BLE001 - psutil missing or unable to read; try the kernel's table
-        pass
+
+def _kb_field(path: Path, name: str) -> int | None:
+    """`name:  N kB` of a /proc table, in bytes."""
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+        for line in path.read_text().splitlines():
+            if line.startswith(name + ":"):
+                return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def _int_file(path: Path) -> int | None:
+    """A cgroup file holding one number; None for "max", a missing or unreadable file."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _stat_field(path: Path, name: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == name:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+NO_CGROUP_LIMIT = 2**62  # cgroup v1's "unlimited" is 9223372036854771712 (LONG_MAX rounded to a page)
+# (cgroup version: files of the limit, the usage, and the reclaimable page cache in memory.stat)
+CGROUP_FILES = {2: ("memory.max", "memory.current", "inactive_file"),
+                1: ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")}
+
+
+def _cgroup_limits(cgroup: Path, root: Path) -> list[HostLimit]:
+    """What the memory limit of this process's cgroup, and of each one above it, leaves: the limit less the
+    usage, the inactive page cache (reclaimed before an allocation fails) not counted as used."""
+    try:
+        lines = cgroup.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        hierarchy, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if hierarchy == "0" and controllers == "":
+            version, base = 2, root
+        elif "memory" in controllers.split(","):
+            version, base = 1, root / "memory"
+        else:
+            continue
+        limit_file, usage_file, cache = CGROUP_FILES[version]
+        relative = Path(path.lstrip("/"))
+        for folder in (base / d for d in (relative, *relative.parents)):  # a container sees its own at the mount
+            limit = _int_file(folder / limit_file)
+            if limit is None or limit >= NO_CGROUP_LIMIT:
+                continue
+            used = max(0, (_int_file(folder / usage_file) or 0) - _stat_field(folder / "memory.stat", cache))
+            out.append(HostLimit(max(0, limit - used), f"its cgroup may still use (the {size(limit)} "
+                                 f"{limit_file} of {folder})", raisable=True))
+    return out
+
+
+def _address_limit() -> int | None:
+    """The soft RLIMIT_AS (`ulimit -v`, in bytes), None where unlimited or unknown (no `resource`: Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def host_limit(*, meminfo: Path | str = "/proc/meminfo", status: Path | str = "/proc/self/status",
+               cgroup: Path | str = "/proc/self/cgroup", cgroup_root: Path | str = "/sys/fs/cgroup",
+               address_limit: int | None = None) -> HostLimit | None:
+    """The tightest of the limits on a new allocation now, and what sets it: the machine's MemAvailable (psutil
+    where /proc/meminfo is not there), this process's address-space limit (`ulimit -v`: the soft RLIMIT_AS less
+    the VmSize already mapped) and its cgroup's memory limit (v2 memory.max or v1 memory.limit_in_bytes, less
+    the usage). None when nothing says. The paths and `address_limit` (bytes; negative: unlimited; None: this
+    process's) are the kernel's, for tests to point elsewhere."""
+    candidates: list[HostLimit] = []
+    available = _kb_field(Path(meminfo), "MemAvailable")
+    if available is None:
+        try:
+            import psutil
+
+            available = int(psutil.virtual_memory().available)
+        except Exception:  # noqa: BLE001 - psutil missing or unable to read
+            available = None
+    if available is not None:
+        candidates.append(HostLimit(available, "this machine has available"))
+    soft = _address_limit() if address_limit is None else (address_limit if address_limit >= 0 else None)
+    if soft is not None:
+        mapped = _kb_field(Path(status), "VmSize") or 0
+        candidates.append(HostLimit(max(0, soft - mapped), "this process may still map under its address-space "
+                                    f"limit (ulimit -v {soft // 1024})", raisable=True))
+    candidates += _cgroup_limits(Path(cgroup), Path(cgroup_root))
+    return min(candidates, key=lambda c: c.available, default=None)
+
+
+def host_memory() -> int | None:
+    """Bytes of memory available to a new allocation now (the tightest limit of `host_limit`)."""
+    limit = host_limit()
+    return None if limit is None else limit.available
 
 
 @functools.cache  # a sweep builds every configuration: ask once
@@ -251,14 +349,19 @@ def size(n: float) -> str:
     return f"{int(n)} bytes"
 
 
-def check_fits(cfg: Config, keys: str, host: int | None = None, device: int | None = None) -> str | None:
+def check_fits(cfg: Config, keys: str, host: int | None = None, device: int | None = None,
+               limit: HostLimit | None = None) -> str | None:
     """The one-line problem if `cfg` cannot fit in this machine's memory, else None.
 
     `keys` names the settings that sized it, for the message. `host` and `device` are the limits
-    in bytes (None: measured now; the device limit only when training resolves to a GPU)."""
+    in bytes (None: measured now; the device limit only when training resolves to a GPU); `limit`, a
+    HostLimit, says what sets the host's (None: `host_limit()` now, unless `host` is given)."""
     est = estimate(cfg)
     on_gpu = trains_on_gpu(cfg.trainer.accelerator)
-    host = host_memory() if host is None else host
+    if host is not None:
+        limit = HostLimit(host, "this machine has available")
+    elif limit is None:
+        limit = host_limit()
     if on_gpu:
         device = gpu_memory() if device is None else device
         if device is not None and est.device_bytes > device:
@@ -267,10 +370,9 @@ def check_fits(cfg: Config, keys: str, host: int | None = None, device: int | No
         need = est.data_bytes + FLOAT * est.parameters  # the model is built on the CPU first
     else:
         need = est.data_bytes + est.device_bytes
-    if host is not None and need > host:
+    if limit is not None and need > limit.available:
         parts = (f"data {size(est.data_bytes)}, model {size(est.model_bytes if not on_gpu else FLOAT * est.parameters)}"
                  + ("" if on_gpu else f", activations {size(est.activation_bytes)}"))
         return (f"the run needs about {size(need)} of memory ({parts}; {keys}), over the "
-                f"{size(host)} this machine has available; make it smaller")
+                f"{size(limit.available)} {limit.where}; make it smaller" + (", or raise the limit" if limit.raisable else ""))
     return None
-

@@ -1,0 +1,129 @@
+"""Memory limits the size checks honour: a process's address-space limit (ulimit -v) and its cgroup's memory
+limit (v2 memory.max, v1 memory.limit_in_bytes), not only the machine's MemAvailable (issue 23, item 9); and a
+crafted checkpoint whose config would build a model far larger than its weights is refused before any model is
+built (item 4)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ablate import limits
+
+ROOT = Path(__file__).resolve().parents[1]
+KB, GB = 1024, 10**9
+
+
+def _proc(tmp_path: Path, *, available_kb: int = 16_000_000, vm_kb: int = 1_000_000, cgroup: str = "0::/\n") -> dict:
+    """Fake /proc/meminfo, /proc/self/status and /proc/self/cgroup, and an empty cgroup mount, under tmp_path."""
+    (tmp_path / "meminfo").write_text(f"MemTotal:       32000000 kB\nMemFree:         1000000 kB\n"
+                                      f"MemAvailable:   {available_kb} kB\n")
+    (tmp_path / "status").write_text(f"Name:\tpython\nVmPeak:\t {vm_kb + 5} kB\nVmSize:\t {vm_kb} kB\n")
+    (tmp_path / "cgroup").write_text(cgroup)
+    (tmp_path / "sys").mkdir(exist_ok=True)
+    return {"meminfo": tmp_path / "meminfo", "status": tmp_path / "status", "cgroup": tmp_path / "cgroup",
+            "cgroup_root": tmp_path / "sys", "address_limit": None}
+
+
+def _files(folder: Path, **files: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name.replace("__", ".")).write_text(text)
+
+
+def test_without_limits_the_machines_available_memory(tmp_path):
+    limit = limits.host_limit(**_proc(tmp_path, available_kb=16_000_000))
+    assert limit.available == 16_000_000 * KB and limit.where == "this machine has available"
+    assert not limit.raisable
+
+
+def test_address_space_limit_minus_what_the_process_has_mapped(tmp_path):
+    paths = {**_proc(tmp_path, available_kb=16_000_000, vm_kb=1_500_000), "address_limit": 4_000_000 * KB}
+    limit = limits.host_limit(**paths)
+    assert limit.available == (4_000_000 - 1_500_000) * KB
+    assert "ulimit -v 4000000" in limit.where and limit.raisable
+    # an unlimited address space (RLIM_INFINITY) is no limit
+    assert limits.host_limit(**{**paths, "address_limit": -1}).available == 16_000_000 * KB
+    # mapped beyond the limit already: nothing is left
+    assert limits.host_limit(**{**paths, "address_limit": 1_000_000 * KB}).available == 0
+
+
+def test_cgroup_v2_memory_max_minus_current_less_reclaimable_cache(tmp_path):
+    paths = _proc(tmp_path, available_kb=16_000_000, cgroup="0::/user.slice/job-7\n")
+    job = paths["cgroup_root"] / "user.slice" / "job-7"
+    _files(job, memory__max=f"{4 * GB}\n", memory__current=f"{3 * GB}\n",
+           memory__stat=f"anon 2000000000\nfile 1000000000\ninactive_file {GB // 2}\n")
+    _files(job.parent, memory__max="max\n", memory__current=f"{5 * GB}\n")  # the parent: no limit
+    limit = limits.host_limit(**paths)
+    assert limit.available == 4 * GB - (3 * GB - GB // 2)
+    assert f"memory.max of {job}" in limit.where and limit.raisable
+    # a tighter parent counts instead
+    _files(job.parent, memory__max=f"{6 * GB}\n", memory__current=f"{5_500_000_000}\n")
+    limit = limits.host_limit(**paths)
+    assert limit.available == 500_000_000 and str(job.parent) in limit.where
+
+
+def test_cgroup_v1_limit_in_bytes_minus_usage(tmp_path):
+    v1 = "4:memory:/process_api/abc\n3:cpu:/\n0::/\n"
+    paths = _proc(tmp_path, available_kb=16_000_000, cgroup=v1)
+    group = paths["cgroup_root"] / "memory" / "process_api" / "abc"
+    _files(group, memory__limit_in_bytes=f"{2 * GB}\n", memory__usage_in_bytes=f"{GB}\n",
+           memory__stat=f"cache 300000000\ntotal_inactive_file {GB // 4}\n")
+    _files(group.parent, memory__limit_in_bytes="9223372036854771712\n", memory__usage_in_bytes=f"{GB}\n")  # no limit
+    limit = limits.host_limit(**paths)
+    assert limit.available == 2 * GB - (GB - GB // 4)
+    assert f"memory.limit_in_bytes of {group}" in limit.where
+    # the smallest of the three wins: here MemAvailable
+    assert limits.host_limit(**_proc(tmp_path, available_kb=500_000, cgroup=v1)).available == 500_000 * KB
+
+
+def test_check_fits_names_the_limit_that_binds(tmp_path):
+    from ablate import config as C
+
+    cfg = C.build({"data.task": "copy", "data.n_train": 8_000_000, "tracking": "none"}, machine=False)
+    paths = {**_proc(tmp_path, available_kb=64_000_000, vm_kb=2_000_000), "address_limit": 4_000_000 * KB}
+    problem = limits.check_fits(cfg, "data.n_train=8000000", limit=limits.host_limit(**paths))
+    assert problem.startswith("the run needs about 3.43 GB of memory")
+    assert "over the 2.05 GB this process may still map under its address-space limit (ulimit -v 4000000)" in problem
+    assert problem.endswith("; make it smaller, or raise the limit")
+    assert "\n" not in problem
+
+
+def _vm_size_after_import() -> int:
+    """Bytes the CLI's process has mapped once torch and Lightning are imported (what a limit must leave room for)."""
+    code = ("import ablate.cli, torch, pytorch_lightning; print(next(int(l.split()[1]) for l in "
+            "open('/proc/self/status') if l.startswith('VmSize:')))")
+    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              cwd=ROOT).stdout) * KB
+
+
+def _limited(limit: int):
+    def preexec():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return preexec
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads /proc (Linux)")
+@pytest.mark.slow
+def test_train_under_ulimit_v_exits_2_with_one_line(tmp_path):
+    """`ulimit -v` leaving ~1.5 GB, a copy task of 8 M sequences (3.4 GB): exit 2, one line naming the limit,
+    before the run directory is written."""
+    limit = _vm_size_after_import() + 1_500_000_000
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "WANDB_MODE": "disabled", "ABLATE_RUNS_DIR": str(tmp_path / "runs")}
+    done = subprocess.run([sys.executable, "-m", "ablate.cli", "train", "data.task=copy", "data.n_train=8000000",
+                           "tracking=none", f"run.dir={run_dir}"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300, preexec_fn=_limited(limit))
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert "data.n_train=8000000" in lines[0] and f"ulimit -v {limit // KB}" in lines[0]
+    assert "raise the limit" in lines[0]
+    assert not run_dir.exists()
