@@ -46,12 +46,13 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    """summary.json, or None when it is missing or unreadable (`summary_problem` says which)."""
+    """summary.json, or None when it is missing or unreadable (`json_problem` says why): read through
+    runfiles' capped reader, the table's too, so a 20 GB file is unreadable, never a MemoryError."""
     try:
-        data = json.loads((Path(run_dir) / SUMMARY).read_text())
-    except (OSError, ValueError):  # missing, a folder, not UTF-8, not JSON
+        data = read_json_object(Path(run_dir) / SUMMARY)
+    except (RunFileError, OSError):  # too big, a folder, not UTF-8, not JSON
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("status"), str) else None
+    return data if data is not None and isinstance(data.get("status"), str) else None
 
 
 def json_problem(path: Path, required: str | None = None) -> str | None:
