@@ -187,7 +187,8 @@ def cmd_sweep(argv: list[str]) -> int:
 def cmd_results(argv: list[str]) -> int:
 
     parser = OneLineParser(prog="ablate results", description="the results table of a sweep, one row per run")
-    parser.add_argument("name", help="the sweep: its folder under $ABLATE_RUNS_DIR (default ./runs), its W&B group")
+    parser.add_argument("name", help="the sweep: its name (its folder under $ABLATE_RUNS_DIR, default ./runs; its "
+                        "W&B group) or its file sweeps/NAME.yaml")
     parser.add_argument("--csv", metavar="PATH", help="write the printed table (every column) as CSV, atomically")
     parser.add_argument("--parquet", metavar="PATH", help="write the printed table (every column) as Parquet, atomically")
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="build the table from W&B instead of run folders")
@@ -195,9 +196,11 @@ def cmd_results(argv: list[str]) -> int:
     parser.add_argument("--aggregate", action="store_true", help="one row per variant: seed mean, std, 95%% CI, n")
     args = parser.parse_args(argv)
     from . import results as R
+    from .results.table import sweep_arg
 
     try:
-        runs = R.load_wandb(args.name, args.wandb) if args.wandb else R.load(args.name)
+        name, sweeps = sweep_arg(args.name)
+        runs = R.load_wandb(name, args.wandb, sweeps=str(sweeps)) if args.wandb else R.load(name, sweeps=sweeps)
         table = R.aggregate(runs) if args.aggregate else runs
         print(R.format_table(table, all_columns=args.all_columns))
         for line in R.commit_warnings(runs):

@@ -117,9 +117,10 @@ def is_finished(run_dir: Path) -> bool:
 
 
 def check_run_dir(run_dir: Path, run_id: str) -> None:
-    """Refuse (RunDirError) a run directory that is not ours to write: an existing file, or a
-    non-empty folder that is neither a run directory of this config (its config.yaml or summary.json
-    names `run_id`) nor only a run directory's own files."""
+    """Refuse (RunDirError) a run directory that is not ours to write: an existing file, a folder where
+    one of the run's files or folders (RUN_FILES) is a symbolic link, or a non-empty folder that is
+    neither a run directory of this config (its config.yaml or summary.json names `run_id`) nor only a
+    run directory's own files."""
     run_dir = Path(run_dir)
     fix = "choose a new or empty folder (or leave run.dir unset)"
     if run_dir.is_symlink() and not run_dir.is_dir():
@@ -129,6 +130,10 @@ def check_run_dir(run_dir: Path, run_id: str) -> None:
     if not run_dir.exists():
         return
     names = sorted(os.listdir(run_dir))
+    for name in names:  # written through, a link would put the run's files (or read its own) elsewhere
+        if name in RUN_FILES and (run_dir / name).is_symlink():
+            raise RunDirError(f"{run_dir / name} is a symbolic link (to {os.readlink(run_dir / name)}); remove it "
+                              "(a run writes its files only inside its folder)")
     ids = {_config_run_id(run_dir), (read_summary(run_dir) or {}).get("run_id")} - {None}
     if ids and ids != {run_id}:
         other = ", ".join(sorted(str(i) for i in ids - {run_id}))

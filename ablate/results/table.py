@@ -209,7 +209,28 @@ def read_run(run_dir: Path) -> RunRecord | None:
 
 
 def sweep_dir(name: str, root: Path | str | None = None) -> Path:
-    return Path(root if root is not None else runs_root()) / name
+    """root/name, the folder of sweep `name` (root: $ABLATE_RUNS_DIR, default ./runs). A name that is not
+    one folder of root (empty, `.`, `..`, a path: `../x`, `/abs`) is refused (ResultsError): the table
+    reads only the runs folder."""
+    root = Path(root if root is not None else runs_root())
+    if not name or name in (".", "..") or any(c in name for c in "/\\\0"):
+        raise ResultsError(f"{name!r} is not a sweep name; give a sweep's name (a folder of the runs folder "
+                           f"{root}) or its file sweeps/NAME.yaml")
+    return root / name
+
+
+def sweep_arg(text: str) -> tuple[str, Path]:
+    """The sweep `ablate results TEXT` names: (its name, the folder of its sweep file). NAME is itself,
+    with sweeps/NAME.yaml; a path to a sweep file is its stem (as `ablate sweep` names it), with the file's
+    folder. A name that leaves the runs folder is refused (sweep_dir)."""
+    if text.endswith((".yaml", ".yml")):
+        if not Path(text).is_file():
+            raise ResultsError(f"no sweep file {text!r}; give a sweep's name or the path of its .yaml file")
+        name, sweeps = Path(text).stem, Path(text).parent
+    else:
+        name, sweeps = text, Path("sweeps")
+    sweep_dir(name)  # one folder of the runs folder, W&B's group too (its sweep file is sweeps/<name>.yaml)
+    return name, sweeps
 
 
 def no_runs(where: str, name: str) -> ResultsError:
@@ -224,7 +245,7 @@ def load(
     `only`: keep these run ids only (swept keys and the reference commit are computed on them)."""
     where = sweep_dir(name, root)
     records = []
-    if name and where.is_dir():
+    if where.is_dir():
         for run_dir in sorted(p for p in where.iterdir() if p.is_dir()):
             if only is not None and run_dir.name not in only:
                 continue
