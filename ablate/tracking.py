@@ -102,6 +102,30 @@ def run_fields(cfg) -> dict[str, Any]:
     }
 
 
+# Without a usable HOME: W&B's own folders, and the cache folder its core (Go's os.UserCacheDir) logs to.
+WANDB_DIRS = {"WANDB_CACHE_DIR": "cache", "WANDB_CONFIG_DIR": "config", "WANDB_DATA_DIR": "data",
+              "XDG_CACHE_HOME": "xdg-cache"}
+
+
+def wandb_dirs_without_home() -> Path | None:
+    """When HOME is unset or no writable folder (cron, containers), each of WANDB_DIRS not set already points
+    into one private temp folder (`ablate-wandb-*`, made once per process; W&B's core starts once per
+    process too); returns it. Measured: without them wandb-core wrote ~20 lines of its own logs, an ERROR
+    among them, to stderr, and its cache to ./.wandb_cache. None when HOME serves (nothing set)."""
+    home = os.environ.get("HOME", "")
+    if home and os.path.isdir(home) and os.access(home, os.W_OK | os.X_OK):
+        return None
+    missing = [name for name in WANDB_DIRS if not os.environ.get(name)]
+    if not missing:
+        return None
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="ablate-wandb-"))  # 0700 under a fresh name: no other user's folder
+    for name in missing:
+        os.environ[name] = str(base / WANDB_DIRS[name])
+    return base
+
+
 def wandb_logger(run_dir: Path, cfg):
     """Lightning's WandbLogger writing under `run_dir/wandb` with `run_fields(cfg)`; id = run id, so a
     resumed run continues the same W&B run (the logger passes resume="allow"). run.sweep_id attaches
@@ -113,6 +137,7 @@ def wandb_logger(run_dir: Path, cfg):
 
     mode = wandb_mode()
     os.environ.setdefault("WANDB_SILENT", "true")
+    wandb_dirs_without_home()
     fields = run_fields(cfg)
     logger = WandbLogger(
         project=cfg.run.project,

@@ -186,3 +186,31 @@ def test_every_final_metric_is_in_the_wandb_summary(offline):
     metrics = json.loads((run_dir / "summary.json").read_text())["metrics"]
     assert {"val/acc_mean", "ref/val/order_blind", "test/acc"} <= set(metrics)
     assert {k: record["summary"][k] for k in metrics} == pytest.approx(metrics)
+
+
+@pytest.mark.parametrize("home", ["unset", "a file"])
+def test_a_run_without_a_usable_home_keeps_wandb_core_quiet(tmp_path, home):
+    """HOME unset (cron, some containers) or a HOME that is no writable folder: W&B's core found no cache
+    folder and wrote ~20 lines of its own logs to stderr, an ERROR among them. Now its cache, config and data
+    folders go to a private temp folder (TMPDIR here, inside tmp_path): stderr holds only ablate's lines,
+    and the run is the same offline W&B run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "XDG_")) and k != "HOME"}
+    env.update(WANDB_MODE="offline", ABLATE_RUNS_DIR=str(tmp_path / "runs"), TMPDIR=str(tmp_path / "tmp"),
+               ABLATE_PROGRESS="0")
+    (tmp_path / "tmp").mkdir()
+    if home == "a file":  # no folder can be made in it, root or not
+        env["HOME"] = str(tmp_path / "home-file")
+        (tmp_path / "home-file").write_text("")
+        env["MPLCONFIGDIR"] = str(tmp_path / "mpl")  # matplotlib (imported before W&B starts) says so too
+    run_dir = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "ablate.cli", "train", "budget=smoke", "data.task=copy",
+                           "data.train_subset=64", "trainer.max_epochs=1", "trainer.threads=1", "tracking=wandb",
+                           "run.probes=false", f"run.dir={run_dir}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("ablate: ")] == []
+    assert "W&B run saved offline" in done.stderr
+    assert offline_run_record(run_dir)["job_type"] == "train"
+    logs = list((tmp_path / "tmp").glob("ablate-wandb-*/*/wandb/logs/core-debug-*.log"))
+    assert len(logs) == 1  # W&B's own log, where it can be read, not on stderr
+    assert not (ROOT / ".wandb_cache").exists()
