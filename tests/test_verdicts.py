@@ -192,13 +192,13 @@ def test_the_payload():
                   figures=["/x/q9_a.png", "/x/q9_b.png"])
     assert set(payload) == {"key", "title", "title_zh", "question", "question_zh", "status", "plain", "mechanism",
                             "outcome", "changes", "details", "verdict", "checks", "multiplicity", "intervals", "figure",
-                            "figures", "sweeps", "budget"}
+                            "figures", "sweeps", "budget", "side"}
     assert payload["status"] == "answered" and payload["verdict"] == "agrees"
     assert payload["plain"] == {"en": plain[0], "zh": plain[1]} and payload["question_zh"] == "a 胜过 b 吗？"
     assert (payload["figure"], payload["figures"]) == ("q9_acc.png", ["q9_a.png", "q9_b.png"])
     check = payload["checks"][0]
     assert set(check) == {"cite", "claim", "claim_zh", "wording", "kind", "verdict", "evidence", "evidence_zh",
-                          "primary", "reason", "reason_zh", "p", "p_holm", "margin"}
+                          "primary", "reason", "reason_zh", "p", "p_holm", "margin", "tutorial"}
     assert (check["wording"], check["claim_zh"], check["reason"]) == ("we suspect", "a 胜过 b", REASON)
     json.dumps(payload, allow_nan=False)  # strict JSON: no NaN anywhere
     # every Estimate / Effect / Fraction formatted into the answer is in `intervals`

@@ -17,6 +17,10 @@ What a notebook uses (`from ablate import report as R`):
                                             on the log scale, the rest Student's t            (stats.py)
     R.compare(df, metric, a, b), R.effect   a - b (a / b on the log scale) with interval and p-value;
                                             Effect.tost(margin) for sameness
+    R.paired(df, metric, a, b)              a - b over runs paired by seed on one evaluation set (ttest_rel)
+    R.time_to_solve(df, where), R.solve_test(a, b)
+                                            steps to the solve level, unsolved runs censored; the rank test
+                                            (exact) and the log-rank test between two variants   (solve.py)
     R.learned(df, where)                    "5 of 5 runs (95 % CI 48–100 %)": runs that learned, exact interval
     R.holm(pvalues), R.errorbar             Holm's adjusted p-values; seaborn's errorbar= (bootstrap)
     R.at_best_lr(df)                        each variant at its best learning rate (a tuned sweep: at the value
@@ -102,6 +106,7 @@ from .sentences import (
     seeds_per_variant,
     tune_info,
 )
+from .solve import Solve, SolveTest, paired, solve_test, time_to_solve
 from .stats import (
     LEVEL_MARGIN,
     PLATEAU,
@@ -130,6 +135,11 @@ from .stats import (
 )
 
 __all__ = [
+    "Solve",
+    "SolveTest",
+    "paired",
+    "solve_test",
+    "time_to_solve",
     "LABELS",
     "PALETTES",
     "Sweeps",

@@ -27,6 +27,9 @@ Each check's verdict is computed, never typed:
                                                       95 % interval lies wholly outside ±m (no margin:
                                                       excludes 0); otherwise inconclusive. Without a
                                                       margin it can never agree.
+    anchor.faster(R.solve_test(a, b), what, ...)      the claim says a solves the task in fewer steps than
+                                                      b: the rank test on time to solve (unsolved runs
+                                                      censored) decides; one time for every run: not testable
     anchor.judge(ok, evidence, p=, ...)               any other rule: True / False / None
     anchor.not_testable(what, why, ...)               the setting cannot test the claim
     ..., level=R.level(df, where)                     both arms at or below the task's reference level
@@ -43,7 +46,10 @@ room to differ"; `ceiling=False` opts out), and two arms whose every run diverge
 Every check is `primary` (the one test of its anchor, with the `reason` it is the right experiment)
 or supporting. `Q.answer` applies Holm across the primary checks that carry a p-value (an agrees or
 disagrees whose adjusted p >= 0.05 becomes inconclusive) and takes the question's verdict from the
-primary checks only (`overall`): supporting checks are shown, never counted.
+primary checks only (`overall`): supporting checks are shown, never counted. Where anchors are marked
+`tutorial=True` (the tutorial's own claim), the headline verdict comes from their primary checks alone;
+each other (side) anchor gets its own verdict in the payload's `side` list, and the two are corrected
+for multiplicity as separate families.
 
 Each check also takes its words in the tutorial's language, keyword-only: `what_zh=`, `reason_zh=` (and
 `why_zh=` beside `why=`, `evidence_zh=` beside judge's evidence). Its `evidence_zh` carries the same
@@ -62,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from .data import Sweep, read_meta
+from .solve import SolveTest
 from .stats import ACCURACY, LEVEL_MARGIN, SOLVED, Effect, holm, take_intervals
 
 Words = tuple[str, str]  # (English, Chinese)
@@ -119,6 +126,7 @@ class Check:
     def as_dict(self) -> dict[str, Any]:
         a = self.anchor
         return {"cite": a.cite, "claim": a.claim, "claim_zh": a.claim_zh, "wording": a.wording, "kind": self.kind,
+                "tutorial": a.tutorial,
                 "verdict": self.verdict, "evidence": self.evidence, "evidence_zh": self.evidence_zh,
                 "primary": self.primary, "reason": self.reason, "reason_zh": self.reason_zh,
                 "p": _none_if_nan(self.p), "p_holm": _none_if_nan(self.p_holm), "margin": self.margin}
@@ -135,6 +143,7 @@ class Anchor:
     claim_zh: str = ""
     kind: str = "outcome"
     wording: str = ""
+    tutorial: bool = False  # the tutorial's own claim: the question's headline verdict comes from these
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -266,6 +275,23 @@ class Anchor:
                                                f"未能证明落在等价界限 {bound_zh} 以内（TOST {p_text(tost, 'zh')}）"),
                            p=tost, margin=margin, **said)
 
+    def faster(self, test: SolveTest, what: str = "", *, primary: bool, reason: str = "", what_zh: str = "",
+               reason_zh: str = "") -> Check:
+        """The claim says variant a reaches the task's solve level in fewer steps than b (`R.solve_test`:
+        unsolved runs censored, ranked last). Not testable when every run of both arms has one time (all
+        solved at the same check, or none solved: a floor or ceiling of the schedule); agrees when the rank
+        test's p < 0.05 with a the faster, disagrees with a the slower, otherwise inconclusive."""
+        label = what_zh or what
+        en = f"{what}{': ' if what else ''}{test.a} vs {test.b}, {test}"
+        zh = f"{label}{'：' if label else ''}{test.a:zh} 对 {test.b:zh}，{test:zh}"
+        said = {"primary": primary, "reason": reason, "reason_zh": reason_zh}
+        if test.p is not None and test.floor:
+            return self._check(NOT_TESTABLE, _also((en, zh), "every run of both arms has the same time to solve: "
+                                                   "no room to differ", "两组的每次运行达到解决水平的步数都相同：没有相差的余地"),
+                               **said)
+        verdict = INCONCLUSIVE if test.sign == 0 else AGREES if test.sign < 0 else DISAGREES
+        return self._check(verdict, (en, zh), p=test.p, **said)
+
     def judge(self, ok: bool | None, evidence: str, *, p: float | None = None, primary: bool, reason: str = "",
               evidence_zh: str = "", reason_zh: str = "") -> Check:
         """Any other rule: True agrees, False disagrees, None inconclusive; `evidence_zh`: the same numbers in
@@ -316,12 +342,10 @@ def overall(verdicts: Sequence[str]) -> str:
     return INCONCLUSIVE
 
 
-def correct(checks: Sequence[Check]) -> tuple[list[Check], dict[str, str]]:
-    """Holm across the primary checks that carry a p-value: each gets `p_holm`, and an agrees or disagrees
-    whose adjusted p is >= ALPHA becomes inconclusive (its evidence says so). Returns the checks and the
-    multiplicity note ({"en", "zh"})."""
-    checks = list(checks)
-    family = [i for i, c in enumerate(checks) if c.primary and c.p is not None and math.isfinite(c.p)]
+def _holm_family(checks: list[Check], family: list[int]) -> int:
+    """Holm within one family of primary checks (indices into `checks`, changed in place): each gets
+    `p_holm`; an agrees or disagrees whose adjusted p is >= ALPHA becomes inconclusive. Returns how many
+    verdicts moved."""
     m, moved = len(family), 0
     for i, q in zip(family, holm([checks[i].p for i in family])):
         c = checks[i]
@@ -332,20 +356,70 @@ def correct(checks: Sequence[Check]) -> tuple[list[Check], dict[str, str]]:
             c = replace(c, verdict=INCONCLUSIVE, evidence=f"{c.evidence}; Holm-adjusted over {m} primary tests "
                         f"p = {q:.2g} ≥ {ALPHA:g}: inconclusive (was {c.verdict})", evidence_zh=zh)
         checks[i] = replace(c, p_holm=q)
+    return moved
+
+
+def _family_note(m: int, moved: int) -> dict[str, str]:
     if m == 0:
-        note = {"en": "No primary test carries a p-value, so there is nothing to correct for multiple testing.",
+        return {"en": "No primary test carries a p-value, so there is nothing to correct for multiple testing.",
                 "zh": "没有带 p 值的主要检验，无需多重比较校正。"}
-    elif m == 1:
-        note = {"en": "One primary test carries a p-value: no correction for multiple testing is needed.",
+    if m == 1:
+        return {"en": "One primary test carries a p-value: no correction for multiple testing is needed.",
                 "zh": "只有一个主要检验带 p 值，无需多重比较校正。"}
+    return {"en": f"Holm–Bonferroni across the {m} primary tests that carry a p-value (family-wise error "
+                  f"{100 * ALPHA:g} %): {moved} verdict{'s' if moved != 1 else ''} moved to inconclusive by it.",
+            "zh": f"对 {m} 个带 p 值的主要检验做 Holm–Bonferroni 校正（族错误率 {100 * ALPHA:g} %）："
+                  f"{moved} 个判定因此改为无定论。"}
+
+
+def correct(checks: Sequence[Check]) -> tuple[list[Check], dict[str, str]]:
+    """Holm across the primary checks that carry a p-value: each gets `p_holm`, and an agrees or disagrees
+    whose adjusted p is >= ALPHA becomes inconclusive (its evidence says so). Where some anchor is the
+    tutorial's claim (`Anchor.tutorial`), its primary tests are one family and the side anchors' another:
+    a side anchor never docks the headline, not even through the correction. Returns the checks and the
+    multiplicity note ({"en", "zh"})."""
+    checks = list(checks)
+    tested = [i for i, c in enumerate(checks) if c.primary and c.p is not None and math.isfinite(c.p)]
+    if not any(c.anchor.tutorial for c in checks):
+        note = _family_note(len(tested), _holm_family(checks, tested))
     else:
-        note = {"en": f"Holm–Bonferroni across the {m} primary tests that carry a p-value (family-wise error "
-                      f"{100 * ALPHA:g} %): {moved} verdict{'s' if moved != 1 else ''} moved to inconclusive by it.",
-                "zh": f"对 {m} 个带 p 值的主要检验做 Holm–Bonferroni 校正（族错误率 {100 * ALPHA:g} %）："
-                      f"{moved} 个判定因此改为无定论。"}
+        claim = [i for i in tested if checks[i].anchor.tutorial]
+        side = [i for i in tested if not checks[i].anchor.tutorial]
+        first, second = _family_note(len(claim), _holm_family(checks, claim)), None
+        if any(not c.anchor.tutorial and c.primary for c in checks):
+            second = _family_note(len(side), _holm_family(checks, side))
+        heads = {"en": ("The tutorial's claim: ", " The side anchors, a family of their own: "),
+                 "zh": ("教程的论断：", "旁证论断（单独成族）：")}
+        note = {lang: heads[lang][0] + first[lang] + (heads[lang][1] + second[lang] if second else "")
+                for lang in ("en", "zh")}
     note = {lang: text + {"en": " Supporting evidence is not corrected; it does not move the verdict.",
                           "zh": "辅助证据不做校正，也不影响判定。"}[lang] for lang, text in note.items()}
     return checks, note
+
+
+def side_verdicts(anchors: Sequence[Anchor], checks: Sequence[Check]) -> list[dict[str, str]]:
+    """Each published side anchor (not the tutorial's claim) with primary checks: its own verdict, from
+    those checks only, and why where it is not testable. Empty where no anchor is marked `tutorial`."""
+    if not any(a.tutorial for a in anchors):
+        return []
+    out = []
+    for a in anchors:
+        mine = [c for c in checks if c.primary and c.anchor is a]
+        if a.tutorial or not mine:
+            continue
+        verdict = overall([c.verdict for c in mine])
+        why = "; ".join(c.evidence for c in mine if c.verdict == NOT_TESTABLE)
+        why_zh = "；".join(c.evidence_zh or c.evidence for c in mine if c.verdict == NOT_TESTABLE)
+        out.append({"cite": a.cite, "claim": a.claim, "claim_zh": a.claim_zh, "verdict": verdict,
+                    "why": why, "why_zh": why_zh})
+    return out
+
+
+def headline(anchors: Sequence[Anchor], checks: Sequence[Check]) -> str:
+    """The question's verdict: from the primary tests of the tutorial's claim where an anchor is marked
+    `tutorial`, else (older notebooks) from every primary test."""
+    marked = any(a.tutorial for a in anchors)
+    return overall([c.verdict for c in checks if c.primary and (c.anchor.tutorial or not marked)])
 
 
 def _pair(name: str, value: Any) -> dict[str, str]:
@@ -382,7 +456,6 @@ class Question:
     def payload(self, *, status: str, plain: dict[str, str], mechanism: dict[str, str], outcome: dict[str, str],
                 changes: dict[str, str], details: str, checks: Sequence[Check], multiplicity: dict[str, str],
                 figure: str | Path | None, figures: Sequence[str | Path]) -> dict[str, Any]:
-        primary = [c.verdict for c in checks if c.primary]
         return {
             "key": self.key,
             "title": self.title,
@@ -395,7 +468,8 @@ class Question:
             "outcome": outcome,
             "changes": changes,
             "details": details,
-            "verdict": NOT_RUN if status == NOT_RUN else overall(primary),
+            "verdict": NOT_RUN if status == NOT_RUN else headline(self.anchors, checks),
+            "side": side_verdicts(self.anchors, checks),
             "checks": [c.as_dict() for c in sorted(checks, key=lambda c: not c.primary)],
             "multiplicity": multiplicity,
             "intervals": take_intervals(),

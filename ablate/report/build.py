@@ -73,11 +73,17 @@ TEXT: dict[str, tuple[str, str]] = {
     ),
     "other": ("中文版：[FINDINGS.zh.md](FINDINGS.zh.md)", "English: [FINDINGS.md](FINDINGS.md)"),
     "summary": ("Summary", "总览"),
-    "summary_head": ("question or claim | verdict (from the primary tests)", "问题或论断 | 判定（依据主要检验）"),
+    "summary_head": ("question or claim | verdict on the tutorial's claim | published side anchors (each its own verdict)",
+                     "问题或论断 | 对教程论断的判定 | 其他已发表的论断（各自判定）"),
+    "side_none": ("—", "—"),
+    "side_item": ("{cite}: {verdict}", "{cite}：{verdict}"),
+    "side_sep": ("; ", "；"),
     "question": ("**Question.** {text}", "**问题。** {text}"),
     "mechanism": ("**Mechanism** (what the probes show). {text}", "**机制**（探针所见）。{text}"),
     "outcome": ("**Outcome** (what training shows). {text}", "**结果**（训练所见）。{text}"),
-    "anchors": ("**Published anchors** — overall: **{verdict}**", "**已发表的论断** — 总体判定：**{verdict}**"),
+    "anchors": ("**Published anchors** — the tutorial's claim: **{verdict}**{side}",
+                "**已发表的论断** — 教程的论断：**{verdict}**{side}"),
+    "anchors_side": ("; side anchors, each judged on its own: {items}", "；其他论断（各自判定）：{items}"),
     "anchors_head": ("claim | primary test | verdict | evidence", "论断 | 主要检验 | 判定 | 证据"),
     "supporting": ("**Supporting evidence** (does not move the verdict)", "**辅助证据**（不影响判定）"),
     "supporting_head": ("claim | verdict | evidence", "论断 | 判定 | 证据"),
@@ -578,6 +584,13 @@ def check_row(c: dict[str, Any], lang: str, reason: bool) -> list[str]:
     return [f"*{c['cite']}* — {claim}", *why, f"**{verdict_word(c['verdict'], lang)}**", evidence]
 
 
+def side_text(a: dict[str, Any], lang: str) -> str:
+    """The side anchors' own verdicts, one clause each ("Vaswani et al. 2017, Table 3 (B): not testable")."""
+    items = [say("side_item", lang, cite=s["cite"], verdict=verdict_word(s["verdict"], lang))
+             for s in a.get("side") or []]
+    return say("side_sep", lang).join(items)
+
+
 def answer_body(a: dict[str, Any], lang: str) -> list[str]:
     """Markdown lines after an answer's plain text: the question, mechanism, outcome, the anchors (the
     primary tests, then the supporting evidence), multiplicity, what would change the answer, details.
@@ -589,7 +602,9 @@ def answer_body(a: dict[str, Any], lang: str) -> list[str]:
     checks = a.get("checks") or []
     main, supporting = [c for c in checks if primary(c)], [c for c in checks if not primary(c)]
     if main:
-        lines += [say("anchors", lang, verdict=verdict_word(a["verdict"], lang)), "",
+        side = side_text(a, lang)
+        side = say("anchors_side", lang, items=side) if side else ""
+        lines += [say("anchors", lang, verdict=verdict_word(a["verdict"], lang), side=side), "",
                   *_md_table(say("anchors_head", lang), [check_row(c, lang, True) for c in main]), ""]
     if supporting:
         lines += [say("supporting", lang), "",
@@ -609,8 +624,9 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
     from TEXT, every number from the payloads. Under each question's heading the plain answer comes
     first."""
     answers = [(b, a) for b in built for a in b.answers]
-    summary = [[title_of(a, lang), verdict_word(a["verdict"], lang)] for _, a in answers]
-    summary += [[b.name, say("failed_row", lang, error=b.error)] for b in built if b.error]
+    summary = [[title_of(a, lang), verdict_word(a["verdict"], lang), side_text(a, lang) or say("side_none", lang)]
+               for _, a in answers]
+    summary += [[b.name, say("failed_row", lang, error=b.error), ""] for b in built if b.error]
     lines = [
         f"# {say('title', lang)}",
         "",

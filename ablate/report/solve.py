@@ -1,0 +1,210 @@
+"""Time to solve as an outcome, and differences of runs paired on one evaluation set.
+
+Time to solve: the optimiser steps a run took to first reach the task's solve level on validation
+(`val/step_solved`, >= 99 %); a run that never got there is *censored* at the steps it ran
+(`global_step`: it would have needed more). Where most runs of every arm solve a task, final accuracy
+ties at the ceiling while the steps still separate the arms, and a run that failed counts as the slowest
+instead of dragging a mean of accuracies down (Welch's t on val/acc_mean was swamped by one failed seed).
+
+    t = R.time_to_solve(df, where)              Solve: each run's steps, solved or censored
+    test = R.solve_test(a, b)                   a against b: Mann–Whitney U with every censored run ranked
+                                                after every solved one (exact where the counts are small:
+                                                scipy's permutation distribution, ties included), and
+                                                scipy's log-rank test beside it
+    d = R.paired(df, metric, a, b)              a - b over runs paired by seed, scipy's ttest_rel
+
+Ranking a censored run last is exact when every censored run ran at least as long as the slowest solved
+one (one budget for all: the sweeps here), and it is then Gehan's generalised Wilcoxon test. Where that
+fails the test says so (`valid`) and `solve_test` refuses to give a rank p-value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scistats
+
+from .stats import ACCURACY, FRACTION, Effect, _format, _lang, _t975, estimate, rows
+
+EXACT_LIMIT = 200_000  # splits of the pooled runs enumerated for an exact p-value; above it, the normal approximation
+
+
+@dataclass(frozen=True)
+class Solve:
+    """One variant's runs: the steps each ran until it solved (`solved` True) or stopped unsolved."""
+
+    steps: tuple[float, ...]
+    solved: tuple[bool, ...]
+    label: str = ""
+
+    @property
+    def n(self) -> int:
+        return len(self.steps)
+
+    @property
+    def k(self) -> int:
+        return int(sum(self.solved))
+
+    @property
+    def ranked(self) -> np.ndarray:
+        """Each run's time for the rank test: its steps when it solved, +inf (after every solved run) when not."""
+        return np.array([s if ok else math.inf for s, ok in zip(self.steps, self.solved)], dtype=float)
+
+    @property
+    def median(self) -> float:
+        """The median with censored runs counted as the slowest: +inf when half or more never solved."""
+        return float(np.median(self.ranked)) if self.n else math.nan
+
+    def fmt(self, lang: str = "en") -> str:
+        zh = _lang(lang) == "zh"
+        if not self.n:
+            return "没有完成的运行" if zh else "no completed run"
+        times = sorted(int(s) for s, ok in zip(self.steps, self.solved) if ok)
+        shown = ", ".join(str(t) for t in times)
+        budget = max((int(s) for s, ok in zip(self.steps, self.solved) if not ok), default=None)
+        median = "未达到" if zh and not math.isfinite(self.median) else (
+            "not reached" if not math.isfinite(self.median) else f"{self.median:g}")
+        if zh:
+            never = f"，{self.n - self.k} 次在 {budget} 步内未解决" if budget is not None else ""
+            return f"中位数 {median} 步（{self.n} 次运行：{shown or '无'}{never}）"
+        never = f"; {self.n - self.k} never, censored at {budget}" if budget is not None else ""
+        return f"median {median} steps ({self.n} runs: {shown or 'none solved'}{never})"
+
+    def __str__(self) -> str:
+        return self.fmt()
+
+    def __format__(self, spec: str) -> str:
+        return _format(self, spec)
+
+
+def time_to_solve(df: pd.DataFrame, where: Mapping[str, Any] | None = None, *, step: str = "val/step_solved",
+                  budget: str = "global_step", label: str = "") -> Solve:
+    """The completed runs of df matching `where`: `step` where it is set (solved), else censored at `budget`."""
+    chosen = rows(df, where)
+    if "status" in chosen.columns:
+        chosen = chosen[chosen["status"] == "completed"]
+    solved_at = pd.to_numeric(chosen[step], errors="coerce") if step in chosen else pd.Series(math.nan, chosen.index)
+    ran = pd.to_numeric(chosen[budget], errors="coerce")
+    steps = tuple(float(s if math.isfinite(s) else r) for s, r in zip(solved_at, ran))
+    return Solve(steps, tuple(bool(math.isfinite(s)) for s in solved_at), label)
+
+
+@dataclass(frozen=True)
+class SolveTest:
+    """a against b on time to solve. `u`: Mann–Whitney's U of a (large: a slower); `p`: its two-sided
+    p-value (`method` "exact" or "asymptotic"), None where the ranks are not valid; `p_logrank`: scipy's
+    log-rank test; `sign`: -1 when a is the faster (p < 0.05), +1 the slower, 0 neither."""
+
+    a: Solve
+    b: Solve
+    u: float
+    p: float | None
+    method: str
+    p_logrank: float | None
+    valid: bool
+
+    @property
+    def sign(self) -> int:
+        if self.p is None or not self.p < 0.05:
+            return 0
+        return -1 if self.u < self.a.n * self.b.n / 2 else +1
+
+    @property
+    def floor(self) -> bool:
+        """Every run of both arms solved at the same step (the first check that could see it) or none
+        solved at all: the arms sit at one floor or ceiling of what the schedule resolves, no evidence."""
+        times = set(self.a.ranked) | set(self.b.ranked)
+        return len(times) == 1
+
+    def fmt(self, lang: str = "en") -> str:
+        zh = _lang(lang) == "zh"
+        if self.p is None:
+            return ("秩检验不适用（有运行在最慢的已解决运行之前就停止了）" if zh
+                    else "no rank test (a run stopped before the slowest solved one: its rank is unknown)")
+        p = "p < 0.001" if self.p < 0.001 else f"p = {self.p:.2g}"
+        lr = ("" if self.p_logrank is None else
+              (f"，log-rank 检验 p = {self.p_logrank:.2g}" if zh else f"; log-rank p = {self.p_logrank:.2g}"))
+        if zh:
+            how = "精确" if self.method == "exact" else "正态近似"
+            return f"Mann–Whitney U = {self.u:g}（未解决的运行排在最后），{p}（{how}）{lr}"
+        return f"Mann–Whitney U = {self.u:g} (unsolved runs ranked last), {p} ({self.method}){lr}"
+
+    def __str__(self) -> str:
+        return self.fmt()
+
+    def __format__(self, spec: str) -> str:
+        return _format(self, spec)
+
+
+def _logrank(a: Solve, b: Solve) -> float | None:
+    def data(s: Solve):
+        done = [t for t, ok in zip(s.steps, s.solved) if ok]
+        right = [t for t, ok in zip(s.steps, s.solved) if not ok]
+        return scistats.CensoredData(uncensored=done, right=right)
+
+    if not (a.k + b.k) or not (a.n and b.n):
+        return None  # no event at all: the test has nothing to compare
+    with np.errstate(invalid="ignore", divide="ignore"):  # no variance (every time equal): NaN, said as None
+        p = float(scistats.logrank(data(a), data(b)).pvalue)
+    return p if math.isfinite(p) else None
+
+
+def solve_test(a: Solve, b: Solve) -> SolveTest:
+    """Time to solve, a against b (see the module text)."""
+    x, y = a.ranked, b.ranked
+    if not (a.n and b.n):
+        return SolveTest(a, b, math.nan, None, "none", None, False)
+    slowest = max([t for s in (a, b) for t, ok in zip(s.steps, s.solved) if ok], default=-math.inf)
+    valid = all(t >= slowest for s in (a, b) for t, ok in zip(s.steps, s.solved) if not ok)
+    if not valid:
+        return SolveTest(a, b, math.nan, None, "none", _logrank(a, b), False)
+    if math.comb(a.n + b.n, a.n) <= EXACT_LIMIT:
+        method, how = "exact", scistats.PermutationMethod(n_resamples=np.inf)
+    else:
+        method, how = "asymptotic", "asymptotic"
+    if len(set(x) | set(y)) == 1:  # every run the same time: no difference, and scipy's statistic is degenerate
+        return SolveTest(a, b, a.n * b.n / 2, 1.0, method, _logrank(a, b), True)
+    finite = np.where(np.isinf(x), 1e300, x), np.where(np.isinf(y), 1e300, y)  # ranks only: +inf as the largest
+    result = scistats.mannwhitneyu(*finite, alternative="two-sided", method=how)
+    return SolveTest(a, b, float(result.statistic), float(result.pvalue), method, _logrank(a, b), True)
+
+
+def paired(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Mapping[str, Any], *,
+           on: Sequence[str] = ("seed",)) -> Effect:
+    """a - b on `metric` over the runs of a and b paired by `on` (the same seed; runs without a partner are
+    left out): the mean difference with Student's t interval and two-sided p on the n - 1 degrees of
+    freedom of the differences (scipy's ttest_rel). Both arms are scored on the same evaluation examples,
+    so the evaluation set's own sampling error is not added twice as for independent arms: the spread of
+    the differences over seeds carries how the two models disagree on those examples, and the interval is
+    about this evaluation set. An Effect like `effect`'s (method "paired"), so checks and TOST take it."""
+    ea, eb = estimate(df, metric, a), estimate(df, metric, b)
+
+    def by_key(where):
+        chosen = rows(df, where)
+        if "status" in chosen.columns:
+            chosen = chosen[chosen["status"] == "completed"]
+        values = pd.to_numeric(chosen[metric], errors="coerce")
+        return {tuple(r[k] for k in on): v for (_, r), v in zip(chosen.iterrows(), values) if math.isfinite(v)}
+
+    xa, xb = by_key(a), by_key(b)
+    keys = sorted(set(xa) & set(xb), key=str)
+    d = np.array([xa[k] - xb[k] for k in keys], dtype=float)
+    if len(d) < 2:
+        return Effect(ea, eb, float(d.mean()) if len(d) else math.nan)
+    diff = float(d.mean())
+    se = float(d.std(ddof=1)) / math.sqrt(len(d))
+    dof = float(len(d) - 1)
+    if se == 0:
+        p = 0.0 if diff != 0 else 1.0
+        return Effect(ea, eb, diff, diff, diff, p, "paired", None, 0.0, dof)
+    p = float(scistats.ttest_rel([xa[k] for k in keys], [xb[k] for k in keys]).pvalue)
+    half = _t975(dof) * se
+    lo, hi = diff - half, diff + half
+    if ea.kind in (ACCURACY, FRACTION):
+        lo, hi = max(lo, -1.0), min(hi, 1.0)
+    return Effect(ea, eb, diff, lo, hi, p, "paired", None, se, dof)
