@@ -12,6 +12,11 @@ it aside (ablate.rundir). A leaf module: both layers read the files through it.
     metrics.csv    csv.DictWriter output: a header starting with `step`, every row as wide as the
                    header, every cell a number or empty, a line ending at the end (absent: nothing
                    logged yet)
+
+A run that says `completed` has finite numbers in both (`nonfinite_metric`, `nonfinite_cell`): a
+NaN or inf there was not measured by a run that finished (a diverged run stops at its first
+non-finite loss and says `diverged`), so such a run is not trusted as completed, by the table
+(`corrupt`) nor by the sweep runner's tuned choice.
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from .yamlfile import YamlFileError, read_yaml
 
+METRIC_PREFIXES = ("test/", "val/", "train/")  # the metrics statistics and tuned choices read
 MAX_BYTES = 64 << 20  # far above any file a run writes (a summary is a few KB, metrics.csv < 1 MB)
 
 
@@ -120,3 +127,27 @@ def read_metrics_rows(path: Path) -> list[dict[str, str]] | None:
                     raise RunFileError(path.name, f"line {number}: {name} = {cell[:20]!r} is not a number") from None
         out.append(dict(zip(header, row)))
     return out
+
+
+def nonfinite_metric(metrics: Any) -> str | None:
+    """Why a completed run's summary metrics cannot be trusted: the first test/, val/ or train/ metric
+    that is not a finite number, as a phrase ("has val/acc_best = inf, not a finite number"); None if
+    every one is."""
+    for key, value in (metrics.items() if isinstance(metrics, dict) else ()):
+        if not str(key).startswith(METRIC_PREFIXES):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"has {key} = {value!r}, not a number"
+        if not math.isfinite(value):
+            return f"has {key} = {value}, not a finite number"
+    return None
+
+
+def nonfinite_cell(rows: list[dict[str, str]]) -> str | None:
+    """Why a completed run's metrics.csv rows (read_metrics_rows) cannot be trusted: the first cell
+    holding NaN or inf, as a phrase ("line 3: val/acc = 'nan' is not a finite number"); None if none."""
+    for number, row in enumerate(rows, start=2):
+        for name, cell in row.items():
+            if cell and not math.isfinite(float(cell)):
+                return f"line {number}: {name} = {cell!r} is not a finite number"
+    return None

@@ -9,7 +9,8 @@
                         and 1 for a row on a tune seed, 2 for the others
     status              completed | diverged | failed | running (as summary.json says), or corrupt:
                         summary.json, config.yaml, probes.json or metrics.csv cannot be read
-                        (truncated, binary garbage, empty; see runfiles.py). The row keeps what
+                        (truncated, binary garbage, empty; see runfiles.py), or a completed run
+                        has NaN or inf in its summary metrics or metrics.csv. The row keeps what
                         could be read (its config when config.yaml is readable) and `error` says
                         which file and what is wrong; statistics leave it out.
     <metrics>           final metrics under their logged names: test/*, val/*, train/*, then any other
@@ -57,7 +58,14 @@ import pandas as pd
 from ..config import SECTIONS, flatten_overrides
 from ..fileio import atomic_write
 from ..rundir import CONFIG, METRICS, SUMMARY, runs_root
-from ..runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
+from ..runfiles import (
+    RunFileError,
+    nonfinite_cell,
+    nonfinite_metric,
+    read_config_mapping,
+    read_json_object,
+    read_metrics_rows,
+)
 from ..sweep.tune import Tune, TuneError, parse_tune, score, stage1_seeds
 from ..sweep.tune import choose as choose_value
 from ..yamlfile import YamlFileError, read_yaml
@@ -182,6 +190,10 @@ def read_run(run_dir: Path) -> RunRecord | None:
         lost = [k for k in (summary.get("metrics") or {}) if k.startswith("test/") and k not in have]
         if lost:
             problems.append(f"{METRICS} has no {lost[0]} though summary.json says completed (truncated?)")
+        if (bad := nonfinite_cell(logged)) is not None:
+            problems.append(f"{METRICS} {bad}")
+    if summary.get("status") == "completed" and (bad := nonfinite_metric(summary.get("metrics"))) is not None:
+        problems.append(f"{SUMMARY} {bad}")
     provenance = summary.get("provenance") if isinstance(summary.get("provenance"), dict) else {}
     # a run that failed early has no probes in its summary; probes.json holds the init ones
     probes = summary.get("probes") if isinstance(summary.get("probes"), dict) else probes_file

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import config as C
-from ..rundir import FINISHED, LOCK, read_summary, runs_root
+from ..rundir import FINISHED, LOCK, METRICS, SUMMARY, read_summary, runs_root
+from ..runfiles import RunFileError, nonfinite_cell, nonfinite_metric, read_metrics_rows
 from . import gpus as G
 from . import tune as T
 from . import worker
@@ -170,6 +171,19 @@ def worker_command(run: Run) -> list[str]:
     return [sys.executable, "-m", "ablate.sweep.worker", *items]
 
 
+def untrusted(directory: Path, metrics: dict[str, Any]) -> str | None:
+    """Why a completed stage-1 run cannot be chosen on (the results table's rule: it lists the run
+    `corrupt`): NaN or inf in its summary metrics or metrics.csv, or a metrics.csv that cannot be read."""
+    if (problem := nonfinite_metric(metrics)) is not None:
+        return f"{SUMMARY} {problem}"
+    try:
+        rows = read_metrics_rows(directory / METRICS)
+    except RunFileError as err:
+        return str(err)
+    problem = nonfinite_cell(rows or [])
+    return None if problem is None else f"{METRICS} {problem}"
+
+
 class Stages:
     """A tuned sweep's two stages (see ablate.sweep.tune): stage 1, then per variant, once its stage-1
     runs are all finished (completed or diverged), the stage-2 runs at the value chosen from them."""
@@ -185,6 +199,7 @@ class Stages:
         self.stage2_total = sweep.expected_runs() - len(self.stage1)
         self.chosen: dict[str, Any] = {}  # variant -> its chosen value
         self.scores: dict[str, dict[Any, float]] = {}  # variant -> value -> mean score over the tune seeds
+        self.untrusted: dict[str, str] = {}  # run folder -> why its `completed` cannot be chosen on
 
     def is_stage1(self, run: Run) -> bool:
         return run.cfg.seed in self.tune.seeds
@@ -204,6 +219,10 @@ class Stages:
             if status not in FINISHED:
                 return None
             metrics = summary.get("metrics") if isinstance(summary.get("metrics"), dict) else {}
+            if status == "completed" and (problem := untrusted(run_dir(run), metrics)) is not None:
+                self.untrusted[str(run_dir(run))] = problem  # the table lists it corrupt: no choice on it
+                return None
+            self.untrusted.pop(str(run_dir(run)), None)
             scores.setdefault(self.value(run), []).append(T.score(metrics.get(t.metric), status, t.maximize))
         means = {v: (T.worst(t.maximize) if any(abs(x) == float("inf") for x in xs) else sum(xs) / len(xs))
                  for v, xs in sorted(scores.items())}
@@ -677,6 +696,9 @@ def summarise(sweep: Sweep, report: Report, stream: TextIO, out: TextIO) -> int:
         result["tuned"] = {"key": stages.tune.key, "metric": stages.tune.metric, "chosen": dict(stages.chosen),
                            "undecided": [v for v in stages.variants if v not in stages.chosen]}
         waiting = result["tuned"]["undecided"]
+        for folder, problem in stages.untrusted.items():
+            stream.write(f"ablate: {folder}: {problem}; its variant's {stages.tune.key} is not chosen on it "
+                         "(delete the folder to run it again)\n")
         if waiting and not (report.stopped or report.interrupted):
             stream.write(f"ablate: stage 2 of {len(waiting)} of {len(stages.variants)} variants waits for their "
                          f"stage 1 (runs not finished: failed, interrupted or left for later); run the same "

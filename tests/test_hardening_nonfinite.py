@@ -1,0 +1,96 @@
+"""NaN and inf in a completed run's summary metrics or metrics.csv make the run `corrupt` (left out of
+the statistics and of the tuned choice, the runner's and the table's alike); a diverged run keeps
+its status."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from ablate import cli
+from ablate.results import aggregate, load
+from ablate.rundir import read_summary
+
+from .hardening_fixtures import TINY, by_status, edit_summary, runs_copy, trained_runs  # noqa: F401 - fixtures
+
+
+def plant_csv(run_dir: Path, value: str) -> str:
+    """`value` as the first val/acc of the run's metrics.csv; the problem the table names."""
+    lines = (run_dir / "metrics.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    row = next(i for i, line in enumerate(lines[1:], 1) if line.split(",")[header.index("val/acc")])
+    cells = lines[row].split(",")
+    cells[header.index("val/acc")] = value
+    lines[row] = ",".join(cells)
+    (run_dir / "metrics.csv").write_text("\n".join(lines) + "\n")
+    return f"metrics.csv line {row + 1}: val/acc = {value!r} is not a finite number"
+
+
+@pytest.mark.parametrize("where, value", [("summary", "val/acc_best=inf"), ("summary", "test/acc=nan"),
+                                          ("summary", "val/acc_best=-inf"), ("csv", "inf"), ("csv", "nan")])
+def test_a_completed_run_with_a_non_finite_value_is_corrupt_and_left_out(where, value, runs, capsys):
+    good, bad = by_status(runs, "completed")
+    if where == "summary":
+        key, number = value.split("=")
+        edit_summary(bad, metrics={key: float(number)})
+        problem = f"summary.json has {key} = {float(number)}, not a finite number"
+    else:
+        problem = plant_csv(bad, value)
+    table = load("hard").set_index("run_dir")
+    assert table.loc[str(bad), "status"] == "corrupt" and table.loc[str(bad), "error"] == problem
+    assert table.loc[str(good), "status"] == "completed"
+    stats = aggregate(load("hard"), by=[], metrics=["val/acc_best", "test/acc"])
+    assert stats.loc[0, "val/acc_best_n"] == 1 and stats.loc[0, "test/acc_n"] == 1
+    assert stats.loc[0, "val/acc_best_mean"] == pytest.approx(read_summary(good)["metrics"]["val/acc_best"])
+    assert math.isfinite(stats.loc[0, "val/acc_best_mean"])
+    assert cli.main(["results", "hard", "--aggregate"]) == 0
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "corrupt" in line] == [
+        f"ablate: warning: run {bad.name} ({bad}): {problem}; listed with status corrupt, left out of the statistics"]
+
+
+def test_a_diverged_run_keeps_its_status_with_its_non_finite_loss(runs):
+    (diverged,) = by_status(runs, "diverged")
+    assert read_summary(diverged)["diverged_loss"] == "nan"  # what the trainer records: a string
+    edit_summary(diverged, metrics={"train/loss": math.nan})
+    row = load("hard").set_index("run_dir").loc[str(diverged)]
+    assert row["status"] == "diverged" and pd.isna(row["error"])
+
+
+def test_the_runner_does_not_choose_on_a_non_finite_stage_1_run(tmp_path, monkeypatch):
+    """A tuned sweep whose stage-1 run says val/acc_best = inf (or whose metrics.csv holds nan): neither the
+    runner nor the table makes the variant's choice on it (the table lists the run corrupt)."""
+    from ablate.sweep import runner, spec
+    from ablate.train import train
+
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("ABLATE_PROGRESS", "0")
+    sweeps = tmp_path / "sweeps"
+    sweeps.mkdir()
+    params = {k: {"value": yaml.safe_load(v)} for k, v in (item.split("=", 1) for item in TINY)}
+    path = sweeps / "tuned.yaml"
+    path.write_text(yaml.safe_dump({
+        "program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
+        "description": "tune optim.lr on seeds 0", "metric": {"name": "val/acc_best", "goal": "maximize"},
+        "parameters": {**params, "optim.lr": {"values": [1e-4, 3e-4, 1e-3, 3e-3]}, "seed": {"values": [0, 1]}}}))
+    sweep = spec.load(str(path))
+    stages = runner.Stages(sweep)
+    for run in stages.stage1:
+        assert train(run.cfg, log=lambda *a: None)["status"] == "completed"
+    (variant,) = stages.variants
+    assert stages.decide(variant) is not None  # every stage-1 run finished: a choice
+    smallest = runner.run_dir(stages.stage1[0])
+    edit_summary(smallest, metrics={"val/acc_best": math.inf})
+    assert stages.decide(variant) is None
+    table = load("tuned", sweeps=sweeps)
+    assert table["tuned.optim.lr"].isna().all()
+    assert (table.set_index("run_dir").loc[str(smallest), "status"]) == "corrupt"
+    edit_summary(smallest, metrics={"val/acc_best": 0.5})
+    assert stages.decide(variant) is not None
+    problem = plant_csv(smallest, "nan")
+    assert load("tuned", sweeps=sweeps).set_index("run_dir").loc[str(smallest), "error"] == problem
+    assert stages.decide(variant) is None
