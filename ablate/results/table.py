@@ -9,8 +9,9 @@
                         and 1 for a row on a tune seed, 2 for the others
     status              completed | diverged | failed | running (as summary.json says), or corrupt:
                         summary.json, config.yaml, probes.json or metrics.csv cannot be read
-                        (truncated, binary garbage, empty; see runfiles.py), or a completed run
-                        has NaN or inf in its summary metrics or metrics.csv. The row keeps what
+                        (truncated, binary garbage, empty; see runfiles.py), config.yaml holds a
+                        key ablate train does not know, or a completed run has NaN or inf in its
+                        summary metrics or metrics.csv. The row keeps what
                         could be read (its config when config.yaml is readable) and `error` says
                         which file and what is wrong; statistics leave it out.
     <metrics>           final metrics under their logged names: test/*, val/*, train/*, then any other
@@ -55,7 +56,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import SECTIONS, flatten_overrides
+from ..config import SECTIONS, all_keys, flatten_overrides
 from ..fileio import atomic_write
 from ..rundir import CONFIG, METRICS, SUMMARY, runs_root
 from ..runfiles import (
@@ -163,6 +164,20 @@ def eval_sizes(config: dict[str, Any]) -> dict[str, int]:
     return {f"{EVAL}{split}": int(n) for split, n in sizes.items() if isinstance(n, int) and not isinstance(n, bool)}
 
 
+KNOWN_KEYS = frozenset(all_keys())
+
+
+def config_keys_problem(config: dict[str, Any]) -> str | None:
+    """Why a run's flat config is not one `ablate train` wrote: a key it does not know (a section, a
+    key of a section), or a mapping or list where a value belongs; None when it is fine."""
+    for key, value in config.items():
+        if key not in KNOWN_KEYS:
+            return f"has {key}, not a key of ablate train"
+        if isinstance(value, (dict, list)):
+            return f"has {key} = {value!r}, not a single value"
+    return None
+
+
 def read_run(run_dir: Path) -> RunRecord | None:
     """A run directory -> RunRecord; None when it holds no summary.json (not started). A run whose
     summary.json, config.yaml, probes.json or metrics.csv cannot be read is a record with status
@@ -198,6 +213,9 @@ def read_run(run_dir: Path) -> RunRecord | None:
     # a run that failed early has no probes in its summary; probes.json holds the init ones
     probes = summary.get("probes") if isinstance(summary.get("probes"), dict) else probes_file
     config = flatten_overrides(raw_config) if raw_config else {}  # {'model.n_heads': 4, ..., 'seed': 0}
+    if (bad := config_keys_problem(config)) is not None:
+        problems.append(f"{CONFIG} {bad}")
+        config = {k: v for k, v in config.items() if k in KNOWN_KEYS and not isinstance(v, (dict, list))}
 
     def mapping(key: str) -> dict:
         value = summary.get(key)
