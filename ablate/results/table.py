@@ -57,6 +57,7 @@ from typing import Any
 import pandas as pd
 
 from ..config import SECTIONS, all_keys, flatten_overrides
+from ..csvcells import safe_frame
 from ..fileio import atomic_write
 from ..rundir import CONFIG, METRICS, SUMMARY, runs_root
 from ..runfiles import (
@@ -653,11 +654,13 @@ def format_table(df: pd.DataFrame, all_columns: bool = False, width: int | None 
 
 def write(df: pd.DataFrame, path: Path | str) -> Path:
     """Write the table to .csv or .parquet atomically (temp file in the same folder + rename):
-    a reader, or another writer of the same path, sees the old file or the new one, never half."""
+    a reader, or another writer of the same path, sees the old file or the new one, never half.
+    In the CSV, text a spreadsheet would run as a formula starts with `'` (ablate.csvcells); parquet
+    keeps every value as it is (its cells are typed, never evaluated)."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        data: str | bytes = df.to_csv(index=False)
+    if suffix == ".csv":  # a cell a spreadsheet would run as a formula (a run named =...) is written as text
+        data: str | bytes = safe_frame(df).to_csv(index=False)
     elif suffix in (".parquet", ".pq"):
         buffer = io.BytesIO()
         try:
