@@ -118,6 +118,19 @@ def check_devices(sweep: Sweep, gpus: list[str], gpus_per_run: int | None) -> No
                              f"--gpus-per-run is {k}; pass --gpus-per-run {devices}")
 
 
+def check_runs_folder(sweep: Sweep) -> None:
+    """The sweep's runs folder ($ABLATE_RUNS_DIR/<sweep>) is a folder or can be made: a file in its
+    place (or above it) is bad input, found before any work (SweepError), not a sweep stopped at its
+    first run."""
+    target = runs_root() / sweep.name
+    for folder in (target, *target.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise SweepError(f"the runs folder {folder} is a file, not a folder; move it away or set "
+                                 "ABLATE_RUNS_DIR to a folder")
+            return
+
+
 def run_dir(run: Run) -> Path:
     return runs_root() / run.cfg.run.group / run.run_id
 
@@ -352,6 +365,7 @@ class Runner:
     def __init__(self, sweep: Sweep, workers: int | None = None, threads: int = 1,
                  gpus_per_run: int | None = None, max_runs: int | None = None,
                  stream: TextIO | None = None, gpus: list[str] | None = None, runs_per_gpu: int = 1):
+        check_runs_folder(sweep)
         self.sweep = sweep
         self.threads = threads
         self.gpus = visible_gpus() if gpus is None else gpus
@@ -728,6 +742,7 @@ def dry_run(sweep: Sweep, out: TextIO) -> int:
     """The expanded runs, their ids and their state; runs nothing, writes nothing. A tuned sweep lists
     stage 1, then the stage-2 runs of the variants whose choice is made (stage 1 finished), and says
     how many are known only once the others' stage 1 has finished."""
+    check_runs_folder(sweep)
     def line(run: Run) -> None:
         status = (read_summary(run_dir(run)) or {}).get("status", "new")
         out.write(f"{run.run_id}  {status:<9}  {run.label()}\n")
