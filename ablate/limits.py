@@ -102,8 +102,9 @@ def _recurrent(cfg: Config) -> bool:
     return cfg.model.arch in GATES
 
 
-def parameter_count(cfg: Config) -> int:
-    """Parameters of the model `ablate.tasks` builds for `cfg`: input embedding, encoder, head."""
+def parameter_count(cfg: Config, sizes: dict[str, int] | None = None) -> int:
+    """Parameters of the model `ablate.tasks` builds for `cfg`: input embedding, encoder, head. `sizes`: the
+    model sizes (in_features/n_classes or n_tokens/n_out) a checkpoint saved, else those `cfg.data` gives."""
     m, data = cfg.model, cfg.data
     d = m.d_model
     if _recurrent(cfg):  # the LSTM/GRU stack in the encoder's place; the head reads its hidden size
@@ -112,7 +113,7 @@ def parameter_count(cfg: Config) -> int:
     else:
         out, encoder = d, transformer_encoder_params(m)
     encoder += m.max_len * d if m.pos_enc == "learned" else 0
-    sizes = spec(data.task).model_sizes(data)
+    sizes = spec(data.task).model_sizes(data) if sizes is None else sizes
     if "in_features" in sizes:  # Linear(in_features, d) embedding, optional CLS token, Linear(out, n_classes) head
         n_in, n_out = sizes["in_features"], sizes["n_classes"]
         return n_in * d + d + (d if cfg.pooling == "cls" else 0) + encoder + out * n_out + n_out
@@ -375,4 +376,18 @@ def check_fits(cfg: Config, keys: str, host: int | None = None, device: int | No
                  + ("" if on_gpu else f", activations {size(est.activation_bytes)}"))
         return (f"the run needs about {size(need)} of memory ({parts}; {keys}), over the "
                 f"{size(limit.available)} {limit.where}; make it smaller" + (", or raise the limit" if limit.raisable else ""))
+    return None
+
+
+def checkpoint_problem(cfg: Config, sizes: dict[str, int], keys: str, limit: HostLimit | None = None) -> str | None:
+    """Why the model of a checkpoint's config `cfg` and model `sizes` (in_features/n_classes or n_tokens/n_out,
+    saved beside it) must not be built here, in one line, else None: its weights and buffers (float32, what
+    building it allocates) over the tightest host limit. Integer arithmetic only: nothing is allocated. `keys`
+    names the settings that sized it; `limit`: None, `host_limit()` now."""
+    params = parameter_count(cfg, sizes)
+    need = FLOAT * (params + _buffer_floats(cfg))
+    limit = host_limit() if limit is None else limit
+    if limit is not None and need > limit.available:
+        return (f"its config builds a model of about {size(need)} ({params:,} parameters; {keys}), over the "
+                f"{size(limit.available)} {limit.where}")
     return None

@@ -127,3 +127,100 @@ def test_train_under_ulimit_v_exits_2_with_one_line(tmp_path):
     assert "data.n_train=8000000" in lines[0] and f"ulimit -v {limit // KB}" in lines[0]
     assert "raise the limit" in lines[0]
     assert not run_dir.exists()
+
+
+# ---- item 4: a crafted checkpoint, tiny weights and a huge config ----
+
+def _crafted(tmp_path: Path, overrides: dict, name: str = "crafted") -> Path:
+    """A last.ckpt as `ablate train` writes one, but with a few small tensors for weights and `overrides` in its
+    config: what a user may be handed."""
+    import torch
+
+    from ablate import config as C
+
+    cfg = C.build({"tracking": "none", **overrides}, machine=False)
+    run = tmp_path / name
+    run.mkdir()
+    state = {"model.embed.proj.weight": torch.zeros(4, 28), "model.head.weight": torch.zeros(10, 4),
+             "model.head.bias": torch.zeros(10)}
+    torch.save({"state_dict": state, "global_step": 3, "pytorch-lightning_version": "2.6.6",
+                "hyper_parameters": {"config": C.to_dict(cfg), "in_features": 28, "n_classes": 10}}, run / "last.ckpt")
+    return run
+
+
+HUGE = {"model.d_model": 65536, "model.n_layers": 64}
+
+
+def _cli_limited(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`ablate ARGS` with an address-space limit 2 GB above what its imports map: a 51 GB allocation cannot
+    happen, a traceback would say MemoryError."""
+    env = {**os.environ, "WANDB_MODE": "disabled", "ABLATE_DATA_DIR": str(tmp_path / "no-data")}
+    return subprocess.run([sys.executable, "-m", "ablate.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300, preexec_fn=_limited(_vm_size_after_import() + 2 * GB))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads /proc (Linux)")
+@pytest.mark.slow
+def test_explore_json_refuses_a_huge_config_before_building(tmp_path):
+    run = _crafted(tmp_path, HUGE)
+    done = _cli_limited(tmp_path, "explore", str(run), "--json", str(tmp_path / "out.json"))
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert "model.d_model=65536, model.n_layers=64" in lines[0] and "2,199,105,503,242 parameters" in lines[0]
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads /proc (Linux)")
+@pytest.mark.slow
+def test_probe_refuses_a_huge_config_before_building(tmp_path):
+    run = _crafted(tmp_path, HUGE)
+    done = _cli_limited(tmp_path, "probe", str(run))
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert "model.d_model=65536, model.n_layers=64" in lines[0] and "2,199,105,503,242 parameters" in lines[0]
+
+
+def test_explore_checks_the_fit_on_the_meta_device(tmp_path, monkeypatch):
+    """A config whose model fits memory (400 M parameters, 1.6 GB) but not the checkpoint's few small weights:
+    refused, naming the tensor, with no more than a few MB allocated (its shapes come from a meta-device build)."""
+    import resource
+
+    from ablate.explore import ExploreError, export_model
+
+    run = _crafted(tmp_path, {"model.d_model": 2048, "model.n_layers": 8})
+    monkeypatch.setattr(limits, "host_limit", lambda **_: limits.HostLimit(10**15, "this machine has available"))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KB
+    with pytest.raises(ExploreError, match=r"does not fit the model its config builds \(it lacks "):
+        export_model(run)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KB - before < 200_000_000
+
+
+def test_explore_counts_the_checkpoints_own_sizes(tmp_path, monkeypatch):
+    """The model is built with the sizes saved beside the config: a crafted in_features=10**9 (a 256 GB
+    embedding under the tutorial's config) is what the size check counts."""
+    import torch
+
+    from ablate.explore import ExploreError, export_model
+
+    run = _crafted(tmp_path, {})
+    ckpt = torch.load(run / "last.ckpt", weights_only=True)
+    ckpt["hyper_parameters"]["in_features"] = 10**9
+    torch.save(ckpt, run / "last.ckpt")
+    monkeypatch.setattr(limits, "host_limit", lambda **_: limits.HostLimit(8 * GB, "this machine has available"))
+    with pytest.raises(ExploreError, match=r"its config builds a model of about 256 GB \(64,000,[0-9,]+ parameters; "
+                                           r"the default sizes\), over the 8 GB this machine has available"):
+        export_model(run)
+
+
+def test_checkpoint_problem_in_numbers(tmp_path):
+    from ablate import config as C
+
+    cfg = C.build({"tracking": "none", **HUGE}, machine=False)
+    small = limits.HostLimit(8 * GB, "this machine has available")
+    problem = limits.checkpoint_problem(cfg, {"in_features": 28, "n_classes": 10}, "model.d_model=65536", small)
+    assert problem == ("its config builds a model of about 8,796 GB (2,199,105,503,242 parameters; "
+                       "model.d_model=65536), over the 8 GB this machine has available")
+    tutorial = C.build({"tracking": "none"}, machine=False)
+    assert limits.checkpoint_problem(tutorial, {"in_features": 28, "n_classes": 10}, "", small) is None

@@ -1,8 +1,9 @@
 """A trained model as plain data for the explorer page: its config and every weight as float32.
 
 `export_model(run directory or last.ckpt)` loads the checkpoint with ablate.checkpoint's weights-only
-loader (tensors and plain values; nothing else is ever unpickled), checks that its weights fit the model
-its config builds, and returns a JSON-ready dict:
+loader (tensors and plain values; nothing else is ever unpickled), checks that the model its config builds
+fits this machine (ablate.limits, from the config alone) and that its weights fit that model (shapes from a
+meta-device build: no model is ever allocated), and returns a JSON-ready dict:
 
     {"format": "ablate-explore-model", "version": 1,
      "kind": "classify" | "tokens",            # SequenceClassifier (MNIST rows) or TokenModel
@@ -23,6 +24,7 @@ import base64
 from pathlib import Path
 from typing import Any
 
+from .. import limits
 from ..checkpoint import CheckpointError, fit_problem, load_checkpoint
 
 FORMAT, VERSION = "ablate-explore-model", 1
@@ -55,12 +57,26 @@ def _encoder_fields(model_cfg) -> dict[str, Any]:
             "pos_enc": c.pos_enc, "causal": c.causal, "max_len": c.max_len}
 
 
-def _build(cfg, kind: str, sizes: dict[str, int]):
+def _shapes(cfg, kind: str, sizes: dict[str, int]) -> dict[str, Any]:
+    """The state_dict of the model the config builds, on the meta device: every name and shape, no memory."""
+    import torch
+
     from ..models import SequenceClassifier, TokenModel
 
-    if kind == "classify":
-        return SequenceClassifier(cfg.model, sizes["in_features"], sizes["n_classes"], cfg.pooling)
-    return TokenModel(cfg.model, sizes["n_tokens"], sizes["n_out"])
+    with torch.device("meta"):
+        if kind == "classify":
+            model = SequenceClassifier(cfg.model, sizes["in_features"], sizes["n_classes"], cfg.pooling)
+        else:
+            model = TokenModel(cfg.model, sizes["n_tokens"], sizes["n_out"])
+    return model.state_dict()
+
+
+def _size_keys(cfg) -> str:
+    """The settings that sized the model, as a message names them: those off their defaults."""
+    from ..config import SIZE_KEYS, Config, flat
+
+    values, defaults = flat(cfg), flat(Config())
+    return ", ".join(f"{k}={values[k]}" for k in SIZE_KEYS if values[k] != defaults[k]) or "the default sizes"
 
 
 def _tensor(value) -> dict[str, Any]:
@@ -101,12 +117,20 @@ def export_model(source: Path) -> dict[str, Any]:
     if cfg.model.arch != "transformer":  # forward.js draws attention, block by block: an RNN has neither
         raise ExploreError(f"{source} is a model.arch={cfg.model.arch} run; the explorer draws Transformers only "
                            "(its attention, block by block); give the run directory of a model.arch=transformer run")
-    sizes = {n: int(hyper[n]) for n in names}
+    try:
+        sizes = {n: int(hyper[n]) for n in names}
+    except (TypeError, ValueError):
+        raise ExploreError(f"checkpoint {path} holds model sizes that are not integers; give a last.ckpt written "
+                           "by `ablate train`") from None
+    # before any model is built: a few small tensors may come with a config of a 9 TB model
+    if problem := limits.checkpoint_problem(cfg, sizes, _size_keys(cfg)):
+        raise ExploreError(f"checkpoint {path}: {problem}; give a last.ckpt written by `ablate train` that fits "
+                           "this machine")
     state = ckpt["state_dict"]
     if not isinstance(state, dict):
         raise ExploreError(f"checkpoint {path} holds no state_dict; give a last.ckpt written by `ablate train`")
     weights = {k.removeprefix(PREFIX): v for k, v in state.items() if k.startswith(PREFIX)}
-    expected = _build(cfg, kind, sizes).state_dict()
+    expected = _shapes(cfg, kind, sizes)
     if problem := fit_problem(weights, expected):
         raise ExploreError(f"checkpoint {path} does not fit the model its config builds ({problem}); "
                            "give a last.ckpt written by `ablate train` with this version")
