@@ -156,3 +156,209 @@ def test_the_committed_tables_hold_no_cell_a_spreadsheet_would_run():
         curves = R.sweep(name, committed).probe_curves()
         if curves is not None:
             pd.testing.assert_frame_equal(safe_frame(curves), curves, check_dtype=False)
+
+
+# ------------------------------------------------------------------ item 6: the swap as one unit
+
+
+class Killed(BaseException):
+    """A kill -9 in the middle of export, in-process: nothing after the failing call runs (no except
+    OSError catches it)."""
+
+
+@pytest.fixture(scope="module")
+def probe_runs(tmp_path_factory):
+    """Two real runs of group `tiny`: seed 0 with periodic probes (a curves file), seed 1 without. Returns
+    (root, {seed: run folder name})."""
+    import yaml
+
+    root = tmp_path_factory.mktemp("probed")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABLATE_RUNS_DIR", str(root / "runs"))
+        mp.setenv("ABLATE_PROGRESS", "0")
+        probes = ["run.expensive_probes=false", "run.probe_batch=16"]
+        assert run(*TINY_COPY, "trainer.max_epochs=1", "run.group=tiny", "seed=0", "run.probe_every=4",
+                   *probes)["status"] == "completed"
+        assert run(*TINY_COPY, "trainer.max_epochs=1", "run.group=tiny", "seed=1", *probes)["status"] == "completed"
+    (root / "sweeps").mkdir()
+    ids = {yaml.safe_load((d / "config.yaml").read_text())["seed"]: d.name for d in (root / "runs" / "tiny").iterdir()}
+    return root, ids
+
+
+def runs_of(root: Path, ids: dict[int, str], seeds: tuple[int, ...], where: Path) -> Path:
+    """A runs folder holding only the runs of `seeds`."""
+    for seed in seeds:
+        shutil.copytree(root / "runs" / "tiny" / ids[seed], where / "tiny" / ids[seed])
+    return where
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file of `folder`, hidden ones too (a staged file left behind shows)."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def visible(snap: dict[str, bytes]) -> dict[str, bytes]:
+    return {k: v for k, v in snap.items() if not k.startswith(".")}
+
+
+def without_files(meta: bytes) -> dict:
+    out = json.loads(meta)
+    out.pop("files", None)
+    return out
+
+
+def check_all_old_all_new_or_refused(data: Path, old: dict[str, bytes], new: dict[str, bytes]) -> str:
+    """What the readers make of `data`: 'old' or 'new' when it is all one export (and every reader reads
+    it), else 'refused': the build's check and the readers of any file of the other export refuse it in
+    one line that says to run the export again; a reader never returns a file of another export than
+    meta.json's."""
+    from ablate.results.exported import DataFileError, check_folder, read_curves
+
+    now = visible(snapshot(data))
+    meta = without_files(now["meta.json"])
+    gen = next(g for g, snap in (("old", old), ("new", new)) if without_files(snap["meta.json"]) == meta)
+    same = {k: v for k, v in now.items() if k != "meta.json"} == {k: v for k, v in visible((old, new)[gen == "new"]).items()
+                                                                   if k != "meta.json"}
+    if same:
+        check_folder(data)
+    else:
+        with pytest.raises(DataFileError) as refused:
+            check_folder(data)
+        line = str(refused.value)
+        assert "\n" not in line and "run the export again (`make report-export`)" in line, line
+    expected = (old, new)[gen == "new"]
+    readers = {"tiny.csv": lambda: R.table("tiny", data), "tiny.npz": lambda: R.arrays("tiny", data),
+               "tiny_curves.csv": lambda: read_curves("tiny", data)}
+    for file, read in readers.items():
+        try:
+            read()
+        except DataFileError as err:
+            assert not same and "make report-export" in str(err), (file, err)
+            continue
+        assert now.get(file) == expected.get(file), (file, gen)  # what it read is of meta.json's export
+    return gen if same else "refused"
+
+
+SCENARIOS = {"more runs": ((0,), (0, 1)), "curves go": ((0,), (1,)), "curves come": ((1,), (0,))}
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["recorded", "legacy meta.json"])
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_kill_at_any_rename_leaves_all_old_all_new_or_a_refusal(probe_runs, tmp_path, monkeypatch, scenario, legacy):
+    """An export of new runs over an exported folder, stopped (in-process) at its k-th os.replace for every k:
+    the staged files' own renames, each target's, and meta.json's last. Each time the readers see all old,
+    all new, or refuse in one line; the same export run again gives the new folder byte for byte. A folder
+    whose meta.json has no `files` (exported before they were recorded) is protected as well."""
+    root, ids = probe_runs
+    before, after = SCENARIOS[scenario]
+    old_runs, new_runs = runs_of(root, ids, before, tmp_path / "old"), runs_of(root, ids, after, tmp_path / "new")
+    sweeps, base = root / "sweeps", tmp_path / "base"
+    export(["tiny"], runs=old_runs, data=base, sweeps=sweeps, log=quiet)
+    if legacy:
+        meta = json.loads((base / "meta.json").read_text())
+        del meta["files"]
+        (base / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    old = snapshot(base)
+    full = tmp_path / "full"
+    shutil.copytree(base, full)
+    export(["tiny"], runs=new_runs, data=full, sweeps=sweeps, log=quiet)
+    new = snapshot(full)
+    assert ("tiny_curves.csv" in old, "tiny_curves.csv" in new) == {"more runs": (True, True), "curves go": (True, False),
+                                                                   "curves come": (False, True)}[scenario]
+
+    real = os.replace
+    calls = 0
+
+    def counting(src, dst, *args, **kwargs):
+        nonlocal calls
+        calls += 1
+        if calls == kill_at:
+            raise Killed
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", counting)
+    kill_at, total = 0, None
+    seen = []
+    for kill_at in range(1, 30):
+        data = tmp_path / f"k{kill_at}"
+        shutil.copytree(base, data)
+        calls = 0
+        try:
+            export(["tiny"], runs=new_runs, data=data, sweeps=sweeps, log=quiet)
+        except Killed:
+            seen.append(check_all_old_all_new_or_refused(data, old, new))
+        else:
+            total = calls
+            assert snapshot(data) == new
+            break
+        monkeypatch.setattr(os, "replace", real)
+        export(["tiny"], runs=new_runs, data=data, sweeps=sweeps, log=quiet)  # the same command again
+        assert snapshot(data) == new
+        monkeypatch.setattr(os, "replace", counting)
+    # staging: one write per file (+ meta.json's migration first for a legacy one), then one rename each
+    files = len([f for f in new if f != "meta.json"]) + 1
+    assert total == 2 * files + legacy, (total, files)
+    assert seen[:files + legacy] == ["old"] * (files + legacy)  # killed while staging: all old
+    assert seen[-1] == "refused"  # killed just before meta.json's rename: new files, old meta.json
+    assert "refused" in seen and set(seen) <= {"old", "refused"}
+
+
+def test_a_real_kill_9_between_renames_is_refused_and_the_next_export_cleans_up(probe_runs, tmp_path, capsys):
+    """`kill -9` (SIGKILL, sent by the export process to itself) right after the first target is renamed:
+    the build refuses the folder with one line, and the export run again removes the staged files left
+    behind and writes the new folder, byte for byte what an uninterrupted export writes."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    from ablate import cli
+
+    root, ids = probe_runs
+    old_runs, new_runs = runs_of(root, ids, (0,), tmp_path / "old"), runs_of(root, ids, (0, 1), tmp_path / "new")
+    data, full = tmp_path / "data", tmp_path / "full"
+    export(["tiny"], runs=old_runs, data=data, sweeps=root / "sweeps", log=quiet)
+    old = snapshot(data)
+    shutil.copytree(data, full)
+    export(["tiny"], runs=new_runs, data=full, sweeps=root / "sweeps", log=quiet)
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from ablate.results.export import export
+        real, renamed = os.replace, []
+        def replace(src, dst):
+            if renamed and not Path(dst).name.startswith("."):
+                os.kill(os.getpid(), signal.SIGKILL)
+            real(src, dst)
+            if not Path(dst).name.startswith("."):
+                renamed.append(dst)
+        os.replace = replace
+        export(["tiny"], runs={str(new_runs)!r}, data={str(data)!r}, sweeps={str(root / 'sweeps')!r}, log=print)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    left = sorted(p.name for p in data.iterdir() if p.name.startswith("."))
+    assert ".meta.json.export" in left and len(left) >= 2, left  # staged files a kill leaves behind
+    assert (data / "tiny.csv").read_bytes() == (full / "tiny.csv").read_bytes()  # a new table beside old files
+    assert check_all_old_all_new_or_refused(data, old, snapshot(full)) == "refused"
+    out = tmp_path / "out"
+    capsys.readouterr()
+    code = cli.main(["report", "build", "--data", str(data), "--out", str(out),
+                     "--source", str(Path(__file__).resolve().parents[1] / "reports")])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and not out.exists() and len(err) == 1, err
+    assert err[0].startswith(f"ablate: {data / 'tiny'}") and "run the export again (`make report-export`)" in err[0]
+    export(["tiny"], runs=new_runs, data=data, sweeps=root / "sweeps", log=quiet)
+    assert snapshot(data) == snapshot(full)  # no staged file left, and every file the new one
+
+
+def test_the_committed_folder_exported_before_files_were_recorded_is_still_read():
+    """reports/data's meta.json has no `files` (exported before they were recorded): the build's check and
+    the readers accept it as before; the first export into it records them (test above, legacy)."""
+    from ablate.results.exported import check_folder
+
+    committed = Path(__file__).resolve().parents[1] / "reports" / "data"
+    assert "files" not in json.loads((committed / "meta.json").read_text())
+    check_folder(committed)
+    assert len(R.table("heads", committed)) == json.loads((committed / "meta.json").read_text())["sweeps"]["heads"]["runs"]

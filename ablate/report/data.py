@@ -29,6 +29,7 @@ from ..results.exported import (  # noqa: F401 - the data folder's format, re-ex
     META,
     TARGETS,
     DataFileError,
+    check_files,
     check_folder,
     make_target,
     read_csv,
@@ -106,13 +107,16 @@ def _column_groups(df: pd.DataFrame, defaults: dict[str, Any]) -> dict[str, list
 
 def table(name: str, data: Path | str | None = None) -> pd.DataFrame:
     """The per-run table of sweep `name` as exported: the same columns and df.attrs as
-    `ablate.results.load(name)`, so `ablate.results.aggregate / best_lr / swept_keys` work on it."""
+    `ablate.results.load(name)`, so `ablate.results.aggregate / best_lr / swept_keys` work on it.
+    DataFileError when the CSV is not the one meta.json records (an export stopped part way)."""
     folder = Path(data if data is not None else data_dir())
     path = folder / f"{name}.csv"
+    meta = read_meta(folder)
+    check_files(folder, meta, [path.name])  # a table of another export than meta.json's: one line, not a mix
     if not path.is_file():
         raise NotRunYet(name, path)
     df = read_csv(path)
-    info = read_meta(folder).get("sweeps", {}).get(name, {})
+    info = meta.get("sweeps", {}).get(name, {})
     df = restore_dtypes(df, info.get("dtypes", {}))
     attrs: dict[str, Any] = {"name": name, "source": str(path),
                              **_column_groups(df, info.get("config_defaults") or {})}
@@ -126,8 +130,11 @@ def table(name: str, data: Path | str | None = None) -> pd.DataFrame:
 
 
 def arrays(name: str, data: Path | str | None = None) -> dict[str, np.ndarray]:
-    """Every array of reports/data/<name>.npz by key (`<run_id>/val_acc`, ...); {} if none."""
-    path = Path(data if data is not None else data_dir()) / f"{name}.npz"
+    """Every array of reports/data/<name>.npz by key (`<run_id>/val_acc`, ...); {} if none; DataFileError
+    when it is not the NPZ meta.json records (an export stopped part way)."""
+    folder = Path(data if data is not None else data_dir())
+    path = folder / f"{name}.npz"
+    check_files(folder, read_meta(folder), [path.name])
     if not path.is_file():
         return {}
     with np.load(path) as f:

@@ -52,8 +52,11 @@ are already there. One line per sweep says what happened. Files are written atom
 byte-for-byte reproducibly (the NPZ's zip entries carry a fixed date), so exporting the same runs
 twice changes nothing, and an export that changes nothing leaves meta.json untouched. A sweep's CSV,
 NPZ, curves and meta.json are written together: all are first written whole beside their targets,
-then moved into place, so a full or read-only disk (OSError, naming the file) leaves each sweep's
-files all old or all new, never a new table beside old arrays, old curves or an old meta.json.
+then moved into place, meta.json last, so a full or read-only disk (OSError, naming the file) leaves
+each sweep's files all old or all new. meta.json's `files` records every file's SHA-256, so a kill
+-9 between the renames leaves files that meta.json does not record: the readers (ablate.report, the
+build) refuse the folder in one line until an export runs again, which removes the staged files left
+behind and writes such a sweep again from its runs.
 """
 
 from __future__ import annotations
@@ -77,7 +80,17 @@ from ..budgets import BY_TRAINING
 from ..csvcells import safe_frame
 from ..fileio import atomic_write
 from ..runfiles import RunFileError, read_json_object, read_metrics_rows
-from .exported import META, DataFileError, curves_file, read_meta, restore_dtypes
+from .exported import (
+    FILES,
+    META,
+    DataFileError,
+    check_files,
+    curves_file,
+    digest,
+    exported_sweep,
+    read_meta,
+    restore_dtypes,
+)
 
 CURVES = ("train/loss", "val/acc")
 # Sweeps whose figures show attention maps, and at which probe points.
@@ -194,33 +207,76 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
+STAGED = ".export"  # `.<name>.export`: a file written whole beside its target, not yet moved into place
+
+
 def write_together(files: dict[Path, str | bytes | None]) -> None:
     """Write every file or none: each is first written whole beside its target (`.<name>.export`, by
     atomic_write), then all are moved into place, which takes no space; a target whose content is
-    None is removed after them (a sweep's curves file its runs no longer have). A write that fails
-    (ENOSPC, EROFS) leaves every target as it was and no staged file behind, and raises the OSError
-    naming the target."""
+    None is removed after them; meta.json, when among them, is moved last: it records every other
+    file's SHA-256, so until it is in place a reader finds the files it records changed and refuses the
+    folder (exported.check_files), and a kill -9 at any point leaves the folder all old, all new or
+    refused. A write that fails (ENOSPC, EROFS) leaves every target as it was and no staged file behind,
+    and raises the OSError naming the target."""
     staged: list[tuple[Path, Path]] = []
-    removed = [path for path, content in files.items() if content is None]
+    order = sorted(files, key=lambda path: path.name == META)  # meta.json last
+    removed = [path for path in order if files[path] is None]
     try:
-        for path, content in files.items():
+        for path in order:
+            content = files[path]
             if content is None:
                 continue
-            tmp = path.with_name(f".{path.name}.export")
+            tmp = path.with_name(f".{path.name}{STAGED}")
             try:
                 atomic_write(tmp, content)
             except OSError as err:
                 raise OSError(err.errno, err.strerror or str(err), str(path)) from err
             staged.append((tmp, path))
-        while staged:
+        while staged and staged[0][1].name != META:
             tmp, path = staged[0]
             os.replace(tmp, path)
             staged.pop(0)
         for path in removed:
             path.unlink(missing_ok=True)
+        if staged:
+            os.replace(*staged[0])
+            staged.pop(0)
     finally:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
+
+
+def clean_staging(data: Path) -> list[str]:
+    """Remove what an export killed part way left in `data`: its staged files (`.<name>.export`) and
+    atomic_write's temp files (`.<name>.<random>.tmp`) of the folder's files; returns their names."""
+    left = [p for p in data.iterdir() if p.name.startswith(".") and p.is_file()
+            and (p.name.endswith(STAGED) or (p.name.endswith(".tmp") and
+                                             any(f".{ext}." in p.name for ext in ("csv", "npz", "json"))))]
+    for path in left:
+        path.unlink(missing_ok=True)
+    return sorted(p.name for p in left)
+
+
+def out_of_step(data: Path, meta: dict[str, Any]) -> set[str]:
+    """The sweeps whose files are not the ones meta.json records (an export stopped part way; a file
+    edited or deleted by hand): export writes them again whatever the exported table was."""
+    if meta.get(FILES) is None:
+        return set()
+    names = {*meta[FILES], *(p.name for p in data.iterdir() if exported_sweep(p.name))}
+    broken = set()
+    for name in names:
+        try:
+            check_files(data, meta, [name])
+        except DataFileError:
+            broken.add(exported_sweep(name))
+    return broken - {None}
+
+
+def recorded_files(data: Path, meta: dict[str, Any]) -> dict[str, str]:
+    """meta.json's `files` for a folder exported before they were recorded: the files of its sweeps as
+    they are now."""
+    names = [n for n in sorted(p.name for p in data.iterdir()) if exported_sweep(n) in meta.get("sweeps", {})]
+    return {n: digest((data / n).read_bytes(), n) for n in names}
 
 
 def curves(run_dir: Path) -> dict[str, np.ndarray]:
@@ -779,6 +835,8 @@ def export(
     except DataFileError as err:
         raise ExportError(str(err)) from None
     data.mkdir(parents=True, exist_ok=True)
+    clean_staging(data)  # what an export killed part way left behind
+    broken = out_of_step(data, meta)
     names = list(names) if names else sweep_names(sweeps)
     meta_path = data / META
     written = meta_path.read_text() if meta_path.is_file() else None
@@ -790,12 +848,26 @@ def export(
         return json.dumps(meta, indent=1, sort_keys=True) + "\n"
 
     for name in names:
-        entry, outcome[name], files = export_sweep(name, runs, data, sweeps, log, budget,
-                                                   meta["sweeps"].get(name), replace, warn)
+        old = meta["sweeps"].get(name)
+        if name in broken:
+            log(f"{PREFIX}{name}: its files are not the ones meta.json records (an export stopped part way?); "
+                "the runs here replace them, whatever the exported table was")
+            old = None
+        entry, outcome[name], files = export_sweep(name, runs, data, sweeps, log, budget, old, replace, warn)
         if entry is not None:
+            if FILES not in meta:  # a folder exported before files were recorded: record them first, alone
+                meta[FILES] = recorded_files(data, meta)
+                written = meta_text()
+                atomic_write(meta_path, written)
             meta["sweeps"][name] = entry
             if name in SENTENCE:
                 meta["sentence"] = sentence()
+            for path, content in files.items():
+                if content is None:
+                    meta[FILES].pop(path.name, None)
+                else:
+                    meta[FILES][path.name] = digest(content if isinstance(content, bytes) else content.encode(),
+                                                    path.name)
             text = meta_text()
             if text != written:  # an export that changed nothing leaves meta.json byte for byte as it was
                 files[meta_path] = text

@@ -7,10 +7,18 @@ functions only, so the format has one home and the reports import nothing below 
     <sweep>_curves.csv probes during training (long: run_id, swept keys, step, layer, quantities);
                        only for sweeps with periodic probes, listed in meta.json under `curves`
     attention_cost.csv `ablate bench attention --csv`      meta.json     provenance per sweep
+
+meta.json's `files` maps every file export wrote (the sweeps' CSVs, NPZs and curves) to its SHA-256.
+Export renames meta.json into place last, so a folder in which an export stopped part way (a kill -9
+between its renames) holds files that meta.json does not record: the readers here refuse such a folder
+in one line (`check_files`) instead of reading a new table beside old arrays. A meta.json without
+`files` (written before export recorded them, as tests/data/reports) is read as before; export adds
+`files` the first time it writes into the folder.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -39,6 +47,7 @@ def read_curves(name: str, data: Path | str) -> pd.DataFrame | None:
     None when it has none; DataFileError when the file is damaged. The key columns' dtypes are the
     table's: meta.json's `dtypes` for the sweep apply to them too."""
     path = Path(data) / curves_file(name)
+    check_files(data, read_meta(data), [path.name])
     if not path.is_file():
         return None
     return read_csv(path, CURVE_COLUMNS)
@@ -47,10 +56,63 @@ def read_curves(name: str, data: Path | str) -> pd.DataFrame | None:
 class DataFileError(ValueError):
     """A file of the data folder that cannot be read; str() is one line naming it and the fix."""
 
-    def __init__(self, path: Path, problem: str):
+    def __init__(self, path: Path, problem: str, fix: str | None = None):
         self.path = path
-        super().__init__(f"{path} {problem}; restore it (`git checkout -- {path}`) or export it again "
-                         "(`make report-export`)")
+        fix = fix or f"restore it (`git checkout -- {path}`) or export it again (`make report-export`)"
+        super().__init__(f"{path} {problem}; {fix}")
+
+
+FILES = "files"  # meta.json's record of the files export wrote: name -> SHA-256
+
+
+def digest(content: bytes, name: str) -> str:
+    """The SHA-256 meta.json records for file `name` holding `content`. A CSV's line ends count as `\n`,
+    so a checkout that turns them into CRLF (git's core.autocrlf) still matches."""
+    if name.endswith(".csv"):
+        content = content.replace(b"\r\n", b"\n")
+    return hashlib.sha256(content).hexdigest()
+
+
+def exported_sweep(name: str) -> str | None:
+    """The sweep a file of export's kinds belongs to (`heads.csv`, `heads.npz`, `heads_curves.csv` ->
+    heads), None for any other file (meta.json, the benchmarks' CSVs, a hidden staging file)."""
+    if name.startswith("."):
+        return None
+    stem, dot, ext = name.rpartition(".")
+    if not dot or ext not in ("csv", "npz") or stem in TARGETS:
+        return None
+    return stem.removesuffix(CURVES) if ext == "csv" and stem.endswith(CURVES) else stem
+
+
+def check_files(data: Path | str, meta: dict[str, Any], names: list[str] | None = None) -> None:
+    """The files `names` of `data` (default: every file of export's kinds there or in meta.json's `files`)
+    are the ones meta.json records, byte for byte; DataFileError, one line, for the first that is not (an
+    export that stopped part way: a new table beside old arrays). A file that is not there and not
+    recorded is fine (a sweep not exported); a meta.json without `files` (written before export recorded
+    them) checks nothing."""
+    recorded = meta.get(FILES)
+    if recorded is None:
+        return
+    data = Path(data)
+    if names is None:
+        present = [p.name for p in data.iterdir() if exported_sweep(p.name)] if data.is_dir() else []
+        names = sorted({*recorded, *present})
+    fix = ("it and meta.json are not of the same export (one stopped part way?); run the export again "
+           f"(`make report-export`) or restore the folder (`git checkout -- {data}`)")
+    for name in names:
+        path = data / name
+        try:
+            content = path.read_bytes()
+        except FileNotFoundError:
+            if name in recorded:
+                raise DataFileError(path, "is missing though meta.json records it", fix) from None
+            continue
+        except OSError as err:
+            raise DataFileError(path, f"cannot be read ({err.strerror or err})") from None
+        if name not in recorded:
+            raise DataFileError(path, "is not a file meta.json records", fix)
+        if digest(content, name) != recorded[name]:
+            raise DataFileError(path, "is not the file meta.json records (its SHA-256 differs)", fix)
 
 
 
@@ -69,6 +131,9 @@ def read_meta(data: Path | str) -> dict[str, Any]:
     sweeps = meta.get("sweeps", {}) if isinstance(meta, dict) else None
     if not isinstance(sweeps, dict) or not all(isinstance(v, dict) for v in sweeps.values()):
         raise DataFileError(path, "is not an export's meta.json (an object whose `sweeps` maps names to objects)")
+    files = meta.get(FILES, {})
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise DataFileError(path, f"is not an export's meta.json (its `{FILES}` maps file names to SHA-256 digests)")
     return meta
 
 
@@ -110,12 +175,13 @@ def restore_dtypes(df: pd.DataFrame, dtypes: dict[str, str]) -> pd.DataFrame:
 
 
 def check_folder(data: Path | str) -> None:
-    """Read every file a build uses from `data` (meta.json, the tables, the arrays), so a damaged one
-    stops the build with one line before any notebook runs (DataFileError)."""
+    """Read every file a build uses from `data` (meta.json, the tables, the arrays), so a damaged one, or
+    one that meta.json does not record (an export stopped part way), stops the build with one line before
+    any notebook runs (DataFileError)."""
     import zipfile
 
     data = Path(data)
-    read_meta(data)
+    meta = read_meta(data)
     for path in sorted(data.glob("*.csv")):
         if path.stem in TARGETS:
             read_csv(path, ("n",))
@@ -131,3 +197,4 @@ def check_folder(data: Path | str) -> None:
             raise DataFileError(path, f"is not a readable NPZ archive ({err})") from None
         if bad is not None:
             raise DataFileError(path, f"is damaged (entry {bad} fails its checksum)")
+    check_files(data, meta)  # each file whole, but are they of one export?
