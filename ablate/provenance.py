@@ -50,4 +50,9 @@ def device_info(accelerator: str) -> dict[str, object]:
 
 
 def provenance(accelerator: str) -> dict[str, object]:
-    return {**git_state(), "versions": versions(), **device_info(accelerator)}
+    """Where and when a run was made: the code's commit, package versions, the device, and the time (UTC,
+    ISO 8601: what dates an exported table, never a file's modification time)."""
+    from datetime import datetime, timezone
+
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return {**git_state(), "versions": versions(), **device_info(accelerator), "time": when}

@@ -70,7 +70,7 @@ RULES = (
          why="a dashboard is built from a sweep file and the reports' text: never models, tasks, training, "
              "results or report notebooks"),
     Rule("ablate.explore", allowed=("ablate.explore", "ablate.cliparse", "ablate.config", "ablate.models", "ablate.checkpoint",
-                                    "ablate.registry", "ablate.fileio"),
+                                    "ablate.registry", "ablate.fileio", "ablate.limits"),
          why="the explorer reads a checkpoint and its config and runs the model; never training, sweeps, "
              "results or reports"),
 )

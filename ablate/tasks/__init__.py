@@ -1,5 +1,6 @@
 """LightningModules: loss, metrics and optimiser around the encoder, one per task."""
 
+from .. import limits
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..config import Config
 from .base import EncoderTask
@@ -26,11 +27,17 @@ def load_task(checkpoint, map_location="cpu") -> tuple[EncoderTask, object]:
 
     saved = load_checkpoint(checkpoint, map_location)
     try:
-        datamodule = build_datamodule(from_dict(saved["hyper_parameters"]["config"]).data)
-    except (ConfigError, KeyError, TypeError) as err:
+        cfg = from_dict(saved["hyper_parameters"]["config"])
+        sizes = {k: int(v) for k, v in saved["hyper_parameters"].items() if k != "config"}
+        datamodule = build_datamodule(cfg.data)
+    except (ConfigError, KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"checkpoint {checkpoint} holds a config this version cannot build "
                               f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
     cls = TASKS[datamodule.kind]
+    # before the model is built: a few small tensors may come with the config of a 9 TB model (the fit of
+    # the weights is load_from_checkpoint's strict load, on a model known to fit memory)
+    if problem := limits.checkpoint_problem(cfg, sizes, size_keys(cfg)):
+        raise CheckpointError(f"checkpoint {checkpoint}: {problem}")
     try:
         task = cls.load_from_checkpoint(checkpoint, map_location=map_location, weights_only=True)
     except CheckpointError:
@@ -41,6 +48,14 @@ def load_task(checkpoint, map_location="cpu") -> tuple[EncoderTask, object]:
         raise CheckpointError(f"checkpoint {checkpoint} does not fit the model its config builds "
                               f"({_detail(err)})") from None
     return task, datamodule
+
+
+def size_keys(cfg: Config) -> str:
+    """The settings that sized the model, as a message names them: those off their defaults."""
+    from ..config import SIZE_KEYS, flat
+
+    values, defaults = flat(cfg), flat(Config())
+    return ", ".join(f"{k}={values[k]}" for k in SIZE_KEYS if values[k] != defaults[k]) or "the default sizes"
 
 
 def _detail(err: BaseException) -> str:
