@@ -9,7 +9,11 @@ runs folder is full or read-only, TERMINATED: stopped by SIGTERM, resumable).
 
 The forkserver gets a temporary folder of its own (TMPDIR): what it and the runs leave in temporary
 files (W&B makes `wandb-media` and `wandb-artifacts` folders when it is imported) is removed with it
-when the sweep ends, even when the server is killed.
+when the sweep ends, even when the server is killed. The runner's own multiprocessing folder
+(`pymp-*`, which holds the server's socket) is removed by multiprocessing when the runner exits; when
+the runner is killed (SIGKILL), the forkserver, which outlives it, removes both folders as it exits,
+and when both were killed, the next sweep removes what they left (the folder's `.runner` file names
+the runner's pid and its `pymp-*` folder).
 
 This module stays light to import: the runner imports it; the heavy modules are in PRELOAD, which
 the forkserver imports once so that a run starts training in about a second instead of ~7.
@@ -61,8 +65,66 @@ _CONTEXT = None
 _TMPDIR: str | None = None  # the running forkserver's temporary folder
 TMPDIR_KEY = "ABLATE_FORKSERVER_TMPDIR"  # set in the forkserver's environment only
 
+RUNNER_FILE = ".runner"  # in a forkserver's folder: "<runner pid>\n<the runner's pymp-* folder>\n"
+
+
+def _runner_of(folder: str) -> tuple[int, str | None] | None:
+    """(pid, multiprocessing folder) of the runner that made a forkserver's folder; None if unknown."""
+    try:
+        pid, mine = (Path(folder) / RUNNER_FILE).read_text().splitlines()[:2]
+        return int(pid), mine if Path(mine).name.startswith("pymp-") else None
+    except (OSError, ValueError):
+        return None
+
+
+def _remove(folder: str) -> None:
+    """A forkserver's folder and, its runner being gone, the runner's pymp-* folder."""
+    runner = _runner_of(folder)
+    if runner is not None and runner[1] is not None:
+        shutil.rmtree(runner[1], ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _server_exit(folder: str) -> None:
+    """atexit of the forkserver: it exits when the runner has closed its end, i.e. has ended or is
+    ending. Its own folder always goes; the runner's pymp-* folder once the runner is gone (a runner
+    that exits normally removes it itself; one killed by SIGKILL cannot)."""
+    runner = _runner_of(folder)
+    deadline = time.monotonic() + 2
+    while runner is not None and os.getppid() == runner[0] and time.monotonic() < deadline:
+        time.sleep(0.01)  # the kernel closes a dying runner's files before it reparents its children
+    if runner is not None and os.getppid() != runner[0]:
+        _remove(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale() -> None:
+    """Remove the forkserver folders (and their runners' pymp-* folders) that a runner and its server
+    both killed (kill -9 of the process group) left in the temporary folder: this user's, whose runner
+    is gone. A folder without a readable `.runner` is left alone (being made now, or by older code)."""
+    for folder in Path(tempfile.gettempdir()).glob("ablate-sweep-*"):
+        try:
+            if not folder.is_dir() or folder.is_symlink() or folder.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        runner = _runner_of(str(folder))
+        if runner is not None and runner[0] != os.getpid() and not _alive(runner[0]):
+            _remove(str(folder))
+
+
 if os.environ.get(TMPDIR_KEY):  # imported by the forkserver (PRELOAD): its folder goes when it exits
-    atexit.register(shutil.rmtree, os.environ[TMPDIR_KEY], True)
+    atexit.register(_server_exit, os.environ[TMPDIR_KEY])
 
 
 def forkserver():
@@ -78,7 +140,12 @@ def forkserver():
     if _TMPDIR is None or not os.path.isdir(_TMPDIR) or not forkserver_running():  # a server starts now
         if _TMPDIR is not None:
             shutil.rmtree(_TMPDIR, ignore_errors=True)
+        from multiprocessing import util
+
+        remove_stale()
         _TMPDIR = tempfile.mkdtemp(prefix="ablate-sweep-")
+        # this process's multiprocessing folder (pymp-*: the server's socket), made now if it is not yet
+        Path(_TMPDIR, RUNNER_FILE).write_text(f"{os.getpid()}\n{util.get_temp_dir()}\n")
     env = {**FORKSERVER_ENV, "TMPDIR": _TMPDIR, TMPDIR_KEY: _TMPDIR}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
