@@ -4,6 +4,8 @@ its status."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
 from pathlib import Path
 
@@ -86,6 +88,12 @@ def test_the_runner_does_not_choose_on_a_non_finite_stage_1_run(tmp_path, monkey
     smallest = runner.run_dir(stages.stage1[0])
     edit_summary(smallest, metrics={"val/acc_best": math.inf})
     assert stages.decide(variant) is None
+    stream, out = io.StringIO(), io.StringIO()
+    runner.summarise(sweep, runner.Report(total=8, stages=stages), stream, out)
+    assert stream.getvalue().splitlines()[0] == (
+        f"ablate: {smallest}: summary.json has val/acc_best = inf, not a finite number; its variant's optim.lr "
+        "is not chosen on it (delete the folder to run it again)")
+    assert json.loads(out.getvalue())["tuned"]["undecided"] == [variant]
     table = load("tuned", sweeps=sweeps)
     assert table["tuned.optim.lr"].isna().all()
     assert (table.set_index("run_dir").loc[str(smallest), "status"]) == "corrupt"
