@@ -79,6 +79,7 @@ XIONG = R.Anchor(
     "初始化时 Post-LN 靠近输出层的梯度很大，而 Pre-LN 的梯度表现良好（定理 1，最后一层；靠近输入处梯度小并不是他们的论断）",
     kind="mechanism",
     wording="the expected gradients of the parameters near the output layer are large",
+    tutorial=True,
 )
 XIONG_WARMUP = R.Anchor(
     "Xiong et al. 2020",
@@ -93,6 +94,7 @@ LIU = R.Anchor(
     "深层 Post-LN 堆叠不如 Pre-LN 稳健：在 Pre-LN 能训练的地方它会训练失败（18 层 Post-LN 在 WMT14 英德上发散；"
     "他们找到的原因是放大效应，而不是梯度）",
     wording="unbalanced gradients are not the root cause of the instability of training",
+    tutorial=True,
 )
 Q_NORM = R.question(
     "claim-norm",
@@ -300,6 +302,7 @@ GEVA = R.Anchor(
     "the feed-forward layers hold about two thirds of a Transformer's parameters (per layer, at d_ff = 4 × d_model)",
     "前馈层约占 Transformer 参数的三分之二（按层计，d_ff = 4 × d_model）",
     wording="Feed-forward layers constitute two-thirds of a transformer model's parameters",
+    tutorial=True,
 )
 Q_FFN = R.question(
     "claim-ffn",
@@ -419,6 +422,7 @@ HINTON = R.Anchor(
     "提高 softmax 温度得到更平缓的分布，降低温度则趋近于硬性取最大值",
     kind="mechanism",
     wording="Using a higher value for T produces a softer probability distribution over classes.",
+    tutorial=True,
 )
 Q_TAU = R.question(
     "claim-temperature",
@@ -529,6 +533,7 @@ VASWANI_T1 = R.Anchor(
     "a self-attention layer costs O(n² · d) operations in sequence length n (operations, not memory)",
     "自注意力层的运算量是序列长度 n 的 O(n² · d)（指运算量，而非内存）",
     wording="Complexity per Layer: O(n² · d)",
+    tutorial=True,
 )
 Q_COST = R.question(
     "claim-cost",

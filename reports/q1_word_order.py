@@ -116,6 +116,7 @@ BAG = R.Anchor(
     "a bidirectional encoder without positional encoding is a bag of tokens: it cannot tell orders apart "
     "(Haviv et al. find that masked, bidirectional language models without positional encoding fail, causal ones not)",
     "没有位置编码的双向编码器只看到一袋词：它分不出词序（Haviv 等人发现没有位置编码的掩码（双向）语言模型会失败，因果模型不会）",
+    tutorial=True,
 )
 CAUSAL = R.Anchor(
     "Haviv et al. 2022; Kazemnejad et al. 2023",

@@ -104,6 +104,7 @@ VARIANCE = R.Anchor(
     kind="mechanism",
     wording="assume that the components of q and k are independent random variables with mean 0 and variance 1. "
             "Then their dot product ... has mean 0 and variance d_k",
+    tutorial=True,
 )
 SATURATION = R.Anchor(
     "Vaswani et al. 2017, §3.2.1",
@@ -113,6 +114,7 @@ SATURATION = R.Anchor(
     kind="mechanism",
     wording="We suspect that for large values of d_k, the dot products grow large in magnitude, pushing the "
             "softmax function into regions where it has extremely small gradients",
+    tutorial=True,
 )
 TRAINS = R.Anchor(
     "Vaswani et al. 2017, §3.2.1",
@@ -120,6 +122,7 @@ TRAINS = R.Anchor(
     "without the scaling)",
     "把分数乘以 1/√d_k 可以抵消这一效应：d_k 很大时缩放后的模型能训练（论文没有报告不缩放的运行）",
     wording="To counteract this effect, we scale the dot products by 1/√d_k",
+    tutorial=True,
 )
 TABLE_3B = R.Anchor(
     "Vaswani et al. 2017, Table 3 (B)",

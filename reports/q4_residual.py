@@ -90,6 +90,7 @@ HE_IDENTITY = R.Anchor(
     kind="mechanism",
     wording="the forward and backward signals can be directly propagated from one block to any other block, when using "
             "identity mappings as the skip connections and after-addition activation",
+    tutorial=True,
 )
 HE_PLAIN = R.Anchor(
     "He et al. 2016a (deep residual learning), §4.1",
@@ -107,6 +108,7 @@ HE_DEPTH = R.Anchor(
     "深的普通网络比加了残差连接的同一网络训练得更差（ImageNet top-1 错误率，10 次裁剪：plain-34 为 28.54 %，ResNet-34 为 25.03 %）",
     wording="Our extremely deep residual nets are easy to optimize, but the counterpart \"plain\" nets (that simply "
             "stack layers) exhibit higher training error when the depth increases",
+    tutorial=True,
 )
 Q = R.question(
     "q4",

@@ -149,6 +149,7 @@ T1_COST = R.Anchor(
     "a self-attention layer costs O(n² · d) operations in sequence length n, a recurrent layer O(n · d²)",
     "自注意力层的运算量是序列长度 n 的 O(n² · d)，循环层是 O(n · d²)",
     wording="Complexity per Layer: Self-Attention O(n² · d), Recurrent O(n · d²)",
+    tutorial=True,
 )
 T1_SERIAL = R.Anchor(
     "Vaswani et al. 2017, Table 1",
@@ -156,6 +157,7 @@ T1_SERIAL = R.Anchor(
     "time grows with n while self-attention's need not",
     "循环层需要 O(n) 次顺序运算，自注意力只需 O(1)：在并行硬件上循环层的耗时随 n 增长，自注意力不必如此",
     wording="Sequential Operations: Self-Attention O(1), Recurrent O(n)",
+    tutorial=True,
 )
 Q_COST = R.question(
     "rnn-compute",
@@ -356,6 +358,7 @@ LONG = R.Anchor(
     "vanish along it); self-attention reaches any position in one step",
     "RNN 会忘记长序列的开头（两个位置之间的路径长 O(n) 步，梯度沿途消失）；自注意力一步就能到达任何位置",
     wording="Maximum Path Length: Self-Attention O(1), Recurrent O(n) (Table 1)",
+    tutorial=True,
 )
 Q_LONG = R.question(
     "rnn-long-range",
@@ -705,12 +708,14 @@ ORDER = R.Anchor(
     wording="Since our model contains no recurrence and no convolution, in order for the model to make use of the "
             "order of the sequence, we must inject some information about the relative or absolute position of the "
             "tokens in the sequence.",
+    tutorial=True,
 )
 ORDER_MECH = R.Anchor(
     "Vaswani et al. 2017, §3.5",
     "without positions self-attention is blind to a permutation of its input (a bag of rows), an RNN is not",
     "没有位置编码时，自注意力看不出输入被重新排列（一袋行），RNN 看得出",
     kind="mechanism",
+    tutorial=True,
 )
 Q_ORDER = R.question(
     "rnn-position",
@@ -889,12 +894,14 @@ PARALLEL = R.Anchor(
     "循环结构使一个训练样本内部无法并行，所以在并行硬件上循环模型训练得比自注意力慢",
     wording="This inherently sequential nature precludes parallelization within training examples, which becomes "
             "critical at longer sequence lengths, as memory constraints limit batching across examples.",
+    tutorial=True,
 )
 SAME_ACC = R.Anchor(
     "the tutorial's table",
     "the table compares how the two compute, not what they can learn: on 28 rows an LSTM of the same size is "
     "not expected to be less accurate",
     "这张表比较的是两者如何计算，而不是能学到什么：在 28 行的输入上，同样大小的 LSTM 不应更不准确",
+    tutorial=True,
 )
 Q_MNIST = R.question(
     "rnn-mnist",

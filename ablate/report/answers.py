@@ -144,6 +144,7 @@ class Anchor:
     kind: str = "outcome"
     wording: str = ""
     tutorial: bool = False  # the tutorial's own claim: the question's headline verdict comes from these
+    label: str = ""  # a short name where one cite has several claims ("Table 3 (A), too many heads")
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -410,7 +411,7 @@ def side_verdicts(anchors: Sequence[Anchor], checks: Sequence[Check]) -> list[di
         verdict = overall([c.verdict for c in mine])
         why = "; ".join(c.evidence for c in mine if c.verdict == NOT_TESTABLE)
         why_zh = "；".join(c.evidence_zh or c.evidence for c in mine if c.verdict == NOT_TESTABLE)
-        out.append({"cite": a.cite, "claim": a.claim, "claim_zh": a.claim_zh, "verdict": verdict,
+        out.append({"cite": a.label or a.cite, "claim": a.claim, "claim_zh": a.claim_zh, "verdict": verdict,
                     "why": why, "why_zh": why_zh})
     return out
 

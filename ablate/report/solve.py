@@ -67,13 +67,13 @@ class Solve:
         times = sorted(int(s) for s, ok in zip(self.steps, self.solved) if ok)
         shown = ", ".join(str(t) for t in times)
         budget = max((int(s) for s, ok in zip(self.steps, self.solved) if not ok), default=None)
-        median = "未达到" if zh and not math.isfinite(self.median) else (
-            "not reached" if not math.isfinite(self.median) else f"{self.median:g}")
         if zh:
+            median = f"{self.median:g} 步" if math.isfinite(self.median) else "未达到"
             never = f"，{self.n - self.k} 次在 {budget} 步内未解决" if budget is not None else ""
-            return f"中位数 {median} 步（{self.n} 次运行：{shown or '无'}{never}）"
+            return f"中位数 {median}（{self.n} 次运行：{shown or '无'}{never}）"
+        median = f"{self.median:g} steps" if math.isfinite(self.median) else "not reached"
         never = f"; {self.n - self.k} never, censored at {budget}" if budget is not None else ""
-        return f"median {median} steps ({self.n} runs: {shown or 'none solved'}{never})"
+        return f"median {median} ({self.n} runs: {shown or 'none solved'}{never})"
 
     def __str__(self) -> str:
         return self.fmt()
@@ -128,10 +128,10 @@ class SolveTest:
                     else "no rank test (a run stopped before the slowest solved one: its rank is unknown)")
         p = "p < 0.001" if self.p < 0.001 else f"p = {self.p:.2g}"
         lr = ("" if self.p_logrank is None else
-              (f"，log-rank 检验 p = {self.p_logrank:.2g}" if zh else f"; log-rank p = {self.p_logrank:.2g}"))
+              (f"，对数秩检验 p = {self.p_logrank:.2g}" if zh else f"; log-rank p = {self.p_logrank:.2g}"))
         if zh:
             how = "精确" if self.method == "exact" else "正态近似"
-            return f"Mann–Whitney U = {self.u:g}（未解决的运行排在最后），{p}（{how}）{lr}"
+            return f"秩和检验（曼-惠特尼）U = {self.u:g}（未解决的运行排在最后），{p}（{how}）{lr}"
         return f"Mann–Whitney U = {self.u:g} (unsolved runs ranked last), {p} ({self.method}){lr}"
 
     def __str__(self) -> str:
