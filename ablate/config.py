@@ -645,7 +645,7 @@ def from_dict(data: dict[str, Any]) -> Config:
 
 # Keys added after runs existed, left out of the identity at these defaults: every run made before them
 # keeps its id (a sweep finds it again instead of running it twice).
-IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None}
+IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None, "model.residual_around": "both"}
 
 
 def run_id(cfg: Config) -> str:

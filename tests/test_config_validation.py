@@ -167,6 +167,8 @@ BAD_VALUES = [
     ("model.temperature", "inf", ()),
     ("model.temperature", "nan", ()),
     ("model.residual", "2", ()),
+    ("model.residual_around", "neither", ()),
+    ("model.residual_around", "ffn", ("model.residual=false",)),
     ("model.norm", "middle", ()),
     ("model.pos_enc", "fourier", ()),
     ("model.causal", "maybe", ()),

@@ -94,7 +94,7 @@ def _ln(x):
     ],
 )
 def test_sublayer_computes_its_formula(norm, residual, formula):
-    sub = SubLayer(Doubler(), _cfg(norm=norm, residual=residual))
+    sub = SubLayer(Doubler(), _cfg(norm=norm, residual=residual), skip=residual)
     x = torch.randn(3, 4, 8) * 3 + 1
     y, w = sub(x, True)
     assert w == "w"  # the weights are passed through untouched
@@ -108,7 +108,7 @@ def test_no_residual_sublayer_is_exactly_f_of_x_for_real_layers():
     cfg = _cfg(norm="none", residual=False, dropout=0.1)
     x = torch.randn(2, 5, 8)
     for fn in (MultiHeadAttention(cfg), FeedForward(cfg)):
-        sub = SubLayer(fn, cfg).eval()
+        sub = SubLayer(fn, cfg, skip=False).eval()
         torch.testing.assert_close(sub(x)[0], fn(x)[0], atol=0, rtol=0)
 
 

@@ -14,6 +14,8 @@ from .config import EncoderConfig
 from .positional import Positional
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+# model.residual_around -> the sub-layers that get the identity skip when residual=True
+SKIPS = {"both": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 
 
 class NoSkip(nn.Module):
@@ -50,15 +52,16 @@ class SubLayer(nn.Module):
 
     norm=pre:  x + f(LN(x))          (Pre-LN, Xiong et al. 2020)
     norm=post: LN(x + f(x))          (Post-LN, Vaswani et al. 2017)
-    residual=False replaces skip(x) by 0 (the "gradient highway" removed, He et al. 2016).
+    skip=False replaces skip(x) by 0 (the "gradient highway" removed, He et al. 2016); the Block decides
+    it per sub-layer from residual and residual_around (SKIPS).
     """
 
-    def __init__(self, fn: nn.Module, cfg: EncoderConfig):
+    def __init__(self, fn: nn.Module, cfg: EncoderConfig, skip: bool):
         super().__init__()
         self.pre_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.fn = fn
         self.drop = _dropout(cfg.dropout)
-        self.skip = nn.Identity() if cfg.residual else NoSkip()
+        self.skip = nn.Identity() if skip else NoSkip()
         self.post_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "post" else nn.Identity()
 
     def forward(self, x: torch.Tensor, need_weights: bool = False):
@@ -79,8 +82,9 @@ class Block(nn.Module):
 
     def __init__(self, cfg: EncoderConfig, positional: Positional | None = None):
         super().__init__()
-        self.attn = SubLayer(MultiHeadAttention(cfg, positional), cfg)
-        self.ffn = SubLayer(FeedForward(cfg), cfg) if cfg.ffn_mult > 0 else Removed()
+        skips = SKIPS[cfg.residual_around] if cfg.residual else ()
+        self.attn = SubLayer(MultiHeadAttention(cfg, positional), cfg, skip="attention" in skips)
+        self.ffn = SubLayer(FeedForward(cfg), cfg, skip="ffn" in skips) if cfg.ffn_mult > 0 else Removed()
 
     @property
     def attention(self) -> MultiHeadAttention:

@@ -11,6 +11,7 @@ from .rnn import RNN_CELLS
 
 ACTIVATION_NAMES = ("relu", "gelu")
 NORM_NAMES = ("pre", "post", "none")
+RESIDUAL_AROUND = ("both", "attention", "ffn")  # which sub-layers get the identity skip (block.SKIPS)
 POS_ENC_NAMES = tuple(POS_ENCODINGS)  # the registry in positional.py is the one home of a scheme
 INIT_NAMES = tuple(INITS)  # the registry in attention.py is the one home of an init
 ARCH_NAMES = ("transformer", *RNN_CELLS)  # the recurrent ones: RNN_CELLS in rnn.py
@@ -41,7 +42,7 @@ def _at_least(field: str, value, low: int) -> None:
 ATTENTION_ONLY = {
     **dict.fromkeys(("n_heads", "d_head", "qk_scale", "temperature", "init"), "an RNN has no attention"),
     **dict.fromkeys(("ffn_mult", "activation"), "an RNN has no FFN"),
-    "residual": "an RNN has no residual connections",
+    **dict.fromkeys(("residual", "residual_around"), "an RNN has no residual connections"),
     "norm": "an RNN has no LayerNorms",
     "causal": "an RNN reads in order: it is causal already",
 }
@@ -72,7 +73,8 @@ class EncoderConfig:
     activation: Literal["relu", "gelu"] = "relu"  # FFN non-linearity
     qk_scale: bool = True  # divide scores by sqrt(d_head) (Vaswani et al. 2017, sec. 3.2.1)
     temperature: float = 1.0  # tau: scores are also divided by tau
-    residual: bool = True  # skip connections around both sub-layers (He et al. 2016)
+    residual: bool = True  # skip connections around the sub-layers residual_around names (He et al. 2016)
+    residual_around: Literal[RESIDUAL_AROUND] = "both"  # with residual: skip around both, attention or ffn only
     norm: Literal["pre", "post", "none"] = "post"  # LayerNorm placement (Xiong et al. 2020)
     pos_enc: Literal[POS_ENC_NAMES] = "learned"  # positional encoding (each scheme: models/positional.py)
     causal: bool = False  # each position attends only to itself and earlier ones
@@ -101,6 +103,7 @@ class EncoderConfig:
         _choice("activation", self.activation, ACTIVATION_NAMES)
         for name in ("qk_scale", "residual", "causal"):
             _typed(name, getattr(self, name), bool, "true or false")
+        self._check_residual_around()
         _typed("temperature", self.temperature, float, "a finite number > 0")
         if not 0 < self.temperature < float("inf"):
             raise ValueError(f"temperature={self.temperature!r} is not allowed; expected a finite number > 0")
@@ -120,6 +123,18 @@ class EncoderConfig:
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout={self.dropout!r} is not allowed; expected a number in [0, 1)")
         self._check_arch()
+
+    def _check_residual_around(self) -> None:
+        """Skips around one sub-layer only need skips on (residual=False is "neither") and that sub-layer."""
+        _choice("residual_around", self.residual_around, RESIDUAL_AROUND)
+        if self.residual_around == "both":
+            return
+        if not self.residual:
+            raise ValueError(f"residual_around={self.residual_around!r} needs residual=True (residual=False "
+                             "has no skips to place); leave residual_around='both' or set residual=true")
+        if self.residual_around == "ffn" and self.ffn_mult == 0:
+            raise ValueError("residual_around='ffn' needs an FFN sub-layer, but ffn_mult=0 removes it; "
+                             "choose residual_around='both' or 'attention', or ffn_mult >= 1")
 
     def _check_arch(self) -> None:
         """An RNN has no attention, FFN, norms or residuals: a toggle of those set away from its default
