@@ -91,7 +91,8 @@ RULES: dict[str, Rule] = {
     "optim.warmup": Rule(lambda v: 0 <= v < 1, "a fraction in [0, 1)"),
     "optim.grad_clip": POSITIVE,
     "trainer.max_epochs": at_least(1),
-    "trainer.max_steps": Rule(lambda v: v == -1 or v >= 1, "-1 (max_epochs decides) or an integer >= 1"),
+    "trainer.max_steps": Rule(lambda v: v >= -1, "-1 (max_epochs decides), 0 (probes at initialisation only) or an "
+                                                 "integer >= 1"),
     "trainer.threads": at_least(1),
     "trainer.limit_val_batches": Rule(lambda v: 0 < v <= 1 or (v > 1 and float(v).is_integer()),
                                       "a fraction in (0, 1] or a count > 1"),
@@ -244,7 +245,7 @@ DEVICES_TEXT = f"a count in [1, {MAX_DEVICES}] or auto"
 @dataclass(frozen=True)
 class TrainerConfig:
     max_epochs: int = 5  # passes over the training set
-    max_steps: int = -1  # stop after this many optimiser steps (-1: epochs decide)
+    max_steps: int = -1  # stop after this many optimiser steps (-1: epochs decide; 0: the init probes only, nothing trained)
     accelerator: str = "auto"  # where to train, by Lightning's name (auto: a GPU if there is one)
     devices: str = "1"  # a count or "auto"; >1 with strategy=ddp trains data-parallel
     strategy: str = "auto"  # how to spread training over devices, by Lightning's name (e.g. ddp)

@@ -153,6 +153,10 @@ class ProbeRecorder(pl.Callback):
                 logger.log_image(f"probe/{point}/attention", [heatmap(attention)], step=trainer.global_step,
                                  caption=["rows: layers, columns: heads (dark = high weight)"])
 
+    def initial(self, model) -> dict[str, float]:
+        """The probes at initialisation, without a trainer (a run that trains nothing: max_steps=0)."""
+        return self._measure(model, "init", None)
+
     def on_train_start(self, trainer, pl_module):
         if not trainer.is_global_zero:
             return

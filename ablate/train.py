@@ -410,7 +410,29 @@ def learning_curve(path: Path) -> dict[str, float]:
     return {"val/acc_mean": sum(accs) / len(accs)} if accs else {}
 
 
+def _initial_only(cfg, run_dir, datamodule, task, summary, previous, started) -> dict[str, Any]:
+    """trainer.max_steps=0: the model as initialised, measured by the probes at initialisation (with
+    run.probes), nothing trained or tested. An initialisation study over a hundred seeds then costs
+    no training (Q4's gradient and collapse probes)."""
+    from .probing import ProbeRecorder, probe_batch, probe_permutation
+
+    summary["metrics"] = datamodule.reference_levels()
+    if cfg.run.probes:
+        batch = probe_batch(datamodule, cfg.run.probe_batch)
+        recorder = ProbeRecorder(run_dir, batch, probe_permutation(datamodule, batch[0].shape[1]))
+        recorder.initial(task.model)
+        summary["probes"] = recorder.scalars
+        summary["probe_time_s"] = previous.get("probe_time_s", 0.0) + recorder.seconds
+    summary.update(status="completed", global_step=0, train_samples_per_s=float("nan"),
+                   wall_time_s=previous.get("wall_time_s", 0.0) + (time.time() - started))
+    if not is_ddp_child():
+        write_json(run_dir / SUMMARY, summary)
+    return summary
+
+
 def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started, log, callbacks) -> dict[str, Any]:
+    if cfg.trainer.max_steps == 0:
+        return _initial_only(cfg, run_dir, datamodule, task, summary, previous, started)
     child = is_ddp_child()
     ckpt = run_dir / CKPT
     progress = not _progress_bar()  # logs and pipes get one line per epoch instead of the bar

@@ -50,6 +50,22 @@
 #
 # Supporting: the same quantities during training (periodic probes), after training, at every depth,
 # with plain SGD, with Post-LN and without LayerNorm.
+#
+# ## At initialisation over 120 seeds, decided before the runs of `residual_init` (issue 24)
+#
+# Written and committed before any run of sweeps `residual_init` and `residual_init_around`; the git
+# history shows the order. The three mechanism tests above are measurements of the model as initialised,
+# so they need no training: `trainer.max_steps=0` records the probes at initialisation and trains nothing,
+# and 120 seeds cost what 5 trained runs did. **The tests do not change** (the same quantities, directions
+# and the ×2 margin of He et al. 2016a's sameness claim); **their data do**: from `residual_init` (the
+# model of `residual_deep`, 120 seeds, every run: the initialisation does not depend on the learning rate)
+# instead of `residual_deep`'s 5 seeds, whose interval on the first layer's gradient was a factor of about 3
+# wide (log-sd ≈ 1.2), too wide for a ×2 margin ever to be shown. The outcome test stays on `residual_deep`.
+# Where `residual_init` is not there, the tests fall back to `residual_deep`.
+#
+# Supporting, new (`residual_init_around`): a skip around the attention only and around the FFN only,
+# beside both and neither, on the same three quantities: which of the two skips carries the gradient to
+# the first layer and which keeps the tokens apart.
 
 # %%
 import matplotlib.pyplot as plt  # noqa: F401 - the figures' backend, before seaborn
@@ -117,8 +133,9 @@ Q = R.question(
     "如果没有残差连接，深层堆叠会遇到什么具体问题？请用“梯度高速公路”来解释。",
     title_zh="Q4 · 残差连接与深层堆叠",
     anchors=[DONG, HE_IDENTITY, HE_PLAIN, HE_DEPTH],
-    sweeps=["residual", "residual_deep", "residual_sgd", "residual_norm"],
+    sweeps=["residual", "residual_deep", "residual_sgd", "residual_norm", "residual_init", "residual_init_around"],
 )
+INIT, AROUND = R.sweep("residual_init"), R.sweep("residual_init_around")  # at initialisation, 120 seeds
 SHALLOW, DEEP_SWEEP = R.sweep("residual"), R.sweep("residual_deep")
 PARTS = [s.name for s in (SHALLOW, DEEP_SWEEP) if s.ready]
 S = R.sweeps(*PARTS) if PARTS else DEEP_SWEEP  # every depth there is; a missing table says so below
@@ -297,31 +314,55 @@ if not S.ready or not deep:
     Q.not_run_yet(DEEP_SWEEP if not DEEP_SWEEP.ready else S)
 else:
     lvl = R.level(best, split="test")
-    collapse = R.compare(best, COLLAPSE + "_last", at(False, deep), at(True, deep))
-    ratio = R.compare(best, RATIO, at(True, deep), at(False, deep))
-    first = R.compare(best, FIRST, at(False, deep), at(True, deep))
+    # the three mechanism tests at initialisation: 120 seeds of residual_init where it is there (issue 24)
+    init = INIT.df if INIT.ready else best
+    init_what = f"{len(R.rows(init, at(True, deep)))} seeds at initialisation" if INIT.ready else "at initialisation"
+    init_what_zh = (f"初始化时 {len(R.rows(init, at(True, deep)))} 个种子" if INIT.ready else "初始化时")
+    collapse = R.compare(init, COLLAPSE + "_last", at(False, deep), at(True, deep))
+    ratio = R.compare(init, RATIO, at(True, deep), at(False, deep))
+    first = R.compare(init, FIRST, at(False, deep), at(True, deep))
     outcome = R.compare(best, OUTCOME, at(True, deep), at(False, deep))
     checks = [
-        DONG.greater(collapse, f"token cosine after the last of {deep} layers at initialisation, no skips vs skips",
+        DONG.greater(collapse, f"token cosine after the last of {deep} layers, {init_what}, no skips vs skips",
                      primary=True, reason="the architecture's own effect, before any optimiser can counter it",
-                     what_zh=f"初始化时 {deep} 层中最后一层之后词元表示的余弦相似度，无残差连接对有残差连接",
+                     what_zh=f"{init_what_zh}，{deep} 层中最后一层之后词元表示的余弦相似度，无残差连接对有残差连接",
                      reason_zh="结构本身的效应，在任何优化器能抵消它之前"),
-        HE_IDENTITY.greater(ratio, f"{deep} layers, first / last layer gradient at initialisation, skips vs none",
+        HE_IDENTITY.greater(ratio, f"{deep} layers, first / last layer gradient, {init_what}, skips vs none",
                             primary=True, reason="the highway is about where the gradient arrives; at initialisation "
                                                  "neither arm's loss has moved",
-                            what_zh=f"{deep} 层，初始化时第一层与最后一层的梯度之比，有残差连接对无残差连接",
+                            what_zh=f"{deep} 层，{init_what_zh}，第一层与最后一层的梯度之比，有残差连接对无残差连接",
                             reason_zh="“高速公路”说的是梯度到达哪里；初始化时两组的损失都还没有变化"),
-        HE_PLAIN.same(first, f"{deep} layers, the first layer's gradient at initialisation, no skips vs skips",
+        HE_PLAIN.same(first, f"{deep} layers, the first layer's gradient, {init_what}, no skips vs skips",
                       margin=HEALTHY_FACTOR, primary=True,
                       reason="a starved first layer lacks gradient of its own; its ratio to the last layer can fall "
                              "because the last layer gets more",
-                      what_zh=f"{deep} 层，初始化时第一层的梯度，无残差连接对有残差连接",
+                      what_zh=f"{deep} 层，{init_what_zh}，第一层的梯度，无残差连接对有残差连接",
                       reason_zh="梯度不足的第一层缺的是它自己的梯度；它与最后一层之比下降，也可能只是因为最后一层得到的更多"),
         HE_DEPTH.greater(outcome, f"{deep} layers, test accuracy, skips vs none", level=lvl, primary=True,
                          reason="held-out test set, each arm at its own learning rate",
                          what_zh=f"{deep} 层，测试准确率，有残差连接对无残差连接",
                          reason_zh="留出的测试集，每组用它自己的学习率"),
     ]
+    # supporting: one skip at a time (residual_init_around), against both and against none, at initialisation
+    if AROUND.ready and INIT.ready:
+        both_init, none_init = R.rows(init, at(True, deep)), R.rows(init, at(False, deep))
+        for around, name, name_zh in (("attention", "a skip around the attention only", "只在注意力外加残差"),
+                                      ("ffn", "a skip around the FFN only", "只在前馈网络外加残差")):
+            one = R.rows(AROUND.df, {"model.residual_around": around, "model.n_layers": deep})
+            if one.empty:
+                continue
+            pooled = pd.concat([one.assign(arm="one"), both_init.assign(arm="both"), none_init.assign(arm="none")])
+            for anchor, metric, a, b, vs, vs_zh in (
+                    (HE_IDENTITY, RATIO, "one", "none", "first / last layer gradient, vs no skips",
+                     "第一层与最后一层的梯度之比，对无残差连接"),
+                    (HE_IDENTITY, RATIO, "both", "one", "first / last layer gradient, skips around both vs this one",
+                     "第一层与最后一层的梯度之比，两处都有残差对只有这一处"),
+                    (DONG, COLLAPSE + "_last", "none", "one", "token cosine after the last layer, no skips vs this one",
+                     "最后一层之后词元表示的余弦相似度，无残差连接对只有这一处")):
+                checks.append(anchor.greater(
+                    R.compare(pooled, metric, {"arm": a}, {"arm": b}),
+                    f"{deep} layers at initialisation, {name}: {vs}", primary=False,
+                    what_zh=f"{deep} 层，初始化时，{name_zh}：{vs_zh}"))
     # supporting: the same quantities during and after training, other optimisers and norms
     cos_final = R.compare(best, "probe/final/cosine_last", at(False, deep), at(True, deep))
     rank_final = R.compare(best, "probe/final/erank_last", at(False, deep), at(True, deep))

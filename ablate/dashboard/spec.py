@@ -29,6 +29,8 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     **dict.fromkeys(("pos_enc", "pos_enc_causal", "pos_enc_reverse", "pos_enc_rows"), (
         "Q1 · Word order and positional encoding",
         ("probe/final/equiv_error",))),
+    # extrapolation (lookup1, 8 -> 64 tokens): its notebook reads accuracies only
+    **dict.fromkeys(("pos_enc_extrapolate", "pos_enc_extrapolate_bi"), ("Q1 · Word order and positional encoding", ())),
     **dict.fromkeys(("scaling", "scaling_sgd"), (
         "Q2 · Scaling the scores by √d_k",
         ("probe/init/logit_std_l0", "probe/final/logit_std_l0", "probe/init/q_var_l0", "probe/init/k_var_l0",
@@ -40,6 +42,10 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Q4 · Residual connections and deep stacks",
         ("probe/init/cosine_last", "probe/final/cosine_last", "probe/final/erank_last", "probe/init/grad_ratio",
          "probe/init/grad_l0"))),
+    # at initialisation only (trainer.max_steps=0): no final probes
+    **dict.fromkeys(("residual_init", "residual_init_around"), (
+        "Q4 · Residual connections and deep stacks",
+        ("probe/init/cosine_last", "probe/init/grad_ratio", "probe/init/grad_l0"))),
     "norm": ("Claim · Pre-LN vs Post-LN as depth grows", ("probe/init/grad_l0", "probe/init/grad_ratio")),
     "ffn": ("Claim · The FFN holds about 2/3 of the parameters", ("probe/init/share_ffn_l0", "probe/init/share_ffn")),
     "temperature": ("Claim · Temperature τ moves attention between selection and averaging",

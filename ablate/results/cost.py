@@ -38,7 +38,7 @@ def steps_of(cfg) -> int:
     """Optimiser steps of one run: epochs x ceil(training examples / batch), capped by max_steps."""
     n = task_spec(cfg.data.task).train_examples(cfg.data)
     steps = cfg.trainer.max_epochs * math.ceil(n / cfg.data.batch_size)
-    return min(steps, cfg.trainer.max_steps) if cfg.trainer.max_steps > 0 else steps
+    return min(steps, cfg.trainer.max_steps) if cfg.trainer.max_steps >= 0 else steps
 
 
 def _seconds_per_step(df: pd.DataFrame, keys: list[str]) -> dict[tuple, float]:
