@@ -33,6 +33,8 @@ REFERENCE_TEXT = {
     "order_blind": "the accuracy an order-blind (bag-of-tokens) model can expect: the best prediction "
                    "from the position's own token and the multiset of the sequence's tokens, every "
                    "arrangement the data could have had being equally likely",
+    "position_only": "the accuracy a model that knows the token two back and its own token, and nothing else, "
+                     "can expect (poshist: the positional relation alone, the count guessed)",
 }
 
 
@@ -291,8 +293,66 @@ LOOKUP1 = TaskSpec(
 )
 
 
+# ---- poshist (Q3): at each token, the token two back and whether the token occurs again, as one class ----
+
+POSHIST_BACK = 2  # the positional relation: the token this many back (ablate/data/poshist.py)
+POSHIST_CAP = 2  # the content relation: a count, every count from this one up one class (2: whether it recurs)
+
+
+def _poshist_bytes(cfg: DataConfig) -> int:
+    """int64 x and y of every split held, plus at the peak of building one split about seven (n, L+1)
+    int64 temporaries (tokens, sorted rows, two binary searches, the count, the target, its pieces)."""
+    tokens = (cfg.n_train + cfg.n_val) * _histogram_len(cfg.length) + cfg.n_test * _histogram_len(cfg.eval_length)
+    return 9 * LONG * tokens
+
+
+def _poshist_check(cfg: DataConfig) -> str | None:
+    if cfg.vocab < 2:
+        return (f"data.vocab={cfg.vocab!r} is not allowed for data.task=poshist; expected an integer >= 2 "
+                "(with one token every target is the same)")
+    if cfg.vocab > 2**60:  # class ids up to vocab * POSHIST_CAP stay inside int64
+        return (f"data.vocab={cfg.vocab!r} is not allowed for data.task=poshist; expected at most 2**60 "
+                f"(class ids vocab * {POSHIST_CAP} are int64)")
+    for key in ("length", "test_length"):
+        value = getattr(cfg, key)
+        if value is not None and value <= POSHIST_BACK:
+            return (f"data.{key}={value!r} is not allowed for data.task=poshist; expected at least "
+                    f"{POSHIST_BACK + 1} (the first {POSHIST_BACK} tokens have no token {POSHIST_BACK} back)")
+    if cfg.reverse:
+        return ("data.reverse=true is not allowed for data.task=poshist; expected false "
+                "(the offset fixes which token is asked for)")
+    return _synthetic_check(cfg)
+
+
+POSHIST = TaskSpec(
+    name="poshist",
+    title="position-and-count task",
+    kind="tokens",
+    datamodule="poshist:Poshist",
+    about="BOS then data.length tokens: at each token from the third, the token two back and its own "
+          f"count capped at {POSHIST_CAP} (whether it occurs again) as one of vocab * {POSHIST_CAP} classes; "
+          "a positional and a content relation at once, which two heads of one layer can split (Q3)",
+    seq_len=lambda cfg: _histogram_len(max(cfg.length, cfg.eval_length)),
+    model_sizes=lambda cfg: {"n_tokens": cfg.vocab + 1, "n_out": cfg.vocab * POSHIST_CAP},
+    train_examples=_synthetic_examples,
+    data_bytes=_poshist_bytes,
+    eval_examples=_synthetic_eval,
+    budgets={
+        "smoke": {"trainer.max_epochs": 1, "data.n_train": 512, "data.n_val": 128, "data.n_test": 128,
+                  "run.probe_batch": 32},
+        # 1,500 steps: sized so that the tutorial's 4 heads (1 layer, FFN 128) sit between the
+        # position-only level and the ceiling, short of solving it (docs/tasks/poshist.md)
+        "quick": {"trainer.max_epochs": 12, "data.n_train": 8000, "data.n_val": 1000, "data.n_test": 1000},
+        "full": {"trainer.max_epochs": 30, "data.n_train": 100000, "data.n_val": 2000, "data.n_test": 5000},
+    },
+    references=("chance", "position_only", "order_blind"),
+    check=_poshist_check,
+    keys=SYNTHETIC_KEYS,
+)
+
+
 # The registry: data.task -> its entry. Adding a task: its module under ablate/data/ and one entry here.
-TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (MNIST, COPY, HISTOGRAM, LOOKUP, LOOKUP1)}
+TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (MNIST, COPY, HISTOGRAM, LOOKUP, LOOKUP1, POSHIST)}
 NAMES: tuple[str, ...] = tuple(TASKS)
 
 

@@ -19,7 +19,7 @@ from ablate.budgets import NAMES as BUDGETS
 from ablate.data import build_datamodule
 from ablate.data.copytask import copy_sequences
 from ablate.data.reference import IGNORE, chance, order_blind
-from ablate.registry import TASKS
+from ablate.registry import REFERENCE_TEXT, TASKS
 
 SYNTHETIC = [name for name, task in TASKS.items() if task.kind == "tokens"]
 SMALL = {"data.n_train": 64, "data.n_val": 300, "data.n_test": 300}
@@ -84,8 +84,13 @@ def test_reference_levels_equal_a_brute_force_count_on_the_evaluation_sets(name)
         assert levels[f"ref/{split}/chance"] == pytest.approx(brute_chance(y), abs=1e-12)
         if "order_blind" in TASKS[name].references and "order_blind" not in dm.levels:
             assert levels[f"ref/{split}/order_blind"] == pytest.approx(brute_order_blind(x, y), abs=1e-12)
-        # a task with its own exact level (lookup's expectation) checks it against its own brute
-        # force in its test file (tests/test_lookup.py)
+        # a task with its own exact level (lookup's and poshist's expectations) checks it against its
+        # own brute force in its test file (tests/test_lookup.py, tests/test_poshist.py)
+
+
+def test_every_reference_level_a_task_records_is_described():
+    for task in TASKS.values():
+        assert set(task.references) <= set(REFERENCE_TEXT), (task.name, set(task.references) - set(REFERENCE_TEXT))
 
 
 def test_copy_order_blind_level_is_the_expected_largest_count_over_length():
