@@ -35,7 +35,7 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Q2 · Scaling the scores by √d_k",
         ("probe/init/logit_std_l0", "probe/final/logit_std_l0", "probe/init/q_var_l0", "probe/init/k_var_l0",
          "probe/init/onehot_frac_l0", "probe/final/onehot_frac_l0", "probe/init/grad_wq_l0"))),
-    **dict.fromkeys(("heads", "heads_tutorial"), (
+    **dict.fromkeys(("heads", "heads_tutorial", "heads_poshist", "heads_poshist_16"), (
         "Q3 · Several small heads or one big one",
         ("probe/final/rowmax_l0",))),
     **dict.fromkeys(("residual", "residual_deep", "residual_sgd", "residual_norm"), (
