@@ -289,6 +289,18 @@ class RunConfig:
             raise ConfigError(f"run.sweep_id={_shown(self.sweep_id)} is not allowed; expected {SWEEP_ID_TEXT}")
 
 
+def _reparam_problem(o: OptimConfig) -> str:
+    """What in `o` breaks model.qk_reparam's equality with the 1/sqrt(d_head) scale (its W_Q, W_K are
+    d_head^(1/4) smaller, their gradients d_head^(1/4) larger), or ''."""
+    if o.name not in ("adam", "adamw"):
+        return f"optim.name=adam or adamw (got {o.name}: its step grows with the gradient; Adam's does not)"
+    if o.weight_decay:
+        return f"optim.weight_decay=0 (got {o.weight_decay}: the smaller W_Q, W_K would need a decay rate of their own)"
+    if o.grad_clip is not None:
+        return f"optim.grad_clip=null (got {o.grad_clip}: the global norm it clips by sees the larger gradients)"
+    return ""
+
+
 @dataclass(frozen=True)
 class Config:
     model: EncoderConfig = field(default_factory=EncoderConfig)
@@ -314,6 +326,8 @@ class Config:
                 f"model.max_len={self.model.max_len} is shorter than the longest sequence ({need}) "
                 f"of data.task={self.data.task}; set model.max_len={need} or more"
             )
+        if self.model.qk_reparam and (problem := _reparam_problem(self.optim)):
+            raise ConfigError(f"model.qk_reparam=true needs {problem}; change it or set model.qk_reparam=false")
         if task_spec(self.data.task).kind != "classify" and self.pooling != "mean":
             raise ConfigError(f"pooling applies to tasks with one label per sequence (data.task=mnist) only; "
                               f"leave pooling=mean for data.task={self.data.task}")
@@ -646,7 +660,8 @@ def from_dict(data: dict[str, Any]) -> Config:
 
 # Keys added after runs existed, left out of the identity at these defaults: every run made before them
 # keeps its id (a sweep finds it again instead of running it twice).
-IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None, "model.residual_around": "both"}
+IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None, "model.residual_around": "both",
+                     "model.qk_reparam": False}
 
 
 def run_id(cfg: Config) -> str:

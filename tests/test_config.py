@@ -101,7 +101,7 @@ def test_run_ids_of_runs_made_before_later_keys_are_kept():
     assert C.run_id(build(*old)) == "1e9176e96fdb"
     assert C.run_id(build(*old, "run.name=pos_enc=none lr=1e-3 s3", "run.sweep_id=abc123")) == "1e9176e96fdb"
     assert C.run_id(build(*old, "model.arch=transformer", "model.rnn_hidden=null")) == "1e9176e96fdb"
-    assert C.run_id(build(*old, "model.residual_around=both")) == "1e9176e96fdb"
+    assert C.run_id(build(*old, "model.residual_around=both", "model.qk_reparam=false")) == "1e9176e96fdb"
     assert C.run_id(build(*old, "model.arch=lstm")) != "1e9176e96fdb"
     assert C.run_id(build(*old, "model.arch=lstm")) != C.run_id(build(*old, "model.arch=lstm", "model.rnn_hidden=32"))
 

@@ -164,6 +164,8 @@ BAD_VALUES = [
     ("model.ffn_mult", "-1", ()),
     ("model.activation", "tanh", ()),
     ("model.qk_scale", "maybe", ()),
+    ("model.qk_reparam", "maybe", ()),
+    ("model.qk_reparam", "true", ()),  # with qk_scale=true, the default
     ("model.temperature", "inf", ()),
     ("model.temperature", "nan", ()),
     ("model.residual", "2", ()),
@@ -201,7 +203,6 @@ BAD_VALUES = [
     ("optim.schedule", "linear", ()),
     ("optim.grad_clip", "inf", ()),
     ("trainer.max_epochs", "0", ()),
-    ("trainer.max_steps", "0", ()),
     ("trainer.devices", "0", ()),
     ("trainer.flush_denormal", "maybe", ()),
     ("trainer.limit_val_batches", "1.5", ()),

@@ -1,6 +1,6 @@
 """Pure-PyTorch models: no Lightning, W&B or pandas here, so notebooks can use them alone."""
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, SplitQKV, lr_factors
 from .block import Block, FeedForward, SubLayer
 from .config import EncoderConfig
 from .encoder import Encoder
@@ -29,8 +29,10 @@ __all__ = [
     "Positional",
     "RoPE",
     "SinusoidalPE",
+    "SplitQKV",
     "SubLayer",
     "build_positional",
+    "lr_factors",
     "sinusoidal_table",
 ]
 

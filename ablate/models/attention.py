@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils import skip_init
 
 from .positional import Positional
 
@@ -64,6 +65,34 @@ def _unit(attn: MultiHeadAttention) -> None:
 INITS = {"default": _default, "xavier": _xavier, "small": _small, "unit": _unit}  # model.init's names
 
 
+def lr_factors(model: nn.Module) -> list[tuple[nn.Parameter, float]]:
+    """Every attention layer's `lr_factors` in `model`: parameters the optimiser steps at factor x lr."""
+    return [pf for m in model.modules() if isinstance(m, MultiHeadAttention) for pf in m.lr_factors()]
+
+
+class SplitQKV(nn.Module):
+    """The fused qkv projection as three Linears `q`, `k`, `v` (model.qk_reparam), computing the same
+    (B, T, 3 * inner) layout, [q | k | v], heads contiguous. W_Q, W_K and their biases are the fused
+    layer's rows times c: its init drew the random numbers, so a seed gives what it gives the scaled
+    model. They are tensors of their own so that an optimiser's parameter group can step them at lr * c."""
+
+    def __init__(self, fused: nn.Linear, inner: int, c: float):
+        super().__init__()
+        self.c = c
+        # skip_init: no init of its own (it would draw random numbers the scaled model does not)
+        self.q, self.k, self.v = (skip_init(nn.Linear, fused.in_features, inner) for _ in range(3))
+        with torch.no_grad():
+            for i, (lin, factor) in enumerate(((self.q, c), (self.k, c), (self.v, 1.0))):
+                lin.weight.copy_(fused.weight[i * inner : (i + 1) * inner] * factor)
+                lin.bias.copy_(fused.bias[i * inner : (i + 1) * inner] * factor)
+
+    def lr_factors(self) -> list[tuple[nn.Parameter, float]]:
+        return [(p, self.c) for p in (*self.q.parameters(), *self.k.parameters())]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, 3 * inner)
+        return torch.cat((self.q(x), self.k(x), self.v(x)), dim=-1)
+
+
 def future_mask(length: int, device: torch.device) -> torch.Tensor:
     """(T, T) bool, True where key j lies after query i: what the causal mask hides."""
     return torch.ones(length, length, dtype=torch.bool, device=device).triu(1)
@@ -80,8 +109,19 @@ class MultiHeadAttention(nn.Module):
     the explicit path adds it, the fused path receives it as a float `attn_mask` with the causal
     -inf folded in. Without a bias the fused call is the plain `is_causal=` one.
 
-    Public parts (what probes use): `qkv` ([W_Q; W_K; W_V], heads contiguous), `out` (W_O),
-    `n_heads`, `d_head`, `inner_dim`, `scale`, `project(x)`, `logits(q, k)`.
+    `qk_reparam` (unscaled scores only) is the scale's equal under Adam with the scale taken out of the
+    forward pass. With c = d_head^(-1/4), W_Q' = c W_Q and W_K' = c W_K (biases too) give the scores
+    (x W_Q' + b_Q')(x W_K' + b_K')^T = c^2 q k^T = q k^T / sqrt(d_head), and gradients g / c. Adam's
+    step m / (sqrt(v) + eps) ignores that 1/c, so for W' to stay c W those tensors must step at lr * c
+    (and eps / c, to keep eps's ratio to sqrt(v)). A parameter group has one lr per tensor, and the
+    fused `qkv` holds W_V's rows too; a gradient hook cannot help either, as Adam undoes any scale of
+    the gradient. So with qk_reparam `qkv` is a SplitQKV, whose W_Q, W_K are tensors of their own
+    (`lr_factors`, read by ablate.tasks.base.configure_optimizers); the default path keeps the one fused
+    tensor, its state_dict keys and nn.MultiheadAttention's in_proj layout.
+
+    Public parts (what probes use): `qkv` ([W_Q; W_K; W_V], heads contiguous; with qk_reparam a SplitQKV of
+    the same output), `out` (W_O),
+    `n_heads`, `d_head`, `inner_dim`, `scale`, `project(x)`, `logits(q, k)`, `projections()`, `lr_factors()`.
     """
 
     def __init__(self, cfg: EncoderConfig, positional: Positional | None = None):
@@ -102,6 +142,22 @@ class MultiHeadAttention(nn.Module):
         self.causal = cfg.causal
         self.dropout = cfg.dropout
         INITS[cfg.init](self)
+        if cfg.qk_reparam:  # after the draw: the same seed gives the scaled model's numbers, W_Q, W_K times c
+            self.qkv = SplitQKV(self.qkv, self.inner_dim, cfg.qk_rate)
+
+    def lr_factors(self) -> list[tuple[nn.Parameter, float]]:
+        """(parameter, factor): parameters to be stepped at factor x the learning rate. With qk_reparam,
+        W_Q, W_K and their biases at c = d_head^(-1/4); else none."""
+        return self.qkv.lr_factors() if isinstance(self.qkv, SplitQKV) else []
+
+    def projections(self) -> dict[str, list[tuple[nn.Parameter, slice]]]:
+        """{"wq", "wk", "wv"}: the (parameter, rows) holding W_Q, W_K, W_V and their biases, in either layout
+        of `qkv` (the fused Linear's row slices, or SplitQKV's own q, k, v)."""
+        if isinstance(self.qkv, SplitQKV):
+            return {name: [(p, slice(None)) for p in lin.parameters()]
+                    for name, lin in zip(("wq", "wk", "wv"), (self.qkv.q, self.qkv.k, self.qkv.v))}
+        rows = [slice(i * self.inner_dim, (i + 1) * self.inner_dim) for i in range(3)]
+        return {name: [(self.qkv.weight, r), (self.qkv.bias, r)] for name, r in zip(("wq", "wk", "wv"), rows)}
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v, each (B, nh, T, hs), with the positional rotation applied to q and k."""

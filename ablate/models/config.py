@@ -40,7 +40,7 @@ def _at_least(field: str, value, low: int) -> None:
 
 # Toggles of the Transformer's parts: with arch=lstm/gru each must stay at its default (why, in words).
 ATTENTION_ONLY = {
-    **dict.fromkeys(("n_heads", "d_head", "qk_scale", "temperature", "init"), "an RNN has no attention"),
+    **dict.fromkeys(("n_heads", "d_head", "qk_scale", "qk_reparam", "temperature", "init"), "an RNN has no attention"),
     **dict.fromkeys(("ffn_mult", "activation"), "an RNN has no FFN"),
     **dict.fromkeys(("residual", "residual_around"), "an RNN has no residual connections"),
     "norm": "an RNN has no LayerNorms",
@@ -72,6 +72,7 @@ class EncoderConfig:
     ffn_mult: int = 2  # FFN hidden = ffn_mult * d_model; 0 removes the FFN sub-layer
     activation: Literal["relu", "gelu"] = "relu"  # FFN non-linearity
     qk_scale: bool = True  # divide scores by sqrt(d_head) (Vaswani et al. 2017, sec. 3.2.1)
+    qk_reparam: bool = False  # qk_scale=false only: W_Q, W_K start and step d_head^(1/4) smaller, Adam's equal of the scale
     temperature: float = 1.0  # tau: scores are also divided by tau
     residual: bool = True  # skip connections around the sub-layers residual_around names (He et al. 2016)
     residual_around: Literal[RESIDUAL_AROUND] = "both"  # with residual: skip around both, attention or ffn only
@@ -101,7 +102,7 @@ class EncoderConfig:
         _at_least("n_layers", self.n_layers, 1)
         _at_least("ffn_mult", self.ffn_mult, 0)
         _choice("activation", self.activation, ACTIVATION_NAMES)
-        for name in ("qk_scale", "residual", "causal"):
+        for name in ("qk_scale", "qk_reparam", "residual", "causal"):
             _typed(name, getattr(self, name), bool, "true or false")
         self._check_residual_around()
         _typed("temperature", self.temperature, float, "a finite number > 0")
@@ -123,6 +124,9 @@ class EncoderConfig:
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout={self.dropout!r} is not allowed; expected a number in [0, 1)")
         self._check_arch()
+        if self.qk_reparam and self.qk_scale:  # after the arch's check: an RNN has neither
+            raise ValueError("qk_reparam=True needs qk_scale=False (it stands in for the 1/sqrt(d_head) scale, "
+                             "it does not add to it); set qk_scale=false or leave qk_reparam=false")
 
     def _check_residual_around(self) -> None:
         """Skips around one sub-layer only need skips on (residual=False is "neither") and that sub-layer."""
@@ -167,6 +171,12 @@ class EncoderConfig:
     @property
     def ffn_dim(self) -> int:
         return self.ffn_mult * self.d_model
+
+    @property
+    def qk_rate(self) -> float:
+        """c = d_head^(-1/4) with qk_reparam, else 1: the factor W_Q, W_K (and their biases) start at, after
+        the init's draw, and the factor of the learning rate they step at (MultiHeadAttention.lr_factors)."""
+        return self.head_dim**-0.25 if self.qk_reparam else 1.0
 
     @property
     def score_scale(self) -> float:

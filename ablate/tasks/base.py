@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ..config import Config, from_dict, to_dict
+from ..models import lr_factors
 
 
 def lr_lambda(warmup_steps: int, total_steps: int, schedule: str):
@@ -27,6 +28,16 @@ def lr_lambda(warmup_steps: int, total_steps: int, schedule: str):
 
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+
+
+def param_groups(module: nn.Module, lr: float) -> list[dict[str, Any]]:
+    """Every parameter of `module` in one group at `lr`, but those `ablate.models.lr_factors` names (the W_Q,
+    W_K of model.qk_reparam, c = d_head^(-1/4)) in a group per factor, at lr * factor."""
+    factor = {id(p): f for p, f in lr_factors(module)}
+    groups = [{"params": [p for p in module.parameters() if id(p) not in factor], "lr": lr}]
+    for f in sorted(set(factor.values())):
+        groups.append({"params": [p for p in module.parameters() if factor.get(id(p)) == f], "lr": lr * f})
+    return groups
 
 
 class EncoderTask(pl.LightningModule):
@@ -65,7 +76,10 @@ class EncoderTask(pl.LightningModule):
 
     def configure_optimizers(self):
         o = self.cfg.optim
-        optimizer = OPTIMIZERS[o.name](self.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+        optimizer = OPTIMIZERS[o.name](param_groups(self, o.lr), lr=o.lr, weight_decay=o.weight_decay)
+        for group in optimizer.param_groups[1:]:  # Adam: c-times smaller weights, 1/c-times larger sqrt(v)
+            if "eps" in group:  # eps / c keeps its ratio to sqrt(v): the step is then exactly c times
+                group["eps"] *= o.lr / group["lr"]
         if o.warmup == 0 and o.schedule == "constant":
             return optimizer
         total = int(self.trainer.estimated_stepping_batches)
