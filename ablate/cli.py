@@ -129,7 +129,7 @@ def cmd_keys(argv: list[str]) -> int:
     if argv:
         return fail(f"`ablate keys` takes no arguments, got {' '.join(argv)!r}; run `ablate keys`")
     rows = [("key", "default", "allowed", "description"), *C.key_table()]
-    widths = [max(len(row[i]) for row in rows) for i in range(2)] + [min(44, max(len(row[2]) for row in rows))]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]  # every column as wide as its widest cell: aligned
     for key, default, allowed, description in rows:
         print(f"{key:<{widths[0]}}  {default:<{widths[1]}}  {allowed:<{widths[2]}}  {description}".rstrip())
     return 0

@@ -91,8 +91,7 @@ RULES: dict[str, Rule] = {
     "optim.warmup": Rule(lambda v: 0 <= v < 1, "a fraction in [0, 1)"),
     "optim.grad_clip": POSITIVE,
     "trainer.max_epochs": at_least(1),
-    "trainer.max_steps": Rule(lambda v: v >= -1, "-1 (max_epochs decides), 0 (probes at initialisation only) or an "
-                                                 "integer >= 1"),
+    "trainer.max_steps": Rule(lambda v: v >= -1, "-1 (epochs decide), 0 (init probes only) or an integer >= 1"),
     "trainer.threads": at_least(1),
     "trainer.limit_val_batches": Rule(lambda v: 0 < v <= 1 or (v > 1 and float(v).is_integer()),
                                       "a fraction in (0, 1] or a count > 1"),

@@ -182,8 +182,6 @@ def test_projections_name_the_same_rows_in_both_layouts():
         torch.testing.assert_close(v, u * factor, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.xfail(strict=True, reason="ablate/probes/gradients.py slices attn.qkv's parameters by rows; with "
-                   "SplitQKV it must read MultiHeadAttention.projections() (its owner's change)")
 def test_gradient_groups_of_a_reparametrised_model_match_a_plain_backward():
     torch.manual_seed(0)
     cfg = EncoderConfig(d_model=16, n_heads=2, d_head=8, qk_scale=False, qk_reparam=True, pos_enc="none", dropout=0.0)
@@ -238,3 +236,24 @@ def test_ablate_train_runs_a_reparametrised_model_end_to_end(tmp_path, monkeypat
         "trainer.max_epochs=1", "tracking=none", f"run.dir={tmp_path / 'r'}"]))
     summary = train(cfg, log=lambda *a: None)
     assert summary["status"] == "completed" and summary["global_step"] == 4
+
+
+@pytest.mark.parametrize("override", ["model.qk_scale=false model.qk_reparam=true", "model.residual_around=attention"])
+def test_explore_refuses_a_model_its_forward_pass_does_not_know(tmp_path, capsys, monkeypatch, override):
+    """The page's forward.js builds skips around both sub-layers and one fused qkv: a qk_reparam or
+    residual_around run would be drawn wrong, so `ablate explore` refuses it in one line (exit 2) and
+    writes nothing."""
+    from ablate import cli
+    from tests.test_resume import COPY
+    from tests.test_train import run
+
+    monkeypatch.setenv("ABLATE_PROGRESS", "0")
+    run_dir = tmp_path / "r"
+    run(*COPY, "trainer.max_epochs=1", "run.probes=false", *override.split(), f"run.dir={run_dir}")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert cli.main(["explore", str(run_dir), "--json", str(out / "models.json")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    key = override.split()[-1].split("=")[0]
+    assert line.startswith(f"ablate: {run_dir} is a {key}=") and "the page's forward pass knows" in line
+    assert list(out.iterdir()) == []

@@ -19,18 +19,21 @@ GROUPS = ("wq", "wk", "wv", "wo", "ffn", "norm")  # W_Q, W_K, W_V, W_O, FFN, Lay
 
 def _group_squares(block: Block, grads: list[tuple[nn.Parameter, torch.Tensor]]) -> dict[str, float]:
     """Sum of squared gradients of each group of one block, by the module each parameter belongs to.
-    W_Q/W_K/W_V are the row slices of the fused qkv projection, each with its slice of the bias; W_O
-    includes its bias; everything else in the block (its LayerNorms) is `norm`."""
+    W_Q/W_K/W_V (each with its bias) are where the attention's `projections()` say, in either layout
+    (the fused qkv projection's row slices, or model.qk_reparam's separate q, k, v); W_O includes its
+    bias; everything else in the block (its LayerNorms) is `norm`."""
     attn, ffn = block.attention, block.feed_forward
-    inner = attn.inner_dim
-    qkv = {id(p) for p in attn.qkv.parameters()}
+    rows: dict[int, list[tuple[str, slice]]] = {}
+    for name, parts in attn.projections().items():
+        for p, r in parts:
+            rows.setdefault(id(p), []).append((name, r))
     group = {id(p): "wo" for p in attn.out.parameters()}
     group |= {id(p): "ffn" for p in (ffn.parameters() if ffn is not None else ())}
     sq = dict.fromkeys(GROUPS, 0.0)
     for p, g in grads:
-        if id(p) in qkv:
-            for i, name in enumerate(("wq", "wk", "wv")):
-                sq[name] += g[i * inner : (i + 1) * inner].double().square().sum().item()
+        if id(p) in rows:
+            for name, r in rows[id(p)]:
+                sq[name] += g[r].double().square().sum().item()
         else:
             sq[group.get(id(p), "norm")] += g.double().square().sum().item()
     return sq
