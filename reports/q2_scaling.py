@@ -46,6 +46,30 @@
 # | softmax saturates, gradients become extremely small (§3.2.1, mechanism) | `scaling` · d_k = 512, unscaled vs scaled · layer-0 gradient to W_Q per unit of score at initialisation (the gradient divided by the factor the scores are multiplied by: what the softmax passes back), geometric mean, ratio | the claim is about the softmax's gradient at large d_k; at initialisation no optimiser has acted yet, so the measurement is the softmax's alone. One-hot rows and the same gradient after training are supporting |
 # | scaling counteracts it: the model trains (§3.2.1, outcome) | `scaling` · d_k = 512, scaled vs unscaled, Adam · test accuracy | Adam is the paper's optimiser; SGD is supporting (it shows a vanishing gradient more directly, but is not how the model is trained) |
 # | smaller d_k hurts quality (Table 3 (B)) | `scaling` · scaled, d_k 8 vs 64, Adam · test accuracy; not testable when both solve the task (≥ 99 %) | Table 3 (B) reduces d_k at a fixed d_model, as this sweep does from 64 to 8 (one head of d_k at d_model 64); a task both arms solve has no room to show lost quality |
+#
+# ## The learning-rate search and what the scale does, decided before the runs of `scaling_lr` (issue 24)
+#
+# Written and committed before any run of sweeps `scaling_lr`, `scaling_lr_512`, `scaling_reparam` and
+# `scaling_default`; the git history shows the order. **Why:** Adam steps each weight by about the rate, and
+# an unscaled score is √d_k times a scaled one, so one step moves it √d_k times as far: the rate at which an
+# unscaled model at d_k = 512 moves its scores as the scaled one does at 1e-3 is about 4e-5. `scaling`'s grid
+# (1e-4 … 3e-3) never reached it; all its stage-1 unscaled runs at 512 sat at chance, so the rate "chosen"
+# for them was noise, and "the unscaled model does not learn" could have been a learning-rate artefact.
+#
+# | anchor | primary test (sweep · variants · quantity) | why this is the right experiment |
+# | --- | --- | --- |
+# | scaling counteracts it: the model trains (§3.2.1, outcome) — **its data change** | `scaling_lr_512` · d_k = 512, scaled vs unscaled, unit init, Adam, **each at its own best rate over 1e-6 … 3e-3** (8 half-decades, on validation) · test accuracy, paired by seed · greater | the same test on a grid that reaches the unscaled model's matched rate from above and below; `scaling`'s version becomes supporting. The test's form was fixed before; its data change because the old grid could not decide it (known when this was written) |
+#
+# Supporting, each written here before its runs: **what the scale does** — `scaling_reparam`: unscaled
+# scores with `model.qk_reparam` (W_Q and W_K started d_k^¼ smaller and stepped at a d_k^¼ smaller rate:
+# equal to the scaled model to float rounding with Adam, `tests/test_qk_reparam.py`) against the scaled
+# model of `scaling`, test accuracy at d_k = 512, the same within ±2 points (TOST); **the default init** —
+# `scaling_default`: scaled vs unscaled at PyTorch's default init, d_k 64 and 512, test accuracy;
+# **saturation by another road** — the scaled d_k = 512 model at the highest rate tried (3e-3, stage 1 of
+# `scaling_lr_512`): its share of one-hot rows after training and its accuracy; `scaling_lr` at d_k 8 and
+# 64: scaled vs unscaled. The plain answer leads with the literal numbers the question asks for: the largest
+# |score|, the scores' standard deviation, the mean largest softmax weight and the share of one-hot rows,
+# at initialisation and after training, at d_k = 512.
 
 # %%
 import math
@@ -85,6 +109,9 @@ REASON = {
     "saturation": "the softmax's own gradient (per unit of score) at d_k = 512 at initialisation, before any "
                   "optimiser acts: the mechanism the paper suspects",
     "trains": "test accuracy at d_k = 512, scaled vs unscaled, with the paper's optimiser (Adam)",
+    "trains_wide": "test accuracy at d_k = 512, scaled vs unscaled, Adam, each at its own best rate on a grid that "
+                   "reaches the unscaled model's matched rate (about 4e-5) from both sides; paired by seed on one test "
+                   "set (written before the runs)",
     "3b": "d_k reduced at a fixed d_model (64 to 8, one head), as in Table 3 (B); a task both solve cannot show "
           "lost quality",
 }
@@ -93,6 +120,8 @@ REASON_ZH = {
                 "界限在读取数据之前就已确定",
     "saturation": "d_k = 512 时、初始化时（任何优化器起作用之前）softmax 自身每单位分数传回的梯度：正是论文所怀疑的机制",
     "trains": "d_k = 512 时缩放对不缩放的测试准确率，使用论文的优化器（Adam）",
+    "trains_wide": "d_k = 512 时缩放对不缩放的测试准确率，Adam，各自用最佳学习率，学习率网格从两侧覆盖不缩放模型的"
+                   "匹配学习率（约 4e-5）；同一测试集上按种子配对（在运行之前写定）",
     "3b": "在固定的 d_model 下减小 d_k（从 64 到 8，单头），和 Table 3 (B) 一样；两者都能解决的任务显示不出质量的损失",
 }
 
@@ -137,9 +166,12 @@ Q = R.question(
     "如果不除以 √d_k，在 d_k = 512 时点积分数会有多大？softmax 权重会变成什么样？模型为什么学不动？",
     title_zh="Q2 · 用 √d_k 缩放分数",
     anchors=[VARIANCE, SATURATION, TRAINS, TABLE_3B],
-    sweeps=["scaling", "scaling_sgd"],
+    sweeps=["scaling", "scaling_sgd", "scaling_lr", "scaling_lr_512", "scaling_reparam", "scaling_default"],
 )
 S, SGD = R.sweep("scaling"), R.sweep("scaling_sgd")
+LR, LR512 = R.sweep("scaling_lr"), R.sweep("scaling_lr_512")  # the search down to 1e-6 (issue 24)
+REPARAM, DEFAULT_INIT = R.sweep("scaling_reparam"), R.sweep("scaling_default")
+REPARAM_MARGIN = 0.02  # ±2 points of test accuracy: the reparametrised model trains as the scaled one
 SCALED = {True: "scores ÷ √d_k", False: "no scaling"}
 display(Q)
 
@@ -321,10 +353,44 @@ else:
                         "unscaled vs scaled (geometric means)", primary=True, reason=REASON["saturation"],
                         what_zh=f"d_k = {dk_max}，初始化时第 0 层每单位分数传到 W_Q 的梯度，不缩放对缩放（几何平均）",
                         reason_zh=REASON_ZH["saturation"]),
-        TRAINS.greater(R.effect(acc_sc, acc_un), f"Adam, test accuracy at d_k = {dk_max}, scaled vs unscaled",
-                       level=chance, primary=True, reason=REASON["trains"],
-                       what_zh=f"Adam，d_k = {dk_max} 时的测试准确率，缩放对不缩放", reason_zh=REASON_ZH["trains"]),
+        TRAINS.greater(R.effect(acc_sc, acc_un), f"Adam, test accuracy at d_k = {dk_max}, scaled vs unscaled, "
+                       "learning rates 1e-4 … 3e-3", level=chance, primary=not LR512.ready, reason=REASON["trains"],
+                       what_zh=f"Adam，d_k = {dk_max} 时的测试准确率，缩放对不缩放，学习率 1e-4 … 3e-3",
+                       reason_zh=REASON_ZH["trains"]),
     ]
+    lr512 = prepare(LR512) if LR512.ready else None
+    if lr512 is not None:  # the primary test of TRAINS on the grid down to 1e-6 (issue 24)
+        wide = (at(DK_LARGE, True), at(DK_LARGE, False))
+        checks.append(TRAINS.greater(
+            R.paired(lr512, ACC, *wide), f"Adam, test accuracy at d_k = {DK_LARGE}, scaled vs unscaled, each at its own "
+            "best rate over 1e-6 … 3e-3, paired by seed", level=R.level(lr512, split="test"), primary=True,
+            reason=REASON["trains_wide"], what_zh=f"Adam，d_k = {DK_LARGE} 时的测试准确率，缩放对不缩放，各自在 1e-6 … 3e-3 "
+                                                  "中的最佳学习率上，按种子配对", reason_zh=REASON_ZH["trains_wide"]))
+    if REPARAM.ready:  # what the scale does: the reparametrised unscaled model against the scaled one
+        reparam = prepare(REPARAM)
+        for d in sorted(int(v) for v in reparam["model.d_head"].unique()):
+            if not R.rows(best, at(d, True)).empty:
+                checks.append(TRAINS.same(
+                    R.effect(est(ACC, {"model.d_head": d}, reparam), est(ACC, at(d, True))),
+                    f"d_k = {d}: unscaled with W_Q, W_K started and stepped d_k^¼ smaller (qk_reparam) vs scaled, "
+                    "test accuracy", margin=REPARAM_MARGIN, primary=False,
+                    what_zh=f"d_k = {d}：不缩放、但 W_Q 和 W_K 的初始值与步长都缩小 d_k^¼ 倍（qk_reparam）对缩放，测试准确率"))
+    if DEFAULT_INIT.ready:
+        default = prepare(DEFAULT_INIT)
+        for d in sorted(int(v) for v in default["model.d_head"].unique()):
+            checks.append(TRAINS.greater(
+                R.paired(default, ACC, at(d, True), at(d, False)),
+                f"PyTorch's default init, d_k = {d}: scaled vs unscaled, test accuracy, paired by seed",
+                level=R.level(default, split="test"), primary=False,
+                what_zh=f"PyTorch 默认初始化，d_k = {d}：缩放对不缩放，测试准确率，按种子配对"))
+    if LR.ready:
+        small = prepare(LR)
+        for d in sorted(int(v) for v in small["model.d_head"].unique()):
+            checks.append(TRAINS.greater(
+                R.paired(small, ACC, at(d, True), at(d, False)),
+                f"d_k = {d}: scaled vs unscaled, each at its own best rate over 1e-6 … 3e-3, test accuracy, paired by seed",
+                level=R.level(small, split="test"), primary=False,
+                what_zh=f"d_k = {d}：缩放对不缩放，各自在 1e-6 … 3e-3 中的最佳学习率上，测试准确率，按种子配对"))
     if DK_SMALL in dks and DK_REF in dks:
         small, ref = est(ACC, at(DK_SMALL, True)), est(ACC, at(DK_REF, True))
         checks.append(TABLE_3B.less(R.effect(small, ref), f"Adam, scaled, test accuracy at d_k = {DK_SMALL} vs {DK_REF}",
