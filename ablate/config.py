@@ -263,6 +263,12 @@ class TrainerConfig:
             raise ConfigError(f"trainer.devices={_shown(self.devices)} is not allowed; expected {DEVICES_TEXT}")
         for key in LIGHTNING_DEFAULTS:
             _check_lightning_name(key, getattr(self, key.partition(".")[2]))
+        if self.ckpt_every_n_steps and "ddp" in self.strategy:
+            # Lightning's DistributedSampler replaces ablate's resumable one: a mid-epoch checkpoint cannot hold
+            # the place in the epoch's order, and one that overwrote the epoch's checkpoint could only restart
+            raise ConfigError(f"trainer.ckpt_every_n_steps={self.ckpt_every_n_steps} is not allowed with "
+                              f"trainer.strategy={self.strategy} (a mid-epoch checkpoint under DDP cannot resume "
+                              "exactly); set trainer.ckpt_every_n_steps=0 (a checkpoint at each epoch end)")
 
 
 @dataclass(frozen=True)

@@ -224,3 +224,20 @@ def test_checkpoint_problem_in_numbers(tmp_path):
                        "model.d_model=65536), over the 8 GB this machine has available")
     tutorial = C.build({"tracking": "none"}, machine=False)
     assert limits.checkpoint_problem(tutorial, {"in_features": 28, "n_classes": 10}, "", small) is None
+
+
+@pytest.mark.parametrize("n_classes", [float("inf"), 0, -3])
+def test_probe_refuses_sizes_that_are_not_positive_integers_in_one_line(tmp_path, capsys, n_classes):
+    """A crafted size of inf raised OverflowError (a traceback); 0 or below passed the size check and failed
+    inside torch: each is now one line, exit 2."""
+    import torch
+
+    from ablate import cli
+
+    run = _crafted(tmp_path, {})
+    saved = torch.load(run / "last.ckpt", weights_only=True)
+    saved["hyper_parameters"]["n_classes"] = n_classes
+    torch.save(saved, run / "last.ckpt")
+    assert cli.main(["probe", str(run)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "holds a config this version cannot build" in line

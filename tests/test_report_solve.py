@@ -156,14 +156,60 @@ def test_paired_difference_against_the_closed_form():
 
 
 def test_pairing_removes_the_shared_evaluation_noise_that_welch_adds_twice():
-    """Two arms scored on one evaluation set of 500 examples, one seed's luck shared: Welch with each
+    """Two arms scored on one evaluation set of 500 examples, each seed's luck shared: Welch with each
     arm's evaluation variance added sees no difference, the paired test does (the issue's point: that
     term was 56 % of the variance of Table 3 (E))."""
     a = [0.70, 0.75, 0.80, 0.85, 0.90]
-    b = [x - 0.02 for x in a]
+    b = [x - d for x, d in zip(a, (0.020, 0.026, 0.018, 0.024, 0.022))]
     df = runs({"a": a, "b": b})
     df["eval/n_test"] = 500
     welch = R.compare(df, "test/acc", {"v": "a"}, {"v": "b"})
     pair = R.paired(df, "test/acc", {"v": "a"}, {"v": "b"})
     assert welch.p > 0.5
-    assert pair.diff == pytest.approx(0.02) and pair.lo == pytest.approx(0.02) and pair.p == 0.0
+    assert pair.method == "paired" and pair.diff == pytest.approx(0.022) and pair.lo > 0.015 and pair.p < 1e-4
+
+
+def test_differences_without_spread_give_no_paired_p_value():
+    """Every seed's difference the same (a step of the evaluation's resolution apart, as accuracies on one
+    set often are): a zero variance is no evidence, so the unpaired estimate is given (it was p = 1.8e-15)."""
+    df = runs({"a": [0.93, 0.95], "b": [0.91, 0.93]})
+    df["eval/n_test"] = 500
+    e = R.paired(df, "test/acc", {"v": "a"}, {"v": "b"})
+    assert e.method == "welch" and e.p > 0.05
+
+
+def test_a_seed_twice_in_an_arm_is_refused_and_estimates_are_of_the_paired_runs():
+    df = runs({"a": [0.1, 0.9], "b": [0.5]})
+    df.loc[1, "seed"] = 0  # arm a has seed 0 twice (two learning rates, say)
+    with pytest.raises(ValueError, match="occurs twice"):
+        R.paired(df, "test/acc", {"v": "a"}, {"v": "b"})
+    df = runs({"a": [0.8, 0.82, 0.84], "b": [0.7, 0.71, 0.75, 0.99]})  # b's seed 3 has no partner
+    e = R.paired(df, "test/acc", {"v": "a"}, {"v": "b"})
+    assert e.b.n == 3 and e.b.mean == pytest.approx((0.7 + 0.71 + 0.75) / 3)
+
+
+def test_a_log_scale_metric_is_paired_as_a_ratio():
+    """Gradients: the ratio a / b from the mean of log differences, against the closed form."""
+    a, b = [2.0, 4.1, 7.9, 1.1], [1.0, 2.0, 4.2, 0.5]
+    df = runs({"a": a, "b": b}, metric="probe/init/grad_l0")
+    e = R.paired(df, "probe/init/grad_l0", {"v": "a"}, {"v": "b"})
+    logs = np.log(np.array(a) / np.array(b))
+    assert e.ratio and e.diff == pytest.approx(math.exp(logs.mean()))
+    half = stats.t.ppf(0.975, 3) * logs.std(ddof=1) / 2
+    assert (e.lo, e.hi) == (pytest.approx(math.exp(logs.mean() - half)), pytest.approx(math.exp(logs.mean() + half)))
+    assert e.sign == 1
+
+
+def test_a_diverged_run_is_never_solved_and_ranks_last():
+    """A run that diverged at step 40 has not solved the task: it counts with the slowest (before, it
+    was left out and its unstable arm looked faster)."""
+    df = pd.DataFrame([{"v": "x", "seed": 0, "status": "completed", "global_step": 630, "val/step_solved": 100.0},
+                       {"v": "x", "seed": 1, "status": "completed", "global_step": 630, "val/step_solved": 100.0},
+                       {"v": "x", "seed": 2, "status": "diverged", "global_step": 40, "val/step_solved": math.nan},
+                       {"v": "x", "seed": 3, "status": "diverged", "global_step": 40, "val/step_solved": math.nan},
+                       *({"v": "y", "seed": i, "status": "completed", "global_step": 630, "val/step_solved": 200.0}
+                         for i in range(4))])
+    x, y = R.time_to_solve(df, {"v": "x"}), R.time_to_solve(df, {"v": "y"})
+    assert x.n == 4 and x.k == 2 and "2 diverged" in str(x) and not math.isfinite(x.median)
+    test = R.solve_test(x, y)
+    assert test.valid and test.sign == 0 and test.u == 8  # two faster, two never: no winner

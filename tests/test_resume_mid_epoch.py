@@ -200,3 +200,13 @@ def test_the_resumable_sampler_draws_torchs_random_sampler_order_index_for_index
     assert head + list(again) == mine[0]
     again.load_state_dict({**place, "taken": len(data)})  # an epoch's end: a new order, not an empty epoch
     assert len(list(again)) == len(data)
+
+
+def test_mid_epoch_checkpoints_under_ddp_are_refused_before_any_work(tmp_path, capsys):
+    """Under DDP Lightning swaps in its DistributedSampler, so a mid-epoch checkpoint cannot hold its place
+    and, having overwritten the epoch's checkpoint, could only restart the run: refused in one line."""
+    code = cli.main(["train", *COPY, "trainer.ckpt_every_n_steps=4", "trainer.strategy=ddp",
+                     f"run.dir={tmp_path / 'r'}"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "trainer.ckpt_every_n_steps=0" in err
+    assert not (tmp_path / "r").exists()

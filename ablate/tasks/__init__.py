@@ -29,8 +29,10 @@ def load_task(checkpoint, map_location="cpu") -> tuple[EncoderTask, object]:
     try:
         cfg = from_dict(saved["hyper_parameters"]["config"])
         sizes = {k: int(v) for k, v in saved["hyper_parameters"].items() if k != "config"}
+        if bad := [f"{k}={v}" for k, v in sizes.items() if v < 1]:
+            raise ValueError(f"model sizes must be integers >= 1, got {', '.join(bad)}")
         datamodule = build_datamodule(cfg.data)
-    except (ConfigError, KeyError, TypeError, ValueError) as err:
+    except (ConfigError, KeyError, TypeError, ValueError, OverflowError) as err:  # int(inf): OverflowError
         raise CheckpointError(f"checkpoint {checkpoint} holds a config this version cannot build "
                               f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
     cls = TASKS[datamodule.kind]
