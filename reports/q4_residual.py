@@ -181,6 +181,13 @@ def prepare(sweep, tuned=True):
     return df
 
 
+def prepare_init(sweep):
+    """An initialisation-only sweep (trainer.max_steps=0, every run): with `<probe>_last` for the collapse probe."""
+    df = sweep.df.copy()
+    df["model.n_layers"] = df["model.n_layers"].astype(int)
+    return last_layer(sweep, df, COLLAPSE)
+
+
 def at(residual, depth):
     return {SKIPS: residual, "model.n_layers": depth}
 
@@ -315,7 +322,7 @@ if not S.ready or not deep:
 else:
     lvl = R.level(best, split="test")
     # the three mechanism tests at initialisation: 120 seeds of residual_init where it is there (issue 24)
-    init = INIT.df if INIT.ready else best
+    init = prepare_init(INIT) if INIT.ready else best
     init_what = f"{len(R.rows(init, at(True, deep)))} seeds at initialisation" if INIT.ready else "at initialisation"
     init_what_zh = (f"初始化时 {len(R.rows(init, at(True, deep)))} 个种子" if INIT.ready else "初始化时")
     collapse = R.compare(init, COLLAPSE + "_last", at(False, deep), at(True, deep))
@@ -348,7 +355,7 @@ else:
         both_init, none_init = R.rows(init, at(True, deep)), R.rows(init, at(False, deep))
         for around, name, name_zh in (("attention", "a skip around the attention only", "只在注意力外加残差"),
                                       ("ffn", "a skip around the FFN only", "只在前馈网络外加残差")):
-            one = R.rows(AROUND.df, {"model.residual_around": around, "model.n_layers": deep})
+            one = R.rows(prepare_init(AROUND), {"model.residual_around": around, "model.n_layers": deep})
             if one.empty:
                 continue
             pooled = pd.concat([one.assign(arm="one"), both_init.assign(arm="both"), none_init.assign(arm="none")])
