@@ -260,7 +260,8 @@ def check_data_folder(data: Path) -> None:
     assert files == sorted(["meta.json", "attention_cost.csv", "rnn_cost.csv", *(f"{n}.{e}" for n in (*SWEEPS, "baseline")
                                                                    for e in ("csv", "npz")),
                             *(curves_file(n) for n in probed)])
-    assert sum(p.stat().st_size for p in data.iterdir()) < 5_000_000  # 3.3 MB at quick (2026-11-30)
+    # 3.3 MB at quick (2026-11-30); issue 24 added 480 init-only runs with 16 layers of probes each (1.5 MB)
+    assert sum(p.stat().st_size for p in data.iterdir()) < 10_000_000
     meta = json.loads((data / "meta.json").read_text())["sweeps"]
     assert set(meta) == {*SWEEPS, "baseline"}
     for name, m in meta.items():
