@@ -467,6 +467,14 @@ else:
                      f"{acc_lr_sc}. ")
         plain_zh += (f"两组各自在 1e-6 … 3e-3 中用最佳学习率（不缩放模型的匹配学习率约为 4e-5）时，不缩放的模型测试准确率为 "
                      f"{zh(acc_lr_un)}，缩放的为 {zh(acc_lr_sc)}。")
+    if REPARAM.ready and not R.rows(prepare(REPARAM), {"model.d_head": DK_LARGE}).empty:  # what the scale does
+        rp = est(ACC, {"model.d_head": DK_LARGE}, prepare(REPARAM))
+        plain_en += (f"What the scale does is an initialisation and a step size: an unscaled model whose W_Q and W_K start "
+                     f"and step d_k^¼ smaller (with Adam the same model, to rounding) reaches {rp} at d_k = {DK_LARGE}, "
+                     f"the scaled one on the same learning rates (1e-4 … 3e-3) {est(ACC, at(DK_LARGE, True))}. ")
+        plain_zh += (f"缩放所做的，不过是一种初始化和一种步长：不缩放、但 W_Q 和 W_K 的初始值与步长都缩小 d_k^¼ 倍的模型"
+                     f"（在 Adam 下与缩放模型在舍入误差内相同）在 d_k = {DK_LARGE} 时达到 {zh(rp)}，缩放的模型在同样的学习率（1e-4 … 3e-3）下为 "
+                     f"{zh(est(ACC, at(DK_LARGE, True)))}。")
     if fails:
         plain_en += (f"Consistent with this, the unscaled model does not learn: on the histogram task {f_un.k} of "
                      f"{f_un.n} unscaled runs got above chance, against {f_sc.k} of {f_sc.n} with the scaling (the data "
