@@ -410,7 +410,7 @@ def learning_curve(path: Path) -> dict[str, float]:
     return {"val/acc_mean": sum(accs) / len(accs)} if accs else {}
 
 
-def _initial_only(cfg, run_dir, datamodule, task, summary, previous, started) -> dict[str, Any]:
+def _initial_only(cfg, run_dir, datamodule, task, summary, previous, started, log) -> dict[str, Any]:
     """trainer.max_steps=0: the model as initialised, measured by the probes at initialisation (with
     run.probes), nothing trained or tested. An initialisation study over a hundred seeds then costs
     no training (Q4's gradient and collapse probes)."""
@@ -425,6 +425,20 @@ def _initial_only(cfg, run_dir, datamodule, task, summary, previous, started) ->
         summary["probe_time_s"] = previous.get("probe_time_s", 0.0) + recorder.seconds
     summary.update(status="completed", global_step=0, train_samples_per_s=float("nan"),
                    wall_time_s=previous.get("wall_time_s", 0.0) + (time.time() - started))
+    if cfg.tracking == "wandb" and not is_ddp_child():  # the same W&B run a trained one is, its summary only
+        import wandb
+
+        from .tracking import wandb_logger
+
+        run = wandb_logger(run_dir, cfg).experiment
+        run.summary.update({**summary["metrics"], **summary.get("probes", {}), "status": "completed",
+                            "global_step": 0, "wall_time_s": summary["wall_time_s"],
+                            "commit": summary["provenance"]["commit"],
+                            **{f"params/{k}": v for k, v in summary["params"].items()}})
+        where = _wandb_location()
+        wandb.finish()
+        if where:
+            log(where)
     if not is_ddp_child():
         write_json(run_dir / SUMMARY, summary)
     return summary
@@ -432,7 +446,7 @@ def _initial_only(cfg, run_dir, datamodule, task, summary, previous, started) ->
 
 def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started, log, callbacks) -> dict[str, Any]:
     if cfg.trainer.max_steps == 0:
-        return _initial_only(cfg, run_dir, datamodule, task, summary, previous, started)
+        return _initial_only(cfg, run_dir, datamodule, task, summary, previous, started, log)
     child = is_ddp_child()
     ckpt = run_dir / CKPT
     progress = not _progress_bar()  # logs and pipes get one line per epoch instead of the bar

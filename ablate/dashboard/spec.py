@@ -92,19 +92,21 @@ def build(sweep: Sweep, entity: str | None, project: str | None) -> dict[str, An
     question, probes = QUESTIONS.get(sweep.name, (None, ()))
     probes = list(dict.fromkeys(last_layer(k, sweep) for k in probes))
     label = ", ".join(keys) or "seed"
+    trains = any(r.cfg.trainer.max_steps != 0 for r in sweep.runs)  # max_steps=0: the init probes only
     sections = [
         {"name": f"{sweep.name} ({budget}): {label}", "panels": [
             {"type": "parallel_coordinates", "title": f"{' · '.join(swept)} → {metric}",
              "columns": [{"key": k, "in": "config"} for k in swept] + [{"key": metric, "in": "summary"}]},
-            {"type": "bar", "title": f"test accuracy by {label}", "metrics": [TEST]},
+            *([{"type": "bar", "title": f"test accuracy by {label}", "metrics": [TEST]}] if trains else []),
         ]},
-        {"name": "validation curves", "panels": [
-            {"type": "line", "title": f"{key} by {label}", "x": "Step", "y": [key]} for key in CURVES]},
     ]
+    if trains:
+        sections.append({"name": "validation curves", "panels": [
+            {"type": "line", "title": f"{key} by {label}", "x": "Step", "y": [key]} for key in CURVES]})
     if probes:
         sections.append({"name": f"probes: {question}", "panels": [
             {"type": "bar", "title": f"{key} by {label}", "metrics": [key]} for key in probes]})
-    if any(getattr(r.cfg.model, "arch", "transformer") == "transformer" for r in sweep.runs):
+    if trains and any(getattr(r.cfg.model, "arch", "transformer") == "transformer" for r in sweep.runs):
         sections.append({"name": "attention (rows: layers, columns: heads)", "panels": [
             {"type": "media", "title": key.split("/")[1] + " attention", "media": [key]} for key in ATTENTION]})
     return {
