@@ -362,12 +362,22 @@ def test_a_real_kill_9_between_renames_is_refused_and_the_next_export_cleans_up(
     assert snapshot(data) == snapshot(full)  # no staged file left, and every file the new one
 
 
-def test_the_committed_folder_exported_before_files_were_recorded_is_still_read():
-    """reports/data's meta.json has no `files` (exported before they were recorded): the build's check and
-    the readers accept it as before; the first export into it records them (test above, legacy)."""
+def test_a_folder_exported_before_files_were_recorded_is_still_read(tmp_path):
+    """A meta.json without `files` (exported before they were recorded, as reports/data was until
+    2026-12-01): the build's check and the readers accept it as before. The committed folder, exported since,
+    records its files, and every one of them matches."""
+    import shutil
+
     from ablate.results.exported import check_folder
 
     committed = Path(__file__).resolve().parents[1] / "reports" / "data"
-    assert "files" not in json.loads((committed / "meta.json").read_text())
+    recorded = json.loads((committed / "meta.json").read_text())
+    assert set(recorded["files"]) == {p.name for p in committed.iterdir() if p.suffix in (".csv", ".npz")
+                                      and p.stem not in ("attention_cost", "rnn_cost")}
     check_folder(committed)
-    assert len(R.table("heads", committed)) == json.loads((committed / "meta.json").read_text())["sweeps"]["heads"]["runs"]
+    legacy = tmp_path / "data"
+    shutil.copytree(committed, legacy)
+    meta = {k: v for k, v in recorded.items() if k != "files"}
+    (legacy / "meta.json").write_text(json.dumps(meta))
+    check_folder(legacy)
+    assert len(R.table("heads", legacy)) == meta["sweeps"]["heads"]["runs"]
