@@ -521,7 +521,7 @@ else:
                 continue
             at_train = acc(ext, favoured, EXT_TRAIN)
             a, b = favoured["model.pos_enc"], other["model.pos_enc"]
-            what = (f"lookup1 at {ext_len} tokens (test), trained at {ext_train}, {mask}: {PE[a]} vs {PE[b]}, paired by seed",
+            what = (f"one-lookup task at {ext_len} tokens (test), trained at {ext_train}, {mask}: {PE[a]} vs {PE[b]}, paired by seed",
                     f"单查找任务，{ext_len} 个词元（测试集），训练长度 {ext_train}，{mask_zh}：{PE_ZH[a]} 对 {PE_ZH[b]}，按种子配对")
             primary = causal and reason is not None
             checks.append(anchor.greater(
@@ -535,7 +535,7 @@ else:
                 reason_zh=REASON_ZH[reason] if primary else ""))
     if not EXT.ready:
         for anchor, key in ((ALIBI, "extrapolate"), (SIN_EXTRAPOLATES, "sin_extrapolate")):
-            checks.append(anchor.not_testable("lookup1 at 64 tokens, causal", EXT.missing, primary=True,
+            checks.append(anchor.not_testable("one-lookup task at 64 tokens, causal", EXT.missing, primary=True,
                                               reason=REASON[key], what_zh="单查找任务，64 个词元，因果",
                                               why_zh=missing_zh(EXT.missing), reason_zh=REASON_ZH[key]))
     # the copy test at 2x, the primary test before issue 24: supporting (copy at 2x asks an offset never trained)
@@ -727,7 +727,7 @@ else:
         arms = [pe for pe in pes if (pe, causal) in ext_rows]
         if arms:
             mask_en, mask_zh = MASK[causal], "因果" if causal else "双向"
-            out_en.append(f"lookup1 trained at 8 tokens, {mask_en}, validation at 8 / test at 64 tokens: " + "; ".join(
+            out_en.append(f"The one-lookup task trained at 8 tokens, {mask_en}, validation at 8 / test at 64 tokens: " + "; ".join(
                 f"{PE[pe]} {ext_rows[(pe, causal)][0]} / {ext_rows[(pe, causal)][1]}" for pe in arms) + ".")
             out_zh.append(f"单查找任务在 8 个词元上训练，{mask_zh}，8 个词元的验证集 / 64 个词元的测试集：" + "；".join(
                 f"{PE_ZH[pe]} {zh(ext_rows[(pe, causal)][0])} / {zh(ext_rows[(pe, causal)][1])}" for pe in arms) + "。")

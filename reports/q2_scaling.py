@@ -382,7 +382,7 @@ else:
                 R.paired(default, ACC, at(d, True), at(d, False)),
                 f"PyTorch's default init, d_k = {d}: scaled vs unscaled, test accuracy, paired by seed",
                 level=R.level(default, split="test"), primary=False,
-                what_zh=f"PyTorch 默认初始化，d_k = {d}：缩放对不缩放，测试准确率，按种子配对"))
+                what_zh=f"框架默认的初始化，d_k = {d}：缩放对不缩放，测试准确率，按种子配对"))
     if LR.ready:
         small = prepare(LR)
         for d in sorted(int(v) for v in small["model.d_head"].unique()):

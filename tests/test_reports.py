@@ -22,6 +22,7 @@ import pytest
 
 from ablate import report as R
 from ablate.report.build import EXPLORER_SHOT, NOTEBOOKS, build, figure_prefix
+from tests.data_copies import edited_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "reports"
@@ -300,7 +301,7 @@ def test_answers_follow_the_data_and_a_missing_sweep_is_not_run_yet(fixture_buil
     and one sweep is missing (scaling)."""
     _, results, _ = fixture_build
     data = tmp_path / "data"
-    shutil.copytree(FIXTURE, data)
+    edited_copy(FIXTURE, data)
     (data / "scaling.csv").unlink()
     heads = pd.read_csv(data / "heads.csv")
     chosen = R.at_best_lr(R.table("heads", data))  # a row the comparison uses: at its variant's chosen lr

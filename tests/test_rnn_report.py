@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ablate.report.build import build
+from tests.data_copies import edited_copy
 
 FIXTURE = Path(__file__).parent / "data" / "reports"
 SOURCES = Path(__file__).resolve().parents[1] / "reports"
@@ -89,7 +90,7 @@ def positions(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("rnn_positions")
     data = root / "data"
-    shutil.copytree(FIXTURE, data)
+    edited_copy(FIXTURE, data)
     table = pd.read_csv(data / "rnn_copy_long.csv")
     lstm = table[(table["model.arch"] == "lstm") & (table["model.pos_enc"] == "none")]["run_id"]
     curve = np.full(32, 0.5, dtype=np.float32)
