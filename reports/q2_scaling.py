@@ -375,22 +375,18 @@ else:
                     f"d_k = {d}: unscaled with W_Q, W_K started and stepped d_k^¼ smaller (qk_reparam) vs scaled, "
                     "test accuracy", margin=REPARAM_MARGIN, primary=False,
                     what_zh=f"d_k = {d}：不缩放、但 W_Q 和 W_K 的初始值与步长都缩小 d_k^¼ 倍（qk_reparam）对缩放，测试准确率"))
-    if DEFAULT_INIT.ready:
-        default = prepare(DEFAULT_INIT)
-        for d in sorted(int(v) for v in default["model.d_head"].unique()):
-            checks.append(TRAINS.greater(
-                R.paired(default, ACC, at(d, True), at(d, False)),
-                f"PyTorch's default init, d_k = {d}: scaled vs unscaled, test accuracy, paired by seed",
-                level=R.level(default, split="test"), primary=False,
-                what_zh=f"框架默认的初始化，d_k = {d}：缩放对不缩放，测试准确率，按种子配对"))
-    if LR.ready:
-        small = prepare(LR)
-        for d in sorted(int(v) for v in small["model.d_head"].unique()):
-            checks.append(TRAINS.greater(
-                R.paired(small, ACC, at(d, True), at(d, False)),
-                f"d_k = {d}: scaled vs unscaled, each at its own best rate over 1e-6 … 3e-3, test accuracy, paired by seed",
-                level=R.level(small, split="test"), primary=False,
-                what_zh=f"d_k = {d}：缩放对不缩放，各自在 1e-6 … 3e-3 中的最佳学习率上，测试准确率，按种子配对"))
+    arms = ((DEFAULT_INIT, "PyTorch's default init, d_k = {d}: scaled vs unscaled, test accuracy, paired by seed",
+             "框架默认的初始化，d_k = {d}：缩放对不缩放，测试准确率，按种子配对"),
+            (LR, "d_k = {d}: scaled vs unscaled, each at its own best rate over 1e-6 … 3e-3, test accuracy, paired by seed",
+             "d_k = {d}：缩放对不缩放，各自在 1e-6 … 3e-3 中的最佳学习率上，测试准确率，按种子配对"))
+    for sweep, what, what_zh in arms:  # supporting: scaled vs unscaled at each d_k of the sweep
+        if not sweep.ready:
+            continue
+        arm = prepare(sweep)
+        for d in sorted(int(v) for v in arm["model.d_head"].unique()):
+            checks.append(TRAINS.greater(R.paired(arm, ACC, at(d, True), at(d, False)), what.format(d=d),
+                                         level=R.level(arm, split="test"), primary=False,
+                                         what_zh=what_zh.format(d=d)))
     if DK_SMALL in dks and DK_REF in dks:
         small, ref = est(ACC, at(DK_SMALL, True)), est(ACC, at(DK_REF, True))
         checks.append(TABLE_3B.less(R.effect(small, ref), f"Adam, scaled, test accuracy at d_k = {DK_SMALL} vs {DK_REF}",
