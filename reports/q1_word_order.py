@@ -13,7 +13,7 @@
 # %% [markdown]
 # # Q1 · Word order and positional encoding
 #
-# **The question (the tutorial's):** reorder "the cat sat on the mat" into "the mat on the cat sat": how
+# **The question (the tutorial's):** reorder 猫坐在垫子上 ("the cat sits on the mat") into 垫子在猫坐上: how
 # does the attention matrix change, and what does positional encoding do here?
 #
 # **Experiments.** Sweeps `pos_enc` (bidirectional) and `pos_enc_causal` (the same grid with a causal
@@ -52,13 +52,15 @@
 # copy test above could not decide ALiBi's claim. The one-lookup task (`lookup1`: y_i = t_{i−2}) asks the
 # same rule at every position and every length. Trained at 8 tokens, tested at 64 (8×). **The model:**
 # 2 layers, d_model 64, 8 heads of 8, FFN 2×, no dropout, each scheme at its own learning rate (4 values on
-# seed 0, the best on `val/acc_mean` run on 5 seeds). It was chosen by pilot runs of causal ALiBi alone (seed
+# seed 0, 5 after the deviation below; the best on `val/acc_mean` run on 5 seeds). It was chosen by pilot runs of causal ALiBi alone (seed
 # 0, quick; design data, not results): one attention-only layer cannot single out offset 2 with a monotone
 # recency bias (39 % at 8 tokens), 2 layers and 4 heads with dropout 0.1 reached 81 %, without dropout
 # 97.9 %, with 8 heads 99.8 %. So every scheme can plausibly learn the task at the training length; one that
 # does not (validation below 99 %) makes its extrapolation claim not testable, and that is reported as the
 # finding. Bidirectional ALiBi sees only |i − j| and cannot tell t_{i−2} from t_{i+2}: its premise fails by
-# construction, and it is run to show it.
+# construction, and it is run to show it. **Deviation, after reading the outcome:** causal sinusoidal and
+# ALiBi chose 0.01, the top of the 4-value grid, which may not have reached their best rate; 0.03 was added
+# to both sweeps' grids and both were run again whole, at one commit. The tests below are unchanged.
 #
 # | anchor | primary test (sweep · variants · metric · split) | why this is the right experiment |
 # | --- | --- | --- |
@@ -67,6 +69,29 @@
 #
 # Supporting: RoPE and no PE against sinusoidal at 64 tokens (causal), every scheme's accuracy at 8 and at 64
 # tokens, the bidirectional arm (`pos_enc_extrapolate_bi`) with the same comparisons.
+#
+# ## Table 3 (E) at convergence, decided before the runs of `pos_enc_3e` (issue 24)
+#
+# Written and committed before any run of sweeps `pos_enc_3e` and `pos_enc_3e_bert`; the git history shows
+# the order. **A test changed after its outcome was read**, and why: the `pos_enc_rows` test above (±2
+# points, quick budget) was read in earlier builds; it judged models still learning (376 optimiser steps,
+# about 88 %) at one untuned rate on 3 seeds, which cannot decide a claim about trained models. It stays,
+# as supporting evidence. **The runs:** MNIST rows in order, 12,000 training images for 6 epochs with a
+# cosine decay (1,128 steps; one pilot of sinusoidal on seed 0 sized it: ablate/budgets.py), each scheme at
+# its own learning rate (4 values on seed 0, the best on `val/acc_best` run on 10 seeds), tested on all
+# 10,000 test images. The tutorial's learned table starts N(0, 1) (its `torch.randn`); BERT's N(0, 0.02²) is a
+# supporting arm. **The margin, ±0.5 points:** at convergence (about 97 %) what is left to differ is the
+# error rate, about 3 %; half a point is a sixth of it, an improvement an MNIST paper would report as one.
+# The old ±2 points would call any two working schemes the same. Paired by seed: both arms are scored on the
+# same 10,000 test images, with the same seed's data order. Whether the runs converged (their last epoch's
+# validation gain) is reported beside the verdict.
+#
+# | anchor | primary test (sweep · variants · metric · split) | why this is the right experiment |
+# | --- | --- | --- |
+# | Table 3 (E) learned ≈ sinusoidal (Vaswani et al. 2017) — **replaces the `pos_enc_rows` test, which becomes supporting** | `pos_enc_3e` · learned (N(0, 1)) vs sinusoidal, rows in order · MNIST test accuracy · test (10,000 images), paired by seed · same within **±0.5 points** (TOST) | Vaswani et al. compare trained models; here both are trained until they stop learning, each at its own best rate, on 10 seeds, on a task with room above and below |
+#
+# Supporting: learned N(0, 0.02²) (`pos_enc_3e_bert`) against sinusoidal within the same margin, and against
+# learned N(0, 1); each arm's accuracy and chosen rate.
 
 # %%
 import numpy as np
@@ -111,6 +136,12 @@ EXT_METRIC = "test/acc"  # lookup1 at data.test_length = 64 tokens
 EXT_TRAIN = "val/acc_best"  # at the training length: the premise (solved: >= R.SOLVED)
 EXT_LEARNED = {"model.pos_enc": "learned"}
 EXT_SIN, EXT_ALIBI = {"model.pos_enc": "sinusoidal"}, {"model.pos_enc": "alibi"}
+# Table 3 (E) at convergence (issue 24; fixed before the runs of pos_enc_3e): MNIST rows to convergence, 10 seeds
+THREE_E_METRIC = "test/acc"  # all 10,000 test images
+MARGIN_3E_CONVERGED = 0.005  # ±0.5 points (see the table above)
+THREE_E_LEARNED = {"model.pos_enc": "learned", "model.learned_std": 1.0}  # the tutorial's torch.randn
+THREE_E_BERT = {"model.pos_enc": "learned", "model.learned_std": 0.02}
+THREE_E_SIN = {"model.pos_enc": "sinusoidal"}
 EQUIVARIANT = 1e-4  # max |A(Px) - P·A(x)·Pᵀ| below this: reordering the input only reorders the matrix (float32)
 REASON = {
     "bag": "no PE vs learned PE, bidirectional, copy at the training length: the pair differs only in the position "
@@ -120,6 +151,10 @@ REASON = {
     "3e": "MNIST rows leave room above and below both schemes (copy pins every working scheme at 100 %, where "
           "sameness is guaranteed by the ceiling); margin ±2 points fixed before reading the data. Limitation: one "
           "untuned learning rate (Adam 1e-3), 3 seeds, models still learning at this budget",
+    "3e_converged": "Vaswani et al. compare trained models: both schemes trained until they stop learning (MNIST rows, "
+                    "1,128 steps, cosine decay), each at its own best rate, 10 seeds, paired by seed on all 10,000 test "
+                    "images; margin ±0.5 points fixed before the runs (written before the runs; it replaces the quick-budget "
+                    "test, whose models were still learning)",
     "extrapolate": "Press et al.'s setting (causal, trained at 8 tokens, tested at 64) on lookup1, whose rule is the "
                    "same at every length; paired by seed on one test set; not testable unless the favoured scheme "
                    "solved the task at the training length (written before the runs)",
@@ -137,6 +172,9 @@ REASON_ZH = {
     "3e": "MNIST 按行输入时，两种编码的准确率上下都有余地（复制任务把每种可用的编码都钉在 100 %，那里的“相同”"
           "是天花板造成的）；±2 个百分点的等价界限在读取数据之前就已确定。局限：只用一个未调过的学习率（Adam 1e-3）、"
           "3 个种子，而且在这个预算下模型仍在学习",
+    "3e_converged": "Vaswani 等人比较的是训练好的模型：两种编码都训练到不再提升（MNIST 按行输入，1,128 步，余弦衰减），"
+                    "各自用最佳学习率，10 个种子，在全部 10,000 张测试图像上按种子配对；±0.5 个百分点的等价界限在运行之前"
+                    "写定（它取代了快速预算下的检验，那里的模型仍在学习）",
     "extrapolate": "Press 等人的设定（因果模型，在 8 个词元上训练，在 64 个词元上测试），用在单查找任务上——它的规则在任何长度"
                    "下都相同；同一测试集上按种子配对；若被看好的编码在训练长度上没有解决任务，则无法检验（在运行之前写定）",
     "sin_extrapolate": "Vaswani 等人选正弦而不选可学习位置编码的理由：单查找任务在 8 个词元上训练、在 64 个词元上测试（因果），"
@@ -190,13 +228,13 @@ SIN_EXTRAPOLATES = R.Anchor(
 Q = R.question(
     "q1",
     "Q1 · Word order and positional encoding",
-    "Reorder \"the cat sat on the mat\" into \"the mat on the cat sat\": how does the attention matrix "
+    "Reorder 猫坐在垫子上 (\"the cat sits on the mat\") into 垫子在猫坐上: how does the attention matrix "
     "change, and what does positional encoding do here?",
-    "把“the cat sat on the mat”换成“the mat on the cat sat”，注意力矩阵会怎样变化？位置编码在这里起什么作用？",
+    "把“猫坐在垫子上”换成“垫子在猫坐上”，注意力矩阵会怎样变化？位置编码在这里起什么作用？",
     title_zh="Q1 · 词序与位置编码",
     anchors=[BAG, CAUSAL, TABLE_3E, ALIBI, SIN_EXTRAPOLATES],
     sweeps=["pos_enc", "pos_enc_causal", "pos_enc_reverse", "pos_enc_rows", "pos_enc_extrapolate",
-            "pos_enc_extrapolate_bi"],
+            "pos_enc_extrapolate_bi", "pos_enc_3e", "pos_enc_3e_bert"],
 )
 S = R.sweeps("pos_enc", "pos_enc_causal")
 CAUSAL_MISSING = None
@@ -205,6 +243,9 @@ if not S.ready:  # the causal arm not exported (yet): the bidirectional table al
     S = R.sweep("pos_enc")
 REV, ROWS = R.sweep("pos_enc_reverse"), R.sweep("pos_enc_rows")
 EXT, EXT_BI = R.sweep("pos_enc_extrapolate"), R.sweep("pos_enc_extrapolate_bi")
+TE, TE_BERT = R.sweep("pos_enc_3e"), R.sweep("pos_enc_3e_bert")  # Table 3 (E) at convergence, read as one table
+THREE_E = (pd.concat([R.at_best_lr(p.df) for p in (TE, TE_BERT) if p.ready], ignore_index=True)
+           if TE.ready else None)  # each arm at its chosen rate
 MASK = LABELS["model.causal"]  # False -> "bidirectional", True -> "causal"
 PE = LABELS["model.pos_enc"]  # "none" -> "no PE", "rope" -> "RoPE", ...
 PE_ZH = {"none": "无位置编码", "sinusoidal": "正弦", "learned": "可学习", "rope": "RoPE", "alibi": "ALiBi"}
@@ -302,11 +343,11 @@ if REV.ready:
 # Validation accuracy over training (mean over seeds, 95 % band), each variant at its chosen learning
 # rate. Left: every scheme, bidirectional (no PE against learned: the bag-of-tokens test). Middle: no
 # positional encoding, with and without the causal mask. Right: learned against sinusoidal on MNIST rows
-# (the Table 3 (E) test).
+# trained to convergence (the Table 3 (E) test; the quick budget's runs where those are not run yet).
 
 # %%
 if S.ready:
-    fig, axes = subplots(1, 3 if ROWS.ready else 2, figsize=(17 if ROWS.ready else 12, 3.9))
+    fig, axes = subplots(1, 3 if ROWS.ready or TE.ready else 2, figsize=(17 if ROWS.ready or TE.ready else 12, 3.9))
     learning_curves(S, "val/acc", hue="model.pos_enc", where={"model.causal": False}, runs=best, ax=axes[0],
                     title="copy, bidirectional, by positional encoding")
     # the mask as line style (solid: bidirectional, dash-dotted: causal): colour means the encoding in every panel
@@ -315,12 +356,18 @@ if S.ready:
     legend(axes[0], "positional encoding")
     legend(axes[1], "no PE, by mask")
     axes[1].set_ylim(axes[0].get_ylim())
-    if ROWS.ready:  # the Table 3 (E) comparison: learned and sinusoidal on MNIST rows in order
-        learning_curves(ROWS, "val/acc", hue="model.pos_enc", where={"data.permute": "none"},
-                        runs=R.rows(ROWS.df, {"data.permute": "none"}).query("`model.pos_enc` in ['learned', 'sinusoidal']"),
-                        ax=axes[2], title="MNIST rows in order: learned vs sinusoidal")
+    rows_panel = TE if TE.ready else ROWS  # Table 3 (E): trained to convergence where run, else the quick budget
+    if rows_panel.ready:  # the Table 3 (E) comparison: learned and sinusoidal on MNIST rows in order
+        if TE.ready:
+            runs_3e = R.at_best_lr(TE.df)
+            title_3e = "MNIST rows to convergence: learned N(0, 1) vs sinusoidal"
+        else:
+            runs_3e = R.rows(ROWS.df, {"data.permute": "none"}).query("`model.pos_enc` in ['learned', 'sinusoidal']")
+            title_3e = "MNIST rows in order (quick): learned vs sinusoidal"
+        learning_curves(rows_panel, "val/acc", hue="model.pos_enc", runs=runs_3e, ax=axes[2], title=title_3e,
+                        **({} if TE.ready else {"where": {"data.permute": "none"}}))
         legend(axes[2], "positional encoding")
-    stamp(fig, S, *([ROWS] if ROWS.ready else []))
+    stamp(fig, S, *([rows_panel] if rows_panel.ready else []))
     figures.append(R.savefig(fig, "q1_curves"))
 
 # %% [markdown]
@@ -370,17 +417,20 @@ if S.ready:
         print("no permuted attention maps were exported (they need the runs' checkpoints and data)")
 
 # %% [markdown]
-# ## The literal example: "the cat sat on the mat" → "the mat on the cat sat"
-# Words as token ids (the=0 cat=1 sat=2 on=3 mat=4), each sentence as a copy input (the six words, SEP,
-# six blanks), through a trained model without positional encoding and a trained model with learned
-# positions (both bidirectional, the lowest seed at the chosen learning rate): layer-0 attention, mean
-# over heads; rows are queries, columns keys.
+# ## The literal example: 猫坐在垫子上 → 垫子在猫坐上
+# The tutorial's sentence ("the cat sits on the mat") and its reordering, by character: six distinct
+# characters as token ids (猫=0 坐=1 在=2 垫=3 子=4 上=5), so the reordering is a permutation P. Each
+# sentence is a copy input (the six characters, SEP, six blanks), fed through a trained model without
+# positional encoding and a trained model with learned positions (both bidirectional, the lowest seed at
+# the chosen learning rate): layer-0 attention, mean over heads; rows are queries, columns keys. The
+# third column is the first matrix with its rows and columns moved to follow the characters, P·A(x)·Pᵀ:
+# where it equals the second, reordering the sentence only reordered the attention.
 
 
 # %%
 def sentence_permutation(meta):
-    """Where each token of the reordered sentence sits in the original (a repeated word takes its first
-    unused place; a model without PE cannot tell the two apart anyway), the SEP and blanks in place."""
+    """Where each token of the reordered sentence sits in the original (a repeated token would take its
+    first unused place; a model without PE cannot tell the two apart anyway), the SEP and blanks in place."""
     used, perm = set(), []
     for token in meta["perm_tokens"]:
         i = next(j for j, t in enumerate(meta["tokens"]) if t == token and j not in used)
@@ -407,9 +457,10 @@ if SENTENCE:
             sentence[name] = (a, ap, float(np.abs(ap - a[P][:, P]).max()))
             sentence_runs.append(run)
     if sentence:
-        fig = heatmap_grid({f"{k}, bidirectional": [v[0], v[1]] for k, v in sentence.items()},
-                             ["“" + " ".join(SENTENCE["words"]) + "”", "“" + " ".join(SENTENCE["perm_words"]) + "”"],
-                             size=3.2, ticks=[SENTENCE["labels"], perm_labels], shared=True)
+        fig = heatmap_grid({f"{k}, bidirectional": [v[0], v[1], v[0][P][:, P]] for k, v in sentence.items()},
+                           ["A(x): “" + "".join(SENTENCE["words"]) + "”", "A(Px): “" + "".join(SENTENCE["perm_words"]) + "”",
+                            "P·A(x)·Pᵀ: A(x) reordered"],
+                           size=3.2, ticks=[SENTENCE["labels"], perm_labels, perm_labels], shared=True)
         stamp(fig, S, seeds=seeds_shown(sentence_runs), extra="layer 0, mean over heads")
         figures.append(R.savefig(fig, "q1_sentence"))
 if not sentence:
@@ -491,17 +542,40 @@ else:
     if ROWS.ready and has(rows, ROWS_LEARNED) and has(rows, ROWS_SIN):
         rows_learned, rows_sin = acc(rows, ROWS_LEARNED, ROWS_METRIC), acc(rows, ROWS_SIN, ROWS_METRIC)
         rows_diff = R.effect(rows_learned, rows_sin)
-        checks.append(TABLE_3E.same(rows_diff, "MNIST rows in order, test accuracy: learned vs sinusoidal",
-                                    margin=MARGIN_3E, level=R.level(rows, split="test"), primary=True,
-                                    reason=REASON["3e"], what_zh="MNIST 按行输入（行顺序不变），测试准确率：可学习对正弦",
+        checks.append(TABLE_3E.same(rows_diff, "MNIST rows in order, quick budget (still learning), test accuracy: "
+                                    "learned vs sinusoidal", margin=MARGIN_3E, level=R.level(rows, split="test"), primary=False,
+                                    reason=REASON["3e"],
+                                    what_zh="MNIST 按行输入（行顺序不变），快速预算（仍在学习），测试准确率：可学习对正弦",
                                     reason_zh=REASON_ZH["3e"]))
     else:
         rows_diff = None
-        checks.append(TABLE_3E.not_testable("MNIST rows in order: learned vs sinusoidal", ROWS.missing or
-                                            "no learned or sinusoidal run", primary=True, reason=REASON["3e"],
-                                            what_zh="MNIST 按行输入（行顺序不变）：可学习对正弦",
-                                            why_zh=missing_zh(ROWS.missing) if ROWS.missing else
-                                            "没有可学习或正弦位置编码的运行", reason_zh=REASON_ZH["3e"]))
+    # ---- Table 3 (E) at convergence (issue 24): the primary test of TABLE_3E
+    three_e = {}  # arm -> Estimate of test accuracy, for the answer
+    if THREE_E is not None and has(THREE_E, THREE_E_LEARNED) and has(THREE_E, THREE_E_SIN):
+        te_level = R.level(THREE_E, split="test")
+        for name, where in (("learned", THREE_E_LEARNED), ("bert", THREE_E_BERT), ("sinusoidal", THREE_E_SIN)):
+            if has(THREE_E, where):
+                three_e[name] = acc(THREE_E, where, THREE_E_METRIC)
+        te_diff = R.paired(THREE_E, THREE_E_METRIC, THREE_E_LEARNED, THREE_E_SIN)
+        checks.append(TABLE_3E.same(te_diff, "MNIST rows in order, trained to convergence, test accuracy: learned "
+                                    "(N(0, 1)) vs sinusoidal, paired by seed", margin=MARGIN_3E_CONVERGED,
+                                    level=te_level, primary=True, reason=REASON["3e_converged"],
+                                    what_zh="MNIST 按行输入（行顺序不变），训练到收敛，测试准确率：可学习（N(0, 1)）对正弦，按种子配对",
+                                    reason_zh=REASON_ZH["3e_converged"]))
+        if "bert" in three_e:
+            for other, name_en, name_zh in ((THREE_E_SIN, "sinusoidal", "正弦"), (THREE_E_LEARNED, "learned N(0, 1)",
+                                                                                 "可学习 N(0, 1)")):
+                checks.append(TABLE_3E.same(R.paired(THREE_E, THREE_E_METRIC, THREE_E_BERT, other),
+                                            f"MNIST rows to convergence, test accuracy: learned N(0, 0.02²) vs {name_en}, "
+                                            "paired by seed", margin=MARGIN_3E_CONVERGED, level=te_level, primary=False,
+                                            what_zh=f"MNIST 按行输入，训练到收敛，测试准确率：可学习 N(0, 0.02²) 对 {name_zh}，按种子配对"))
+    else:
+        te_missing = TE.missing or "no learned or sinusoidal run"
+        checks.append(TABLE_3E.not_testable("MNIST rows to convergence: learned vs sinusoidal", te_missing, primary=True,
+                                            reason=REASON["3e_converged"],
+                                            what_zh="MNIST 按行输入，训练到收敛：可学习对正弦",
+                                            why_zh=missing_zh(te_missing) if TE.missing else "没有可学习或正弦位置编码的运行",
+                                            reason_zh=REASON_ZH["3e_converged"]))
     # ---- extrapolation (issue 24): lookup1 at 8x the training length; the primary tests of ALIBI and SIN_EXTRAPOLATES
     ext_rows = {}  # arm -> (name, where, accuracy at the training length, at the test length), for the answer
     for sweep, causal in ((EXT, True), (EXT_BI, False)):
@@ -634,15 +708,14 @@ else:
     mechanism = (" ".join(x for x in (eq_en, moved_en) if x), "".join(x for x in (eq_zh, moved_zh) if x))
 
     if bag is False:
-        matrix_en = ("Without positional encoding a bidirectional model's attention matrix for \"the mat on the cat "
-                     "sat\" is not just the matrix for \"the cat sat on the mat\" reordered (see the mechanism)")
-        matrix_zh = "没有位置编码时，双向模型对“the mat on the cat sat”的注意力矩阵并不只是“the cat sat on the mat”的矩阵重新排列（见机制）"
+        matrix_en = ("Without positional encoding a bidirectional model's attention matrix for 垫子在猫坐上 is not "
+                     "just the matrix for 猫坐在垫子上 reordered (see the mechanism)")
+        matrix_zh = "没有位置编码时，双向模型对“垫子在猫坐上”的注意力矩阵并不只是“猫坐在垫子上”的矩阵重新排列（见机制）"
     else:
-        matrix_en = ("Without positional encoding a bidirectional model's attention matrix for \"the mat on the cat "
-                     "sat\" is the matrix for \"the cat sat on the mat\" with its rows and columns reordered, so the "
-                     "model sees a bag of words")
-        matrix_zh = ("没有位置编码时，双向模型对“the mat on the cat sat”的注意力矩阵，就是“the cat sat on the mat”"
-                     "的矩阵把行和列按同样方式重新排列，模型看到的只是一袋词")
+        matrix_en = ("Without positional encoding a bidirectional model's attention matrix for 垫子在猫坐上 is the "
+                     "matrix for 猫坐在垫子上 with its rows and columns reordered, so the model sees a bag of tokens")
+        matrix_zh = ("没有位置编码时，双向模型对“垫子在猫坐上”的注意力矩阵，就是“猫坐在垫子上”"
+                     "的矩阵把行和列按同样方式重新排列：模型看到的只是词袋")
     if f_none_bi.k == 0:
         blind_en = f": on the copy task every run stays at the order-blind level of {order_level} ({none_bi})."
         blind_zh = f"：在复制任务上每次运行都停在不看顺序的水平 {order_level}（{zh(none_bi)}）。"
@@ -731,23 +804,32 @@ else:
                 f"{PE[pe]} {ext_rows[(pe, causal)][0]} / {ext_rows[(pe, causal)][1]}" for pe in arms) + ".")
             out_zh.append(f"单查找任务在 8 个词元上训练，{mask_zh}，8 个词元的验证集 / 64 个词元的测试集：" + "；".join(
                 f"{PE_ZH[pe]} {zh(ext_rows[(pe, causal)][0])} / {zh(ext_rows[(pe, causal)][1])}" for pe in arms) + "。")
+    if "learned" in three_e:
+        bert_en = f", learned N(0, 0.02²) {three_e['bert']}" if "bert" in three_e else ""
+        bert_zh = f"，可学习 N(0, 0.02²) {zh(three_e['bert'])}" if "bert" in three_e else ""
+        out_en.append(f"MNIST rows trained to convergence, test accuracy: learned N(0, 1) {three_e['learned']}, sinusoidal "
+                      f"{three_e['sinusoidal']}{bert_en}; learned − sinusoidal {te_diff} against the "
+                      f"±{100 * MARGIN_3E_CONVERGED:g}-point margin.")
+        out_zh.append(f"MNIST 按行输入、训练到收敛的测试准确率：可学习 N(0, 1) {zh(three_e['learned'])}，正弦 "
+                      f"{zh(three_e['sinusoidal'])}{bert_zh}；可学习 − 正弦 = {zh(te_diff)}，等价界限为 "
+                      f"±{100 * MARGIN_3E_CONVERGED:g} 个百分点。")
     if rows_diff is not None:
-        out_en.append(f"MNIST rows in order, test accuracy: learned {rows_learned}, sinusoidal {rows_sin}, difference "
-                      f"{rows_diff} against the ±{100 * MARGIN_3E:g}-point margin.")
-        out_zh.append(f"MNIST 按行输入（行顺序不变）的测试准确率：可学习 {zh(rows_learned)}，正弦 {zh(rows_sin)}，差 {zh(rows_diff)}，"
-                      f"等价界限为 ±{100 * MARGIN_3E:g} 个百分点。")
+        out_en.append(f"At the quick budget (still learning, supporting) MNIST rows in order: learned {rows_learned}, "
+                      f"sinusoidal {rows_sin}, difference {rows_diff} against ±{100 * MARGIN_3E:g} points.")
+        out_zh.append(f"快速预算下（仍在学习，辅助证据）MNIST 按行输入：可学习 {zh(rows_learned)}，正弦 {zh(rows_sin)}，差 "
+                      f"{zh(rows_diff)}，界限 ±{100 * MARGIN_3E:g} 个百分点。")
     outcome = (" ".join(out_en), "".join(out_zh))
 
     changes = (
         "A no-PE bidirectional run above the order-blind level would contradict the bag-of-tokens claim (it cannot "
         "happen while its attention is permutation-equivariant, which the probe checks: it would point to a bug). "
-        f"Table 3 (E) agrees only if the 95 % interval of learned − sinusoidal on MNIST rows lies inside "
-        f"±{100 * MARGIN_3E:g} points: more seeds and the full budget (still learning here) would narrow it. ALiBi's "
+        f"Table 3 (E) agrees only if the 95 % interval of learned − sinusoidal on MNIST rows trained to convergence "
+        f"lies inside ±{100 * MARGIN_3E_CONVERGED:g} points: more seeds, or the full training set, would narrow it. ALiBi's "
         "advantage at 8× length on lookup1 counts only where ALiBi (or, for Vaswani's claim, sinusoidal) solved the task "
         "at the training length; a rate chosen at the top of the grid (the details say where) may not be that arm's best.",
         "如果某个无位置编码的双向运行超过了不看顺序的水平，就与“一袋词”的说法矛盾（只要它的注意力对排列等变——探针检查了这一点——"
-        f"这就不可能发生，只能说明有程序错误）。只有当 MNIST 上“可学习 − 正弦”差值的 95 % 区间落在 ±{100 * MARGIN_3E:g} "
-        "个百分点以内时，Table 3 (E) 才算符合：更多的种子和完整预算（这里模型仍在学习）会缩小区间。ALiBi 在单查找任务 8 倍长度"
+        f"这就不可能发生，只能说明有程序错误）。只有当训练到收敛的 MNIST 上“可学习 − 正弦”差值的 95 % 区间落在 "
+        f"±{100 * MARGIN_3E_CONVERGED:g} 个百分点以内时，Table 3 (E) 才算符合：更多的种子或完整的训练集会缩小区间。ALiBi 在单查找任务 8 倍长度"
         "上的优势，只有在 ALiBi（对 Vaswani 的说法而言则是正弦编码）于训练长度上解决了任务时才算数；选在网格顶端的学习率"
         "（细节中写明）未必是该组的最佳学习率。",
     )
@@ -759,6 +841,10 @@ else:
             ext_best = R.at_best_lr(sweep.df)
             details.append(f"Extrapolation, {name} (lookup1, {sweep.name}): {R.lr_phrase(sweep.df, metric='val/acc_mean')} "
                            f"({R.chosen_lrs(ext_best, lambda r: PE[r['model.pos_enc']])}). " + R.convergence(ext_best))
+    if THREE_E is not None:
+        details.append(f"Table 3 (E) at convergence ({TE.name}, {TE_BERT.name}): {R.lr_phrase(TE.df)} "
+                       f"({R.chosen_lrs(THREE_E, lambda r: PE[r['model.pos_enc']] + ' N(0, ' + format(r['model.learned_std'], 'g') + '²)' if r['model.pos_enc'] == 'learned' else PE[r['model.pos_enc']])}). "
+                       + R.convergence(THREE_E))
     if CAUSAL_MISSING:
         details.append(f"Causal arm (pos_enc_causal): {CAUSAL_MISSING}.")
     if REV.ready:

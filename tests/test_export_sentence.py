@@ -1,6 +1,6 @@
 """`ablate report export` records what the reports would otherwise import the harness for (issue 14,
 "Layering"): per sweep the swept keys, every config key's default and the full budget's cost, computed
-by the live code; and Q1's literal example, "the cat sat on the mat" and "the mat on the cat sat",
+by the live code; and Q1's literal example, the tutorial's 猫坐在垫子上 and 垫子在猫坐上 by character,
 through every trained model of the Q1 sweeps, checked against the model's own attention."""
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ VOCAB = 6  # SEP = 6, BLANK = 7
 FIXED = {"data.task": "copy", "data.vocab": VOCAB, "data.length": 6, "data.n_train": 64, "data.n_val": 32,
          "data.n_test": 48, "data.batch_size": 32, "model.d_model": 16, "model.n_heads": 2, "trainer.max_epochs": 1,
          "trainer.threads": 1, "tracking": "none", "run.probe_batch": 8, "run.expensive_probes": False}
-# the sentence as a copy input, written out by hand: the cat sat on the mat SEP _ _ _ _ _ _
-SENTENCE = [0, 1, 2, 3, 0, 4, 6, 7, 7, 7, 7, 7, 7]
-REORDERED = [0, 4, 3, 0, 1, 2, 6, 7, 7, 7, 7, 7, 7]  # the mat on the cat sat SEP _ _ _ _ _ _
-# position i of the reordering holds the sentence's token at position WHERE[i] (the first "the" for both)
-WHERE = [0, 5, 3, 0, 1, 2, *range(6, 13)]
+# the sentence as a copy input, written out by hand: 猫 坐 在 垫 子 上 SEP _ _ _ _ _ _
+SENTENCE = [0, 1, 2, 3, 4, 5, 6, 7, 7, 7, 7, 7, 7]
+REORDERED = [3, 4, 2, 0, 1, 5, 6, 7, 7, 7, 7, 7, 7]  # 垫 子 在 猫 坐 上 SEP _ _ _ _ _ _
+# position i of the reordering holds the sentence's token at position WHERE[i] (six distinct characters:
+# a permutation)
+WHERE = [3, 4, 2, 0, 1, 5, *range(6, 13)]
 
 
 def quiet(_line: str) -> None:
@@ -105,9 +106,9 @@ def test_the_sentence_through_every_trained_model(exported):
     data, runs = exported / "data", exported / "runs" / "pos_enc"
     meta = json.loads((data / "meta.json").read_text())
     assert meta["sentence"] == {
-        "words": ["the", "cat", "sat", "on", "the", "mat"], "perm_words": ["the", "mat", "on", "the", "cat", "sat"],
-        "tokens": [0, 1, 2, 3, 0, 4], "perm_tokens": [0, 4, 3, 0, 1, 2],
-        "labels": ["the", "cat", "sat", "on", "the", "mat", "SEP", "_", "_", "_", "_", "_", "_"]}
+        "words": ["猫", "坐", "在", "垫", "子", "上"], "perm_words": ["垫", "子", "在", "猫", "坐", "上"],
+        "tokens": [0, 1, 2, 3, 4, 5], "perm_tokens": [3, 4, 2, 0, 1, 5],
+        "labels": ["猫", "坐", "在", "垫", "子", "上", "SEP", "_", "_", "_", "_", "_", "_"]}
     df, arrays = R.table("pos_enc", data), R.arrays("pos_enc", data)
     assert len(df) == 2 and R.sweep("pos_enc", data).sentence == meta["sentence"]
     for run_id, pos_enc in zip(df["run_id"], df["model.pos_enc"]):

@@ -197,3 +197,34 @@ def test_setup_silences_warnings():
         F.setup()
         warnings.warn("library chatter", RuntimeWarning, stacklevel=1)
     assert caught == []
+
+
+def test_chinese_in_a_figure_is_drawn_with_a_cjk_font_not_empty_boxes():
+    """Q1's sentence 猫坐在垫子上 in a title and tick labels: with a CJK font on the machine (Debian's
+    fonts-noto-cjk, which .ci/run installs) setup() puts it behind DejaVu Sans and matplotlib finds a glyph
+    for every character; without one this skips, saying what to install (in CI, ABLATE_REQUIRE_CJK=1, it
+    fails instead)."""
+    import os
+    import warnings
+
+    font = F.cjk_font()
+    if font is None:
+        line = "no CJK font (Noto Sans CJK SC or another of ablate.report.figures.CJK_FONTS): apt-get install fonts-noto-cjk"
+        if os.environ.get("ABLATE_REQUIRE_CJK") == "1":
+            pytest.fail(f"ABLATE_REQUIRE_CJK=1 but {line}", pytrace=False)
+        pytest.skip(line)
+    R.setup()
+    assert matplotlib.rcParams["font.family"] == ["DejaVu Sans", font]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = F.heatmap_grid({"no PE": [np.eye(3)]}, ["A(x): “猫坐在垫子上”"], ticks=[["猫", "坐", "上"]])
+        fig.canvas.draw()
+    missing = [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    assert missing == []
+    # the check can fail: the same figure with DejaVu Sans alone lacks the glyphs
+    matplotlib.rcParams["font.family"] = ["DejaVu Sans"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = F.heatmap_grid({"no PE": [np.eye(3)]}, ["“猫坐在垫子上”"])
+        fig.canvas.draw()
+    assert any("missing from font" in str(w.message) for w in caught)

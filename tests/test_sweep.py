@@ -112,7 +112,7 @@ def test_a_sweep_can_have_its_own_quick_profile_and_explicit_keys_still_win(monk
     from ablate import budgets
     from ablate.budgets import SWEEPS
 
-    # every sweep named there exists and uses only keys a budget may change (none is named today)
+    # every sweep named there exists and uses only keys a budget may change
     allowed = {k for task in BUDGETS["quick"].values() for k in task}
     for group, tasks in SWEEPS["quick"].items():
         assert group in {p.stem for p in SWEEP_FILES} and all(set(t) <= allowed for t in tasks.values())

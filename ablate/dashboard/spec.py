@@ -31,6 +31,8 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("probe/final/equiv_error",))),
     # extrapolation (lookup1, 8 -> 64 tokens): its notebook reads accuracies only
     **dict.fromkeys(("pos_enc_extrapolate", "pos_enc_extrapolate_bi"), ("Q1 · Word order and positional encoding", ())),
+    # Table 3 (E) at convergence (MNIST rows, learned vs sinusoidal): accuracies only
+    **dict.fromkeys(("pos_enc_3e", "pos_enc_3e_bert"), ("Q1 · Word order and positional encoding", ())),
     **dict.fromkeys(("scaling", "scaling_sgd"), (
         "Q2 · Scaling the scores by √d_k",
         ("probe/init/logit_std_l0", "probe/final/logit_std_l0", "probe/init/q_var_l0", "probe/init/k_var_l0",

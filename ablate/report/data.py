@@ -152,7 +152,7 @@ class Sweep:
             S.per_layer("probe/init/cosine")   # long: run_id, layer, value + the swept keys
             S.probe_curves()          # probes during training: run_id, step, layer, grad, ... + keys
             S.attention(run_id)       # (L, H, T, T) final attention maps of one run
-            S.attention(run_id, "final/sentence")   # Q1: (H, 13, 13) on "the cat sat on the mat"
+            S.attention(run_id, "final/sentence")   # Q1: (H, 13, 13) on 猫坐在垫子上
         R.sweeps("pos_enc", "pos_enc_causal")       # several sweeps as one (Sweeps)
     """
 

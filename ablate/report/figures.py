@@ -159,6 +159,29 @@ def label(key: str, value: Any) -> Any:
 
 # ---- style, layout, saving ----
 
+# Fonts for CJK glyphs (Q1's sentence 猫坐在垫子上, Chinese labels), tried after DejaVu Sans glyph by glyph
+# (matplotlib's font fallback). Debian's fonts-noto-cjk gives the first; .ci/run installs it. Without one
+# the characters render as empty boxes, and cjk_font() says so.
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei", "Droid Sans Fallback")
+
+
+def cjk_font() -> str | None:
+    """The first of CJK_FONTS matplotlib can use, registering the system's CJK font files once if its font
+    cache predates them (a font installed after matplotlib first ran); None if the machine has none."""
+    from matplotlib import font_manager
+
+    def known() -> str | None:
+        names = {f.name for f in font_manager.fontManager.ttflist}
+        return next((n for n in CJK_FONTS if n in names), None)
+
+    if (name := known()) is None:
+        for path in font_manager.findSystemFonts():
+            if "cjk" in Path(path).name.lower() or "wqy" in Path(path).name.lower():
+                font_manager.fontManager.addfont(path)
+        name = known()
+    return name
+
+
 def setup() -> None:
     """Seaborn whitegrid theme, fixed dpi and font; pandas shows wide tables whole; numpy's global
     generator seeded, since seaborn's strip plots jitter with it (a rebuild gives the same PNGs); warnings
@@ -178,7 +201,7 @@ def setup() -> None:
             "figure.dpi": DPI,
             "savefig.dpi": DPI,
             "figure.figsize": (7.0, 4.0),
-            "font.family": "DejaVu Sans",
+            "font.family": ["DejaVu Sans", *([cjk] if (cjk := cjk_font()) else [])],
             "svg.hashsalt": "ablate",
             "axes.titlesize": "medium",
             "legend.fontsize": "small",

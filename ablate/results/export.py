@@ -13,9 +13,9 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
                  positions permuted (`final/attention_perm`, and `perm`), computed from the
                  run's checkpoint; for the sweeps in SENTENCE (Q1), every run with a checkpoint
                  keeps its first layer's attention (`final/sentence`, `final/sentence_perm`: (H, 13, 13)
-                 uint8) on the literal example "the cat sat on the mat" and its reordering "the mat on
-                 the cat sat" (words -> token ids the=0 cat=1 sat=2 on=3 mat=4, each a copy input:
-                 the tokens, SEP, six BLANKs);
+                 uint8) on the tutorial's sentence 猫坐在垫子上 and its reordering 垫子在猫坐上, by
+                 character (token ids 猫=0 坐=1 在=2 垫=3 子=4 上=5, each a copy input: the tokens,
+                 SEP, six BLANKs);
                  for the sweeps in POSITIONS (the RNN table's copy sweeps), every run's test accuracy
                  at each emitted position (`final/acc_by_position` (K,) float32), from its
                  probes.npz, else computed from its checkpoint on its test set (meta.json's
@@ -98,12 +98,14 @@ ATTENTION = {"pos_enc": ("final",), "pos_enc_causal": ("final",), "scaling": ("i
              "temperature": ("final",)}
 ATTENTION_LAYERS = 1  # layer 0: where the input order (and PE) enters directly
 PERMUTED = ("pos_enc", "pos_enc_causal")  # + maps of the permuted probe example (needs the checkpoint)
-# Q1's literal example (issue 14): a sentence and its reordering through every trained model of these
-# sweeps (copy task), as the tutorial tells it. Words are token ids; each is fed as a copy input.
+# Q1's literal example (issues 14, 24): the tutorial's sentence 猫坐在垫子上 ("the cat sits on the mat") and
+# its reordering 垫子在猫坐上, by character, through every trained model of these sweeps (copy task). Six
+# distinct characters, so the reordering is a permutation; each character is a token id, each sentence
+# is fed as a copy input.
 SENTENCE = ("pos_enc", "pos_enc_causal")
-WORDS = ("the", "cat", "sat", "on", "mat")  # token id = index: the=0 cat=1 sat=2 on=3 mat=4
-SENTENCE_WORDS = ("the", "cat", "sat", "on", "the", "mat")
-SENTENCE_PERM_WORDS = ("the", "mat", "on", "the", "cat", "sat")
+WORDS = ("猫", "坐", "在", "垫", "子", "上")  # token id = index: 猫=0 坐=1 在=2 垫=3 子=4 上=5
+SENTENCE_WORDS = ("猫", "坐", "在", "垫", "子", "上")
+SENTENCE_PERM_WORDS = ("垫", "子", "在", "猫", "坐", "上")
 # The RNN table's copy sweeps (issue 17): every run keeps its test accuracy at each emitted position,
 # `<run_id>/final/acc_by_position` (K,) float32, from probes.npz, else computed from its checkpoint.
 POSITIONS = ("rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse")
@@ -380,7 +382,7 @@ def checkpoint_maps(run_dir: Path, permuted: bool = True, sentence: bool = False
     permuted (the permutation the run's probes use: MNIST's fixed row order, a fixed one for the copy
     task), `final/attention_perm` (1, H, T, T) and `perm`. `sentence`: its first layer's attention
     (H, 13, 13) on Q1's sentence and on its reordering, `final/sentence` and `final/sentence_perm`; a
-    model that cannot read them (not the copy task, fewer than 5 tokens, sequences shorter than 13)
+    model that cannot read them (not the copy task, fewer than 6 tokens, sequences shorter than 13)
     goes without, said in one line to `note` (raised as ValueError without one); so does a model without
     attention (model.arch=lstm/gru: no maps of either kind). A checkpoint that cannot be loaded raises
     CheckpointError (one line)."""
