@@ -499,6 +499,32 @@ else:
         + f"（τ = {taus[0]:g} 时熵为 {final.b:zh}，τ = {taus[-1]:g} 时为 {final.a:zh}）；在 MNIST 行任务上，最好的测试准确率出现在 "
         f"τ = {best_tau:g}（{accs[best_tau]}）。",
     )
+    # each fixed τ at the start and the end of training (issue 25): training moves the entropy a fixed τ set
+    start_end = {t: tuple(R.estimate(tau, f"probe/{when}/entropy_l0", {"model.temperature": t}) for when in ("init", "final"))
+                 for t in taus}
+    moved = "; ".join(f"τ = {t:g}: {a.mean:.2f} → {b.mean:.2f}" for t, (a, b) in start_end.items())
+    moved_zh = "；".join(f"τ = {t:g}：{a.mean:.2f} → {b.mean:.2f}" for t, (a, b) in start_end.items())
+    ends = [start_end[t][1].mean for t in taus]
+    sharpens = all(b.mean < a.mean for a, b in start_end.values())
+    kept = all(x < y for x, y in zip(ends, ends[1:]))  # a larger τ still the softer after training
+    spread = (start_end[taus[-1]][0].mean - start_end[taus[0]][0].mean, ends[-1] - ends[0])
+    undone = spread[1] < spread[0] / 2
+    plain = (
+        plain[0] + f" Layer-0 entropy / log T at the start → the end of training, each τ fixed: {moved}. "
+        + ("Training sharpens attention at every τ. " if sharpens else "")
+        + (f"It does not undo a fixed τ: the order by τ is kept and the gap between τ = {taus[0]:g} and τ = {taus[-1]:g} "
+           f"goes from {spread[0]:.2f} to {spread[1]:.2f}, so a τ set in training stays in the trained model (the weights do "
+           "not undo it); the tutorial keeps τ = 1 in training and changes τ only when sampling." if kept and not undone else
+           f"The gap between τ = {taus[0]:g} and τ = {taus[-1]:g} goes from {spread[0]:.2f} to {spread[1]:.2f}: "
+           + ("training largely undoes a fixed τ." if undone else "the weights partly compensate a fixed τ.")),
+        plain[1] + f"每个固定的 τ，第 0 层的熵 / log T 从训练开始到结束：{moved_zh}。"
+        + ("训练让每个 τ 下的注意力都更集中。" if sharpens else "")
+        + (f"但训练没有抵消固定的 τ：各个 τ 的先后顺序不变，τ = {taus[0]:g} 与 τ = {taus[-1]:g} 之间的差距从 {spread[0]:.2f} "
+           f"变为 {spread[1]:.2f}，训练时设定的 τ 会留在训练好的模型里（权重不会把它抵消）；教程在训练时保持 τ = 1，只在采样时调整 τ。"
+           if kept and not undone else
+           f"τ = {taus[0]:g} 与 τ = {taus[-1]:g} 之间的差距从 {spread[0]:.2f} 变为 {spread[1]:.2f}："
+           + ("训练大体抵消了固定的 τ。" if undone else "权重部分补偿了固定的 τ。")),
+    )
     mechanism = (
         f"Layer-0 entropy / log T at initialisation, τ = {taus[-1]:g} vs {taus[0]:g}: {entropy}; rows one-hot at "
         f"initialisation {onehot_lo} at τ = {taus[0]:g}, {onehot_hi} at τ = {taus[-1]:g}; after training the entropy "

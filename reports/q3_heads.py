@@ -258,6 +258,101 @@ if S.ready:
     R.savefig(fig, "q3_curves")
 
 # %% [markdown]
+# ## Which heads matter: masking one head after training (poshist)
+# Michel et al. (2019) mask one head at a time in a trained model: most heads can go at little cost, a few
+# cannot. `probe/final/head_drop_l0_h*` is the validation accuracy lost when that head alone is masked. Per head
+# count (its chosen learning rate, every seed): the largest and the smallest loss among its heads (mean over
+# seeds), and how many heads cost more than 5 points each. Two heads that specialised (one on the position,
+# one on the count) would each cost a large part of the accuracy; two heads that learned the same relation
+# cost nothing each, since the other still serves it.
+
+
+# %%
+def masking(df):
+    """Per head count: runs, test accuracy, mean largest / smallest head_drop over its heads, heads > 5 points."""
+    out = []
+    for h in sorted(int(x) for x in df["model.n_heads"].unique()):
+        g = df[df["model.n_heads"] == h]
+        cols = [f"probe/final/head_drop_l0_h{i}" for i in range(h)]
+        if not all(c in g for c in cols):
+            continue
+        drops = g[cols].to_numpy(dtype=float)
+        out.append({"heads": h, "runs": len(g), "test/acc (mean)": g[PH_METRIC].mean(),
+                    "largest loss (mean)": np.nanmean(np.nanmax(drops, axis=1)),
+                    "smallest loss (mean)": np.nanmean(np.nanmin(drops, axis=1)),
+                    "heads costing > 5 points (mean)": float(np.mean((drops > 0.05).sum(axis=1)))})
+    return pd.DataFrame(out)
+
+
+head_masking = masking(R.at_best_lr(PH.df)) if PH.ready else pd.DataFrame()
+if len(head_masking):
+    R.show_table(head_masking)
+else:
+    print(PH.missing or "no head-masking probes in heads_poshist (run.expensive_probes off)")
+
+# %% [markdown]
+# ## Do the heads specialise? Each head's weight on the two relations (poshist)
+# Export computes, from each trained model, where every head of its one layer puts its weight (the mean
+# over query positions of 256 validation sequences): on the token two back (the positional relation) and on
+# the positions holding the query's own token plus BOS (the content relation: a counting head spreads its
+# weight over the equal tokens and BOS alike). One dot per head and seed, one panel per head count. A
+# head count whose heads specialise has dots near both axes' ends: a head near (1, 0) and another high on
+# the content axis.
+
+# %%
+SPECIALISED = 0.5  # a head serves a relation when it puts more than half its weight on it
+
+
+def relation_table(df, sweep):
+    """One row per run and head: heads, seed, weight on the token two back, on its own token + BOS."""
+    out = []
+    for _, r in df.iterrows():
+        w = sweep.arrays.get(f"{r['run_id']}/final/relation_weights")
+        if w is None:
+            continue
+        for h, (back, own, bos) in enumerate(w[0]):  # layer 0
+            out.append({"model.n_heads": int(r["model.n_heads"]), "seed": int(r["seed"]), "head": h,
+                        "token two back": float(back), "own token + BOS": float(own + bos)})
+    return pd.DataFrame(out)
+
+
+def specialisation(rel):
+    """Per head count: runs, mean of the largest positional and content weight over heads, and the share of
+    runs where one head serves the positional relation and another the content one (> SPECIALISED each)."""
+    out = []
+    for h, g in rel.groupby("model.n_heads"):
+        per_run = []
+        for _, run in g.groupby("seed"):
+            pos, con = run["token two back"].to_numpy(), run["own token + BOS"].to_numpy()
+            i, j = int(pos.argmax()), int(con.argmax())
+            per_run.append((pos.max(), con.max(), i != j and pos[i] > SPECIALISED and con[j] > SPECIALISED))
+        a = np.array(per_run, dtype=float)
+        out.append({"heads": int(h), "runs": len(a), "largest weight on the token two back (mean)": a[:, 0].mean(),
+                    "largest weight on own token + BOS (mean)": a[:, 1].mean(), "runs with one head per relation": int(a[:, 2].sum())})
+    return pd.DataFrame(out)
+
+
+relations = relation_table(R.at_best_lr(PH.df), PH) if PH.ready else pd.DataFrame()
+heads_split = specialisation(relations) if len(relations) else pd.DataFrame()
+fig_rel = None
+if len(relations):
+    R.show_table(heads_split)
+    counts = sorted(relations["model.n_heads"].unique())
+    fig, axes = F.subplots(1, len(counts), figsize=(3.1 * len(counts), 3.3), sharex=True, sharey=True)
+    for ax, h in zip(np.atleast_1d(axes), counts):
+        g = relations[relations["model.n_heads"] == h]
+        ax.scatter(g["token two back"], g["own token + BOS"], s=14, alpha=0.6, color=F.palette("model.n_heads", [h])[h])
+        ax.axvline(SPECIALISED, color="grey", lw=0.6, ls=":")
+        ax.axhline(SPECIALISED, color="grey", lw=0.6, ls=":")
+        ax.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), title=heads_word(int(h)), xlabel="weight on the token two back")
+    np.atleast_1d(axes)[0].set_ylabel("weight on own token + BOS")
+    F.stamp(fig, PH, extra="one dot per head and seed, layer 0, 256 validation sequences")
+    fig_rel = R.savefig(fig, "q3_relations")
+else:
+    print(PH.missing or "no relation weights exported for heads_poshist (`ablate report export` computes them "
+          "from the runs' checkpoints)")
+
+# %% [markdown]
 # ## The tutorial's 2-layer model on lookup
 
 # %%
@@ -523,6 +618,46 @@ else:
         details.append(f"The tutorial's model: {R.lr_phrase(TUT.df)}. " + R.convergence(tut, "runs"))
     else:
         details.append(f"The tutorial's 2-layer model: {TUT.missing}.")
+    if len(head_masking):  # supporting: which heads matter after training (Michel et al. 2019)
+        def mask_row(h):
+            r = head_masking[head_masking["heads"] == h]
+            return None if r.empty else r.iloc[0]
+        parts_en, parts_zh = [], []
+        for h in head_masking["heads"]:
+            r = mask_row(h)
+            if h == 1:
+                parts_en.append(f"masking the single head costs {100 * r['largest loss (mean)']:.1f} points")
+                parts_zh.append(f"遮住唯一的头损失 {100 * r['largest loss (mean)']:.1f} 个百分点")
+            else:
+                many_ = r["heads costing > 5 points (mean)"]
+                parts_en.append(f"with {h} heads the costliest head {100 * r['largest loss (mean)']:.1f} points, "
+                                + (f"{many_:.1f} heads more than 5 points each" if many_ else "no head more than 5 points"))
+                parts_zh.append(f"{h} 个头时，最重要的头损失 {100 * r['largest loss (mean)']:.1f} 个百分点，"
+                                + (f"平均 {many_:.1f} 个头各自损失超过 5 个百分点" if many_ else "没有一个头损失超过 5 个百分点"))
+        mech_en += (" Masking one head after training on the two-relation task (poshist, validation, mean over seeds; "
+                    "Michel et al. 2019): " + "; ".join(parts_en) + ".")
+        mech_zh += ("在两种关系的任务（poshist）上训练后逐个遮住一个头（验证集，种子平均；Michel 等人 2019）："
+                    + "；".join(parts_zh) + "。")
+        two = mask_row(TWO)
+        if two is not None and two["largest loss (mean)"] < 0.05:
+            mech_en += (f" Neither of the {TWO} heads is needed alone: both serve the same relation, so the split did not "
+                        "give each relation a head of its own.")
+            mech_zh += f"{TWO} 个头中任何一个单独都不是必需的：两个头服务于同一种关系，拆分并没有让每种关系各得一个头。"
+    if len(heads_split):  # supporting: do the heads specialise (each head's weight on the two relations)
+        def split_row(h):
+            r = heads_split[heads_split["heads"] == h]
+            return None if r.empty else r.iloc[0]
+        parts_en, parts_zh = [], []
+        for h in heads_split["heads"]:
+            r = split_row(h)
+            parts_en.append(f"{heads_word(int(h))}: the most positional head puts {r.iloc[2]:.2f} of its weight on the "
+                            f"token two back, the most content-bound {r.iloc[3]:.2f} on its own token and BOS, one head per "
+                            f"relation in {int(r.iloc[4])} of {int(r.iloc[1])} runs")
+            parts_zh.append(f"{heads_word(int(h), zh=True)}：最偏向位置的头把 {r.iloc[2]:.2f} 的权重放在往前第二个词元上，"
+                            f"最偏向内容的头把 {r.iloc[3]:.2f} 放在与自己相同的词元和 BOS 上，{int(r.iloc[1])} 次运行中有 "
+                            f"{int(r.iloc[4])} 次每种关系各有一个头")
+        mech_en += " Where each head's weight goes on poshist (layer 0, mean over seeds): " + "; ".join(parts_en) + "."
+        mech_zh += "poshist 上每个头的权重落在哪里（第 0 层，种子平均）：" + "；".join(parts_zh) + "。"
     Q.answer(
         plain=plain,
         mechanism=(mech_en, mech_zh),
@@ -531,5 +666,5 @@ else:
         details=" ".join(d for d in details if d),
         checks=checks,
         figure=fig_acc,
-        figures=[fig_acc, fig_mech],
+        figures=[fig_acc, fig_mech, *([fig_rel] if fig_rel else [])],
     )

@@ -30,6 +30,7 @@ from ablate.probes import (
     mean_token_cosine,
     order_sensitivity,
     parameter_shares,
+    relation_weights,
     residual_norms,
     run_probes,
     score_stats,
@@ -336,6 +337,29 @@ def test_head_importance_is_the_accuracy_drop_of_each_head():
     for layer, head in [(0, 2), (1, 3)]:
         masked = accuracy(_zeroed_columns(model, layer, head), loader)
         assert drops[f"head_drop_l{layer}_h{head}"] == pytest.approx(drops["acc"] - masked)
+
+
+def test_relation_weights_of_uniform_attention_are_the_closed_form():
+    """With W_Q = W_K = 0 every score is 0 and every row of every head is uniform, 1/T: each head's weight on
+    the token two back is 1/T, on BOS 1/T, and on the positions holding the query's own token
+    count(own token)/T, averaged over queries 3..T-1 here by hand."""
+    torch.manual_seed(0)
+    model = TokenModel(_config(pos_enc="none", n_layers=1, n_heads=2), n_tokens=6, n_out=8).eval()
+    attn = model.encoder.blocks[0].attention
+    with torch.no_grad():
+        attn.qkv.weight[: 2 * attn.inner_dim].zero_()
+        attn.qkv.bias[: 2 * attn.inner_dim].zero_()
+    x = torch.tensor([[5, 0, 1, 0, 2, 0, 1], [5, 3, 3, 3, 3, 4, 4]])  # BOS = 5, then tokens
+    T = x.shape[1]
+    want_content = []
+    for row in x.tolist():
+        for i in range(3, T):
+            want_content.append(sum(1 for j in range(1, T) if row[j] == row[i]) / T)
+    got = relation_weights(model, x)  # (L, H, 3)
+    assert got.shape == (1, 2, 3)
+    torch.testing.assert_close(got[0, :, 0], torch.full((2,), 1 / T))
+    torch.testing.assert_close(got[0, :, 1], torch.full((2,), sum(want_content) / len(want_content)))
+    torch.testing.assert_close(got[0, :, 2], torch.full((2,), 1 / T))
 
 
 # --- shares -----------------------------------------------------------------------------------

@@ -77,14 +77,23 @@ def test_placement_costs_no_parameter_and_no_random_number(around, ffn_mult):
     assert sum(p.numel() for p in placed.parameters()) == sum(p.numel() for p in reference.parameters()) == expected
 
 
-def test_attention_only_with_the_ffn_removed_is_the_default_model():
-    """ffn_mult=0 leaves one sub-layer: residual_around='attention' is then what 'both' computes."""
-    x = torch.randn(B, T, D)
-    outs = []
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_attention_only_with_the_ffn_removed_is_the_default_model(norm):
+    """ffn_mult=0 leaves one sub-layer: residual_around='attention' is then what 'both' computes, the skip
+    around the attention written out by hand (pre: x + attn(LN x); post: LN(x + attn x)), and not the
+    block without that skip (the comparison can fail)."""
+    x = torch.randn(B, T, D) * 2 + 0.5
     for around in ("both", "attention"):
         torch.manual_seed(0)
-        outs.append(Block(_cfg(ffn_mult=0, residual_around=around)).eval()(x)[0])
-    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+        block = Block(_cfg(ffn_mult=0, norm=norm, residual_around=around)).eval()
+        assert block.feed_forward is None and len(block.norms) == 1
+        (ln,), attn = block.norms, block.attention
+        with torch.no_grad():
+            y = block(x)[0]
+            skip = x + attn(ln(x))[0] if norm == "pre" else ln(x + attn(x)[0])
+            no_skip = attn(ln(x))[0] if norm == "pre" else ln(attn(x)[0])
+        torch.testing.assert_close(y, skip, rtol=0, atol=0)
+        assert (y - no_skip).abs().max() > 1e-2
 
 
 REFUSED = {

@@ -653,3 +653,18 @@ def test_the_import_clean_rules_are_the_harness_rules():
     values = (0.5, 1, "0.25", None, "x", math.nan, math.inf, -math.inf, True)
     for value, status, maximize in itertools.product(values, ("completed", "diverged", "failed", None), (True, False)):
         assert stats.score(value, status, maximize) == score(value, status, maximize), (value, status, maximize)
+
+
+def test_the_sweeps_wall_time_is_first_start_to_last_end():
+    """meta.json's wall_s: each run's start (provenance.time) plus its wall time, the latest end minus the
+    earliest start, by hand; runs that record neither are left out, and none at all gives None."""
+    from ablate.results.export import wall_span
+
+    def run(time, wall):
+        return {"provenance": {"time": time}, "wall_time_s": wall}
+
+    summaries = [run("2026-12-01T10:00:00+00:00", 30.0), run("2026-12-01T10:00:05+00:00", 40.4),  # ends 10:00:45.4
+                 run("2026-12-01T10:00:30+00:00", 10.0), None, {"status": "running"}, run("not a time", 5.0),
+                 run("2026-12-01T09:00:00+00:00", float("nan"))]
+    assert wall_span(summaries) == 45
+    assert wall_span([None, {"provenance": {}}]) is None

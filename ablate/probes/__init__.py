@@ -15,7 +15,7 @@ from .collapse import (
 )
 from .common import NotApplicable, accuracy, has_attention, probe_mode, task_loss
 from .gradients import GROUPS, gradient_flow
-from .heads import head_importance, masked_heads, masked_output
+from .heads import head_importance, masked_heads, masked_output, relation_weights
 from .order import equivariance_error, order_sensitivity
 from .positions import accuracy_by_position
 from .run import (
@@ -59,6 +59,7 @@ __all__ = [
     "periodic_part",
     "periodic_probes",
     "probe_mode",
+    "relation_weights",
     "residual_norms",
     "run_probes",
     "score_stats",

@@ -71,3 +71,28 @@ def masked_output(
     """model(x) in eval mode with `heads` masked."""
     with masked_heads(model, heads):
         return model(x)
+
+
+@probe
+@torch.no_grad()
+def relation_weights(model: nn.Module, x: torch.Tensor, back: int = 2) -> torch.Tensor:
+    """Where each head puts its weight, by relation (issue 24, Q3: do heads specialise?): (L, H, 3), the
+    mean over query positions i > back (position 0 holds BOS) of each head's post-softmax weight
+    0. on position i - back, the positional relation (poshist's token two back);
+    1. on the positions j >= 1 that hold the query's own token, itself included, the content relation
+       (poshist's and histogram's count);
+    2. on BOS, position 0, where a counting head leaves the weight 1 / (1 + count).
+    A position counted in both (j = i - back holding the same token) is counted in both. x (B, T)."""
+    from .scores import attention_maps
+
+    maps = attention_maps(model, x)  # (B, L, H, T, T)
+    x = x.to(maps.device)
+    T = x.shape[1]
+    queries = torch.arange(back + 1, T, device=maps.device)  # (Q,)
+    rows = maps[:, :, :, queries, :]  # (B, L, H, Q, T)
+    positional = rows[..., torch.arange(len(queries), device=maps.device), queries - back]  # (B, L, H, Q)
+    same = (x[:, queries, None] == x[:, None, :])  # (B, Q, T)
+    same[:, :, 0] = False  # BOS is its own relation
+    content = (rows * same[:, None, None].to(rows.dtype)).sum(-1)  # (B, L, H, Q)
+    bos = rows[..., 0]  # (B, L, H, Q)
+    return torch.stack([positional, content, bos], dim=-1).mean(dim=(0, 3)).float()  # (L, H, 3)

@@ -131,7 +131,8 @@ TEXT: dict[str, tuple[str, str]] = {
         "合计：约 {lo}–{hi} GPU 小时，每块 GPU 同时运行一个。",
     ),
     "provenance": ("Where the data came from", "数据来源"),
-    "provenance_head": ("table | runs | budget | commit | machine | date", "表格 | 运行数 | 预算 | 提交 | 机器 | 日期"),
+    "provenance_head": ("table | runs | budget | commit | wall time | machine | date",
+                        "表格 | 运行数 | 预算 | 提交 | 耗时 | 机器 | 日期"),
     "not_run": ("not run yet — run `make {target}`", "尚未运行 — 请运行 `make {target}`"),
     "uncommitted": (" (uncommitted changes)", "（含未提交的修改）"),
     "mismatch": (", {n} run(s) at other commits", "，另有 {n} 个运行来自其他提交"),
@@ -468,7 +469,7 @@ def provenance_rows(built: list[Built], meta: dict[str, Any], lang: str = "en") 
     for name in used + [n for n in meta["sweeps"] if n not in used]:
         m = meta["sweeps"].get(name)
         if not m:
-            rows.append([name, say("not_run", lang, target=make_target(name)), "", "", "", ""])
+            rows.append([name, say("not_run", lang, target=make_target(name)), "", "", "", "", ""])
             continue
         status = say("list_sep", lang).join(f"{v} {say(k, lang) if k in ('completed', 'diverged') else k}"
                                             for k, v in (m.get("status") or {}).items())
@@ -478,7 +479,9 @@ def provenance_rows(built: list[Built], meta: dict[str, Any], lang: str = "en") 
             commit += say("uncommitted", lang)
         if m.get("commit_mismatch"):
             commit += say("mismatch", lang, n=m["commit_mismatch"])
-        rows.append([name, runs, str(m.get("budget") or "—"), commit, str(m.get("machine") or "—"), str(m.get("date") or "—")])
+        wall = f"{m['wall_s']:,} s" if isinstance(m.get("wall_s"), int) else "—"  # first start to last end (export)
+        rows.append([name, runs, str(m.get("budget") or "—"), commit, wall, str(m.get("machine") or "—"),
+                     str(m.get("date") or "—")])
     return rows
 
 

@@ -19,7 +19,10 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
                  for the sweeps in POSITIONS (the RNN table's copy sweeps), every run's test accuracy
                  at each emitted position (`final/acc_by_position` (K,) float32), from its
                  probes.npz, else computed from its checkpoint on its test set (meta.json's
-                 `acc_by_position` names the runs it was computed for)
+                 `acc_by_position` names the runs it was computed for); for the sweeps in RELATIONS
+                 (Q3's two-relation task), every run's weight per head on the token two back, the
+                 query's own token and BOS (`final/relation_weights` (L, H, 3) float32, from its
+                 checkpoint on its first 256 validation sequences)
     <name>_curves.csv  the mechanisms during training, from every run with periodic probes
                  (`run.probe_every`, its probes.csv): long format, one row per run, probe step and
                  layer: run_id, the swept keys, step, layer, then one column per quantity of
@@ -106,6 +109,12 @@ SENTENCE = ("pos_enc", "pos_enc_causal")
 WORDS = ("猫", "坐", "在", "垫", "子", "上")  # token id = index: 猫=0 坐=1 在=2 垫=3 子=4 上=5
 SENTENCE_WORDS = ("猫", "坐", "在", "垫", "子", "上")
 SENTENCE_PERM_WORDS = ("垫", "子", "在", "猫", "坐", "上")
+# Q3's two-relation sweeps (issue 24): every run with a checkpoint keeps where each head of its final model
+# puts its weight, by relation (ablate.probes.relation_weights on the first RELATION_BATCH validation
+# sequences): `<run_id>/final/relation_weights` (L, H, 3) float32, on the token two back, on the query's
+# own token, on BOS.
+RELATIONS = ("heads_poshist", "heads_poshist_16")
+RELATION_KEY, RELATION_BATCH = "final/relation_weights", 256
 # The RNN table's copy sweeps (issue 17): every run keeps its test accuracy at each emitted position,
 # `<run_id>/final/acc_by_position` (K,) float32, from probes.npz, else computed from its checkpoint.
 POSITIONS = ("rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse")
@@ -410,6 +419,25 @@ def checkpoint_maps(run_dir: Path, permuted: bool = True, sentence: bool = False
     return out
 
 
+def relation_maps(run_dir: Path) -> dict[str, np.ndarray]:
+    """{RELATION_KEY: (L, H, 3) float32}: the final model's weight per head on the token two back, the query's
+    own token and BOS (see RELATIONS), on its first RELATION_BATCH validation sequences; {} without a
+    checkpoint or for a model without attention. A checkpoint that cannot be loaded raises CheckpointError."""
+    ckpt = run_dir / "last.ckpt"
+    if not ckpt.is_file():
+        return {}
+    from ..probes import has_attention, relation_weights
+    from ..probing import probe_batch
+    from ..tasks import load_task  # harness side: export only, never a notebook
+
+    task, datamodule = load_task(ckpt)
+    if not has_attention(task.model):
+        return {}
+    datamodule.setup("fit")
+    x, _ = probe_batch(datamodule, RELATION_BATCH)
+    return {RELATION_KEY: relation_weights(task.model, x).numpy().astype(np.float32)}
+
+
 def permuted_maps(run_dir: Path) -> dict[str, np.ndarray]:
     """The final model's maps on the permuted probe example (see checkpoint_maps); {} without a checkpoint."""
     return checkpoint_maps(run_dir, permuted=True)
@@ -481,6 +509,9 @@ def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[
             warn(f"{PREFIX}{name}: run {run_id}: {line}")
 
         get(run_id, lambda d=Path(run_dir), p=run_id in permute: checkpoint_maps(d, p, every, note), said)
+    if name in RELATIONS:
+        for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
+            get(run_id, lambda d=Path(run_dir): relation_maps(d), "relation weights")
     if name in POSITIONS:
         for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
 
@@ -604,6 +635,22 @@ def run_date(summary: dict[str, Any] | None, mtime: float | None = None) -> str 
     return datetime.fromtimestamp(mtime, tz=timezone.utc).strftime("%Y-%m-%d")
 
 
+def wall_span(summaries: list[dict[str, Any] | None]) -> int | None:
+    """Seconds from the first run's start to the last run's end (each run's provenance.time, the start of its
+    last attempt, plus its wall_time_s): the sweep's wall time when one invocation ran it whole, more when it
+    was run in several; None without a run that records both."""
+    spans = []
+    for s in summaries:
+        try:
+            start = datetime.fromisoformat(str((s or {}).get("provenance", {}).get("time"))).timestamp()
+            wall = float((s or {}).get("wall_time_s"))
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if math.isfinite(start) and math.isfinite(wall) and wall >= 0:
+            spans.append((start, start + wall))
+    return round(max(e for _, e in spans) - min(b for b, _ in spans)) if spans else None
+
+
 def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> dict[str, Any]:
     run_dirs = [Path(d) for d in df["run_dir"]]
     summaries = [_summary(d) for d in run_dirs]
@@ -621,6 +668,7 @@ def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> di
         "commit_mismatch": int(df["commit_mismatch"].sum()) if "commit_mismatch" in df.columns else 0,
         "machine": machine(completed[0] if completed else None),
         "date": date,
+        "wall_s": wall_span(summaries),
         "swept_keys": swept,
         "dtypes": dtypes,
         **({"tune": df.attrs["tune"]} if df.attrs.get("tune") else {}),
