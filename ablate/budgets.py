@@ -40,7 +40,8 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {b: {t: task_profile(b, t) for t
 _CONVERGED_ROWS = {"mnist": {"trainer.max_epochs": 6, "data.train_subset": 12000, "data.val_size": 2000,
                              "data.test_subset": None}}
 SWEEPS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
-    "quick": {"pos_enc_3e": _CONVERGED_ROWS, "pos_enc_3e_bert": _CONVERGED_ROWS}}
+    "quick": {"pos_enc_3e": _CONVERGED_ROWS, "pos_enc_3e_bert": _CONVERGED_ROWS,
+              "rnn_rows_converged": _CONVERGED_ROWS}}  # the LSTM against pos_enc_3e's learned arm (issue 25)
 
 SMOKE_SEEDS = [0]
 

@@ -57,6 +57,7 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     **dict.fromkeys(("rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse"), (
         "RNN vs Transformer · Long-range dependencies", ())),
     "rnn_rows": ("RNN vs Transformer · The tutorial's MNIST model against an LSTM", ()),
+    "rnn_rows_converged": ("RNN vs Transformer · The tutorial's MNIST model against an LSTM", ()),
 }
 CURVES = ("val/acc", "val/loss")  # history, against the step
 TEST = "test/acc"  # summary
