@@ -544,8 +544,15 @@ else:
         "这一机制是 softmax 自身的算术性质，任何预算都不会改变它；哪个 τ 训练得最好取决于任务，不属于这一论断。",
     )
     details = " ".join(d for d in (R.lr_phrase(TAU.df) + ".", TAU.still_learning(tau), R.caveat(tau)) if d)
+    lo_t, hi_t = start_end[taus[0]], start_end[taus[-1]]
+    short = (f"Yes: layer-0 attention entropy at initialisation is {lo_t[0].mean:.2f} of uniform at τ = {taus[0]:g} and "
+             f"{hi_t[0].mean:.2f} at τ = {taus[-1]:g}; training sharpens both ({lo_t[1].mean:.2f} and {hi_t[1].mean:.2f}) "
+             + ("but keeps their order." if kept else "and changes their order."),
+             f"是：初始化时第 0 层注意力的熵在 τ = {taus[0]:g} 时是均匀分布的 {lo_t[0].mean:.2f}，τ = {taus[-1]:g} 时为 "
+             f"{hi_t[0].mean:.2f}；训练让两者都更集中（{lo_t[1].mean:.2f} 和 {hi_t[1].mean:.2f}），"
+             + ("但先后顺序不变。" if kept else "而且顺序变了。"))
     Q_TAU.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
-                 checks=checks, figure=fig_tau)
+                 checks=checks, figure=fig_tau, short=short)
 
 # %% [markdown]
 # ## 4 · The cost of attention in sequence length

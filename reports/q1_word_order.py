@@ -715,7 +715,7 @@ else:
         matrix_en = ("Without positional encoding a bidirectional model's attention matrix for 垫子在猫坐上 is the "
                      "matrix for 猫坐在垫子上 with its rows and columns reordered, so the model sees a bag of tokens")
         matrix_zh = ("没有位置编码时，双向模型对“垫子在猫坐上”的注意力矩阵，就是“猫坐在垫子上”"
-                     "的矩阵把行和列按同样方式重新排列：模型看到的只是词袋")
+                     "的矩阵把行和列按同样方式重新排列，模型看到的只是词袋")
     if f_none_bi.k == 0:
         blind_en = f": on the copy task every run stays at the order-blind level of {order_level} ({none_bi})."
         blind_zh = f"：在复制任务上每次运行都停在不看顺序的水平 {order_level}（{zh(none_bi)}）。"

@@ -643,10 +643,11 @@ else:
             mech_en += (f" Neither of the {TWO} heads is needed alone: both serve the same relation, so the split did not "
                         "give each relation a head of its own.")
             mech_zh += f"{TWO} 个头中任何一个单独都不是必需的：两个头服务于同一种关系，拆分并没有让每种关系各得一个头。"
+    def split_row(h):
+        r = heads_split[heads_split["heads"] == h]
+        return None if r.empty else r.iloc[0]
+
     if len(heads_split):  # supporting: do the heads specialise (each head's weight on the two relations)
-        def split_row(h):
-            r = heads_split[heads_split["heads"] == h]
-            return None if r.empty else r.iloc[0]
         parts_en, parts_zh = [], []
         for h in heads_split["heads"]:
             r = split_row(h)
@@ -658,6 +659,18 @@ else:
                             f"{int(r.iloc[4])} 次每种关系各有一个头")
         mech_en += " Where each head's weight goes on poshist (layer 0, mean over seeds): " + "; ".join(parts_en) + "."
         mech_zh += "poshist 上每个头的权重落在哪里（第 0 层，种子平均）：" + "；".join(parts_zh) + "。"
+    short = None  # the answers table: the two-relation task's ladder and whether its heads split the relations
+    if ph is not None and ONE in ph_acc and TWO in ph_acc and BASE in ph_acc:
+        split = split_row(BASE) if len(heads_split) else None
+        split_en = (f"; with {BASE} heads one head serves each relation in {int(split.iloc[4])} of {int(split.iloc[1])} "
+                    "runs" if split is not None else "")
+        split_zh = (f"；{BASE} 个头时，{int(split.iloc[1])} 次运行中有 {int(split.iloc[4])} 次每种关系各由一个头负责"
+                    if split is not None else "")
+        short = (f"Yes, but not as the tutorial says: on a task needing a positional and a content relation at once, "
+                 f"{TWO} heads score {100 * ph_acc[TWO].mean:.1f} %, like one ({100 * ph_acc[ONE].mean:.1f} %), and "
+                 f"{BASE} heads {100 * ph_acc[BASE].mean:.1f} %{split_en}.",
+                 f"是，但原因不像教程说的：在同时需要位置关系和内容关系的任务上，{TWO} 个头 {100 * ph_acc[TWO].mean:.1f} %，"
+                 f"和一个头（{100 * ph_acc[ONE].mean:.1f} %）一样，{BASE} 个头 {100 * ph_acc[BASE].mean:.1f} %{split_zh}。")
     Q.answer(
         plain=plain,
         mechanism=(mech_en, mech_zh),
@@ -667,4 +680,5 @@ else:
         checks=checks,
         figure=fig_acc,
         figures=[fig_acc, fig_mech, *([fig_rel] if fig_rel else [])],
+        short=short,
     )

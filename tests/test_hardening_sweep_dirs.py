@@ -85,15 +85,22 @@ def test_a_sweep_removes_what_a_killed_runner_and_its_server_left(tmp_path):
     temp.mkdir()
     dead = subprocess.Popen(["true"])  # a pid that has ended
     dead.wait()
-    for name, pid in (("ablate-sweep-dead", dead.pid), ("ablate-sweep-alive", os.getpid())):
+    from ablate.sweep.worker import pid_namespace
+
+    here = pid_namespace()
+    # a runner in another PID namespace (a container sharing this /tmp): its pid, dead here, says nothing
+    other = "pid:[1]" if here != "pid:[1]" else "pid:[2]"
+    for name, pid, ns in (("ablate-sweep-dead", dead.pid, here), ("ablate-sweep-alive", os.getpid(), here),
+                          ("ablate-sweep-elsewhere", dead.pid, other)):
         (temp / name).mkdir()
         (temp / f"pymp-{name}").mkdir()
         (temp / f"pymp-{name}" / "listener-x").write_text("")
-        (temp / name / ".runner").write_text(f"{pid}\n{temp / f'pymp-{name}'}\n")
+        (temp / name / ".runner").write_text(f"{pid}\n{temp / f'pymp-{name}'}\n{ns}\n")
     (temp / "ablate-sweep-unknown").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TEMP", "TMP")}
     env.update(ABLATE_RUNS_DIR=str(tmp_path / "runs"), TMPDIR=str(temp), ABLATE_PROGRESS="0")
     done = subprocess.run([sys.executable, "-m", "ablate", "sweep", str(tiny_sweep(tmp_path))], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
-    assert ours(temp) == ["ablate-sweep-alive", "ablate-sweep-unknown", "pymp-ablate-sweep-alive"]
+    assert ours(temp) == ["ablate-sweep-alive", "ablate-sweep-elsewhere", "ablate-sweep-unknown",
+                          "pymp-ablate-sweep-alive", "pymp-ablate-sweep-elsewhere"]

@@ -962,7 +962,9 @@ def test_findings_open_every_question_with_its_plain_answer_in_english_and_chine
         summary = "\n".join(sections[TEXT["summary"][lang == "zh"]])
         q3 = sections[built[0].answers[0][f"title{'_zh' if lang == 'zh' else ''}"]]
         if lang == "zh":
-            assert "| Q3 · 标题 | 部分符合，其余无定论 |" in summary and "| CLAIM-FFN · 标题 | 无法检验 |" in summary
+            # each row: the question (a link to its section), its answer in a sentence, the verdict
+            assert "| [Q3 · 标题](#q3--标题) | " in summary and " | 部分符合，其余无定论 |" in summary
+            assert "| [CLAIM-FFN · 标题](#claim-ffn--标题) | " in summary and " | 无法检验 |" in summary
             assert "**符合**" in "\n".join(q3) and "Primary 2020 认为 a 胜过 b" in "\n".join(q3)
             for en, _ in TEXT.values():  # no fixed English sentence in the Chinese file (commands aside)
                 for piece in (p.strip(" *.") for p in re.split(r"\{[^}]*\}", en) if "`" not in p):
@@ -970,7 +972,9 @@ def test_findings_open_every_question_with_its_plain_answer_in_english_and_chine
             assert all(v in VERDICT_ZH for v in ("agrees", "disagrees", "inconclusive", "not testable", "not run yet",
                                                  "partly disagrees", "agrees in part, the rest inconclusive"))
         else:
-            assert "| Q3 · title | agrees in part, the rest inconclusive |" in summary
+            first = next(line for line in summary.splitlines() if line.startswith("| [Q3 · title]"))
+            assert first.startswith("| [Q3 · title](#q3--title) | " + built[0].answers[0]["plain"]["en"].split(". ")[0])
+            assert " | agrees in part, the rest inconclusive |" in first
         # the primary tests in the anchors table (with their reason), the supporting one below it
         body = "\n".join(q3)
         primary_at, support_at = body.index("Primary 2020"), body.index("Support 2019")

@@ -668,3 +668,22 @@ def test_the_sweeps_wall_time_is_first_start_to_last_end():
                  run("2026-12-01T09:00:00+00:00", float("nan"))]
     assert wall_span(summaries) == 45
     assert wall_span([None, {"provenance": {}}]) is None
+
+
+def test_the_primary_runs_summary_counts_the_chosen_rate_only():
+    """meta.json's primary: a tuned sweep's runs at each variant's chosen rate (here lr 0.01 for `a`: seed-mean
+    0.995 against 0.5), their median last-epoch gain and the share at >= 99 %, by hand; a sweep that trained
+    nothing has no summary."""
+    import pandas as pd
+
+    from ablate.results.export import primary_runs
+
+    rows = [("a", 0.001, 0, 0.5, 0.02), ("a", 0.01, 0, 0.995, 0.0), ("a", 0.01, 1, 0.98, 0.01), ("a", 0.01, 2, 1.0, 0.0),
+            ("b", 0.001, 0, 0.7, 0.1)]
+    df = pd.DataFrame(rows, columns=["model.pos_enc", "optim.lr", "seed", "val/acc_best", "val/gain_last_epoch"])
+    df["status"] = "completed"
+    df.attrs["swept_keys"] = ["model.pos_enc", "optim.lr", "seed"]
+    got = primary_runs(df)
+    # a: the three runs at 0.01 (mean 0.9917 > 0.5); b: its one run
+    assert got == {"runs": 4, "median_gain": 0.005, "solved": 0.5}
+    assert primary_runs(df.drop(columns=["val/gain_last_epoch"])) is None

@@ -192,7 +192,9 @@ def test_the_payload():
                   figures=["/x/q9_a.png", "/x/q9_b.png"])
     assert set(payload) == {"key", "title", "title_zh", "question", "question_zh", "status", "plain", "mechanism",
                             "outcome", "changes", "details", "verdict", "checks", "multiplicity", "intervals", "figure",
-                            "figures", "sweeps", "budget", "side"}
+                            "figures", "sweeps", "budget", "side", "short"}
+    # no short= given: the answers table shows the plain answer's first sentence
+    assert payload["short"] == {"en": plain[0], "zh": plain[1]}
     assert payload["status"] == "answered" and payload["verdict"] == "agrees"
     assert payload["plain"] == {"en": plain[0], "zh": plain[1]} and payload["question_zh"] == "a 胜过 b 吗？"
     assert (payload["figure"], payload["figures"]) == ("q9_acc.png", ["q9_a.png", "q9_b.png"])
@@ -383,3 +385,19 @@ def test_holms_note_on_a_check_has_its_chinese_twin():
     missing = R.question("q4", "Q4", "Residuals?", "残差？", anchors=[anchor()]).not_run_yet(
         "not run yet — run `make sweep-residual`")
     assert missing["checks"][0]["evidence_zh"] == "尚未运行 — 请运行 `make sweep-residual`"
+
+
+def test_a_short_answer_is_one_sentence_of_at_most_300_characters():
+    """Q.answer(short=...) is what the findings' answers table shows; longer than SHORT_LIMIT is refused with a
+    line saying how long it is; without it the plain answer's first sentence is taken, cut at the limit."""
+    from ablate.report.answers import SHORT_LIMIT, first_sentence
+
+    x = anchor()
+    given = ask([x.greater(effect(*FAR), primary=True, reason=REASON)], short=("a wins by 41 points.", "a 领先 41 个百分点。"))
+    assert given["short"] == {"en": "a wins by 41 points.", "zh": "a 领先 41 个百分点。"}
+    with pytest.raises(ValueError, match=r"the en answer has 301 characters; keep it to 300"):
+        ask([x.greater(effect(*FAR), primary=True, reason=REASON)], short=("x" * 301, "短"))
+    assert first_sentence("One. Two. Three.") == "One."
+    assert first_sentence("第一句。第二句。", "zh") == "第一句。"
+    long = "word " * 100
+    assert len(first_sentence(long)) == SHORT_LIMIT and first_sentence(long).endswith("…")

@@ -456,8 +456,9 @@ class Question:
 
     def payload(self, *, status: str, plain: dict[str, str], mechanism: dict[str, str], outcome: dict[str, str],
                 changes: dict[str, str], details: str, checks: Sequence[Check], multiplicity: dict[str, str],
-                figure: str | Path | None, figures: Sequence[str | Path]) -> dict[str, Any]:
+                figure: str | Path | None, figures: Sequence[str | Path], short: dict[str, str]) -> dict[str, Any]:
         return {
+            "short": short,
             "key": self.key,
             "title": self.title,
             "title_zh": self.title_zh,
@@ -483,14 +484,22 @@ class Question:
     def answer(self, *, plain: tuple[str, str] | None = None, mechanism: tuple[str, str] | None = None,
                outcome: tuple[str, str] | None = None, changes: tuple[str, str] | None = None, details: str = "",
                checks: Sequence[Check] = (), figure: str | Path | None = None,
-               figures: Sequence[str | Path] = ()) -> dict[str, Any]:
+               figures: Sequence[str | Path] = (), short: tuple[str, str] | None = None) -> dict[str, Any]:
         """Show the Answer (Markdown) and hand the builder the same content (JSON); returns it.
-        `plain`, `mechanism`, `outcome`, `changes`: (English, Chinese) pairs formatted from the same values."""
+        `plain`, `mechanism`, `outcome`, `changes`: (English, Chinese) pairs formatted from the same values.
+        `short`: the answer in one sentence with the number that decides it, for the findings' answers table
+        (at most SHORT_LIMIT characters each; without it the table shows the plain answer's first sentence)."""
         given = {"plain": plain, "mechanism": mechanism, "outcome": outcome, "changes": changes}
         missing = [k for k, v in given.items() if v is None]
         if missing:
             raise TypeError(f"Q.answer: missing {', '.join(f'{k}=' for k in missing)} (each an (English, Chinese) pair)")
         pairs = {k: _pair(k, v) for k, v in given.items()}
+        pairs["short"] = _pair("short", short) if short is not None else {
+            lang: first_sentence(pairs["plain"][lang], lang) for lang in ("en", "zh")}
+        for lang, text in pairs["short"].items():
+            if len(text) > SHORT_LIMIT:
+                raise ValueError(f"Q.answer(short=...): the {lang} answer has {len(text)} characters; keep it to "
+                                 f"{SHORT_LIMIT} (one sentence and its deciding number)")
         checked, multiplicity = correct(checks)
         data = self.payload(status="answered", details=str(details).strip(), checks=checked, multiplicity=multiplicity,
                             figure=figure, figures=figures, **pairs)
@@ -506,9 +515,21 @@ class Question:
         empty = {"en": "", "zh": ""}
         take_intervals()  # nothing quoted: forget what earlier cells formatted
         data = self.payload(status=NOT_RUN, plain={"en": text, "zh": zh}, mechanism=empty, outcome=empty,
-                            changes=empty, details="", checks=checks, multiplicity=empty, figure=None, figures=())
+                            changes=empty, details="", checks=checks, multiplicity=empty, figure=None, figures=(),
+                            short={"en": text, "zh": zh})
         show(data)
         return data
+
+
+SHORT_LIMIT = 300  # characters of an answer in the findings' answers table (issue 26: no cell over ~300)
+
+
+def first_sentence(text: str, lang: str = "en") -> str:
+    """The first sentence of `text` (up to '. ' in English, '。' in Chinese), cut at SHORT_LIMIT with '…'."""
+    text = " ".join(str(text).split())
+    end = text.find("。") + 1 if lang == "zh" else text.find(". ") + 1
+    sentence = text[:end] if end > 0 else text
+    return sentence if len(sentence) <= SHORT_LIMIT else sentence[: SHORT_LIMIT - 1].rstrip() + "…"
 
 
 def question(key: str, title: str, text: str, text_zh: str = "", anchors: Sequence[Anchor] = (),

@@ -72,9 +72,10 @@ TEXT: dict[str, tuple[str, str]] = {
         "该论断无法检验：什么都没学到、或没有差异空间的模型无法为任何一方提供证据。",
     ),
     "other": ("中文版：[FINDINGS.zh.md](FINDINGS.zh.md)", "English: [FINDINGS.md](FINDINGS.md)"),
-    "summary": ("Summary", "总览"),
-    "summary_head": ("question or claim | verdict on the tutorial's claim | published side anchors (each its own verdict)",
-                     "问题或论断 | 对教程论断的判定 | 其他已发表的论断（各自判定）"),
+    "summary": ("Answers at a glance", "答案一览"),
+    "summary_head": ("question or claim | the answer | verdict on the tutorial's claim | "
+                     "published side anchors (each its own verdict)",
+                     "问题或论断 | 答案 | 对教程论断的判定 | 其他已发表的论断（各自判定）"),
     "side_none": ("—", "—"),
     "side_item": ("{cite}: {verdict}", "{cite}：{verdict}"),
     "side_sep": ("; ", "；"),
@@ -131,8 +132,10 @@ TEXT: dict[str, tuple[str, str]] = {
         "合计：约 {lo}–{hi} GPU 小时，每块 GPU 同时运行一个。",
     ),
     "provenance": ("Where the data came from", "数据来源"),
-    "provenance_head": ("table | runs | budget | commit | wall time | machine | date",
-                        "表格 | 运行数 | 预算 | 提交 | 耗时 | 机器 | 日期"),
+    "provenance_head": ("table | runs | budget | commit | wall time | primary runs: median last-epoch gain, solved | "
+                        "machine | date",
+                        "表格 | 运行数 | 预算 | 提交 | 耗时 | 主要运行：最后一轮提升的中位数，解决比例 | 机器 | 日期"),
+    "primary_cell": ("{runs}: {gain}, {solved} solved", "{runs} 个：{gain}，{solved} 解决"),
     "not_run": ("not run yet — run `make {target}`", "尚未运行 — 请运行 `make {target}`"),
     "uncommitted": (" (uncommitted changes)", "（含未提交的修改）"),
     "mismatch": (", {n} run(s) at other commits", "，另有 {n} 个运行来自其他提交"),
@@ -469,7 +472,7 @@ def provenance_rows(built: list[Built], meta: dict[str, Any], lang: str = "en") 
     for name in used + [n for n in meta["sweeps"] if n not in used]:
         m = meta["sweeps"].get(name)
         if not m:
-            rows.append([name, say("not_run", lang, target=make_target(name)), "", "", "", "", ""])
+            rows.append([name, say("not_run", lang, target=make_target(name)), "", "", "", "", "", ""])
             continue
         status = say("list_sep", lang).join(f"{v} {say(k, lang) if k in ('completed', 'diverged') else k}"
                                             for k, v in (m.get("status") or {}).items())
@@ -480,7 +483,11 @@ def provenance_rows(built: list[Built], meta: dict[str, Any], lang: str = "en") 
         if m.get("commit_mismatch"):
             commit += say("mismatch", lang, n=m["commit_mismatch"])
         wall = f"{m['wall_s']:,} s" if isinstance(m.get("wall_s"), int) else "—"  # first start to last end (export)
-        rows.append([name, runs, str(m.get("budget") or "—"), commit, wall, str(m.get("machine") or "—"),
+        p = m.get("primary") or {}
+        primary = "—" if p.get("median_gain") is None else say(
+            "primary_cell", lang, runs=p["runs"], gain=f"{100 * p['median_gain']:+.2f} pt",
+            solved=f"{100 * p['solved']:.0f} %")
+        rows.append([name, runs, str(m.get("budget") or "—"), commit, wall, primary, str(m.get("machine") or "—"),
                      str(m.get("date") or "—")])
     return rows
 
@@ -594,6 +601,21 @@ def side_text(a: dict[str, Any], lang: str) -> str:
     return say("side_sep", lang).join(items)
 
 
+def slug(title: str) -> str:
+    """The anchor GitHub (and the HTML index) gives a heading: lower case, every character that is not a letter,
+    digit, space, hyphen or underscore dropped, spaces as hyphens ('Q1 · Word order' -> 'q1--word-order')."""
+    kept = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
+
+
+def short_of(a: dict[str, Any], lang: str) -> str:
+    """The answer in one sentence (Q.answer's `short`; a payload without one: its plain answer's first sentence)."""
+    from .answers import first_sentence
+
+    short = a.get("short") or {}
+    return short.get(lang) or first_sentence(text_of(a, "plain", lang), lang)
+
+
 def answer_body(a: dict[str, Any], lang: str) -> list[str]:
     """Markdown lines after an answer's plain text: the question, mechanism, outcome, the anchors (the
     primary tests, then the supporting evidence), multiplicity, what would change the answer, details.
@@ -627,9 +649,9 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
     from TEXT, every number from the payloads. Under each question's heading the plain answer comes
     first."""
     answers = [(b, a) for b in built for a in b.answers]
-    summary = [[title_of(a, lang), verdict_word(a["verdict"], lang), side_text(a, lang) or say("side_none", lang)]
-               for _, a in answers]
-    summary += [[b.name, say("failed_row", lang, error=b.error), ""] for b in built if b.error]
+    summary = [[f"[{title_of(a, lang)}](#{slug(title_of(a, lang))})", short_of(a, lang), verdict_word(a["verdict"], lang),
+                side_text(a, lang) or say("side_none", lang)] for _, a in answers]
+    summary += [[b.name, say("failed_row", lang, error=b.error), "", ""] for b in built if b.error]
     lines = [
         f"# {say('title', lang)}",
         "",
@@ -709,19 +731,27 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
         f"<p>Every answer is computed by its notebook from the tables in <code>{e(shown_path(data, where))}</code>. "
         "Each section opens with the plain answer; 中文 under it.</p>",
     ]
+    answers = [a for b in built for a in b.answers]
+    if answers:  # the answers at a glance: every question and claim, its answer in a sentence, its verdict
+        parts += ["<section><h2>Answers at a glance</h2><table>",
+                  "<tr><th>question or claim</th><th>the answer</th><th>verdict on the tutorial's claim</th></tr>"]
+        parts += [f'<tr><td><a href="#{e(slug(a["title"]))}">{e(a["title"])}</a></td><td>{e(short_of(a, "en"))}'
+                  f'<details class="zh" lang="zh"><summary>中文</summary>{e(short_of(a, "zh"))}</details></td>'
+                  f'<td>{e(a["verdict"])}</td></tr>' for a in answers]
+        parts += ["</table></section>"]
     for b in built:
         for a in b.answers:
             verdict = a["verdict"]
             css = verdict.replace(" ", "-").replace(",", "")
             parts += [
-                "<section>",
+                f'<section id="{e(slug(a["title"]))}">',
                 f"<h2>{e(a['title'])} <span class=\"verdict {css}\">{e(verdict)}</span></h2>",
                 f'<div class="plain">{_md(text_of(a, "plain", "en"))}</div>',
                 f'<details class="zh" lang="zh"><summary>中文</summary><h3>{e(title_of(a, "zh"))} '
                 f'<span class="verdict {css}">{e(verdict_word(verdict, "zh"))}</span></h3>'
                 f'{_md(text_of(a, "plain", "zh"))}</details>',
                 _img(figures / a["figure"]) if a.get("figure") else "",  # the key figure; the rest in the notebook
-                '<details class="more" open><summary>mechanism, outcome, anchors</summary>',
+                '<details class="more"><summary>mechanism, outcome, anchors</summary>',
                 _md("\n".join(answer_body(a, "en"))),
                 "</details>",
                 f'<p><a href="{e(b.html.name)}">notebook: {e(b.name)}</a></p>' if b.html else "",

@@ -651,6 +651,24 @@ def wall_span(summaries: list[dict[str, Any] | None]) -> int | None:
     return round(max(e for _, e in spans) - min(b for b, _ in spans)) if spans else None
 
 
+def primary_runs(df: pd.DataFrame) -> dict[str, Any] | None:
+    """How far the sweep's primary runs had come (tuned sweeps: every seed at each variant's chosen rate;
+    others: every run): their number, the median of what their last epoch added to validation accuracy
+    (val/gain_last_epoch), and the share that solved their task (val/acc_best >= SOLVED); None for a sweep
+    that trained nothing (no such columns)."""
+    from .stats import best_lr
+    from .table import SOLVED
+
+    if not {"val/gain_last_epoch", "val/acc_best"} <= set(df.columns):
+        return None
+    chosen = best_lr(df)
+    chosen = chosen[chosen["status"] == "completed"] if "status" in chosen.columns else chosen
+    gain = pd.to_numeric(chosen["val/gain_last_epoch"], errors="coerce").dropna()
+    best = pd.to_numeric(chosen["val/acc_best"], errors="coerce").dropna()
+    return {"runs": int(len(chosen)), "median_gain": round(float(gain.median()), 6) if len(gain) else None,
+            "solved": round(float((best >= SOLVED).mean()), 6) if len(best) else None}
+
+
 def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> dict[str, Any]:
     run_dirs = [Path(d) for d in df["run_dir"]]
     summaries = [_summary(d) for d in run_dirs]
@@ -669,6 +687,7 @@ def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> di
         "machine": machine(completed[0] if completed else None),
         "date": date,
         "wall_s": wall_span(summaries),
+        "primary": primary_runs(df),
         "swept_keys": swept,
         "dtypes": dtypes,
         **({"tune": df.attrs["tune"]} if df.attrs.get("tune") else {}),

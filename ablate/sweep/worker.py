@@ -65,13 +65,26 @@ _CONTEXT = None
 _TMPDIR: str | None = None  # the running forkserver's temporary folder
 TMPDIR_KEY = "ABLATE_FORKSERVER_TMPDIR"  # set in the forkserver's environment only
 
-RUNNER_FILE = ".runner"  # in a forkserver's folder: "<runner pid>\n<the runner's pymp-* folder>\n"
+RUNNER_FILE = ".runner"  # in a forkserver's folder: "<runner pid>\n<the runner's pymp-* folder>\n<its PID namespace>\n"
+
+
+def pid_namespace() -> str:
+    """This process's PID namespace ('pid:[4026531836]' on Linux; '' where /proc does not say): a pid means
+    the same process only within one namespace (containers sharing one /tmp each count from 1)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def _runner_of(folder: str) -> tuple[int, str | None] | None:
-    """(pid, multiprocessing folder) of the runner that made a forkserver's folder; None if unknown."""
+    """(pid, multiprocessing folder) of the runner that made a forkserver's folder; None if unknown, or if
+    the runner lived in another PID namespace than ours (its pid says nothing here: never ours to remove)."""
     try:
-        pid, mine = (Path(folder) / RUNNER_FILE).read_text().splitlines()[:2]
+        lines = (Path(folder) / RUNNER_FILE).read_text().splitlines()
+        pid, mine = lines[:2]
+        if len(lines) > 2 and lines[2] != pid_namespace():
+            return None
         return int(pid), mine if Path(mine).name.startswith("pymp-") else None
     except (OSError, ValueError):
         return None
@@ -145,7 +158,7 @@ def forkserver():
         remove_stale()
         _TMPDIR = tempfile.mkdtemp(prefix="ablate-sweep-")
         # this process's multiprocessing folder (pymp-*: the server's socket), made now if it is not yet
-        Path(_TMPDIR, RUNNER_FILE).write_text(f"{os.getpid()}\n{util.get_temp_dir()}\n")
+        Path(_TMPDIR, RUNNER_FILE).write_text(f"{os.getpid()}\n{util.get_temp_dir()}\n{pid_namespace()}\n")
     env = {**FORKSERVER_ENV, "TMPDIR": _TMPDIR, TMPDIR_KEY: _TMPDIR}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
