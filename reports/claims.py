@@ -517,13 +517,13 @@ else:
            "not undo it); the tutorial keeps τ = 1 in training and changes τ only when sampling." if kept and not undone else
            f"The gap between τ = {taus[0]:g} and τ = {taus[-1]:g} goes from {spread[0]:.2f} to {spread[1]:.2f}: "
            + ("training largely undoes a fixed τ." if undone else "the weights partly compensate a fixed τ.")),
-        plain[1] + f"每个固定的 τ，第 0 层的熵 / log T 从训练开始到结束：{moved_zh}。"
+        plain[1] + f"在各个固定的 τ 下，第 0 层注意力的熵 / log T 从训练开始到结束的变化：{moved_zh}。"
         + ("训练让每个 τ 下的注意力都更集中。" if sharpens else "")
-        + (f"但训练没有抵消固定的 τ：各个 τ 的先后顺序不变，τ = {taus[0]:g} 与 τ = {taus[-1]:g} 之间的差距从 {spread[0]:.2f} "
-           f"变为 {spread[1]:.2f}，训练时设定的 τ 会留在训练好的模型里（权重不会把它抵消）；教程在训练时保持 τ = 1，只在采样时调整 τ。"
+        + (f"但训练并未抵消固定的 τ：熵按 τ 大小的排列顺序不变，τ = {taus[0]:g} 与 τ = {taus[-1]:g} 之间的差距从 {spread[0]:.2f} "
+           f"变为 {spread[1]:.2f}，因此训练时设定的 τ 会保留在训练好的模型里（权重不会把它抵消）；教程在训练时保持 τ = 1，只在采样时调整 τ。"
            if kept and not undone else
            f"τ = {taus[0]:g} 与 τ = {taus[-1]:g} 之间的差距从 {spread[0]:.2f} 变为 {spread[1]:.2f}："
-           + ("训练大体抵消了固定的 τ。" if undone else "权重部分补偿了固定的 τ。")),
+           + ("训练大体抵消了固定的 τ。" if undone else "权重部分补偿了固定 τ 的影响。")),
     )
     mechanism = (
         f"Layer-0 entropy / log T at initialisation, τ = {taus[-1]:g} vs {taus[0]:g}: {entropy}; rows one-hot at "
@@ -548,9 +548,9 @@ else:
     short = (f"Yes: layer-0 attention entropy at initialisation is {lo_t[0].mean:.2f} of uniform at τ = {taus[0]:g} and "
              f"{hi_t[0].mean:.2f} at τ = {taus[-1]:g}; training sharpens both ({lo_t[1].mean:.2f} and {hi_t[1].mean:.2f}) "
              + ("but keeps their order." if kept else "and changes their order."),
-             f"是：初始化时第 0 层注意力的熵在 τ = {taus[0]:g} 时是均匀分布的 {lo_t[0].mean:.2f}，τ = {taus[-1]:g} 时为 "
+             f"是的：初始化时第 0 层注意力的熵在 τ = {taus[0]:g} 时是均匀分布最大值的 {lo_t[0].mean:.2f}，在 τ = {taus[-1]:g} 时为 "
              f"{hi_t[0].mean:.2f}；训练让两者都更集中（{lo_t[1].mean:.2f} 和 {hi_t[1].mean:.2f}），"
-             + ("但先后顺序不变。" if kept else "而且顺序变了。"))
+             + ("但两者的大小顺序不变。" if kept else "而且两者的大小顺序变了。"))
     Q_TAU.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
                  checks=checks, figure=fig_tau, short=short)
 

@@ -193,7 +193,7 @@ BAG = R.Anchor(
     "Haviv et al. 2022; Kazemnejad et al. 2023",
     "a bidirectional encoder without positional encoding is a bag of tokens: it cannot tell orders apart "
     "(Haviv et al. find that masked, bidirectional language models without positional encoding fail, causal ones not)",
-    "没有位置编码的双向编码器只看到一袋词：它分不出词序（Haviv 等人发现没有位置编码的掩码（双向）语言模型会失败，因果模型不会）",
+    "没有位置编码的双向编码器只看到词袋：它分不出词序（Haviv 等人发现没有位置编码的掩码（双向）语言模型会失败，因果模型不会）",
     tutorial=True,
 )
 CAUSAL = R.Anchor(
@@ -230,7 +230,7 @@ Q = R.question(
     "Q1 · Word order and positional encoding",
     "Reorder 猫坐在垫子上 (\"the cat sits on the mat\") into 垫子在猫坐上: how does the attention matrix "
     "change, and what does positional encoding do here?",
-    "把“猫坐在垫子上”换成“垫子在猫坐上”，注意力矩阵会怎样变化？位置编码在这里起什么作用？",
+    "把“猫坐在垫子上”重排成“垫子在猫坐上”，注意力矩阵会怎样变化？位置编码在这里起什么作用？",
     title_zh="Q1 · 词序与位置编码",
     anchors=[BAG, CAUSAL, TABLE_3E, ALIBI, SIN_EXTRAPOLATES],
     sweeps=["pos_enc", "pos_enc_causal", "pos_enc_reverse", "pos_enc_rows", "pos_enc_extrapolate",
@@ -701,7 +701,7 @@ else:
                  + (": there the matrix itself changes." if changed else "."))
         eq_zh = (f"在一个重新排列的验证序列上，训练后模型第 0 层注意力的变化 max |A(Px) − P·A(x)·Pᵀ| 在没有位置编码时为 "
                  f"{zh(eq['none_bi'])}"
-                 + ("：矩阵只是被重新排列，模型看到的是一袋词" if bag else "：不只是重新排列（不是一袋词）" if bag is False else "")
+                 + ("：矩阵只是被重新排列，模型看到的是词袋" if bag else "：不只是重新排列（不是词袋）" if bag is False else "")
                  + (f"；有可学习位置编码时为 {zh(eq['learned_bi'])}" if "learned_bi" in eq else "")
                  + (f"，有因果掩码、无位置编码时为 {zh(eq['none_causal'])}" if "none_causal" in eq else "")
                  + ("：这时矩阵本身改变了。" if changed else "。"))
@@ -710,12 +710,12 @@ else:
     if bag is False:
         matrix_en = ("Without positional encoding a bidirectional model's attention matrix for 垫子在猫坐上 is not "
                      "just the matrix for 猫坐在垫子上 reordered (see the mechanism)")
-        matrix_zh = "没有位置编码时，双向模型对“垫子在猫坐上”的注意力矩阵并不只是“猫坐在垫子上”的矩阵重新排列（见机制）"
+        matrix_zh = "没有位置编码时，双向模型对“垫子在猫坐上”的注意力矩阵并不只是把“猫坐在垫子上”的矩阵重新排列（见机制）"
     else:
         matrix_en = ("Without positional encoding a bidirectional model's attention matrix for 垫子在猫坐上 is the "
                      "matrix for 猫坐在垫子上 with its rows and columns reordered, so the model sees a bag of tokens")
-        matrix_zh = ("没有位置编码时，双向模型对“垫子在猫坐上”的注意力矩阵，就是“猫坐在垫子上”"
-                     "的矩阵把行和列按同样方式重新排列，模型看到的只是词袋")
+        matrix_zh = ("没有位置编码时，双向模型对“垫子在猫坐上”的注意力矩阵，就是把“猫坐在垫子上”"
+                     "的矩阵的行和列按同样方式重新排列后的结果，所以模型看到的只是一个词袋")
     if f_none_bi.k == 0:
         blind_en = f": on the copy task every run stays at the order-blind level of {order_level} ({none_bi})."
         blind_zh = f"：在复制任务上每次运行都停在不看顺序的水平 {order_level}（{zh(none_bi)}）。"
@@ -816,8 +816,8 @@ else:
     if rows_diff is not None:
         out_en.append(f"At the quick budget (still learning, supporting) MNIST rows in order: learned {rows_learned}, "
                       f"sinusoidal {rows_sin}, difference {rows_diff} against ±{100 * MARGIN_3E:g} points.")
-        out_zh.append(f"快速预算下（仍在学习，辅助证据）MNIST 按行输入：可学习 {zh(rows_learned)}，正弦 {zh(rows_sin)}，差 "
-                      f"{zh(rows_diff)}，界限 ±{100 * MARGIN_3E:g} 个百分点。")
+        out_zh.append(f"快速预算下（仍在学习，仅作辅助证据），MNIST 按行输入（行顺序不变）：可学习 {zh(rows_learned)}，正弦 {zh(rows_sin)}，差值 "
+                      f"{zh(rows_diff)}，等价界限为 ±{100 * MARGIN_3E:g} 个百分点。")
     outcome = (" ".join(out_en), "".join(out_zh))
 
     changes = (
@@ -827,8 +827,8 @@ else:
         f"lies inside ±{100 * MARGIN_3E_CONVERGED:g} points: more seeds, or the full training set, would narrow it. ALiBi's "
         "advantage at 8× length on lookup1 counts only where ALiBi (or, for Vaswani's claim, sinusoidal) solved the task "
         "at the training length; a rate chosen at the top of the grid (the details say where) may not be that arm's best.",
-        "如果某个无位置编码的双向运行超过了不看顺序的水平，就与“一袋词”的说法矛盾（只要它的注意力对排列等变——探针检查了这一点——"
-        f"这就不可能发生，只能说明有程序错误）。只有当训练到收敛的 MNIST 上“可学习 − 正弦”差值的 95 % 区间落在 "
+        "如果某个无位置编码的双向运行超过了不看顺序的水平，就与“词袋”的说法矛盾（只要它的注意力对排列等变——探针检查了这一点——"
+        f"这就不可能发生，只能说明有程序错误）。只有当 MNIST 按行输入、训练到收敛时，“可学习 − 正弦”差值的 95 % 区间落在 "
         f"±{100 * MARGIN_3E_CONVERGED:g} 个百分点以内时，Table 3 (E) 才算符合：更多的种子或完整的训练集会缩小区间。ALiBi 在单查找任务 8 倍长度"
         "上的优势，只有在 ALiBi（对 Vaswani 的说法而言则是正弦编码）于训练长度上解决了任务时才算数；选在网格顶端的学习率"
         "（细节中写明）未必是该组的最佳学习率。",

@@ -546,13 +546,13 @@ else:
     # the answers table: the literal numbers the question asks for, and whether the unscaled model learns
     learns = (f"; no unscaled run learns ({100 * acc_lr_un.mean:.1f} % against {100 * acc_lr_sc.mean:.1f} % scaled, each at "
               "its best rate from 1e-6 to 3e-3)" if lr512 is not None else "")
-    learns_zh = (f"；没有一个不缩放的运行学得会（{100 * acc_lr_un.mean:.1f} %，缩放的为 {100 * acc_lr_sc.mean:.1f} %，各自用 1e-6 到 "
-                 "3e-3 中的最佳学习率）" if lr512 is not None else "")
+    learns_zh = (f"；没有一个不缩放的运行能学会任务（准确率 {100 * acc_lr_un.mean:.1f} %，缩放后为 {100 * acc_lr_sc.mean:.1f} %，各自用 1e-6 到 "
+                 "3e-3 之间的最佳学习率）" if lr512 is not None else "")
     short = (f"At d_k = {dk_max} unscaled scores start with std {lit_init['logit_std'].mean:.1f} ≈ √{dk_max} = "
              f"{math.sqrt(dk_max):.1f} and reach {lit_init['logit_max'].mean:.0f}; {100 * oh_un.mean:.0f} % of softmax "
              f"rows put > 99 % on one token{learns}.",
-             f"d_k = {dk_max} 时，不缩放的分数初始标准差为 {lit_init['logit_std'].mean:.1f} ≈ √{dk_max} = "
-             f"{math.sqrt(dk_max):.1f}，最大达到 {lit_init['logit_max'].mean:.0f}；{100 * oh_un.mean:.0f} % 的 softmax 行把 "
-             f"99 % 以上的权重放在一个词元上{learns_zh}。")
+             f"d_k = {dk_max} 时，不缩放的注意力分数初始标准差为 {lit_init['logit_std'].mean:.1f} ≈ √{dk_max} = "
+             f"{math.sqrt(dk_max):.1f}，最大值达到 {lit_init['logit_max'].mean:.0f}；{100 * oh_un.mean:.0f} % 的 softmax 行把 "
+             f"99 % 以上的权重放在同一个词元上{learns_zh}。")
     Q.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=" ".join(d for d in details if d),
              checks=checks, figure=fig_scores, figures=figures, short=short)

@@ -627,22 +627,22 @@ else:
             r = mask_row(h)
             if h == 1:
                 parts_en.append(f"masking the single head costs {100 * r['largest loss (mean)']:.1f} points")
-                parts_zh.append(f"遮住唯一的头损失 {100 * r['largest loss (mean)']:.1f} 个百分点")
+                parts_zh.append(f"屏蔽唯一的头，准确率下降 {100 * r['largest loss (mean)']:.1f} 个百分点")
             else:
                 many_ = r["heads costing > 5 points (mean)"]
                 parts_en.append(f"with {h} heads the costliest head {100 * r['largest loss (mean)']:.1f} points, "
                                 + (f"{many_:.1f} heads more than 5 points each" if many_ else "no head more than 5 points"))
-                parts_zh.append(f"{h} 个头时，最重要的头损失 {100 * r['largest loss (mean)']:.1f} 个百分点，"
-                                + (f"平均 {many_:.1f} 个头各自损失超过 5 个百分点" if many_ else "没有一个头损失超过 5 个百分点"))
+                parts_zh.append(f"{h} 个头时，屏蔽代价最大的头使准确率下降 {100 * r['largest loss (mean)']:.1f} 个百分点，"
+                                + (f"平均有 {many_:.1f} 个头各自使准确率下降超过 5 个百分点" if many_ else "没有哪个头使准确率下降超过 5 个百分点"))
         mech_en += (" Masking one head after training on the two-relation task (poshist, validation, mean over seeds; "
                     "Michel et al. 2019): " + "; ".join(parts_en) + ".")
-        mech_zh += ("在两种关系的任务（poshist）上训练后逐个遮住一个头（验证集，种子平均；Michel 等人 2019）："
+        mech_zh += ("在需要两种关系的任务（poshist）上训练后，每次屏蔽一个头（验证集，对种子取平均；Michel 等人，2019）："
                     + "；".join(parts_zh) + "。")
         two = mask_row(TWO)
         if two is not None and two["largest loss (mean)"] < 0.05:
             mech_en += (f" Neither of the {TWO} heads is needed alone: both serve the same relation, so the split did not "
                         "give each relation a head of its own.")
-            mech_zh += f"{TWO} 个头中任何一个单独都不是必需的：两个头服务于同一种关系，拆分并没有让每种关系各得一个头。"
+            mech_zh += f"{TWO} 个头中没有哪一个是单独不可缺的：它们负责的是同一种关系，拆成多个头并没有让每种关系各有一个专属的头。"
     def split_row(h):
         r = heads_split[heads_split["heads"] == h]
         return None if r.empty else r.iloc[0]
@@ -654,11 +654,11 @@ else:
             parts_en.append(f"{heads_word(int(h))}: the most positional head puts {r.iloc[2]:.2f} of its weight on the "
                             f"token two back, the most content-bound {r.iloc[3]:.2f} on its own token and BOS, one head per "
                             f"relation in {int(r.iloc[4])} of {int(r.iloc[1])} runs")
-            parts_zh.append(f"{heads_word(int(h), zh=True)}：最偏向位置的头把 {r.iloc[2]:.2f} 的权重放在往前第二个词元上，"
-                            f"最偏向内容的头把 {r.iloc[3]:.2f} 放在与自己相同的词元和 BOS 上，{int(r.iloc[1])} 次运行中有 "
-                            f"{int(r.iloc[4])} 次每种关系各有一个头")
+            parts_zh.append(f"{heads_word(int(h), zh=True)}：最偏向位置的头把 {r.iloc[2]:.2f} 的权重放在往前数第二个词元上，"
+                            f"最偏向内容的头把 {r.iloc[3]:.2f} 放在与查询相同的词元和 BOS 上，{int(r.iloc[1])} 次运行中有 "
+                            f"{int(r.iloc[4])} 次每种关系各由一个头负责")
         mech_en += " Where each head's weight goes on poshist (layer 0, mean over seeds): " + "; ".join(parts_en) + "."
-        mech_zh += "poshist 上每个头的权重落在哪里（第 0 层，种子平均）：" + "；".join(parts_zh) + "。"
+        mech_zh += "在 poshist 上，每个头的注意力权重落在哪里（第 0 层，对种子取平均）：" + "；".join(parts_zh) + "。"
     short = None  # the answers table: the two-relation task's ladder and whether its heads split the relations
     if ph is not None and ONE in ph_acc and TWO in ph_acc and BASE in ph_acc:
         split = split_row(BASE) if len(heads_split) else None
@@ -669,8 +669,8 @@ else:
         short = (f"Yes, but not as the tutorial says: on a task needing a positional and a content relation at once, "
                  f"{TWO} heads score {100 * ph_acc[TWO].mean:.1f} %, like one ({100 * ph_acc[ONE].mean:.1f} %), and "
                  f"{BASE} heads {100 * ph_acc[BASE].mean:.1f} %{split_en}.",
-                 f"是，但原因不像教程说的：在同时需要位置关系和内容关系的任务上，{TWO} 个头 {100 * ph_acc[TWO].mean:.1f} %，"
-                 f"和一个头（{100 * ph_acc[ONE].mean:.1f} %）一样，{BASE} 个头 {100 * ph_acc[BASE].mean:.1f} %{split_zh}。")
+                 f"是的，但并非教程所说的那样：在同时需要位置关系和内容关系的任务上，{TWO} 个头的准确率为 {100 * ph_acc[TWO].mean:.1f} %，"
+                 f"与一个头（{100 * ph_acc[ONE].mean:.1f} %）相当，{BASE} 个头为 {100 * ph_acc[BASE].mean:.1f} %{split_zh}。")
     Q.answer(
         plain=plain,
         mechanism=(mech_en, mech_zh),

@@ -977,7 +977,7 @@ else:
                         "10,000 test images; ±0.5 points fixed before the runs (it replaces the quick-budget test, whose "
                         "models were still learning)")
     CONVERGED_REASON_ZH = ("两者都训练到不再提升，各自用最佳学习率，10 个种子，在全部 10,000 张测试图像上按种子配对；"
-                           "±0.5 个百分点在运行之前写定（它取代了快速预算下的检验，那里的模型仍在学习）")
+                           "±0.5 个百分点的等价界限在运行之前写定（它取代了快速预算下的检验，那里的模型仍在学习）")
     converged = None  # MNIST at convergence (issue 25): the primary accuracy test
     if ROWS_LSTM.ready and ROWS_TF.ready:
         tf_runs = R.rows(R.at_best_lr(ROWS_TF.df), {"model.pos_enc": "learned", "model.learned_std": 1.0})
@@ -996,7 +996,8 @@ else:
         checks.append(SAME_ACC.not_testable("MNIST rows trained to convergence: the tutorial's Transformer vs the LSTM",
                                             missing, primary=True, reason=CONVERGED_REASON, reason_zh=CONVERGED_REASON_ZH,
                                             what_zh="MNIST 按行输入、训练到收敛：教程的 Transformer 对 LSTM",
-                                            why_zh=missing.replace("not run yet — run", "尚未运行 — 请运行")))
+                                            why_zh=(missing.replace("not run yet — run", "尚未运行 — 请运行")
+                                                    if ROWS_LSTM.missing or ROWS_TF.missing else "没有 LSTM 或教程模型的运行")))
     checks.append(SAME_ACC.same(R.effect(tut_acc, ls_acc), "MNIST rows, quick budget (still learning), test accuracy: "
                                 "the tutorial's Transformer vs the LSTM (no PE)", margin=SAME_MARGIN,
                                 level=R.level(rows, split="test"), primary=False,

@@ -134,8 +134,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "provenance": ("Where the data came from", "数据来源"),
     "provenance_head": ("table | runs | budget | commit | wall time | primary runs: median last-epoch gain, solved | "
                         "machine | date",
-                        "表格 | 运行数 | 预算 | 提交 | 耗时 | 主要运行：最后一轮提升的中位数，解决比例 | 机器 | 日期"),
-    "primary_cell": ("{runs}: {gain}, {solved} solved", "{runs} 个：{gain}，{solved} 解决"),
+                        "表格 | 运行数 | 预算 | 提交 | 耗时 | 主要检验的运行：最后一个轮次提升的中位数，已解决比例 | 机器 | 日期"),
+    "primary_cell": ("{runs}: {gain}, {solved} solved", "{runs} 个运行：{gain}，{solved} 已解决"),
     "not_run": ("not run yet — run `make {target}`", "尚未运行 — 请运行 `make {target}`"),
     "uncommitted": (" (uncommitted changes)", "（含未提交的修改）"),
     "mismatch": (", {n} run(s) at other commits", "，另有 {n} 个运行来自其他提交"),
