@@ -157,6 +157,8 @@ def test_figures_are_png_without_build_metadata(built):
 
 
 def test_findings_lists_every_answer_and_the_data_provenance(built):
+    from ablate.report.build import page_name
+
     out, results, data = built
     findings = (out / "FINDINGS.md").read_text()
     meta = json.loads((data / "meta.json").read_text())["sweeps"]
@@ -165,9 +167,13 @@ def test_findings_lists_every_answer_and_the_data_provenance(built):
         assert f"## {a['title']}\n\n{a['plain']['en']}\n" in findings  # the plain answer first
         assert f"## {a['title_zh']}\n\n{a['plain']['zh']}\n" in zh
         if a.get("figure"):
-            assert f"](figures/{a['figure']})" in findings
+            assert f"](figures/{a['figure']})" in findings  # the key figure
+        page = (out / "findings" / page_name(a, "en")).read_text()  # the tests and every figure: its own page
+        assert f"](findings/{page_name(a, 'en')})" in findings and page.startswith(f"# {a['title']}\n")
         for c in a["checks"]:
-            assert c["cite"] in findings
+            assert c["cite"] in page
+        for name in (a.get("figures") or []):
+            assert f"](../figures/{name})" in page
     for name, m in meta.items():
         assert f"| {name} |" in findings and m["commit"][:12] in findings and m["date"] in findings
         row = next(line for line in findings.splitlines() if line.startswith(f"| {name} |"))
@@ -179,7 +185,7 @@ def test_findings_regenerates_byte_identically(fixture_build, tmp_path):
     out, _, _ = fixture_build
     again = build(SOURCES, FIXTURE, tmp_path, log=quiet)
     assert all(b.ok for b in again)
-    for name in ("FINDINGS.md", "FINDINGS.zh.md"):
+    for name in ("FINDINGS.md", "FINDINGS.zh.md", *(f"findings/{p.name}" for p in (out / "findings").glob("*.md"))):
         assert (tmp_path / name).read_bytes() == (out / name).read_bytes(), name
 
 
@@ -218,7 +224,8 @@ def test_chinese_findings_say_reasons_and_evidence_in_chinese(fixture_build):
     from ablate.report.build import TEXT
 
     out, results, _ = fixture_build
-    rows = anchor_table_cells((out / "FINDINGS.zh.md").read_text(), {TEXT["anchors_head"][1], TEXT["supporting_head"][1]})
+    pages = "\n".join(p.read_text() for p in sorted((out / "findings").glob("*.zh.md")))  # each answer's own page
+    rows = anchor_table_cells(pages, {TEXT["anchors_head"][1], TEXT["supporting_head"][1]})
     checks = [c for b in results for a in b.answers for c in a["checks"]]
     authors = set(re.findall(r"\b[A-Z][a-z]+\b", " ".join(c["cite"] for c in checks)))  # "Press 等人"
     assert len(rows) == len(checks) > 20
@@ -287,6 +294,8 @@ def test_make_report_regenerates_the_committed_findings_and_figures(committed_bu
     assert all(b.ok for b in results)
     for name in ("FINDINGS.md", "FINDINGS.zh.md"):
         assert (out / name).read_text() == (ROOT / "reports" / name).read_text(), name
+    pages = {p.name: p.read_text() for p in (out / "findings").glob("*.md")}  # each answer's own page
+    assert pages and pages == {p.name: p.read_text() for p in (ROOT / "reports" / "findings").glob("*.md")}
     built = {p.name: p.read_bytes() for p in (out / "figures").glob("*.png")}
     committed = {p.name: p.read_bytes() for p in (ROOT / "reports" / "figures").glob("*.png")
                  if p.name != EXPLORER_SHOT}  # the explorer's screenshot comes from `make explore`
@@ -939,6 +948,15 @@ def _findings(tmp_path, built, meta, lang):
     return findings_md(built, meta, tmp_path / "data", out / "figures", tmp_path / "src", out, lang=lang)
 
 
+def _pages(tmp_path, built, meta, lang) -> dict[str, str]:
+    """Each answer's own page (findings/<key>.md, .zh.md) as the build writes it: title -> its text."""
+    from ablate.report.build import FINDINGS, question_md, title_of
+
+    out = tmp_path / "out"
+    return {title_of(a, lang): question_md(b, a, meta, out / "figures", tmp_path / "src", out / "findings",
+                                           out / FINDINGS[lang], lang=lang) for b in built for a in b.answers}
+
+
 def _sections(text: str) -> dict[str, list[str]]:
     """Each `## ` heading of a Markdown file -> its paragraphs (blank-line separated blocks)."""
     sections: dict[str, list[str]] = {}
@@ -967,7 +985,12 @@ def test_findings_open_every_question_with_its_plain_answer_in_english_and_chine
                 assert sections[heading][0] == a["plain"][lang], (lang, sections[heading][:2])
                 assert sections[heading][1].endswith(a["question_zh" if lang == "zh" else "question"])
         summary = "\n".join(sections[TEXT["summary"][lang == "zh"]])
-        q3 = sections[built[0].answers[0][f"title{'_zh' if lang == 'zh' else ''}"]]
+        q3_title = built[0].answers[0][f"title{'_zh' if lang == 'zh' else ''}"]
+        assert f"(findings/q3{'.zh' if lang == 'zh' else ''}.md)" in "\n".join(sections[q3_title])  # its own page
+        page = _pages(tmp_path, built, _meta(COST_FULL), lang)[q3_title]
+        assert page.startswith(f"# {q3_title}\n")
+        q3 = [p.strip() for p in page.split("\n\n") if p.strip()]
+        assert built[0].answers[0]["plain"][lang] in q3  # the page opens with the plain answer too
         if lang == "zh":
             # each row: the question (a link to its section), its answer in a sentence, the verdict
             assert "| [Q3 · 标题](#q3--标题) | " in summary and " | 部分符合，其余无定论 |" in summary
@@ -990,7 +1013,7 @@ def test_findings_open_every_question_with_its_plain_answer_in_english_and_chine
         assert "| the right experiment |" in body[:support_at]
         for part in ("mechanism", "outcome", "changes", "multiplicity"):
             assert built[0].answers[0][part][lang] in body
-        assert "![" in body and "(figures/q3_x.png)" in body
+        assert "![" in body and "(../figures/q3_x.png)" in body
 
 
 def test_chinese_findings_show_each_checks_chinese_reason_and_evidence(tmp_path):
@@ -1002,11 +1025,11 @@ def test_chinese_findings_show_each_checks_chinese_reason_and_evidence(tmp_path)
     older = _check("Old 2019", "inconclusive")
     support = {**_check("Support 2019", "disagrees", primary=False, reason=""), "evidence_zh": "辅助证据 1 对 2"}
     built = [Built("q3_heads", [_payload("q3", "agrees in part, the rest inconclusive", [chinese, older, support])])]
-    zh = "\n".join(_sections(_findings(tmp_path, built, _meta(), "zh"))["Q3 · 标题"])
+    zh = _pages(tmp_path, built, _meta(), "zh")["Q3 · 标题"]
     assert "认为 a 胜过 b | 正确的实验 | **符合** | a 90 % 对 b 50 % |" in zh
     assert "| the right experiment | **无定论** | a 90 % vs b 50 % |" in zh
     assert "认为 a 胜过 b | **不符合** | 辅助证据 1 对 2 |" in zh
-    en = "\n".join(_sections(_findings(tmp_path, built, _meta(), "en"))["Q3 · title"])
+    en = _pages(tmp_path, built, _meta(), "en")["Q3 · title"]
     assert "| the right experiment | **agrees** | a 90 % vs b 50 % |" in en
     assert "正确的实验" not in en and "对" not in en
 
@@ -1022,7 +1045,8 @@ def test_findings_render_a_payload_of_the_older_shape(tmp_path):
     for lang in ("en", "zh"):
         text = _findings(tmp_path, [Built("q1_word_order", [old])], _meta(), lang)
         section = _sections(text)["Q9 · old"]
-        assert section[0] == "The old answer." and "*Old 2000* — old claim" in "\n".join(section)
+        page = _pages(tmp_path, [Built("q1_word_order", [old])], _meta(), lang)["Q9 · old"]
+        assert section[0] == "The old answer." and "*Old 2000* — old claim" in page
 
 
 def test_findings_costs_come_from_meta_json_and_the_build_imports_no_cost_or_sweep_code(tmp_path):
@@ -1036,10 +1060,11 @@ def test_findings_costs_come_from_meta_json_and_the_build_imports_no_cost_or_swe
     section = "\n".join(_sections(text)[TEXT["full"][0]])
     assert "\n| `make sweep-heads BUDGET=full` | 200 | lookup 30 | 9,378,000 | 11 | 8.7–26 |\n" in section
     assert "| GPU hours at 100–300 steps/s (assumed) |" in section
-    q3 = "\n".join(_sections(text)["Q3 · title"])
+    q3 = _pages(tmp_path, built, _meta(COST_FULL), "en")["Q3 · title"]  # what would settle it: on its own page
     assert "**At budget quick, 1 of 1 primary tests is inconclusive.**" in q3 and "9.4 M optimiser steps" in q3
     zh = _findings(tmp_path, built, _meta(COST_FULL), "zh")
-    assert TEXT["full"][1] in _sections(zh) and "**在 quick 预算下，1 个主要检验中有 1 个无定论。**" in zh
+    assert TEXT["full"][1] in _sections(zh)
+    assert "**在 quick 预算下，1 个主要检验中有 1 个无定论。**" in _pages(tmp_path, built, _meta(COST_FULL), "zh")["Q3 · 标题"]
     without = _findings(tmp_path, built, _meta(), "en")  # exported before meta.json carried cost_full: no section
     assert TEXT["full"][0] not in _sections(without) and "At budget" not in without
     code = ("import sys, ablate.report.build; "
@@ -1059,6 +1084,7 @@ def test_index_and_findings_hold_only_relative_paths(tmp_path):
     built = [Built("q3_heads", [_payload("q3", "agrees", [_check("P 2020", "agrees")])], html=page)]
     texts = [_findings(tmp_path, built, _meta(COST_FULL), lang) for lang in ("en", "zh")]
     texts.append(index_html(built, _meta(), tmp_path / "data", out / "figures", out / "build"))
+    texts += [t for lang in ("en", "zh") for t in _pages(tmp_path, built, _meta(COST_FULL), lang).values()]
     for text in texts:
         assert str(tmp_path) not in text and "/work" not in text and "/tmp" not in text, text
         assert not re.search(r"""(?:^|[\s(\[`'"=])/[\w.-]+/""", text), re.search(r"""(?:^|[\s(\[`'"=])/[\w.-]+/""", text)

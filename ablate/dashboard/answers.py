@@ -58,7 +58,8 @@ def from_findings(path: Path, title: str) -> dict[str, Any] | None:
     body = lines[start:end]
     paragraphs = [p for p in "\n".join(body).split("\n\n") if p.strip()]
     question = next((ln.removeprefix("**Question.** ") for ln in body if ln.startswith("**Question.** ")), "")
-    verdict = next((re.sub(r".*overall: \*\*(.*)\*\*.*", r"\1", ln) for ln in body if "overall: **" in ln), "")
+    verdict = next((re.sub(r".*(?:overall|the tutorial's claim): \*\*([^*]*)\*\*.*", r"\1", ln, flags=re.I)
+                    for ln in body if re.search(r"(?:overall|the tutorial's claim): \*\*", ln, flags=re.I)), "")
     figures = [m.group(1) for ln in body if (m := FIGURE.match(ln))]
     return {"title": title, "question": question, "plain": paragraphs[0].strip() if paragraphs else "",
             "verdict": verdict, "figures": list(dict.fromkeys(figures)), "source": str(path)}

@@ -93,6 +93,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "changes": ("**What would change the answer.** {text}", "**什么会改变这个答案。** {text}"),
     "details": ("**Details.** {text}", "**细节**（英文）。{text}"),
     "notebook": ("Notebook: [`{name}.py`]({path})", "笔记本：[`{name}.py`]({path})"),
+    "page_link": ("The tutorial's claim: **{verdict}**. The tests, the evidence and every figure: [{path}]({path}).",
+                  "对教程论断的判定：**{verdict}**。检验、证据和所有图：[{path}]({path})。"),
+    "page_back": ("[All the answers]({findings}) · 中文：[{other}]({other})",
+                  "[全部答案]({findings}) · English: [{other}]({other})"),
     "failed": ("The notebook failed: `{error}`", "笔记本运行失败：`{error}`"),
     "failed_row": ("notebook failed: {error}", "笔记本运行失败：{error}"),
     "settle": (
@@ -388,10 +392,21 @@ def build(
     atomic_write(html_dir / "index.html", index_html(built, meta, data, figures, html_dir))
     log(f"ablate report build: {html_dir / 'index.html'}")
     if not only:
+        pages = out / PAGES
+        pages.mkdir(parents=True, exist_ok=True)
+        written = set()
         for lang in LANGS:
             findings = out / FINDINGS[lang]
+            for b in built:
+                for a in b.answers:
+                    page = pages / page_name(a, lang)
+                    atomic_write(page, question_md(b, a, meta, figures, source, pages, findings, lang=lang))
+                    written.add(page.name)
             atomic_write(findings, findings_md(built, meta, data, figures, source, findings.parent, lang=lang))
-            log(f"ablate report build: {findings}")
+            log(f"ablate report build: {findings} (and {pages}/)")
+        for stale in pages.glob("*.md"):  # a page of an answer that no longer exists
+            if stale.name not in written:
+                stale.unlink()
     return built
 
 
@@ -643,11 +658,30 @@ def answer_body(a: dict[str, Any], lang: str) -> list[str]:
     return lines
 
 
+PAGES = "findings"  # the per-question pages, beside FINDINGS.md: findings/<key>.md and findings/<key>.zh.md
+
+
+def page_name(a: dict[str, Any], lang: str) -> str:
+    """The file of an answer's own page: 'q1.md', 'q1.zh.md' (its key, made safe for a file name)."""
+    key = re.sub(r"[^A-Za-z0-9_-]+", "-", str(a.get("key") or "answer")).strip("-") or "answer"
+    return f"{key}{'.zh' if lang == 'zh' else ''}.md"
+
+
+def relative(path: Path, where: Path) -> str:
+    """`path` as a link from a file in `where` (never absolute): relative when both are under one root."""
+    path, where = Path(path).resolve(), Path(where).resolve()
+    try:
+        return Path(os.path.relpath(path, where)).as_posix()
+    except ValueError:  # another drive
+        return path.name
+
+
 def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, source: Path, where: Path,
                 lang: str = "en") -> str:
-    """FINDINGS.md (lang "en") or FINDINGS.zh.md ("zh"): the same structure, every fixed sentence
-    from TEXT, every number from the payloads. Under each question's heading the plain answer comes
-    first."""
+    """FINDINGS.md (lang "en") or FINDINGS.zh.md ("zh"), the page a reader takes in at a glance: the answers
+    table, then per question its plain answer, the question, its key figure and a link to its own page
+    (question_md: the tests, the evidence, every figure); the full budget's cost and where the data came from
+    at the end. Every fixed sentence from TEXT, every number from the payloads."""
     answers = [(b, a) for b in built for a in b.answers]
     summary = [[f"[{title_of(a, lang)}](#{slug(title_of(a, lang))})", short_of(a, lang), verdict_word(a["verdict"], lang),
                 side_text(a, lang) or say("side_none", lang)] for _, a in answers]
@@ -668,21 +702,41 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
     costs = full_costs(built, meta)
     for b in built:
         for a in b.answers:
-            lines += [f"## {title_of(a, lang)}", "", text_of(a, "plain", lang), ""]
-            lines += answer_body(a, lang)
-            main = [c for c in a.get("checks") or [] if primary(c)]
-            unsettled = [c for c in main if c["verdict"] in ("inconclusive", "disagrees")]
-            mine = [costs[n] for n in a.get("sweeps") or [] if n in costs]
-            if unsettled and mine:
-                lines += [settle_line(unsettled, len(main), mine, meta, lang), ""]
-            lines += [f"![{title_of(a, lang)}]({shown_path(figures / name, where)})" for name in figures_of(a)]
-            lines += ["", say("notebook", lang, name=b.name, path=shown_path(source / f"{b.name}.py", where)), ""]
+            lines += [f"## {title_of(a, lang)}", "", text_of(a, "plain", lang), "",
+                      say("question", lang, text=question_of(a, lang)), ""]
+            if a.get("figure"):
+                lines += [f"![{title_of(a, lang)}]({relative(figures / a['figure'], where)})", ""]
+            lines += [say("page_link", lang, verdict=verdict_word(a["verdict"], lang),
+                          path=f"{PAGES}/{page_name(a, lang)}"), ""]
         if b.error:
             lines += [f"## {b.name}", "", say("failed", lang, error=b.error), ""]
     if costs:
         lines += full_budget_section(costs, lang)
     lines += [f"## {say('provenance', lang)}", "",
               *_md_table(say("provenance_head", lang), provenance_rows(built, meta, lang)), ""]
+    text = "\n".join(lines)
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
+
+
+def question_md(b: Built, a: dict[str, Any], meta: dict[str, Any], figures: Path, source: Path, where: Path,
+                findings: Path, lang: str = "en") -> str:
+    """One answer's own page (findings/<key>.md, .zh.md): its plain answer, then the question, mechanism,
+    outcome, the published anchors with their primary tests and evidence, the supporting evidence,
+    multiplicity, what would change the answer, details, what would settle an open test, every figure and
+    the notebook; a link back to the findings and to the page in the other language."""
+    other = "zh" if lang == "en" else "en"
+    lines = [f"# {title_of(a, lang)}", "",
+             say("page_back", lang, findings=relative(findings, where), other=page_name(a, other)), "",
+             text_of(a, "plain", lang), ""]
+    lines += answer_body(a, lang)
+    costs = full_costs([b], meta)
+    main = [c for c in a.get("checks") or [] if primary(c)]
+    unsettled = [c for c in main if c["verdict"] in ("inconclusive", "disagrees")]
+    mine = [costs[n] for n in a.get("sweeps") or [] if n in costs]
+    if unsettled and mine:
+        lines += [settle_line(unsettled, len(main), mine, meta, lang), ""]
+    lines += [f"![{title_of(a, lang)}]({relative(figures / name, where)})" for name in figures_of(a)]
+    lines += ["", say("notebook", lang, name=b.name, path=relative(source / f"{b.name}.py", where)), ""]
     text = "\n".join(lines)
     return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
 
