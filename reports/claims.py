@@ -545,11 +545,12 @@ else:
     )
     details = " ".join(d for d in (R.lr_phrase(TAU.df) + ".", TAU.still_learning(tau), R.caveat(tau)) if d)
     lo_t, hi_t = start_end[taus[0]], start_end[taus[-1]]
+    moves = "sharpens" if sharpens else "moves"
     short = (f"Yes: layer-0 attention entropy at initialisation is {lo_t[0].mean:.2f} of uniform at τ = {taus[0]:g} and "
-             f"{hi_t[0].mean:.2f} at τ = {taus[-1]:g}; training sharpens both ({lo_t[1].mean:.2f} and {hi_t[1].mean:.2f}) "
+             f"{hi_t[0].mean:.2f} at τ = {taus[-1]:g}; training {moves} both ({lo_t[1].mean:.2f} and {hi_t[1].mean:.2f}) "
              + ("but keeps their order." if kept else "and changes their order."),
              f"是的：初始化时第 0 层注意力的熵在 τ = {taus[0]:g} 时是均匀分布最大值的 {lo_t[0].mean:.2f}，在 τ = {taus[-1]:g} 时为 "
-             f"{hi_t[0].mean:.2f}；训练让两者都更集中（{lo_t[1].mean:.2f} 和 {hi_t[1].mean:.2f}），"
+             f"{hi_t[0].mean:.2f}；训练{'让两者都更集中' if sharpens else '改变了两者'}（{lo_t[1].mean:.2f} 和 {hi_t[1].mean:.2f}），"
              + ("但两者的大小顺序不变。" if kept else "而且两者的大小顺序变了。"))
     Q_TAU.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
                  checks=checks, figure=fig_tau, short=short)

@@ -446,6 +446,17 @@ def head_mean(m):
 
 
 SENTENCE = S.sentence if S.ready else None  # meta.json `sentence`: words, token ids, axis labels
+
+
+def sentence_text(words):
+    """The sentence as a reader writes it: characters run together (猫坐在垫子上), words spaced."""
+    return ("" if all(len(w) == 1 for w in words) else " ").join(words)
+
+
+# what the answer calls the sentence and its reordering: what export fed the models (meta.json), the
+# tutorial's own where nothing is exported yet
+ORIGINAL, REORDERED = ((sentence_text(SENTENCE["words"]), sentence_text(SENTENCE["perm_words"])) if SENTENCE
+                       else ("猫坐在垫子上", "垫子在猫坐上"))
 sentence, sentence_runs = {}, []  # variant -> (A(x), A(Px), max |A(Px) - P·A(x)·Pᵀ|); the runs drawn
 if SENTENCE:
     P = sentence_permutation(SENTENCE)
@@ -458,7 +469,7 @@ if SENTENCE:
             sentence_runs.append(run)
     if sentence:
         fig = heatmap_grid({f"{k}, bidirectional": [v[0], v[1], v[0][P][:, P]] for k, v in sentence.items()},
-                           ["A(x): “" + "".join(SENTENCE["words"]) + "”", "A(Px): “" + "".join(SENTENCE["perm_words"]) + "”",
+                           ["A(x): “" + ORIGINAL + "”", "A(Px): “" + REORDERED + "”",
                             "P·A(x)·Pᵀ: A(x) reordered"],
                            size=3.2, ticks=[SENTENCE["labels"], perm_labels, perm_labels], shared=True)
         stamp(fig, S, seeds=seeds_shown(sentence_runs), extra="layer 0, mean over heads")
@@ -708,13 +719,13 @@ else:
     mechanism = (" ".join(x for x in (eq_en, moved_en) if x), "".join(x for x in (eq_zh, moved_zh) if x))
 
     if bag is False:
-        matrix_en = ("Without positional encoding a bidirectional model's attention matrix for 垫子在猫坐上 is not "
-                     "just the matrix for 猫坐在垫子上 reordered (see the mechanism)")
-        matrix_zh = "没有位置编码时，双向模型对“垫子在猫坐上”的注意力矩阵并不只是把“猫坐在垫子上”的矩阵重新排列（见机制）"
+        matrix_en = (f"Without positional encoding a bidirectional model's attention matrix for {REORDERED} is not "
+                     f"just the matrix for {ORIGINAL} reordered (see the mechanism)")
+        matrix_zh = f"没有位置编码时，双向模型对“{REORDERED}”的注意力矩阵并不只是把“{ORIGINAL}”的矩阵重新排列（见机制）"
     else:
-        matrix_en = ("Without positional encoding a bidirectional model's attention matrix for 垫子在猫坐上 is the "
-                     "matrix for 猫坐在垫子上 with its rows and columns reordered, so the model sees a bag of tokens")
-        matrix_zh = ("没有位置编码时，双向模型对“垫子在猫坐上”的注意力矩阵，就是把“猫坐在垫子上”"
+        matrix_en = (f"Without positional encoding a bidirectional model's attention matrix for {REORDERED} is the "
+                     f"matrix for {ORIGINAL} with its rows and columns reordered, so the model sees a bag of tokens")
+        matrix_zh = (f"没有位置编码时，双向模型对“{REORDERED}”的注意力矩阵，就是把“{ORIGINAL}”"
                      "的矩阵的行和列按同样方式重新排列后的结果，所以模型看到的只是一个词袋")
     if f_none_bi.k == 0:
         blind_en = f": on the copy task every run stays at the order-blind level of {order_level} ({none_bi})."
@@ -842,7 +853,8 @@ else:
             details.append(f"Extrapolation, {name} (lookup1, {sweep.name}): {R.lr_phrase(sweep.df, metric='val/acc_mean')} "
                            f"({R.chosen_lrs(ext_best, lambda r: PE[r['model.pos_enc']])}). " + R.convergence(ext_best))
     if THREE_E is not None:
-        details.append(f"Table 3 (E) at convergence ({TE.name}, {TE_BERT.name}): {R.lr_phrase(TE.df)} "
+        details.append(f"Table 3 (E) at convergence ({TE.name}, {TE_BERT.name}): {R.lr_phrase(TE.df)}"
+                       + (f"; N(0, 0.02²): {R.lr_phrase(TE_BERT.df)}" if TE_BERT.ready else "") + " "
                        f"({R.chosen_lrs(THREE_E, lambda r: PE[r['model.pos_enc']] + ' N(0, ' + format(r['model.learned_std'], 'g') + '²)' if r['model.pos_enc'] == 'learned' else PE[r['model.pos_enc']])}). "
                        + R.convergence(THREE_E))
     if CAUSAL_MISSING:

@@ -544,15 +544,22 @@ else:
         details.append(f"Plain SGD: {SGD.missing}.")
     details.append(R.caveat(best))
     # the answers table: the literal numbers the question asks for, and whether the unscaled model learns
-    learns = (f"; no unscaled run learns ({100 * acc_lr_un.mean:.1f} % against {100 * acc_lr_sc.mean:.1f} % scaled, each at "
-              "its best rate from 1e-6 to 3e-3)" if lr512 is not None else "")
-    learns_zh = (f"；没有一个不缩放的运行能学会任务（准确率 {100 * acc_lr_un.mean:.1f} %，缩放后为 {100 * acc_lr_sc.mean:.1f} %，各自用 1e-6 到 "
-                 "3e-3 之间的最佳学习率）" if lr512 is not None else "")
-    short = (f"At d_k = {dk_max} unscaled scores start with std {lit_init['logit_std'].mean:.1f} ≈ √{dk_max} = "
+    if lr512 is not None:  # the unscaled arm at each arm's own best rate (the primary test's runs)
+        none_learn = f_un.k == 0
+        runs_learn = ("no unscaled run learns" if none_learn else
+                      f"{f_un.k} of {f_un.n} unscaled runs learn" if f_un.n != 1 else "the unscaled run learns")
+        learns = (f"; {runs_learn} ({100 * acc_lr_un.mean:.1f} % against "
+                  f"{100 * acc_lr_sc.mean:.1f} % scaled, each at its best rate from 1e-6 to 3e-3)")
+        learns_zh = (f"；{'没有一个' if none_learn else f'{f_un.n} 个中有 {f_un.k} 个'}不缩放的运行能学会任务（准确率 "
+                     f"{100 * acc_lr_un.mean:.1f} %，缩放后为 {100 * acc_lr_sc.mean:.1f} %，各自用 1e-6 到 3e-3 之间的最佳学习率）")
+    else:
+        learns = learns_zh = ""
+    near = "≈" if grows else "vs"
+    short = (f"At d_k = {dk_max} unscaled scores start with std {lit_init['logit_std'].mean:.1f} {near} √{dk_max} = "
              f"{math.sqrt(dk_max):.1f} and reach {lit_init['logit_max'].mean:.0f}; {100 * oh_un.mean:.0f} % of softmax "
              f"rows put > 99 % on one token{learns}.",
-             f"d_k = {dk_max} 时，不缩放的注意力分数初始标准差为 {lit_init['logit_std'].mean:.1f} ≈ √{dk_max} = "
-             f"{math.sqrt(dk_max):.1f}，最大值达到 {lit_init['logit_max'].mean:.0f}；{100 * oh_un.mean:.0f} % 的 softmax 行把 "
+             f"d_k = {dk_max} 时，不缩放的注意力分数初始标准差为 {lit_init['logit_std'].mean:.1f} {'≈' if grows else '对'} "
+             f"√{dk_max} = {math.sqrt(dk_max):.1f}，最大值达到 {lit_init['logit_max'].mean:.0f}；{100 * oh_un.mean:.0f} % 的 softmax 行把 "
              f"99 % 以上的权重放在同一个词元上{learns_zh}。")
     Q.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=" ".join(d for d in details if d),
              checks=checks, figure=fig_scores, figures=figures, short=short)

@@ -1022,9 +1022,9 @@ else:
         "教程所说的 Transformer 因同时计算所有行而训练更快，需要并行硬件，这里没有检验。",
     )
     if conv_diff is not None:
-        plain = (plain[0] + f" Trained to convergence (10 seeds each): the tutorial's Transformer {conv_tut}, the LSTM "
+        plain = (plain[0] + f" Trained to convergence ({conv_tut.n} and {conv_ls.n} seeds): the tutorial's Transformer {conv_tut}, the LSTM "
                  f"{conv_ls}, difference {conv_diff} (paired by seed).",
-                 plain[1] + f"训练到收敛后（各 10 个种子）：教程的 Transformer {zh(conv_tut)}，LSTM {zh(conv_ls)}，"
+                 plain[1] + f"训练到收敛后（{conv_tut.n} 和 {conv_ls.n} 个种子）：教程的 Transformer {zh(conv_tut)}，LSTM {zh(conv_ls)}，"
                  f"相差 {zh(conv_diff)}（按种子配对）。")
     out_en = ("Test accuracy: " + "; ".join(f"{v} {R.estimate(rows, 'test/acc', {'variant': v})}" for v in variants_in(rows))
               + ". Seconds per training epoch: " + "; ".join(

@@ -362,6 +362,36 @@ def test_relation_weights_of_uniform_attention_are_the_closed_form():
     torch.testing.assert_close(got[0, :, 2], torch.full((2,), 1 / T))
 
 
+def test_relation_weights_of_any_map_are_the_loop_by_hand(monkeypatch):
+    """On random attention maps (every weight different) relation_weights equals a loop written out by hand:
+    the weight on i - 2, the sum over the keys j >= 1 holding the query's token (itself included), the weight
+    on BOS at position 0, averaged over queries 3..T-1 and the batch; a wrong offset, a BOS counted as a token
+    or a missed key would move it."""
+    import ablate.probes.scores as scores
+
+    g = torch.Generator().manual_seed(0)
+    B, L, H, T = 3, 2, 4, 9
+    maps = torch.rand(B, L, H, T, T, generator=g)
+    maps = maps / maps.sum(-1, keepdim=True)  # rows sum to 1, as after a softmax
+    monkeypatch.setattr(scores, "attention_maps", lambda model, x: maps)
+    x = torch.randint(0, 3, (B, T), generator=g)  # few tokens: equal ones everywhere
+    x[:, 0] = 3  # BOS
+    x[0, 1:4] = 3  # ...and tokens equal to BOS's id, which still count only as BOS at position 0
+    got = relation_weights(nn.Identity(), x)
+    want = torch.zeros(L, H, 3, dtype=torch.float64)
+    queries = range(3, T)
+    for b in range(B):
+        for layer in range(L):
+            for h in range(H):
+                for i in queries:
+                    row = maps[b, layer, h, i].double()
+                    want[layer, h, 0] += row[i - 2]
+                    want[layer, h, 1] += sum(row[j] for j in range(1, T) if x[b, j] == x[b, i])
+                    want[layer, h, 2] += row[0]
+    want /= B * len(queries)
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=1e-6)
+
+
 # --- shares -----------------------------------------------------------------------------------
 
 

@@ -222,8 +222,7 @@ def test_chinese_in_a_figure_is_drawn_with_a_cjk_font_not_empty_boxes():
     missing = [str(w.message) for w in caught if "missing from font" in str(w.message)]
     assert missing == []
     # the check can fail: the same figure with DejaVu Sans alone lacks the glyphs
-    matplotlib.rcParams["font.family"] = ["DejaVu Sans"]
-    with warnings.catch_warnings(record=True) as caught:
+    with matplotlib.rc_context({"font.family": ["DejaVu Sans"]}), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fig = F.heatmap_grid({"no PE": [np.eye(3)]}, ["“猫坐在垫子上”"])
         fig.canvas.draw()

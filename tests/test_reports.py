@@ -131,13 +131,22 @@ def test_html_is_self_contained_answer_first_code_folded_and_index_lists_every_a
         for a in b.answers:
             assert html.escape(a["title"]) in index and html.escape(a["title_zh"]) in index
     assert index.index('class="plain"') < index.index("Notebooks")  # answers on top, links below
+    # the answers at a glance first: every answer's row links to its section, which starts folded
+    from ablate.report.build import short_of, slug
+
+    table = index[index.index("<h2>Answers at a glance</h2>"):index.index("</table>")]
+    for a in (a for b in results for a in b.answers):
+        assert f'<a href="#{slug(a["title"])}">' in table and html.escape(short_of(a, "en")) in table
+        assert f'<section id="{slug(a["title"])}">' in index
+    assert index.index("Answers at a glance") < index.index('class="plain"')
+    assert '<details class="more" open>' not in index
     listed = json.loads((out / "build" / "answers.json").read_text())
     assert [a["key"] for a in listed] == [a["key"] for b in results for a in b.answers]
 
 
 def test_index_and_findings_of_a_build_name_no_absolute_path(built):
     out, _, data = built
-    for path in (out / "build" / "index.html", out / "FINDINGS.md", out / "FINDINGS.zh.md"):
+    for path in (out / "build" / "index.html", out / "FINDINGS.md", out / "FINDINGS.zh.md", *(out / "findings").glob("*.md")):
         text = path.read_text()
         assert str(out) not in text and str(data.resolve()) not in text and "/work" not in text, path
         assert not re.search(r"""(?:^|[\s(\[`'"=])/[\w.-]+/""", text), (path, re.search(r"""(?:^|[\s(\[`'"=])/[\w.-]+/""", text))
@@ -286,6 +295,19 @@ def check_data_folder(data: Path) -> None:
             assert set(curves["run_id"]) == set(table["run_id"]) and (curves["step"] == 0).any()
         else:
             assert "curves" not in m and R.sweep(name, data).probe_curves() is None
+
+
+def test_the_committed_findings_are_read_at_a_glance():
+    """reports/FINDINGS.md stays under 5,000 words (the evidence lives on each answer's page), and its answers
+    table gives every question and claim an answer of at most 300 characters (issue 26)."""
+    from ablate.report.answers import SHORT_LIMIT
+    from ablate.report.build import TEXT
+
+    text = (ROOT / "reports" / "FINDINGS.md").read_text()
+    assert len(text.split()) <= 5000
+    summary = "\n".join(_sections(text)[TEXT["summary"][0]])
+    rows = [re.split(r"(?<!\\) \| ", line[2:-2]) for line in summary.splitlines()[2:] if line.startswith("| [")]
+    assert len(rows) >= 12 and all(len(cells[1]) <= SHORT_LIMIT for cells in rows), [c[1] for c in rows]
 
 
 def test_make_report_regenerates_the_committed_findings_and_figures(committed_build):

@@ -525,11 +525,22 @@ SHORT_LIMIT = 300  # characters of an answer in the findings' answers table (iss
 
 
 def first_sentence(text: str, lang: str = "en") -> str:
-    """The first sentence of `text` (up to '. ' in English, '。' in Chinese), cut at SHORT_LIMIT with '…'."""
+    """The first sentence of `text` (up to '. ' in English, not after 'et al.', 'e.g.' or 'i.e.'; '。' in
+    Chinese), cut at SHORT_LIMIT at a word boundary (English) with '…'."""
     text = " ".join(str(text).split())
-    end = text.find("。") + 1 if lang == "zh" else text.find(". ") + 1
+    if lang == "zh":
+        end = text.find("。") + 1
+    else:
+        ends = [m.end() - 1 for m in re.finditer(r"\. ", text)
+                if not re.search(r"(?:\bal|\be\.g|\bi\.e|\bcf|\bvs)$", text[: m.start()])]
+        end = ends[0] if ends else 0
     sentence = text[:end] if end > 0 else text
-    return sentence if len(sentence) <= SHORT_LIMIT else sentence[: SHORT_LIMIT - 1].rstrip() + "…"
+    if len(sentence) <= SHORT_LIMIT:
+        return sentence
+    cut = sentence[: SHORT_LIMIT - 1]
+    if lang != "zh" and " " in cut:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:([") + "…"
 
 
 def question(key: str, title: str, text: str, text_zh: str = "", anchors: Sequence[Anchor] = (),

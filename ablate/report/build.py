@@ -499,7 +499,7 @@ def provenance_rows(built: list[Built], meta: dict[str, Any], lang: str = "en") 
             commit += say("mismatch", lang, n=m["commit_mismatch"])
         wall = f"{m['wall_s']:,} s" if isinstance(m.get("wall_s"), int) else "—"  # first start to last end (export)
         p = m.get("primary") or {}
-        primary = "—" if p.get("median_gain") is None else say(
+        primary = "—" if p.get("median_gain") is None or p.get("solved") is None else say(
             "primary_cell", lang, runs=p["runs"], gain=f"{100 * p['median_gain']:+.2f} pt",
             solved=f"{100 * p['solved']:.0f} %")
         rows.append([name, runs, str(m.get("budget") or "—"), commit, wall, primary, str(m.get("machine") or "—"),
@@ -671,9 +671,11 @@ def relative(path: Path, where: Path) -> str:
     """`path` as a link from a file in `where` (never absolute): relative when both are under one root."""
     path, where = Path(path).resolve(), Path(where).resolve()
     try:
-        return Path(os.path.relpath(path, where)).as_posix()
+        link = Path(os.path.relpath(path, where)).as_posix()
     except ValueError:  # another drive
         return path.name
+    # at most one level up (findings/ -> figures/, the notebooks): else the file's name, never a machine's tree
+    return link if not link.startswith("../../") else path.name
 
 
 def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, source: Path, where: Path,

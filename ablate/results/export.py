@@ -19,7 +19,7 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
                  for the sweeps in POSITIONS (the RNN table's copy sweeps), every run's test accuracy
                  at each emitted position (`final/acc_by_position` (K,) float32), from its
                  probes.npz, else computed from its checkpoint on its test set (meta.json's
-                 `acc_by_position` names the runs it was computed for); for the sweeps in RELATIONS
+                 `acc_by_position` names the runs it was computed for); for the sweep in RELATIONS
                  (Q3's two-relation task), every run's weight per head on the token two back, the
                  query's own token and BOS (`final/relation_weights` (L, H, 3) float32, from its
                  checkpoint on its first 256 validation sequences)
@@ -109,11 +109,11 @@ SENTENCE = ("pos_enc", "pos_enc_causal")
 WORDS = ("猫", "坐", "在", "垫", "子", "上")  # token id = index: 猫=0 坐=1 在=2 垫=3 子=4 上=5
 SENTENCE_WORDS = ("猫", "坐", "在", "垫", "子", "上")
 SENTENCE_PERM_WORDS = ("垫", "子", "在", "猫", "坐", "上")
-# Q3's two-relation sweeps (issue 24): every run with a checkpoint keeps where each head of its final model
+# Q3's two-relation sweep (issue 24): every run with a checkpoint keeps where each head of its final model
 # puts its weight, by relation (ablate.probes.relation_weights on the first RELATION_BATCH validation
 # sequences): `<run_id>/final/relation_weights` (L, H, 3) float32, on the token two back, on the query's
 # own token, on BOS.
-RELATIONS = ("heads_poshist", "heads_poshist_16")
+RELATIONS = ("heads_poshist",)  # the head-count ladder q3 reads
 RELATION_KEY, RELATION_BATCH = "final/relation_weights", 256
 # The RNN table's copy sweeps (issue 17): every run keeps its test accuracy at each emitted position,
 # `<run_id>/final/acc_by_position` (K,) float32, from probes.npz, else computed from its checkpoint.
@@ -642,7 +642,8 @@ def wall_span(summaries: list[dict[str, Any] | None]) -> int | None:
     spans = []
     for s in summaries:
         try:
-            start = datetime.fromisoformat(str((s or {}).get("provenance", {}).get("time"))).timestamp()
+            when = datetime.fromisoformat(str((s or {}).get("provenance", {}).get("time")))
+            start = (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()  # as run_date reads it
             wall = float((s or {}).get("wall_time_s"))
         except (TypeError, ValueError, AttributeError):
             continue
