@@ -39,9 +39,15 @@ BUDGETS: dict[str, dict[str, dict[str, Any]]] = {b: {t: task_profile(b, t) for t
 # whether the runs converged is reported from their own last-epoch gain.
 _CONVERGED_ROWS = {"mnist": {"trainer.max_epochs": 6, "data.train_subset": 12000, "data.val_size": 2000,
                              "data.test_subset": None}}
+# Pre-LN vs Post-LN against depth and warm-up (issue 25): 5 rates x 2 placements x 3 seeds per depth and
+# warm-up, up to 24 layers, does not fit 10 minutes at copy's quick profile (630 steps; a 24-layer run
+# about 71 s here), so these train 4 epochs (252 steps): twice what both placements took to solve copy
+# at 12 layers and lr 1e-3 in sweep norm (125 steps).
+_NORM_DEPTH = {"copy": {"trainer.max_epochs": 4}}
 SWEEPS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
     "quick": {"pos_enc_3e": _CONVERGED_ROWS, "pos_enc_3e_bert": _CONVERGED_ROWS,
-              "rnn_rows_converged": _CONVERGED_ROWS}}  # the LSTM against pos_enc_3e's learned arm (issue 25)
+              "rnn_rows_converged": _CONVERGED_ROWS,  # the LSTM against pos_enc_3e's learned arm (issue 25)
+              **{f"norm_{part}": _NORM_DEPTH for part in ("6", "12_warm", "12_cold", "24_warm", "24_cold")}}}
 
 SMOKE_SEEDS = [0]
 

@@ -36,6 +36,30 @@
 # | FFN | Geva 2021: two thirds of the parameters | — | one layer's FFN share at 4 × d_model, within `SHARE_TOLERANCE` of 2/3 | the two thirds refer to the Transformer's FFN width, d_ff = 4 × d_model |
 # | temperature | Hinton 2015: a higher temperature gives a softer distribution | mechanism | layer-0 attention entropy at initialisation, τ = 10 vs τ = 0.1, greater | the claim is about the softmax itself; at initialisation training has not reshaped the scores |
 # | cost | Vaswani Table 1: O(n² · d) per layer | — | the explicit path's forward+backward time slope in n (n ≥ fit_from_n), within `TIME_SLOPE` | Table 1 counts operations; time is what they cost. The band allows for a shared CPU's noise and its caches |
+#
+# ## Pre-LN vs Post-LN against depth and warm-up, decided before the runs (issue 25)
+#
+# Written and committed before any run of sweeps `norm_6`, `norm_12_warm`, `norm_12_cold`, `norm_24_warm`
+# and `norm_24_cold`; the git history shows the order. **The runs:** depth 6, 12 and 24 × warm-up 10 % or
+# none × learning rate 1e-3, 3e-3, 1e-2, 3e-2, 1e-1 (an axis up to where Pre-LN should fail too, not tuned)
+# × Pre-LN / Post-LN × 3 seeds, copy at 8 tokens, d_model 32, 2 heads, 252 steps (the sweeps' own quick
+# profile, `ablate/budgets.py`). A run *learned* when its best validation accuracy is above the order-blind
+# level; a diverged run enters at chance, as in `norm`.
+# **A test changed after its outcome was read**, and why: Liu's test on `norm` (12 layers, lr 1e-2, every run
+# with warm-up) was read in earlier builds; all 24 runs of `norm` learned, so it could not decide whether
+# Post-LN stops training. It stays, as supporting; the tests below replace it, and Xiong's warm-up test,
+# not testable on `norm`, is tested here. Xiong's gradient test on `norm` stays primary.
+#
+# | claim | anchor | kind | primary test | why this test |
+# | --- | --- | --- | --- | --- |
+# | norm | Liu 2020: deep Post-LN is less robust than Pre-LN — **replaces the `norm` test above** | outcome | the deepest stack (`NORM_DEEPEST` = 24 layers) without warm-up: validation accuracy (diverged = chance), Pre-LN − Post-LN, paired by (learning rate, seed) over the whole rate axis (15 pairs), greater | Liu's Post-LN failed at 18 layers without warm-up; the claim is robustness over rates, so the whole axis enters, each rate's seeds paired |
+# | norm | Xiong 2020: Post-LN needs the warm-up | outcome | Post-LN at 24 layers: warm-up 10 % − none, the same accuracy, paired by (learning rate, seed), greater | the warm-up is the treatment; the deepest stack is where Post-LN needs it most |
+#
+# Supporting (never moves a verdict): per depth, placement and warm-up, the runs that learned at each rate
+# and the largest rate at which all 3 seeds learned (where each placement "stops training"); Pre-LN with
+# vs without warm-up at 24 layers (Xiong: Pre-LN can do without it); the last layer's gradient at
+# initialisation, Post-LN / Pre-LN, at each depth beside Xiong's Theorem 1 ratio √L (O(d√(ln d)) over
+# O(d√(ln d / L))), and its log-log slope in depth against Xiong's 1/2.
 
 # %%
 import matplotlib.pyplot as plt  # noqa: F401 - the figures' backend, before seaborn
@@ -50,6 +74,10 @@ from ablate.report.answers import AGREES_IN_PART, correct, overall
 SHARE_TOLERANCE = 0.01  # the FFN's share is arithmetic: within 1 point of 2/3 is "about two thirds"
 TIME_SLOPE = (1.5, 2.5)  # the explicit path's time slope that counts as quadratic
 MEMORY_SLOPE_TOLERANCE = 0.25  # supporting: the explicit path stores the n x n weights (slope 2 ± 0.25)
+# Pre-LN vs Post-LN against depth and warm-up (issue 25): the parts of one grid, and the depth of its tests
+NORM_DEPTH_SWEEPS = ("norm_6", "norm_12_warm", "norm_12_cold", "norm_24_warm", "norm_24_cold")
+NORM_DEEPEST = 24
+NORM_PAIRS = ("optim.lr", "seed")  # the tests pair runs by rate and seed: the whole rate axis enters
 
 R.setup()
 
