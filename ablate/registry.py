@@ -33,6 +33,7 @@ REFERENCE_TEXT = {
     "order_blind": "the accuracy an order-blind (bag-of-tokens) model can expect: the best prediction "
                    "from the position's own token and the multiset of the sequence's tokens, every "
                    "arrangement the data could have had being equally likely",
+    "one_key": "the best prediction from one of the two key tokens alone (facts: the better of a and b)",
     "position_only": "the accuracy a model that knows the token two back and its own token, and nothing else, "
                      "can expect (poshist: the positional relation alone, the count guessed)",
 }
@@ -351,8 +352,106 @@ POSHIST = TaskSpec(
 )
 
 
+# ---- recall (the RNN's long range): read n tokens and a query, emit the first token ----
+
+def _recall_len(length: int) -> int:
+    return length + 1  # the tokens, then the query
+
+
+def _recall_bytes(cfg: DataConfig) -> int:
+    """int64 x and y of every split held, plus at the peak of building one split the (n, L) tokens."""
+    tokens = (cfg.n_train + cfg.n_val) * _recall_len(cfg.length) + cfg.n_test * _recall_len(cfg.eval_length)
+    return 3 * LONG * tokens
+
+
+def _recall_check(cfg: DataConfig) -> str | None:
+    if cfg.vocab < 2:
+        return (f"data.vocab={cfg.vocab!r} is not allowed for data.task=recall; expected an integer >= 2 "
+                "(with one token every target is the same and there is nothing to recall)")
+    if cfg.vocab > 2**62:  # token ids up to vocab (the query) stay far inside int64
+        return f"data.vocab={cfg.vocab!r} is not allowed; expected at most 2**62 (token ids are int64)"
+    if cfg.reverse:
+        return ("data.reverse=true is not allowed for data.task=recall; expected false "
+                "(one token is recalled: there is no order to reverse)")
+    return _synthetic_check(cfg)
+
+
+RECALL = TaskSpec(
+    name="recall",
+    title="lag-recall task",
+    kind="tokens",
+    datamodule="recall:Recall",
+    about="read data.length tokens and a query: at the query, emit the first token, data.length steps "
+          "back (one token to hold: the lag alone moves; the test set can use another lag, data.test_length)",
+    seq_len=lambda cfg: _recall_len(max(cfg.length, cfg.eval_length)),
+    model_sizes=lambda cfg: {"n_tokens": cfg.vocab + 1, "n_out": cfg.vocab},
+    train_examples=_synthetic_examples,
+    data_bytes=_recall_bytes,
+    eval_examples=_synthetic_eval,
+    budgets={
+        "smoke": {"trainer.max_epochs": 1, "data.n_train": 512, "data.n_val": 128, "data.n_test": 128,
+                  "run.probe_batch": 32},
+        # This machine: 500 steps, so that the recall sweeps' lag 256 fits 10 minutes per arm
+        "quick": {"trainer.max_epochs": 8, "data.n_train": 4000, "data.n_val": 500, "data.n_test": 1000},
+        "full": {"trainer.max_epochs": 30, "data.n_train": 100000, "data.n_val": 2000, "data.n_test": 5000},
+    },
+    references=("chance", "order_blind"),
+    check=_recall_check,
+    keys=SYNTHETIC_KEYS,
+)
+
+
+# ---- facts (the FFN stores facts): a fixed random value for each key pair (a, b) ----
+
+def _facts_bytes(cfg: DataConfig) -> int:
+    """int64 x and y (2 tokens) of every split held, the table, and at the peak three K² key orders."""
+    facts = cfg.vocab**2
+    rows = cfg.n_train + min(cfg.n_val, facts) + min(cfg.n_test, facts)
+    return 2 * 2 * LONG * rows + 2 * LONG * cfg.n_train + 4 * LONG * facts
+
+
+def _facts_check(cfg: DataConfig) -> str | None:
+    if cfg.vocab < 2:
+        return (f"data.vocab={cfg.vocab!r} is not allowed for data.task=facts; expected an integer >= 2 "
+                "(with one key per slot there is one value to store per row and nothing to look up)")
+    if cfg.vocab > 2**15:  # K² facts held as a table
+        return (f"data.vocab={cfg.vocab!r} is not allowed for data.task=facts; expected at most 32768 "
+                "(the table holds vocab² facts)")
+    if cfg.reverse:
+        return ("data.reverse=true is not allowed for data.task=facts; expected false "
+                "(the keys come from disjoint ranges: their order carries nothing)")
+    return _synthetic_check(cfg)
+
+
+FACTS = TaskSpec(
+    name="facts",
+    title="key→value facts task",
+    kind="tokens",
+    datamodule="facts:Facts",
+    about="a key pair (a, b) from two ranges of data.vocab tokens: emit its value in a fixed random table "
+          "of vocab² facts drawn from data.seed; only the weights can hold it (what the FFN stores)",
+    seq_len=lambda cfg: 2,
+    model_sizes=lambda cfg: {"n_tokens": 2 * cfg.vocab, "n_out": cfg.vocab},
+    train_examples=_synthetic_examples,
+    data_bytes=_facts_bytes,
+    eval_examples=lambda cfg: {"val": min(cfg.n_val, cfg.vocab**2), "test": min(cfg.n_test, cfg.vocab**2)},
+    budgets={
+        "smoke": {"trainer.max_epochs": 1, "data.n_train": 512, "data.n_val": 128, "data.n_test": 128,
+                  "run.probe_batch": 32},
+        # This machine: 768 steps at the facts sweeps' batch of 256 (each of 4,096 facts seen 48 times);
+        # every split's size is capped at vocab², so 100,000 means every fact
+        "quick": {"trainer.max_epochs": 12, "data.n_train": 16384, "data.n_val": 100000, "data.n_test": 100000},
+        "full": {"trainer.max_epochs": 100, "data.n_train": 65536, "data.n_val": 10**9, "data.n_test": 10**9},
+    },
+    references=("chance", "one_key"),
+    check=_facts_check,
+    keys=("vocab", "n_train", "n_val", "n_test"),
+)
+
+
 # The registry: data.task -> its entry. Adding a task: its module under ablate/data/ and one entry here.
-TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (MNIST, COPY, HISTOGRAM, LOOKUP, LOOKUP1, POSHIST)}
+TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (MNIST, COPY, HISTOGRAM, LOOKUP, LOOKUP1, POSHIST,
+                                                                   RECALL, FACTS)}
 NAMES: tuple[str, ...] = tuple(TASKS)
 
 

@@ -55,6 +55,26 @@
 # | norm | Liu 2020: deep Post-LN is less robust than Pre-LN — **replaces the `norm` test above** | outcome | the deepest stack (`NORM_DEEPEST` = 24 layers) without warm-up: validation accuracy (diverged = chance), Pre-LN − Post-LN, paired by (learning rate, seed) over the whole rate axis (15 pairs), greater | Liu's Post-LN failed at 18 layers without warm-up; the claim is robustness over rates, so the whole axis enters, each rate's seeds paired |
 # | norm | Xiong 2020: Post-LN needs the warm-up | outcome | Post-LN at 24 layers: warm-up 10 % − none, the same accuracy, paired by (learning rate, seed), greater | the warm-up is the treatment; the deepest stack is where Post-LN needs it most |
 #
+# ## What the FFN stores, decided before the runs (issue 25)
+#
+# Written and committed before any run of sweeps `facts_256`, `facts_1024` and `facts_4096`; the git history
+# shows the order. The share test above is arithmetic and stays; what the FFN *buys* was never tested (MNIST
+# rows need no stored facts). **The runs:** the key→value facts task (`ablate/data/facts.py`: a fixed random
+# value for each key pair (a, b), K² facts, values from K; nothing in a sequence gives its answer) at 256,
+# 1,024 and 4,096 facts (K = 16, 32, 64), FFN width 0 (removed), 1, 2, 4, 8 × d_model at equal everything
+# else (1 layer, d_model 32, 2 heads, no positions, dropout 0, batch 256, 768 steps), each width at its own
+# learning rate (4 values on seed 0, the best on `val/acc_best` run on 3 seeds). Test accuracy is the share of
+# the facts recalled (the test set is every fact).
+#
+# | claim | anchor | kind | primary test | why this test |
+# | --- | --- | --- | --- | --- |
+# | FFN | Geva 2021: the feed-forward layers are key→value memories, they store facts | outcome | **1,024 facts** (`FACTS_TEST`), test accuracy, FFN 4 × d_model − FFN removed, paired by seed, greater | 4 × d_model is the Transformer's standard width; the middle fact count is the one sized, before any run, to sit between floor and ceiling |
+#
+# Supporting (never moves a verdict): accuracy against width at every fact count; facts recalled per FFN
+# parameter, (recalled at width w − recalled at width 0) / the FFN's parameters at w, and the same in bits
+# (log2 K per fact); the tutorial's width (2 ×) against none at 1,024 facts; the tutorial's model's FFN share
+# (50 % per layer at 2 × d_model), from sweep `ffn`.
+#
 # Supporting (never moves a verdict): per depth, placement and warm-up, the runs that learned at each rate
 # and the largest rate at which all 3 seeds learned (where each placement "stops training"); Pre-LN with
 # vs without warm-up at 24 layers (Xiong: Pre-LN can do without it); the last layer's gradient at
@@ -78,6 +98,9 @@ MEMORY_SLOPE_TOLERANCE = 0.25  # supporting: the explicit path stores the n x n 
 NORM_DEPTH_SWEEPS = ("norm_6", "norm_12_warm", "norm_12_cold", "norm_24_warm", "norm_24_cold")
 NORM_DEEPEST = 24
 NORM_PAIRS = ("optim.lr", "seed")  # the tests pair runs by rate and seed: the whole rate axis enters
+# What the FFN stores (issue 25): the three fact counts' sweeps, and the count and widths of the primary test
+FACTS_SWEEPS = ("facts_256", "facts_1024", "facts_4096")
+FACTS_TEST, FACTS_WIDTH = 1024, 4
 
 R.setup()
 
