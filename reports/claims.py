@@ -68,11 +68,17 @@
 #
 # | claim | anchor | kind | primary test | why this test |
 # | --- | --- | --- | --- | --- |
-# | FFN | Geva 2021: the feed-forward layers are key→value memories, they store facts | outcome | **1,024 facts** (`FACTS_TEST`), test accuracy, FFN 4 × d_model − FFN removed, paired by seed, greater | 4 × d_model is the Transformer's standard width; the middle fact count is the one sized, before any run, to sit between floor and ceiling |
+# | FFN | Geva 2021: the feed-forward layers are key→value memories, they store facts | outcome | **4,096 facts** (`FACTS_TEST`), test accuracy, FFN 4 × d_model − FFN removed, paired by seed, greater | 4 × d_model is the Transformer's standard width; the largest fact count is the one where the model without an FFN cannot hold every fact (see the change below) |
+#
+# **Changed before any run of the facts sweeps**, and why: the test was first written at 1,024 facts. A unit
+# test's run at 256 facts then recalled 100 % with an FFN of 4 × d_model and 96.5 % without one (1 layer, d_model
+# 32, 384 steps): attention, LayerNorm and the embeddings store facts too, so a middle count may put both arms
+# at the ceiling. The primary moved to the largest count, 4,096, before any run of `facts_256`, `facts_1024` or
+# `facts_4096`.
 #
 # Supporting (never moves a verdict): accuracy against width at every fact count; facts recalled per FFN
 # parameter, (recalled at width w − recalled at width 0) / the FFN's parameters at w, and the same in bits
-# (log2 K per fact); the tutorial's width (2 ×) against none at 1,024 facts; the tutorial's model's FFN share
+# (log2 K per fact); the tutorial's width (2 ×) against none at 4,096 facts; the tutorial's model's FFN share
 # (50 % per layer at 2 × d_model), from sweep `ffn`.
 #
 # Supporting (never moves a verdict): per depth, placement and warm-up, the runs that learned at each rate
@@ -84,6 +90,7 @@
 # %%
 import matplotlib.pyplot as plt  # noqa: F401 - the figures' backend, before seaborn
 import numpy as np
+import pandas as pd
 import seaborn as sns
 from IPython.display import display
 
@@ -100,7 +107,7 @@ NORM_DEEPEST = 24
 NORM_PAIRS = ("optim.lr", "seed")  # the tests pair runs by rate and seed: the whole rate axis enters
 # What the FFN stores (issue 25): the three fact counts' sweeps, and the count and widths of the primary test
 FACTS_SWEEPS = ("facts_256", "facts_1024", "facts_4096")
-FACTS_TEST, FACTS_WIDTH = 1024, 4
+FACTS_TEST, FACTS_WIDTH = 4096, 4
 
 R.setup()
 
@@ -154,7 +161,7 @@ Q_NORM = R.question(
     "深层 Post-LN 堆叠会不会在 Pre-LN 仍能训练的学习率下训练失败？学习率预热能挽救它吗？",
     title_zh="论断 · 随深度增加的 Pre-LN 与 Post-LN",
     anchors=[XIONG, XIONG_WARMUP, LIU],
-    sweeps=["norm"],
+    sweeps=["norm", *NORM_DEPTH_SWEEPS],
 )
 NORM = R.sweep("norm")
 FAILED = "val/acc_best, diverged = chance"
@@ -219,6 +226,64 @@ if NORM.ready:
 else:
     print(NORM.missing)
 
+# %% [markdown]
+# ### Against depth and warm-up (sweeps `norm_6` … `norm_24_cold`)
+# Validation accuracy (diverged = chance) at each rate, per depth and warm-up; which runs learned; the
+# last layer's gradient at initialisation, Post-LN / Pre-LN, at each depth beside Xiong's √L.
+
+# %%
+DEEP = R.sweeps(*NORM_DEPTH_SWEEPS)
+if DEEP.ready:
+    deep = DEEP.df.copy()
+    deep["diverged"] = deep["status"] == "diverged"
+    deep[FAILED] = deep["val/acc_best"].where(~deep["diverged"], deep["ref/val/chance"])
+    deep["status"] = deep["status"].where(~deep["diverged"], "completed")
+    deep["warm-up"] = deep["optim.warmup"].map(lambda w: f"warm-up {w:g}" if w else "no warm-up")
+    deep["LayerNorm"] = deep["model.norm"].map(lambda v: F.label("model.norm", v))
+    depths = sorted(int(d) for d in deep["model.n_layers"].unique())
+    deep_lrs = sorted(float(v) for v in deep["optim.lr"].unique())
+    deep_warmups = sorted(float(w) for w in deep["optim.warmup"].unique())
+    deep_kinds = F.order("model.norm", deep["model.norm"])
+
+    def deep_at(depth, warmup, kind, lr=None):
+        where = {"model.n_layers": depth, "optim.warmup": warmup, "model.norm": kind}
+        return where if lr is None else {**where, "optim.lr": lr}
+
+    deep_learned = {(d, w, k, lr): R.learned(deep, deep_at(d, w, k, lr), metric=FAILED)
+                    for d in depths for w in deep_warmups for k in deep_kinds for lr in deep_lrs}
+
+    def top_rate(depth, warmup, kind):
+        """The largest rate at which every run of (depth, warm-up, placement) learned; None if at none."""
+        rates = [lr for lr in deep_lrs if (f := deep_learned[depth, warmup, kind, lr]).n and f.k == f.n]
+        return max(rates) if rates else None
+
+    R.show_table(pd.DataFrame([
+        {"layers": d, "warm-up": w, "LayerNorm": F.label("model.norm", k),
+         **{f"lr {lr:g}": f"{deep_learned[d, w, k, lr].k}/{deep_learned[d, w, k, lr].n}" for lr in deep_lrs},
+         "largest rate all learned": top_rate(d, w, k)}
+        for d in depths for w in deep_warmups for k in deep_kinds]))
+    grid = sns.catplot(deep, x="optim.lr", y=FAILED, col="model.n_layers", row="warm-up", kind="point",
+                       errorbar=R.errorbar, seed=0, dodge=0.25, height=2.8, aspect=1.25, hue="LayerNorm",
+                       hue_order=F.order("model.norm", deep_kinds, F.LABELS["model.norm"]),
+                       palette=F.palette("model.norm", deep_kinds, F.LABELS["model.norm"]))
+    grid.set_titles("{row_name}, {col_name} layers")
+    for ax in grid.axes.flat:
+        F.reference_lines(ax, deep)
+        ax.set_ylim(0, 1.02)
+    grid.set_axis_labels("learning rate", "val. accuracy (diverged: chance)")
+    F.stamp(grid.figure, DEEP)
+    fig_norm_depth = R.savefig(grid.figure, "claims_norm_depth")
+
+    # the initialisation depends on neither the rate nor the warm-up: one (rate, warm-up)'s runs per depth
+    deep_init = deep[np.isclose(deep["optim.lr"], deep_lrs[0]) & np.isclose(deep["optim.warmup"], deep_warmups[0])]
+    grad_ratio = {d: R.compare(R.rows(deep_init, {"model.n_layers": d}), f"probe/init/grad_l{d - 1}",
+                               {"model.norm": "post"}, {"model.norm": "pre"}) for d in depths}
+    grad_slope = R.loglog_slope(depths, [grad_ratio[d].diff for d in depths]) if len(depths) > 1 else float("nan")
+    R.show_table(pd.DataFrame([{"layers": d, "Post-LN / Pre-LN, last layer": str(grad_ratio[d]),
+                                "Xiong: √L": round(float(np.sqrt(d)), 2)} for d in depths]))
+else:
+    print(DEEP.missing)
+
 # %% tags=["answer"]
 if not NORM.ready:
     Q_NORM.not_run_yet(NORM)
@@ -241,7 +306,29 @@ else:
                       what_zh=f"{depth} 层，初始化时最后一层的梯度，Post-LN 对 Pre-LN",
                       reason_zh="论文的定理 1 给出的正是这个梯度的界；取一个学习率下的运行，每个种子一次"),
     ]
-    if cold == 0 and warm > 0:
+    if DEEP.ready:  # issue 25's grid: Liu's and Xiong's warm-up tests at NORM_DEEPEST layers, paired by (rate, seed)
+        def deep_arm(kind, warmup):
+            return {"model.n_layers": NORM_DEEPEST, "model.norm": kind, "optim.warmup": warmup}
+
+        d_cold, d_warm = deep_warmups[0], deep_warmups[-1]
+        robust_deep = R.paired(deep, FAILED, deep_arm("pre", d_cold), deep_arm("post", d_cold), on=NORM_PAIRS)
+        rescue_deep = R.paired(deep, FAILED, deep_arm("post", d_warm), deep_arm("post", d_cold), on=NORM_PAIRS)
+        pre_rescue = R.paired(deep, FAILED, deep_arm("pre", d_warm), deep_arm("pre", d_cold), on=NORM_PAIRS)
+        span = f"{deep_lrs[0]:g}–{deep_lrs[-1]:g}"
+        checks.append(LIU.greater(
+            robust_deep, f"{NORM_DEEPEST} layers, no warm-up, validation accuracy (diverged = chance) over the rates "
+                         f"{span}, Pre-LN − Post-LN, paired by rate and seed", level=lvl, primary=True,
+            reason="Liu's Post-LN failed at 18 layers without warm-up; robustness over the rates is the claim",
+            what_zh=f"{NORM_DEEPEST} 层，不预热，学习率 {span} 上的验证准确率（发散记为随机水平），Pre-LN − Post-LN，按学习率和种子配对",
+            reason_zh="Liu 的 Post-LN 在 18 层、不预热时失败；论断说的是在各个学习率下的稳健性"))
+        checks.append(XIONG_WARMUP.greater(
+            rescue_deep, f"Post-LN, {NORM_DEEPEST} layers, the same accuracy, warm-up {d_warm:g} − none, paired by rate "
+                         "and seed", level=lvl, primary=True,
+            reason="the warm-up is the treatment; the deepest stack is where Post-LN needs it most",
+            what_zh=f"Post-LN，{NORM_DEEPEST} 层，同一准确率，预热 {d_warm:g} − 不预热，按学习率和种子配对",
+            reason_zh="预热就是所施加的处理；最深的堆叠是 Post-LN 最需要它的地方"))
+        warmup_en = warmup_zh = ""
+    elif cold == 0 and warm > 0:
         rescue = R.compare(norm, FAILED, at("post", warm), at("post", cold))
         checks.append(XIONG_WARMUP.greater(rescue, f"Post-LN, {depth} layers, lr {top:g}, validation accuracy, warm-up "
                                                    f"{warm:g} vs none", level=lvl, primary=True,
@@ -260,7 +347,7 @@ else:
         warmup_zh = (f"所有运行都用了 {warm:g} 的预热（{int(norm['global_step'].max())} 步中的 "
                      f"{round(warm * int(norm['global_step'].max()))} 步），因此这里没有检验预热能否挽救 Post-LN。")
     checks.append(LIU.greater(robust, f"{depth} layers, lr {top:g}, validation accuracy (diverged = chance), Pre-LN vs "
-                                      "Post-LN", level=lvl, primary=True,
+                                      "Post-LN", level=lvl, primary=not DEEP.ready,  # issue 25's grid replaces it
                               reason="robustness to a large rate is the claim; a diverged run learned nothing. Liu's "
                                      f"Post-LN failed at 18 layers without warm-up; this sweep has {depth} layers, every "
                                      f"run with warm-up {warm:g}",
@@ -301,6 +388,23 @@ else:
                        f"在最大学习率 {top:g} 下 Post-LN {post_top.n} 次运行中 {post_top.k} 次学会，Pre-LN {pre_top.n} 次中 "
                        f"{pre_top.k} 次")
                     + f"，直到 {top:g}（Liu 的 Post-LN 是在 18 层、没有预热时失败的）。")
+    if DEEP.ready:  # where each placement stops training, from issue 25's grid, replaces the 12-layer sentence
+        def rates(kind, warmup, zh=False):
+            return " / ".join(f"{r:g}" if (r := top_rate(d, warmup, kind)) is not None else ("无" if zh else "none")
+                              for d in depths)
+
+        layers = " / ".join(str(d) for d in depths)
+        train_en = (f"Both placements stop training at large rates. The largest rate at which every seed learned "
+                    f"copy, at {layers} layers: " + "; ".join(
+                        f"{F.label('model.norm', k)} {rates(k, d_cold)} without warm-up, {rates(k, d_warm)} with"
+                        for k in deep_kinds)
+                    + f". At {NORM_DEEPEST} layers without warm-up, over the rates {span}, Pre-LN − Post-LN = "
+                    f"{robust_deep}; warm-up changes Post-LN by {rescue_deep} (Pre-LN by {pre_rescue}). ")
+        train_zh = (f"两种放置方式在大学习率下都会训练失败。每个种子都学会复制任务的最大学习率（{layers} 层）："
+                    + "；".join(f"{F.label('model.norm', k)} 不预热 {rates(k, d_cold, True)}，预热 {rates(k, d_warm, True)}"
+                               for k in deep_kinds)
+                    + f"。{NORM_DEEPEST} 层、不预热时，在学习率 {span} 上 Pre-LN − Post-LN = {robust_deep:zh}；"
+                    f"预热使 Post-LN 变化 {rescue_deep:zh}（Pre-LN 为 {pre_rescue:zh}）。")
     plain = (grad_en + train_en + "The tutorial's code block titled \"Post-LN\" computes x + sublayer(norm(x)), which is "
              "Pre-LN.",
              grad_zh + train_zh + "教程中标为“Post-LN”的代码块计算的是 x + sublayer(norm(x))，这其实是 Pre-LN。")
@@ -315,6 +419,15 @@ else:
         f"（{near_input:zh}）：" + ("靠近输入处更小。" if near_input.sign < 0 else "靠近输入处并不更小。")
         + f"第一层/最后一层 {ratio.a:zh} 对 {ratio.b:zh}。" + (warmup_zh or ""),
     )
+    if DEEP.ready:  # Xiong's Theorem 1 per depth: the ratio grows as √L
+        mechanism = (
+            mechanism[0] + " The last layer's gradient at initialisation, Post-LN / Pre-LN, by depth: " + "; ".join(
+                f"{d} layers {grad_ratio[d]} (Xiong's √L = {np.sqrt(d):.1f})" for d in depths)
+            + f"; its log-log slope in depth is {grad_slope:.2f} (Xiong: 0.5).",
+            mechanism[1] + "初始化时最后一层的梯度之比 Post-LN / Pre-LN，按深度：" + "；".join(
+                f"{d} 层 {grad_ratio[d]:zh}（Xiong 的 √L = {np.sqrt(d):.1f}）" for d in depths)
+            + f"；它对深度的双对数斜率为 {grad_slope:.2f}（Xiong：0.5）。",
+        )
     outcome = (
         f"Runs that learned the copy task (validation above the order-blind level, {100 * lvl:.1f} %; diverged = not), "
         f"by learning rate: " + "; ".join(
@@ -336,10 +449,19 @@ else:
         f"更深的堆叠（Liu 的 Post-LN 在 18 层时失败）、比 {top:g} 更大的学习率，或不加预热的运行（本扫描没有）都可能让 "
         "Post-LN 失败；机制检验在初始化时进行，与预算无关。",
     )
+    if DEEP.ready:
+        changes = (
+            f"Longer training than {int(deep['global_step'].max())} steps could let runs at small rates learn that did not; "
+            "the grid's rates are about 3× apart, so where exactly each placement stops lies between two of them; the "
+            "gradient test is at initialisation and does not depend on the budget.",
+            f"比 {int(deep['global_step'].max())} 步更长的训练可能让小学习率下没学会的运行学会；网格上相邻学习率相差约 3 倍，"
+            "每种放置方式究竟在哪里开始失败，落在两个相邻学习率之间；梯度检验在初始化时进行，与预算无关。",
+        )
     details = (f"The learning rate is an axis, not tuned; every run had warm-up {warm:g}. "
                + R.convergence(norm[~norm["diverged"]], "completed runs") + " " + R.caveat(NORM.df))
     Q_NORM.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details.strip(),
-                  checks=checks, figure=fig_norm, figures=[fig_norm, fig_norm_grad])
+                  checks=checks, figure=fig_norm_depth if DEEP.ready else fig_norm,
+                  figures=[fig_norm_depth, fig_norm, fig_norm_grad] if DEEP.ready else [fig_norm, fig_norm_grad])
 
 # %% [markdown]
 # ## 2 · The FFN's share of the parameters, and what removing or widening it does
