@@ -485,7 +485,7 @@ def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started
             metrics.update(learning_curve(run_dir / METRICS))
         summary["status"] = "completed"
     except Diverged as err:
-        metrics = {}
+        metrics = dict(references)  # the task's levels hold for a run that diverged too: the reports count it at chance
         summary.update(status="diverged", diverged_step=err.step, diverged_loss=str(err.loss))
         log(f"ablate: run diverged: {err}")
     summary["metrics"] = {**metrics, **_scalars(trainer.callback_metrics)}

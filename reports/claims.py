@@ -315,18 +315,25 @@ else:
         rescue_deep = R.paired(deep, FAILED, deep_arm("post", d_warm), deep_arm("post", d_cold), on=NORM_PAIRS)
         pre_rescue = R.paired(deep, FAILED, deep_arm("pre", d_warm), deep_arm("pre", d_cold), on=NORM_PAIRS)
         span = f"{deep_lrs[0]:g}–{deep_lrs[-1]:g}"
+        def any_learned(kind, warmup):
+            return any(deep_learned[NORM_DEEPEST, warmup, kind, lr].k for lr in deep_lrs)
+
+        # the arms average the whole rate axis, diverged runs at chance: a mean below the order-blind level does not
+        # say the favoured arm learned nothing, so the gate is whether any of its runs learned
         checks.append(LIU.greater(
             robust_deep, f"{NORM_DEEPEST} layers, no warm-up, validation accuracy (diverged = chance) over the rates "
-                         f"{span}, Pre-LN − Post-LN, paired by rate and seed", level=lvl, primary=True,
+                         f"{span}, Pre-LN − Post-LN, paired by rate and seed", learned=any_learned("pre", d_cold),
+            primary=True,
             reason="Liu's Post-LN failed at 18 layers without warm-up; robustness over the rates is the claim",
-            what_zh=f"{NORM_DEEPEST} 层，不预热，学习率 {span} 上的验证准确率（发散记为随机水平），Pre-LN − Post-LN，按学习率和种子配对",
-            reason_zh="Liu 的 Post-LN 在 18 层、不预热时失败；论断说的是在各个学习率下的稳健性"))
+            what_zh=f"{NORM_DEEPEST} 层，不预热，学习率 {span} 范围内的验证准确率（发散记为随机水平），Pre-LN − Post-LN，按学习率和种子配对",
+            reason_zh="Liu 等人的实验中，Post-LN 在 18 层、不预热时训练失败；论断说的是对学习率的稳健性，所以整个学习率范围都纳入检验"))
         checks.append(XIONG_WARMUP.greater(
-            rescue_deep, f"Post-LN, {NORM_DEEPEST} layers, the same accuracy, warm-up {d_warm:g} − none, paired by rate "
-                         "and seed", level=lvl, primary=True,
+            rescue_deep, f"Post-LN, {NORM_DEEPEST} layers, validation accuracy (diverged = chance), warm-up {d_warm:g} − "
+                         "none, paired by rate "
+                         "and seed", learned=any_learned("post", d_warm), primary=True,
             reason="the warm-up is the treatment; the deepest stack is where Post-LN needs it most",
-            what_zh=f"Post-LN，{NORM_DEEPEST} 层，同一准确率，预热 {d_warm:g} − 不预热，按学习率和种子配对",
-            reason_zh="预热就是所施加的处理；最深的堆叠是 Post-LN 最需要它的地方"))
+            what_zh=f"Post-LN，{NORM_DEEPEST} 层，验证准确率（发散记为随机水平），预热比例 {d_warm:g} − 不预热，按学习率和种子配对",
+            reason_zh="要检验的干预就是预热；堆叠越深 Post-LN 越需要预热，所以取最深的一档"))
         warmup_en = warmup_zh = ""
     elif cold == 0 and warm > 0:
         rescue = R.compare(norm, FAILED, at("post", warm), at("post", cold))
@@ -394,17 +401,20 @@ else:
                               for d in depths)
 
         layers = " / ".join(str(d) for d in depths)
-        train_en = (f"Both placements stop training at large rates. The largest rate at which every seed learned "
+        every_deep = all(f.n and f.k == f.n for f in deep_learned.values())
+        train_en = (("Both placements learned at every rate tried. " if every_deep else "")
+                    + f"The largest rate at which every seed learned "
                     f"copy, at {layers} layers: " + "; ".join(
                         f"{F.label('model.norm', k)} {rates(k, d_cold)} without warm-up, {rates(k, d_warm)} with"
                         for k in deep_kinds)
                     + f". At {NORM_DEEPEST} layers without warm-up, over the rates {span}, Pre-LN − Post-LN = "
                     f"{robust_deep}; warm-up changes Post-LN by {rescue_deep} (Pre-LN by {pre_rescue}). ")
-        train_zh = (f"两种放置方式在大学习率下都会训练失败。每个种子都学会复制任务的最大学习率（{layers} 层）："
+        train_zh = (("层归一化的两种位置在所试的每个学习率下都学会了。" if every_deep else "")
+                    + f"所有种子都能学会复制任务的最大学习率（依次对应 {layers} 层）："
                     + "；".join(f"{F.label('model.norm', k)} 不预热 {rates(k, d_cold, True)}，预热 {rates(k, d_warm, True)}"
                                for k in deep_kinds)
-                    + f"。{NORM_DEEPEST} 层、不预热时，在学习率 {span} 上 Pre-LN − Post-LN = {robust_deep:zh}；"
-                    f"预热使 Post-LN 变化 {rescue_deep:zh}（Pre-LN 为 {pre_rescue:zh}）。")
+                    + f"。{NORM_DEEPEST} 层、不预热时，在 {span} 的整个学习率范围内，Pre-LN − Post-LN = {robust_deep:zh}；"
+                    f"加预热后，Post-LN 的准确率变化 {rescue_deep:zh}（Pre-LN 为 {pre_rescue:zh}）。")
     plain = (grad_en + train_en + "The tutorial's code block titled \"Post-LN\" computes x + sublayer(norm(x)), which is "
              "Pre-LN.",
              grad_zh + train_zh + "教程中标为“Post-LN”的代码块计算的是 x + sublayer(norm(x))，这其实是 Pre-LN。")
@@ -424,9 +434,9 @@ else:
             mechanism[0] + " The last layer's gradient at initialisation, Post-LN / Pre-LN, by depth: " + "; ".join(
                 f"{d} layers {grad_ratio[d]} (Xiong's √L = {np.sqrt(d):.1f})" for d in depths)
             + f"; its log-log slope in depth is {grad_slope:.2f} (Xiong: 0.5).",
-            mechanism[1] + "初始化时最后一层的梯度之比 Post-LN / Pre-LN，按深度：" + "；".join(
-                f"{d} 层 {grad_ratio[d]:zh}（Xiong 的 √L = {np.sqrt(d):.1f}）" for d in depths)
-            + f"；它对深度的双对数斜率为 {grad_slope:.2f}（Xiong：0.5）。",
+            mechanism[1] + "初始化时最后一层的梯度之比（Post-LN / Pre-LN）随深度的变化：" + "；".join(
+                f"{d} 层 {grad_ratio[d]:zh}（Xiong 的理论值 √L = {np.sqrt(d):.1f}）" for d in depths)
+            + f"；该比值对深度的双对数斜率为 {grad_slope:.2f}（Xiong 的理论值为 0.5）。",
         )
     outcome = (
         f"Runs that learned the copy task (validation above the order-blind level, {100 * lvl:.1f} %; diverged = not), "
@@ -435,7 +445,7 @@ else:
         + f". At {top:g}, Pre-LN vs Post-LN: {robust.a} vs {robust.b} ({robust}). Diverged runs: "
         + ", ".join(f"{F.label('model.norm', k)} {int(R.rows(norm, {'model.norm': k})['diverged'].sum())} of "
                     f"{len(R.rows(norm, {'model.norm': k}))}" for k in KINDS) + ".",
-        f"学会复制任务（验证准确率高于不看顺序的水平 {100 * lvl:.1f} %；发散算作未学会）的运行，按学习率："
+        f"学会复制任务（验证准确率高于词袋基线 {100 * lvl:.1f} %；发散算作未学会）的运行，按学习率："
         + "；".join(f"{F.label('model.norm', k)} " + "，".join(f"{lr:g}: {learned[k, lr]:zh}" for lr in lrs)
                    for k in KINDS)
         + f"。在 {top:g} 时 Pre-LN 对 Post-LN：{robust.a:zh} 对 {robust.b:zh}（{robust:zh}）。发散的运行："
@@ -454,11 +464,14 @@ else:
             f"Longer training than {int(deep['global_step'].max())} steps could let runs at small rates learn that did not; "
             "the grid's rates are about 3× apart, so where exactly each placement stops lies between two of them; the "
             "gradient test is at initialisation and does not depend on the budget.",
-            f"比 {int(deep['global_step'].max())} 步更长的训练可能让小学习率下没学会的运行学会；网格上相邻学习率相差约 3 倍，"
-            "每种放置方式究竟在哪里开始失败，落在两个相邻学习率之间；梯度检验在初始化时进行，与预算无关。",
+            f"若训练超过 {int(deep['global_step'].max())} 步，小学习率下原本没学会的运行可能会学会；网格上相邻学习率约差 3 倍，"
+            "所以每种位置确切从哪个学习率开始失败，只能确定在某两个相邻学习率之间；梯度检验在初始化时进行，与训练预算无关。",
         )
-    details = (f"The learning rate is an axis, not tuned; every run had warm-up {warm:g}. "
+    details = (f"The learning rate is an axis, not tuned; every run of `norm` had warm-up {warm:g}. "
                + R.convergence(norm[~norm["diverged"]], "completed runs") + " " + R.caveat(NORM.df))
+    if DEEP.ready:
+        details += (f" The depth grid ({', '.join(NORM_DEPTH_SWEEPS)}): {int(deep['diverged'].sum())} of {len(deep)} runs "
+                    "diverged. " + R.convergence(deep[~deep["diverged"]], "completed runs") + " " + R.caveat(DEEP.df))
     Q_NORM.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details.strip(),
                   checks=checks, figure=fig_norm_depth if DEEP.ready else fig_norm,
                   figures=[fig_norm_depth, fig_norm, fig_norm_grad] if DEEP.ready else [fig_norm, fig_norm_grad])
@@ -477,16 +490,24 @@ GEVA = R.Anchor(
     wording="Feed-forward layers constitute two-thirds of a transformer model's parameters",
     tutorial=True,
 )
+GEVA_MEMORY = R.Anchor(
+    "Geva et al. 2021",
+    "the feed-forward layers are key→value memories: they store facts, which only the weights can hold",
+    "前馈层充当键值记忆：它们存储事实——这类事实无法从输入中推出，只能记在权重里",
+    wording="feed-forward layers in transformer-based language models operate as key-value memories",
+    tutorial=True,
+)
 Q_FFN = R.question(
     "claim-ffn",
-    "Claim · The FFN holds about 2/3 of the parameters",
-    "How much of the model is the FFN, and what do removing it or widening it cost?",
-    "FFN 占模型参数的多少？去掉它或加宽它各有什么代价？",
-    title_zh="论断 · FFN 约占参数的 2/3",
-    anchors=[GEVA],
-    sweeps=["ffn"],
+    "Claim · The FFN holds about 2/3 of the parameters and stores facts",
+    "How much of the model is the FFN, and does it store facts that only the weights can hold?",
+    "FFN 占模型参数的多少？它能不能存下只能靠权重记住的事实？",
+    title_zh="论断 · FFN 约占参数的 2/3，并存储事实",
+    anchors=[GEVA, GEVA_MEMORY],
+    sweeps=["ffn", *FACTS_SWEEPS],
 )
 FFN = R.sweep("ffn")
+FACTS = R.sweeps(*FACTS_SWEEPS)
 display(Q_FFN)
 
 # %%
@@ -517,6 +538,43 @@ if FFN.ready:
     fig_ffn = R.savefig(fig, "claims_ffn")
 else:
     print(FFN.missing)
+
+# %% [markdown]
+# ### What the FFN stores: key→value facts against FFN width (sweeps `facts_256`, `facts_1024`, `facts_4096`)
+# Test accuracy is the share of the facts recalled; each width at its own best rate. Facts per FFN parameter:
+# the facts recalled beyond the model without an FFN, over the FFN's parameters.
+
+# %%
+if FACTS.ready:
+    facts = R.at_best_lr(FACTS.df)
+    # a diverged run recalled nothing: it enters at chance, and is counted as a run
+    facts["test/acc"] = pd.to_numeric(facts["test/acc"], errors="coerce").where(
+        facts["status"] != "diverged", facts["ref/test/chance"])
+    facts["status"] = facts["status"].where(facts["status"] != "diverged", "completed")
+    facts["model.ffn_mult"] = facts["model.ffn_mult"].astype(int)
+    facts["facts"] = facts["data.vocab"].astype(int) ** 2
+    counts = sorted(int(n) for n in facts["facts"].unique())
+    widths = sorted(int(m) for m in facts["model.ffn_mult"].unique())
+    recalled = {(n, m): R.estimate(facts, "test/acc", {"facts": n, "model.ffn_mult": m}) for n in counts for m in widths}
+    ffn_params = {m: int(R.rows(facts, {"model.ffn_mult": m})["params/ffn"].iloc[0]) for m in widths}  # the FFN's own
+    # weights and biases (the same at every fact count: d_model is)
+    per_param = {(n, m): (recalled[n, m].mean - recalled[n, 0].mean) * n / ffn_params[m]
+                 for n in counts for m in widths if ffn_params[m] > 0 and 0 in widths}
+    R.show_table(pd.DataFrame([{"facts": n, "FFN width": m, "FFN parameters": ffn_params[m],
+                                "recalled": str(recalled[n, m]),
+                                "facts per FFN parameter": round(per_param.get((n, m), float("nan")), 3)}
+                               for n in counts for m in widths]))
+    fig, ax = F.subplots(figsize=(7, 3.8))
+    colours = dict(zip(counts, (F.SKY, F.BLUE, F.VERMILLION, F.ORANGE)))
+    sns.pointplot(facts, x="model.ffn_mult", y="test/acc", hue="facts", order=widths, errorbar=R.errorbar, seed=0,
+                  palette={n: colours.get(n, F.GREY) for n in counts}, dodge=0.2, ax=ax)
+    ax.set(xlabel="FFN width / d_model (0: removed)", ylabel="facts recalled (test accuracy)", ylim=(0, 1.02),
+           title="key→value facts: recall against FFN width, 1 layer, d_model 32")
+    F.legend(ax, "facts")
+    F.stamp(fig, FACTS)
+    fig_facts = R.savefig(fig, "claims_ffn_facts")
+else:
+    print(FACTS.missing)
 
 # %% tags=["answer"]
 if not FFN.ready:
@@ -582,8 +640,61 @@ else:
         "占比是算术结果，任何预算都不会改变它。去掉 FFN 的代价取决于任务：在这个预算下，MNIST 行任务对容量的检验很有限。",
     )
     details = " ".join(d for d in (R.lr_phrase(FFN.df) + ".", FFN.still_learning(ffn), R.caveat(ffn)) if d)
+    figure, figures = fig_ffn, [fig_ffn]
+    if FACTS.ready and FACTS_TEST in counts and {0, FACTS_WIDTH} <= set(widths):
+        stores = R.paired(facts, "test/acc", {"facts": FACTS_TEST, "model.ffn_mult": FACTS_WIDTH},
+                          {"facts": FACTS_TEST, "model.ffn_mult": 0})
+        tutorial_w = R.paired(facts, "test/acc", {"facts": FACTS_TEST, "model.ffn_mult": default},
+                              {"facts": FACTS_TEST, "model.ffn_mult": 0}) if default in widths else None
+        facts_level = float(R.rows(facts, {"facts": FACTS_TEST})["ref/test/one_key"].max())
+        checks.append(GEVA_MEMORY.greater(
+            stores, f"{FACTS_TEST:,} key→value facts, share recalled, FFN {FACTS_WIDTH} × d_model − removed, paired by seed",
+            level=facts_level, primary=True,
+            reason="only the weights can hold the facts; 4 × d_model is the standard width",
+            what_zh=f"{FACTS_TEST:,} 条键值事实，答对的比例（测试准确率），FFN 宽 {FACTS_WIDTH} × d_model − 去掉 FFN，按种子配对",
+            reason_zh="这些事实无法从输入推出，只能存进权重；4 × d_model 是 Transformer 的标准 FFN 宽度"))
+        if tutorial_w is not None:
+            checks.append(GEVA_MEMORY.greater(
+                tutorial_w, f"{FACTS_TEST:,} facts, the tutorial's width {default} × − removed", level=facts_level,
+                primary=False, reason="the tutorial's own width", what_zh=f"{FACTS_TEST:,} 条事实，教程所用宽度 {default} × d_model − 去掉 FFN",
+                reason_zh="教程代码所用的宽度"))
+        best = max(per_param, key=per_param.get)
+        rest_stores = recalled[FACTS_TEST, 0].mean > facts_level + R.LEVEL_MARGIN  # without an FFN, above one key's level
+        bits = per_param[best] * np.log2(np.sqrt(best[0]))
+        plain = (
+            plain[0] + f" On {FACTS_TEST:,} key→value facts that only the weights can hold, "
+            f"one layer recalls {recalled[FACTS_TEST, FACTS_WIDTH]} of them with an FFN of {FACTS_WIDTH} × d_model and "
+            f"{recalled[FACTS_TEST, 0]} without one ({stores}). At most {per_param[best]:.2f} facts per FFN parameter "
+            f"({bits:.2f} bits), at {best[0]:,} facts and {best[1]} × d_model"
+            + ("; attention and the embeddings hold facts too." if rest_stores else "."),
+            plain[1] + f"在 {FACTS_TEST:,} 条只能靠权重记住的键值事实上，单层模型在 FFN 宽 {FACTS_WIDTH} × d_model "
+            f"时答对 {recalled[FACTS_TEST, FACTS_WIDTH]:zh}，去掉 FFN 时答对 {recalled[FACTS_TEST, 0]:zh}（{stores:zh}）。"
+            f"折合到每个 FFN 参数，最多存下 {per_param[best]:.2f} 条事实（{bits:.2f} 比特），这一最大值出现在 {best[0]:,} 条事实、FFN 宽 "
+            f"{best[1]} × d_model 时" + ("；注意力和嵌入层也能存下一部分事实。" if rest_stores else "。"),
+        )
+        outcome = (
+            outcome[0] + " Key→value facts recalled (1 layer, d_model 32), by count and FFN width (× d_model, 0: "
+            "removed): " + "; ".join(
+                f"{n:,} facts: " + ", ".join(f"{m}× {recalled[n, m]}" for m in widths) for n in counts) + ".",
+            outcome[1] + "键值事实的答对比例（单层，d_model 32），按事实数和 FFN 宽度（d_model 的倍数，0 为去掉 FFN）："
+            + "；".join(f"{n:,} 条：" + "，".join(f"{m} 倍 {recalled[n, m]:zh}" for m in widths) for n in counts) + "。",
+        )
+        changes = (changes[0] + f" The facts task trains one layer for {int(facts['global_step'].max())} steps: longer "
+                   "training or more layers would store more facts per parameter.",
+                   changes[1] + f"键值事实任务只训练一层、{int(facts['global_step'].max())} 步：训练更久或层数更多，"
+                   "每个参数能存下的事实还会更多。")
+        details += " Facts: " + " ".join(d for d in (R.lr_phrase(FACTS.df) + ".", FACTS.still_learning(facts)) if d)
+        figure, figures = fig_facts, [fig_facts, fig_ffn]
+    else:
+        checks.append(GEVA_MEMORY.not_testable(
+            f"{FACTS_TEST:,} key→value facts, FFN {FACTS_WIDTH} × d_model − removed",
+            FACTS.missing or f"no run at {FACTS_TEST:,} facts with widths 0 and {FACTS_WIDTH}", primary=True,
+            reason="only the weights can hold the facts",
+            what_zh=f"{FACTS_TEST:,} 条键值事实，FFN 宽 {FACTS_WIDTH} × d_model − 去掉 FFN",
+            why_zh="还没有运行" if FACTS.missing else f"没有 {FACTS_TEST:,} 条事实、宽度 0 和 {FACTS_WIDTH} 的运行",
+            reason_zh="这些事实无法从输入推出，只能存进权重"))
     Q_FFN.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
-                 checks=checks, figure=fig_ffn)
+                 checks=checks, figure=figure, figures=figures)
 
 # %% [markdown]
 # ## 3 · Temperature: from hard selection to uniform averaging

@@ -167,7 +167,7 @@ REASON = {
 }
 REASON_ZH = {
     "bag": "无位置编码对可学习位置编码，都是双向模型，在训练长度上做复制任务：两者只差位置信号，而复制准确率超过"
-           "不看顺序的水平就必须用到词序",
+           "词袋基线就必须用到词序",
     "causal": "同一个无位置编码的模型，加与不加因果掩码：论断说的正是仅靠掩码就能打破对称性",
     "3e": "MNIST 按行输入时，两种编码的准确率上下都有余地（复制任务把每种可用的编码都钉在 100 %，那里的“相同”"
           "是天花板造成的）；±2 个百分点的等价界限在读取数据之前就已确定。局限：只用一个未调过的学习率（Adam 1e-3）、"
@@ -537,14 +537,14 @@ else:
     # ---- primary checks ----
     checks = [BAG.less(R.effect(none_bi, learned_bi), f"copy, {train_len} tokens, validation: no PE vs learned PE "
                        "(bidirectional)", level=val_level, primary=True, reason=REASON["bag"],
-                       what_zh=f"复制任务，{train_len} 个词，验证集：无位置编码对可学习位置编码（双向）",
+                       what_zh=f"复制任务，{train_len} 个词元，验证集：无位置编码对可学习位置编码（双向）",
                        reason_zh=REASON_ZH["bag"])]
     if causal_ready:
         none_causal = acc(best, NO_PE_CAUSAL)
         f_none_causal = R.learned(best, NO_PE_CAUSAL)
         checks.append(CAUSAL.greater(R.effect(none_causal, none_bi), f"copy, {train_len} tokens, validation, no PE: "
                                      "causal vs bidirectional", level=val_level, primary=True, reason=REASON["causal"],
-                                     what_zh=f"复制任务，{train_len} 个词，验证集，无位置编码：因果对双向",
+                                     what_zh=f"复制任务，{train_len} 个词元，验证集，无位置编码：因果对双向",
                                      reason_zh=REASON_ZH["causal"]))
     else:
         checks.append(CAUSAL.not_testable("copy, no PE: causal vs bidirectional", f"no causal arm: {why_missing}",
@@ -629,19 +629,19 @@ else:
         alibi_train, sin_train = acc(best, ALIBI_CAUSAL), acc(best, SIN_CAUSAL)
         alibi_solved = alibi_train.n > 0 and alibi_train.mean >= EXTRAPOLATION_PREMISE
         long_what = (f"copy at {test_len} tokens (test), causal: ALiBi vs sinusoidal",
-                     f"{test_len} 个词的复制任务（测试集），因果：ALiBi 对正弦")
+                     f"{test_len} 个词元的复制任务（测试集），因果：ALiBi 对正弦")
         checks.append(ALIBI.greater(
             R.effect(alibi_long, sin_long), long_what[0], level=test_level, learned=alibi_solved,
             why=f"causal ALiBi reached {alibi_train} at the training length of {train_len} tokens (sinusoidal "
                 f"{sin_train}; solved means ≥ {100 * EXTRAPOLATION_PREMISE:g} %): a model that has not learned the "
                 "task has nothing to extrapolate",
-            why_zh=f"因果 ALiBi 在 {train_len} 个词的训练长度上只达到 {zh(alibi_train)}（正弦 {zh(sin_train)}；解决指 ≥ "
+            why_zh=f"因果 ALiBi 在 {train_len} 个词元的训练长度上只达到 {zh(alibi_train)}（正弦 {zh(sin_train)}；解决指 ≥ "
                    f"{100 * EXTRAPOLATION_PREMISE:g} %）：没有学会任务的模型谈不上外推",
             primary=False, what_zh=long_what[1]))
         if has(best, NO_PE_CAUSAL):  # ALiBi's edge at 2× against what the causal mask alone gives
             checks.append(ALIBI.greater(R.effect(alibi_long, acc(best, NO_PE_CAUSAL, LONG_METRIC)),
                                         f"copy at {test_len} tokens (test), causal: ALiBi vs no PE", level=test_level,
-                                        primary=False, what_zh=f"{test_len} 个词的复制任务（测试集），因果：ALiBi 对无位置编码"))
+                                        primary=False, what_zh=f"{test_len} 个词元的复制任务（测试集），因果：ALiBi 对无位置编码"))
     else:
         alibi_long = sin_long = None
 
@@ -658,18 +658,18 @@ else:
             primary=False))
     checks.append(BAG.judge(f_none_bi.k == 0 if f_none_bi.n else None,
                             f"no-PE bidirectional runs above the order-blind level: {f_none_bi}",
-                            evidence_zh=f"超过不看顺序的水平的无位置编码双向运行：{f_none_bi:zh}", primary=False))
+                            evidence_zh=f"超过词袋基线的无位置编码双向运行：{f_none_bi:zh}", primary=False))
     if has(best, ALIBI_CAUSAL) or has(best, {"model.pos_enc": "alibi", "model.causal": False}):
         alibi_bi = {"model.pos_enc": "alibi", "model.causal": False}
         if has(best, alibi_bi) and has(best, SIN_BI):
             checks.append(ALIBI.greater(R.effect(acc(best, alibi_bi, LONG_METRIC), acc(best, SIN_BI, LONG_METRIC)),
                                         f"copy at {test_len} tokens (test), bidirectional: ALiBi vs sinusoidal",
                                         level=test_level, primary=False,
-                                        what_zh=f"{test_len} 个词的复制任务（测试集），双向：ALiBi 对正弦"))
+                                        what_zh=f"{test_len} 个词元的复制任务（测试集），双向：ALiBi 对正弦"))
     copy_diff = R.effect(learned_bi, sin_bi)
     checks.append(TABLE_3E.same(copy_diff, f"copy, {train_len} tokens, validation, bidirectional: learned vs sinusoidal",
                                 margin=MARGIN_3E, level=val_level, primary=False,
-                                what_zh=f"复制任务，{train_len} 个词，验证集，双向：可学习对正弦"))
+                                what_zh=f"复制任务，{train_len} 个词元，验证集，双向：可学习对正弦"))
     if REV.ready and has(rev, NO_PE_BI) and has(rev, LEARNED_BI):
         checks.append(BAG.less(R.effect(acc(rev, NO_PE_BI), acc(rev, LEARNED_BI)), "reverse copy, validation: no PE vs "
                                "learned PE (bidirectional)", level=R.level(rev), primary=False,
@@ -729,11 +729,11 @@ else:
                      "的矩阵的行和列按同样方式重新排列后的结果，所以模型看到的只是一个词袋")
     if f_none_bi.k == 0:
         blind_en = f": on the copy task every run stays at the order-blind level of {order_level} ({none_bi})."
-        blind_zh = f"：在复制任务上每次运行都停在不看顺序的水平 {order_level}（{zh(none_bi)}）。"
+        blind_zh = f"：在复制任务上每次运行都停在词袋基线 {order_level}（{zh(none_bi)}）。"
     else:
         blind_en = (f"; yet on the copy task {f_none_bi.k} of {f_none_bi.n} runs rose above the order-blind level "
                     f"of {order_level} ({none_bi}).")
-        blind_zh = (f"；但在复制任务上 {f_none_bi.n} 次运行中有 {f_none_bi.k} 次超过了不看顺序的水平 {order_level}"
+        blind_zh = (f"；但在复制任务上 {f_none_bi.n} 次运行中有 {f_none_bi.k} 次超过了词袋基线 {order_level}"
                     f"（{zh(none_bi)}）。")
     if f_learned_bi.n and learned_bi.mean >= R.SOLVED:
         pos_en = (" Positional encoding is what makes the matrix — and the output — depend on order: with learned "
@@ -743,11 +743,11 @@ else:
         pos_en = (" Positional encoding is what makes the matrix — and the output — depend on order: with learned "
                   f"positions {f_learned_bi.k} of {f_learned_bi.n} runs rise above the order-blind level ({learned_bi}).")
         pos_zh = (f"位置编码让矩阵和输出随词序改变：用可学习的位置编码，{f_learned_bi.n} 次运行中 {f_learned_bi.k} 次超过"
-                  f"不看顺序的水平（{zh(learned_bi)}）。")
+                  f"词袋基线（{zh(learned_bi)}）。")
     else:
         pos_en = (f" At this budget even learned positions stay at the order-blind level ({learned_bi}): the runs are "
                   "too short to show what positions add.")
-        pos_zh = f"在这个预算下，连可学习的位置编码也停在不看顺序的水平（{zh(learned_bi)}）：训练太短，看不出位置编码的作用。"
+        pos_zh = f"在这个预算下，连可学习的位置编码也停在词袋基线（{zh(learned_bi)}）：训练太短，看不出位置编码的作用。"
     plain_en, plain_zh = matrix_en + blind_en + pos_en, matrix_zh + blind_zh + pos_zh
     if causal_ready:
         if f_none_causal.k:
@@ -777,15 +777,15 @@ else:
                                                                     f"level{steps_text(f)}" if metric == COPY_METRIC else ""))
                     else:
                         out.append(f"{PE_ZH.get(pe, pe)}，{ {False: '双向', True: '因果'}[bool(m)] }：{zh(e)}" + (
-                            f"，{f.n} 次中 {f.k} 次超过不看顺序的水平{steps_text(f, True)}" if metric == COPY_METRIC else ""))
+                            f"，{f.n} 次中 {f.k} 次超过词袋基线{steps_text(f, True)}" if metric == COPY_METRIC else ""))
         return ("; " if lang == "en" else "；").join(out)
 
     out_en = [f"Copy at {train_len} tokens, validation (order-blind level {order_level}): "
               + per_variant(best, COPY_METRIC, "en") + "."]
-    out_zh = [f"复制任务，{train_len} 个词，验证集（不看顺序的水平 {order_level}）：" + per_variant(best, COPY_METRIC, "zh") + "。"]
+    out_zh = [f"复制任务，{train_len} 个词元，验证集（词袋基线 {order_level}）：" + per_variant(best, COPY_METRIC, "zh") + "。"]
     out_en.append(f"At {test_len} tokens ({test_len / train_len:g}× the training length, order-blind level "
                   f"{100 * test_level:.1f} %): " + per_variant(best, LONG_METRIC, "en") + ".")
-    out_zh.append(f"在 {test_len} 个词（训练长度的 {test_len / train_len:g} 倍，不看顺序的水平 {100 * test_level:.1f} %）："
+    out_zh.append(f"在 {test_len} 个词元（训练长度的 {test_len / train_len:g} 倍，词袋基线 {100 * test_level:.1f} %）："
                   + per_variant(best, LONG_METRIC, "zh") + "。")
     if alibi_long is not None:
         d = R.effect(alibi_long, sin_long)
@@ -803,10 +803,10 @@ else:
                           f"level of {blind_long}" + (f" and {nc_long} for causal no PE" if nc_long is not None else "")
                           + (", and the causal schemes that solved copy fall below that level: none of them "
                              "extrapolates." if below else "."))
-            out_zh.append(f"但因果 ALiBi 在训练长度上没有解决复制任务（{zh(alibi_train)}），所以它在 {test_len} 个词上的领先"
-                          f"不是外推：它在那里得到 {zh(alibi_long)}，不看顺序的水平为 {blind_long}"
+            out_zh.append(f"但因果 ALiBi 在训练长度上没有解决复制任务（{zh(alibi_train)}），所以它在 {test_len} 个词元上的领先"
+                          f"不是外推：它在那里得到 {zh(alibi_long)}，词袋基线为 {blind_long}"
                           + (f"，因果无位置编码为 {zh(nc_long)}" if nc_long is not None else "")
-                          + ("；而解决了复制任务的因果编码都跌到该水平以下：没有一种能外推。" if below else "。"))
+                          + ("；而解决了复制任务的因果编码都跌到这条基线以下：没有一种能外推。" if below else "。"))
     for causal in (True, False):  # extrapolation (issue 24): lookup1, 8 -> 64 tokens
         arms = [pe for pe in pes if (pe, causal) in ext_rows]
         if arms:
@@ -838,7 +838,7 @@ else:
         f"lies inside ±{100 * MARGIN_3E_CONVERGED:g} points: more seeds, or the full training set, would narrow it. ALiBi's "
         "advantage at 8× length on lookup1 counts only where ALiBi (or, for Vaswani's claim, sinusoidal) solved the task "
         "at the training length; a rate chosen at the top of the grid (the details say where) may not be that arm's best.",
-        "如果某个无位置编码的双向运行超过了不看顺序的水平，就与“词袋”的说法矛盾（只要它的注意力对排列等变——探针检查了这一点——"
+        "如果某个无位置编码的双向运行超过了词袋基线，就与“词袋”的说法矛盾（只要它的注意力对排列等变——探针检查了这一点——"
         f"这就不可能发生，只能说明有程序错误）。只有当 MNIST 按行输入、训练到收敛时，“可学习 − 正弦”差值的 95 % 区间落在 "
         f"±{100 * MARGIN_3E_CONVERGED:g} 个百分点以内时，Table 3 (E) 才算符合：更多的种子或完整的训练集会缩小区间。ALiBi 在单查找任务 8 倍长度"
         "上的优势，只有在 ALiBi（对 Vaswani 的说法而言则是正弦编码）于训练长度上解决了任务时才算数；选在网格顶端的学习率"

@@ -94,7 +94,7 @@ DONG = R.Anchor(
     "Dong et al. 2021",
     "without skip connections, self-attention's token representations collapse to rank 1 as depth grows (proved for "
     "pure attention; FFNs slow it, skips prevent it)",
-    "没有跳跃连接时，随着深度增加，自注意力的词元表示会坍缩到秩 1（对纯注意力证明；FFN 会减缓，跳跃连接能阻止）",
+    "没有残差连接时，随着深度增加，自注意力的词元表示会坍缩到秩 1（对纯注意力证明；FFN 会减缓，残差连接能阻止）",
     kind="mechanism",
     wording="pure attention loses rank doubly exponentially with depth",
 )
@@ -102,7 +102,7 @@ HE_IDENTITY = R.Anchor(
     "He et al. 2016b (identity mappings), §3",
     "an identity skip carries the gradient back to the earliest layers undiminished (the tutorial's \"gradient "
     "highway\"; that without skips it vanishes is the tutorial's addition, not this paper's claim)",
-    "恒等跳跃连接把梯度原样传回最早的层（即教程的“梯度高速公路”；没有跳跃连接梯度就会消失，是教程加上的，不是这篇论文的论断）",
+    "以恒等映射作残差连接时，梯度能原样传回最早的层（即教程的“梯度高速公路”；没有残差连接梯度就会消失，是教程加上的，不是这篇论文的论断）",
     kind="mechanism",
     wording="the forward and backward signals can be directly propagated from one block to any other block, when using "
             "identity mappings as the skip connections and after-addition activation",
@@ -437,13 +437,13 @@ else:
                       f"got above the order-blind level, against {f_skip.k} of {f_skip.n} with skips"
                       + (f", and none did at any of the {len(rates)} learning rates tried{edge_en}" if nowhere else "")
                       + ". ")
-        learned_zh = (f"没有跳跃连接的 {deep} 层堆叠学不会复制任务：{f_none.n} 次运行中 {f_none.k} 次超过不看顺序的水平，"
-                      f"有跳跃连接时 {f_skip.n} 次中 {f_skip.k} 次"
+        learned_zh = (f"没有残差连接的 {deep} 层堆叠学不会复制任务：{f_none.n} 次运行中 {f_none.k} 次超过词袋基线，"
+                      f"有残差连接时 {f_skip.n} 次中 {f_skip.k} 次"
                       + (f"；所试的 {len(rates)} 个学习率下都没有运行学会{edge_zh}" if nowhere else "") + "。")
     else:
         learned_en = (f"At {deep} layers, {f_none.k} of {f_none.n} runs without skips and {f_skip.k} of {f_skip.n} with "
                       "them learned the copy task. ")
-        learned_zh = (f"{deep} 层时，无跳跃连接 {f_none.n} 次中 {f_none.k} 次、有跳跃连接 {f_skip.n} 次中 {f_skip.k} 次"
+        learned_zh = (f"{deep} 层时，无残差连接 {f_none.n} 次中 {f_none.k} 次、有残差连接 {f_skip.n} 次中 {f_skip.k} 次"
                       "学会了复制任务。")
     collapse_en = (f"The concrete problem measured here is collapse: after {deep} plain layers every token is nearly the "
                    f"same vector (token cosine {cos_none} at initialisation), so which token stood where is lost. "
@@ -452,22 +452,22 @@ else:
     collapse_zh = (f"这里测到的具体问题是坍缩：经过 {deep} 个普通层后，所有词元几乎成了同一个向量（初始化时词元余弦相似度 "
                    f"{cos_none:zh}），于是哪个词元在哪个位置的信息丢失了。"
                    if final[DONG] == R.AGREES else
-                   f"{deep} 层后的词元余弦相似度：无跳跃连接 {cos_none:zh}，有跳跃连接 {cos_skip:zh}。")
+                   f"{deep} 层后的词元余弦相似度：无残差连接 {cos_none:zh}，有残差连接 {cos_skip:zh}。")
     if final[HE_PLAIN] == R.AGREES:
         gradient_en = ("The \"gradient highway\" story does not fit: the first layer is not starved without skips, as He "
                        "et al. found for plain nets with normalisation; skips change the balance between first and last "
                        "layer (see the mechanism).")
-        gradient_zh = ("“梯度高速公路”的说法在这里不成立：没有跳跃连接时第一层并没有被饿死，与 He 等人对带归一化的普通网络的发现"
-                       "一致；跳跃连接改变的是第一层与最后一层之间的平衡（见机制）。")
+        gradient_zh = ("“梯度高速公路”的说法在这里不成立：没有残差连接时第一层并不缺梯度，与 He 等人对带归一化的普通网络的发现"
+                       "一致；残差连接改变的是第一层与最后一层之间的平衡（见机制）。")
     elif final[HE_PLAIN] == R.DISAGREES and first.diff < 1:
         gradient_en = (f"The \"gradient highway\" story holds here: without skips the first layer gets {first} the "
                        "gradient it gets with them at initialisation.")
-        gradient_zh = f"“梯度高速公路”的说法在这里成立：初始化时没有跳跃连接的第一层得到的梯度是有跳跃连接时的 {first:zh}。"
+        gradient_zh = f"“梯度高速公路”的说法在这里成立：初始化时没有残差连接的第一层得到的梯度是有残差连接时的 {first:zh}。"
     else:
         gradient_en = ("Whether the first layer is starved, as the \"gradient highway\" story says, these runs do not "
                        f"settle; what skips change measurably is the balance: the first layer gets {ratio} as large a "
                        "share of the last layer's gradient with skips as without (see the mechanism).")
-        gradient_zh = ("第一层是否像“梯度高速公路”说的那样被饿死，这些运行没有定论；跳跃连接可测地改变的是平衡：有跳跃连接时"
+        gradient_zh = ("第一层是否像“梯度高速公路”的说法那样出现梯度消失，这些运行没有定论；能测出的是残差连接改变了梯度的分配：有残差连接时"
                        f"第一层得到的、相对最后一层的梯度份额是没有时的 {ratio:zh}（见机制）。")
     plain = (learned_en + collapse_en + gradient_en, learned_zh + collapse_zh + gradient_zh)
     per_layer_cos = S.per_layer(COLLAPSE)
@@ -476,7 +476,7 @@ else:
     flat = flat[flat >= 0.99]
     after_en = (f" Without skips the tokens are already this alike (mean cosine ≥ 0.99) after layer {int(flat.index.min())} "
                 "(0 = first)." if len(flat) else "")
-    after_zh = (f"没有跳跃连接时，第 {int(flat.index.min())} 层（0 为第一层）之后词元就已经如此相似（平均余弦 ≥ 0.99）。"
+    after_zh = (f"没有残差连接时，第 {int(flat.index.min())} 层（0 为第一层）之后词元就已经如此相似（平均余弦 ≥ 0.99）。"
                 if len(flat) else "")
     def starved(skips):
         """How many runs' first layer got under 1/100 of the last layer's gradient at most probes."""
@@ -494,29 +494,29 @@ else:
         f"{starved(True)} of {len(R.rows(best, at(True, deep)))} with them. The first layer's own gradient during training: "
         f"{first_train.a} without skips, {first_train.b} with ({first_train}); a run that solved the task has a small "
         "loss and so small gradients, which is why the initialisation is the primary point.",
-        f"{deep} 层最后一层之后的词元余弦相似度（无跳跃连接对有跳跃连接）：初始化时 {cos_none:zh} 对 {cos_skip:zh}，训练后 "
-        f"{cos_final.a:zh} 对 {cos_final.b:zh}；训练后有效秩 {rank_final.a:zh} 对 {rank_final.b:zh}。" + after_zh + f"初始化时无跳跃连接的最后一层梯度是有跳跃"
-        f"连接时的 {last_grad:zh}；第一层的梯度无跳跃连接为 {first_none:zh}，有跳跃连接为 {first_skip:zh}（{first:zh}）。"
+        f"{deep} 层最后一层之后的词元余弦相似度（无残差连接对有残差连接）：初始化时 {cos_none:zh} 对 {cos_skip:zh}，训练后 "
+        f"{cos_final.a:zh} 对 {cos_final.b:zh}；训练后有效秩 {rank_final.a:zh} 对 {rank_final.b:zh}。" + after_zh + f"初始化时无残差连接的最后一层梯度是有残差"
+        f"连接时的 {last_grad:zh}；第一层的梯度无残差连接为 {first_none:zh}，有残差连接为 {first_skip:zh}（{first:zh}）。"
         "初始化时第一层与最后一层的梯度之比："
-        f"有跳跃连接 {ratio.a:zh}，无跳跃连接 {ratio.b:zh}（{ratio:zh}）；训练期间（各次周期探针的几何平均）{ratio_train.a:zh} 对 "
-        f"{ratio_train.b:zh}（{ratio_train:zh}）；在大多数探针上第一层得到的梯度不到最后一层的 1/100 的运行，无跳跃连接 "
-        f"{len(R.rows(best, at(False, deep)))} 次中有 {starved(False)} 次，有跳跃连接 {len(R.rows(best, at(True, deep)))} "
-        f"次中有 {starved(True)} 次。训练期间第一层自身的梯度：无跳跃连接 {first_train.a:zh}，有跳跃连接 "
+        f"有残差连接 {ratio.a:zh}，无残差连接 {ratio.b:zh}（{ratio:zh}）；训练期间（各次周期探针的几何平均）{ratio_train.a:zh} 对 "
+        f"{ratio_train.b:zh}（{ratio_train:zh}）；在大多数探针上第一层得到的梯度不到最后一层的 1/100 的运行，无残差连接 "
+        f"{len(R.rows(best, at(False, deep)))} 次中有 {starved(False)} 次，有残差连接 {len(R.rows(best, at(True, deep)))} "
+        f"次中有 {starved(True)} 次。训练期间第一层自身的梯度：无残差连接 {first_train.a:zh}，有残差连接 "
         f"{first_train.b:zh}（{first_train:zh}）；已经解决任务的运行损失很小，梯度也就很小，所以以初始化为主要检验点。",
     )
     by_depth_en = "; ".join(f"{layers_word(d)}: {learned[True, d]} with skips, {learned[False, d]} without"
                             for d in depths)
-    by_depth_zh = "；".join(f"{layers_word(d, True)}：有跳跃连接 {learned[True, d]:zh}，无跳跃连接 {learned[False, d]:zh}"
+    by_depth_zh = "；".join(f"{layers_word(d, True)}：有残差连接 {learned[True, d]:zh}，无残差连接 {learned[False, d]:zh}"
                            for d in depths)
     outcome_en = [f"Runs that learned the copy task (test accuracy above the order-blind level, {100 * lvl:.1f} %), Adam: "
                   f"{by_depth_en}. Test accuracy at {deep} layers: {outcome.a} with skips, {outcome.b} without ({outcome})."]
-    outcome_zh = [f"学会复制任务（测试准确率高于不看顺序的水平 {100 * lvl:.1f} %）的运行，Adam：{by_depth_zh}。"
-                  f"{deep} 层时的测试准确率：有跳跃连接 {outcome.a:zh}，无跳跃连接 {outcome.b:zh}（{outcome:zh}）。"]
+    outcome_zh = [f"学会复制任务（测试准确率高于词袋基线 {100 * lvl:.1f} %）的运行，Adam：{by_depth_zh}。"
+                  f"{deep} 层时的测试准确率：有残差连接 {outcome.a:zh}，无残差连接 {outcome.b:zh}（{outcome:zh}）。"]
     edges = [d for d in depths if search(d)[1] and search(d)[2]]
     if edges:
         outcome_en.append(f"Without skips at {', '.join(map(str, edges))} layers no run learned the task at any rate tried, "
                           "and the search chose the smallest rate tried: a smaller one might do better.")
-        outcome_zh.append(f"无跳跃连接的 {'、'.join(map(str, edges))} 层在所试的每个学习率下都没有运行学会任务，而且搜索选中的是"
+        outcome_zh.append(f"无残差连接的 {'、'.join(map(str, edges))} 层在所试的每个学习率下都没有运行学会任务，而且搜索选中的是"
                           "所试的最小学习率：更小的学习率也许会更好。")
     if sgd is not None:
         sgd_depths = sorted(int(d) for d in sgd["model.n_layers"].unique())
@@ -524,7 +524,7 @@ else:
             f"{layers_word(d)}: {R.learned(sgd, at(True, d), metric=OUTCOME)} with skips, "
             f"{R.learned(sgd, at(False, d), metric=OUTCOME)} without" for d in sgd_depths) + ".")
         outcome_zh.append("普通 SGD：" + "；".join(
-            f"{layers_word(d, True)}：有跳跃连接 {R.learned(sgd, at(True, d), metric=OUTCOME):zh}，无跳跃连接 "
+            f"{layers_word(d, True)}：有残差连接 {R.learned(sgd, at(True, d), metric=OUTCOME):zh}，无残差连接 "
             f"{R.learned(sgd, at(False, d), metric=OUTCOME):zh}" for d in sgd_depths) + "。")
     if norm is not None:
         for n in [n for n in F.order("model.norm", norm["model.norm"]) if n != "pre"]:
@@ -535,7 +535,7 @@ else:
                 f"{layers_word(d)}: {R.learned(sub, at(True, d), metric=OUTCOME)} with skips, "
                 f"{R.learned(sub, at(False, d), metric=OUTCOME)} without" for d in n_depths) + ".")
             outcome_zh.append(f"{name}，Adam 1e-3：" + "；".join(
-                f"{layers_word(d, True)}：有跳跃连接 {R.learned(sub, at(True, d), metric=OUTCOME):zh}，无跳跃连接 "
+                f"{layers_word(d, True)}：有残差连接 {R.learned(sub, at(True, d), metric=OUTCOME):zh}，无残差连接 "
                 f"{R.learned(sub, at(False, d), metric=OUTCOME):zh}" for d in n_depths) + "。")
     changes = (
         "The mechanism tests are at initialisation and do not depend on the budget. What could change the outcome: a "

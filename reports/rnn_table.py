@@ -419,7 +419,7 @@ Q_LONG = R.question(
     "LSTM 会不会丢掉长序列开头读到的内容，而注意力仍能取到？",
     title_zh="RNN 与 Transformer · 长距离依赖",
     anchors=[LONG],
-    sweeps=["rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse"],
+    sweeps=["rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse", *RECALL_SWEEPS],
 )
 display(Q_LONG)
 
@@ -557,6 +557,69 @@ else:
     print("accuracy by position: not in the exported tables (export again: `ablate report export --sweeps "
           "rnn_copy,rnn_copy_long,rnn_reverse`)")
 
+# %% [markdown]
+# ## The long range, one token at a time: recall at lag n (issue 25)
+# The lag-recall task: read n tokens and a query, emit the first token (chance 10 %). Each arm at its own rate
+# per lag, 5 seeds; dashed: the order-blind level at each lag. The primary test is at lag `RECALL_LAG`.
+
+# %%
+RECALL = R.sweeps(*RECALL_SWEEPS)
+if RECALL.ready:
+    recall = labelled(R.at_best_lr(RECALL.df))
+    recall["data.length"] = recall["data.length"].astype(int)
+    # a diverged run recalled nothing: it enters at chance (test) and learned nothing (validation), as in copy
+    diverged = recall["status"] == "diverged"
+    recall[COPY_METRIC] = pd.to_numeric(recall[COPY_METRIC], errors="coerce").where(~diverged, recall["ref/test/chance"])
+    recall["val/acc_best"] = pd.to_numeric(recall["val/acc_best"], errors="coerce").where(~diverged, recall["ref/val/chance"])
+    recall["status"] = recall["status"].where(~diverged, "completed")
+    lags = sorted(int(n) for n in recall["data.length"].unique())
+    recall_arms = [(LSTM_NONE, "lstm"), (TF_PE, "transformer")]
+    recall_learned = {(arm, n): R.learned(recall, {**where, "data.length": n}) for where, arm in recall_arms
+                      for n in lags}
+    recall_acc = {(arm, n): R.estimate(recall, COPY_METRIC, {**where, "data.length": n}) for where, arm in recall_arms
+                  for n in lags}
+    recall_level = {n: R.level(recall, {"data.length": n}, split="test") for n in lags}
+
+    def falls_at(arm):
+        """The shortest lag at which none of the arm's runs learned (None: it learned at every lag)."""
+        return next((n for n in lags if recall_learned[arm, n].n and recall_learned[arm, n].k == 0), None)
+
+    def plateau(arm):
+        """'converged' / 'plateaued' / 'still learning' for each lag's runs of the arm: the median run's
+        validation gain over its last epoch against R.PLATEAU (1 point), 'solved' at >= 99 %."""
+        out = {}
+        for n in lags:
+            runs = R.rows(recall, {"model.arch": arm, "data.length": n})
+            gain = (pd.to_numeric(runs["val/gain_last_epoch"], errors="coerce").median()
+                    if "val/gain_last_epoch" in runs else float("nan"))
+            best_acc = pd.to_numeric(runs["val/acc_best"], errors="coerce").median()
+            out[n] = ("solved" if best_acc >= R.SOLVED else "unknown" if not np.isfinite(gain) else
+                      "still learning" if gain > R.PLATEAU else
+                      "plateaued at the order-blind level" if best_acc <= recall_level[n] + R.LEVEL_MARGIN
+                      else "plateaued")
+        return out
+
+    recall_state = {arm: plateau(arm) for _, arm in recall_arms}
+    STATE_ZH = {"solved": "已解决", "still learning": "仍在学习", "plateaued": "已停滞", "unknown": "未知",
+                "plateaued at the order-blind level": "停滞在词袋基线"}
+    R.show_table(pd.DataFrame([{"lag": n, "model": ARCH[arm], "lr": R.rows(recall, {"model.arch": arm, "data.length": n})
+                                ["optim.lr"].iloc[0], "test acc": str(recall_acc[arm, n]),
+                                "learned": str(recall_learned[arm, n]), "runs": recall_state[arm][n],
+                                "order-blind": round(100 * recall_level[n], 1)}
+                               for _, arm in recall_arms for n in lags]))
+    fig, ax = F.subplots(figsize=(7, 3.8))
+    sns.pointplot(recall, x="data.length", y=COPY_METRIC, hue="variant", order=lags, hue_order=variants_in(recall),
+                  palette=VARIANT_COLOURS, errorbar=R.errorbar, dodge=0.2, ax=ax)
+    ax.plot(range(len(lags)), [recall_level[n] for n in lags], ls="--", color="dimgrey", label="order-blind level")
+    F.hline(ax, float(pd.to_numeric(recall["ref/test/chance"]).mean()), "chance", ls=":")
+    ax.set(xlabel="lag n (tokens read after the one to recall)", ylabel="test accuracy", ylim=(0, 1.05),
+           title="recall of the first token at lag n, each model at its own rate")
+    F.legend(ax, "model", outside=True)
+    F.stamp(fig, RECALL)
+    figures_long.insert(0, R.savefig(fig, "rnn_recall"))
+else:
+    print(RECALL.missing)
+
 # %% tags=["answer"]
 if not COPY.ready:
     Q_LONG.not_run_yet(COPY)
@@ -572,28 +635,74 @@ else:
         return R.level(df, {"data.length": length}, split="test")
 
     tf_long, ls_long = acc(best, TF_PE, long_len), acc(best, LSTM_NONE, long_len)
+    recall_primary = RECALL.ready and RECALL_LAG in lags  # issue 25's recall test replaces copy's as the primary
     reason = ("copy needs every token length + 1 steps after it was read; the longest trained length is where the "
               "recurrent path matters most. Sinusoidal positions add no parameters, so the matched LSTM has the same "
               "count at every length")
     reason_zh = ("复制任务要求每个词元在读入（长度 + 1）步之后被输出；训练的最长长度是循环路径最要紧的地方。正弦位置编码不增加参数，"
                  "所以在每个长度上匹配的 LSTM 参数量都相同")
     checks = [LONG.greater(R.effect(tf_long, ls_long), f"copy at {long_len} tokens, test: Transformer (sinusoidal) vs "
-                           "LSTM (no PE)", level=lvl(best, long_len), primary=True, reason=reason,
-                           what_zh=f"{long_len} 个词的复制任务，测试集：Transformer（正弦位置编码）对 LSTM（无位置编码）",
+                           "LSTM (no PE)", level=lvl(best, long_len), primary=not recall_primary,  # replaced (issue 25)
+                           reason=reason,
+                           what_zh=f"{long_len} 个词元的复制任务，测试集：Transformer（正弦位置编码）对 LSTM（无位置编码）",
                            reason_zh=reason_zh)]
     for n in lengths:
         if n != long_len and has(best, {**TF_PE, "data.length": n}) and has(best, {**LSTM_NONE, "data.length": n}):
             checks.append(LONG.greater(R.effect(acc(best, TF_PE, n), acc(best, LSTM_NONE, n)),
                                        f"copy at {n} tokens, test: Transformer (sinusoidal) vs LSTM (no PE)",
                                        level=lvl(best, n), primary=False,
-                                       what_zh=f"{n} 个词的复制任务，测试集：Transformer（正弦位置编码）对 LSTM（无位置编码）"))
+                                       what_zh=f"{n} 个词元的复制任务，测试集：Transformer（正弦位置编码）对 LSTM（无位置编码）"))
     if long_len != short:
         checks.append(LONG.less(R.effect(ls_long, acc(best, LSTM_NONE, short)),
                                 f"the LSTM (no PE), test: {long_len} tokens vs {short}", primary=False,
-                                what_zh=f"LSTM（无位置编码），测试集：{long_len} 个词对 {short} 个词"))
+                                what_zh=f"LSTM（无位置编码），测试集：{long_len} 个词元对 {short} 个词元"))
+    recall_en = recall_zh = ""
+    if recall_primary:  # issue 25: one token at lag n, the primary long-range test
+        def recall_effect(n):
+            return R.paired(recall, COPY_METRIC, {**TF_PE, "data.length": n}, {**LSTM_NONE, "data.length": n})
+
+        top_lag = recall_effect(RECALL_LAG)
+        checks.insert(0, LONG.greater(
+            top_lag, f"recall at lag {RECALL_LAG}, test: Transformer (sinusoidal) − LSTM (no PE), paired by seed",
+            level=recall_level[RECALL_LAG], primary=True,
+            reason="one token to hold, so the lag alone is the question; the longest lag is where the path matters most",
+            what_zh=f"间隔 {RECALL_LAG} 个词元的回忆任务，测试集：Transformer（正弦位置编码）− LSTM（无位置编码），按种子配对",
+            reason_zh="只需记住一个词元，变化的只有间隔长短；间隔最长时，路径长度的差别影响最大"))
+        for n in lags:
+            if n != RECALL_LAG:
+                checks.append(LONG.greater(recall_effect(n), f"recall at lag {n}, test: Transformer − LSTM, paired by seed",
+                                           level=recall_level[n], primary=False,
+                                           what_zh=f"间隔 {n} 个词元的回忆任务，测试集：Transformer − LSTM，按种子配对"))
+        if lags[0] != RECALL_LAG:
+            checks.append(LONG.less(R.effect(recall_acc["lstm", RECALL_LAG], recall_acc["lstm", lags[0]]),
+                                    f"the LSTM (no PE), recall, test: lag {RECALL_LAG} vs lag {lags[0]}", primary=False,
+                                    level=recall_level[lags[0]],  # the order-blind floor itself falls with the lag
+                                    what_zh=f"LSTM（无位置编码），回忆任务，测试集：间隔 {RECALL_LAG} 对间隔 {lags[0]}"))
+
+        def falls(arm, zh_=False):
+            n = falls_at(arm)
+            if n is None:
+                return "每个间隔上都有运行学会" if zh_ else "learned at every lag"
+            return f"到间隔 {n} 时已没有一次运行学会（跌到词袋基线）" if zh_ else f"falls to the order-blind level at lag {n} (no run learned)"
+
+        state = {arm: sorted(set(recall_state[arm].values())) for arm in ("lstm", "transformer")}
+        recall_en = (
+            "With one token to hold (recall the first of n tokens), the LSTM recalls it "
+            + ", ".join(f"{recall_acc['lstm', n]} at lag {n}" for n in (lags[0], RECALL_LAG))
+            + f" and {falls('lstm')}; the Transformer with positions "
+            + ", ".join(f"{recall_acc['transformer', n]} at lag {n}" for n in (lags[0], RECALL_LAG))
+            + f" ({falls('transformer')}). At lag {RECALL_LAG}, Transformer − LSTM = {top_lag}. Their runs, by lag: "
+            + "; ".join(f"{ARCH[a]} {', '.join(state[a])}" for a in ("lstm", "transformer")) + ". ")
+        recall_zh = (
+            "只需记住一个词元时（回忆 n 个词元中的第一个），LSTM 的回忆准确率"
+            + "，".join(f"在间隔 {n} 时为 {zh(recall_acc['lstm', n])}" for n in (lags[0], RECALL_LAG))
+            + f"，{falls('lstm', True)}；有位置编码的 Transformer 则"
+            + "，".join(f"在间隔 {n} 时为 {zh(recall_acc['transformer', n])}" for n in (lags[0], RECALL_LAG))
+            + f"（{falls('transformer', True)}）。间隔 {RECALL_LAG} 时，Transformer − LSTM = {zh(top_lag)}。各间隔上的运行："
+            + "；".join(f"{ARCH[a]} {'、'.join(STATE_ZH[x] for x in state[a])}" for a in ("lstm", "transformer")) + "。")
     # the untuned secondary sweeps, each length: Transformer (sinusoidal) vs LSTM (no PE), supporting
-    secondary = (([(c64, "copy at {n} tokens (Adam 1e-3)", "{n} 个词的复制任务（Adam 1e-3）")] if C64.ready else [])
-                 + ([(rev, "reverse copy at {n} tokens", "{n} 个词的反向复制")] if REV.ready else []))
+    secondary = (([(c64, "copy at {n} tokens (Adam 1e-3)", "{n} 个词元的复制任务（Adam 1e-3）")] if C64.ready else [])
+                 + ([(rev, "reverse copy at {n} tokens", "{n} 个词元的反向复制")] if REV.ready else []))
     for frame, where, where_zh in secondary:
         for n in sorted(int(x) for x in frame["data.length"].unique()):
             if has(frame, {**TF_PE, "data.length": n}) and has(frame, {**LSTM_NONE, "data.length": n}):
@@ -628,7 +737,7 @@ else:
                        else "输出的前四分之一（最后读入）对最后四分之一（最先读入）")
             checks.append(claim(R.effect(first, last), f"the LSTM (no PE), {task} at {n} tokens, test: {said}{added}",
                                 level=lvl(table, n), primary=False,
-                                what_zh=f"LSTM（无位置编码），{n} 个词的{'复制任务' if task == 'copy' else '反向复制'}，"
+                                what_zh=f"LSTM（无位置编码），{n} 个词元的{'复制任务' if task == 'copy' else '反向复制'}，"
                                         f"测试集：{said_zh}{added_zh}"))
 
     def variant_at(r):
@@ -648,31 +757,31 @@ else:
         lead_en = (f"At {long_len} tokens the Transformer with positions copies {tf_long} of the tokens right, the LSTM "
                    f"of the same size {ls_long} (order-blind level {level_long:.1f} %"
                    + (": no better than a model blind to order)" if blind else ")"))
-        lead_zh = (f"在 {long_len} 个词时，有位置编码的 Transformer 复制正确的词元比例为 {zh(tf_long)}，同样大小的 LSTM 为 "
-                   f"{zh(ls_long)}（不看顺序的水平 {level_long:.1f} %" + ("：并不比看不到顺序的模型好）" if blind else "）"))
+        lead_zh = (f"长度为 {long_len} 个词元时，有位置编码的 Transformer 复制正确的词元比例为 {zh(tf_long)}，同样大小的 LSTM 为 "
+                   f"{zh(ls_long)}（词袋基线 {level_long:.1f} %" + ("：与看不到词序的模型无异）" if blind else "）"))
     else:
         lead_en = (f"At {long_len} tokens the LSTM copies {ls_long} of the tokens right, the Transformer with positions "
                    f"{tf_long} (order-blind level {level_long:.1f} %): the LSTM is not behind")
-        lead_zh = (f"在 {long_len} 个词时，LSTM 复制正确的词元比例为 {zh(ls_long)}，有位置编码的 Transformer 为 {zh(tf_long)}"
-                   f"（不看顺序的水平 {level_long:.1f} %）：LSTM 并不落后")
+        lead_zh = (f"长度为 {long_len} 个词元时，LSTM 复制正确的词元比例为 {zh(ls_long)}，有位置编码的 Transformer 为 {zh(tf_long)}"
+                   f"（词袋基线 {level_long:.1f} %）：LSTM 并不落后")
     drop_en = (f"; the LSTM itself falls from {ls_short} at {short} tokens" if ls_short.mean - ls_long.mean > 0.02
                else f"; the LSTM holds its {short}-token accuracy ({ls_short})")
-    drop_zh = (f"；LSTM 自己从 {short} 个词时的 {zh(ls_short)} 降了下来" if ls_short.mean - ls_long.mean > 0.02
-               else f"；LSTM 保持了它在 {short} 个词时的准确率（{zh(ls_short)}）")
+    drop_zh = (f"；LSTM 自身的准确率则从长度 {short} 时的 {zh(ls_short)} 降了下来" if ls_short.mean - ls_long.mean > 0.02
+               else f"；LSTM 保持了长度为 {short} 时的准确率（{zh(ls_short)}）")
     rev_en = rev_zh = ""
     if REV.ready and has(rev, LSTM_NONE):
         rev_lengths = sorted(int(x) for x in rev["data.length"].unique())
         rev_en = (" On reverse copy, where the last tokens read are emitted first, the LSTM reaches "
                   + " and ".join(f"{acc(rev, LSTM_NONE, n)} at {n}" for n in rev_lengths) + " tokens (Adam 1e-3).")
         rev_zh = ("在反向复制中（最后读入的词元最先输出），LSTM 达到 "
-                  + "，".join(f"{n} 个词时 {zh(acc(rev, LSTM_NONE, n))}" for n in rev_lengths) + "（Adam 1e-3）。")
+                  + "，".join(f"{n} 个词元时 {zh(acc(rev, LSTM_NONE, n))}" for n in rev_lengths) + "（Adam 1e-3）。")
     where_en, where_zh = [], []
     for (task, n), (first, last, low) in quarters.items():
         near = max(first.mean, last.mean) <= lvl(best if task == "copy" else rev, n) + R.LEVEL_MARGIN
         where_en.append(f"{task} at {n} tokens: first quarter {first}, last quarter {last}, lowest at emitted token "
                         f"{low} of {n}" + (" (all near the order-blind level: nothing to locate)" if near else ""))
-        where_zh.append(f"{n} 个词的{'复制任务' if task == 'copy' else '反向复制'}：前四分之一 {zh(first)}，最后四分之一 "
-                        f"{zh(last)}，最低在第 {low} 个输出（共 {n} 个）" + ("（都接近不看顺序的水平：无从定位）" if near else ""))
+        where_zh.append(f"{n} 个词元的{'复制任务' if task == 'copy' else '反向复制'}：前四分之一 {zh(first)}，最后四分之一 "
+                        f"{zh(last)}，最低在第 {low} 个输出（共 {n} 个）" + ("（都接近词袋基线：无从定位）" if near else ""))
     if where_en:
         where_en = (" Where the LSTM's errors sit, test accuracy by emitted token (added after the primary results had "
                     "been read): " + "; ".join(where_en) + ".")
@@ -681,10 +790,11 @@ else:
         where_en = " Where in the sequence the errors sit is not in the exported tables (accuracy by position)."
         where_zh = "错误出现在序列的哪个位置不在导出的表中（按位置的准确率）。"
     plain = (
-        f"{lead_en}{drop_en}. Runs that solved it (≥ {100 * R.SOLVED:g} %): Transformer {f_tf}, LSTM {f_ls}.{rev_en}"
-        + where_en,
-        f"{lead_zh}{drop_zh}。解决任务（≥ {100 * R.SOLVED:g} %）的运行：Transformer {zh(f_tf)}，LSTM {zh(f_ls)}。{rev_zh}"
-        + where_zh,
+        f"{recall_en}{'On copy, which holds every token at once, ' + lead_en[0].lower() + lead_en[1:] if recall_en else lead_en}"
+        f"{drop_en}. Runs that "
+        f"solved it (≥ {100 * R.SOLVED:g} %): Transformer {f_tf}, LSTM {f_ls}.{rev_en}" + where_en,
+        f"{recall_zh}{'而在需要同时记住全部词元的复制任务上，' if recall_zh else ''}{lead_zh}{drop_zh}。解决任务（≥ {100 * R.SOLVED:g} %）"
+        f"的运行：Transformer {zh(f_tf)}，LSTM {zh(f_ls)}。{rev_zh}" + where_zh,
     )
     out_en = [f"Copy, test accuracy by length ({R.lr_phrase(COPY.df)}" + ("; 64 tokens at Adam's 1e-3, 2 seeds" if C64.ready
                                                                           else "") + "): "
@@ -692,14 +802,14 @@ else:
                          for k in (("transformer", "sinusoidal"), ("transformer", "none"), ("lstm", "none"),
                                    ("lstm", "sinusoidal"))
                          if has(best, dict(zip(("model.arch", "model.pos_enc"), k))))]
-    out_zh = ["复制任务按长度的测试准确率" + ("（64 个词时用 Adam 1e-3、2 个种子）" if C64.ready else "") + "："
+    out_zh = ["复制任务按长度的测试准确率" + ("（64 个词元时用 Adam 1e-3、2 个种子）" if C64.ready else "") + "："
               + "".join(f"{variant(*k, zh=True)}：{line(lengthwise, dict(zip(('model.arch', 'model.pos_enc'), k)), 'zh')}。"
                         for k in (("transformer", "sinusoidal"), ("transformer", "none"), ("lstm", "none"),
                                   ("lstm", "sinusoidal"))
                         if has(best, dict(zip(("model.arch", "model.pos_enc"), k))))]
     out_en.append("Order-blind level by length: " + "; ".join(f"{n}: {100 * v:.1f} %" for n, v in length_levels(lengthwise).items())
                   + ".")
-    out_zh.append("各长度不看顺序的水平：" + "；".join(f"{n}：{100 * v:.1f} %" for n, v in length_levels(lengthwise).items()) + "。")
+    out_zh.append("各长度下的词袋基线：" + "；".join(f"{n}：{100 * v:.1f} %" for n, v in length_levels(lengthwise).items()) + "。")
     if REV.ready:
         out_en.append("Reverse copy (Adam 1e-3): " + " ".join(
             f"{variant(*k)}: {line(rev, dict(zip(('model.arch', 'model.pos_enc'), k)), 'en')}."
@@ -725,12 +835,14 @@ else:
         "is meant; more seeds "
         "would narrow the intervals. A Transformer that fails at the longest length would make the test inconclusive "
         "or not testable, not a point for the LSTM.",
-        f"超过 {furthest} 的长度（这里一个 64 个词的 Transformer 运行需要几分钟，128 个词超过十分钟）、32 个词以上调过的学习率，"
-        "以及一个在 32 个词时学会复制的 LSTM"
+        f"超过 {furthest} 的长度（这里一个 64 个词元的 Transformer 运行需要几分钟，128 个词元超过十分钟）、32 个词元以上调过的学习率，"
+        "以及一个在 32 个词元时学会复制的 LSTM"
         "（才能在那里定位它的错误）才能在论断所指之处检验它；更多种子会缩小区间。若 Transformer 在最长长度上也失败，检验会变成"
         "无定论或无法检验，而不是 LSTM 的得分。",
     )
-    details = [f"Copy: {R.lr_phrase(COPY.df)} ({R.chosen_lrs(best, lambda r: variant_at(r))}).",
+    details = ([f"Recall: {R.lr_phrase(RECALL.df)} ({R.chosen_lrs(recall, lambda r: variant_at(r))}). "
+                + R.convergence(recall, "recall runs")] if RECALL.ready else [])
+    details += [f"Copy: {R.lr_phrase(COPY.df)} ({R.chosen_lrs(best, lambda r: variant_at(r))}).",
                R.convergence(best), R.caveat(best)]
     if C64.ready:
         details.append(f"Copy at 64 tokens (added after the primary comparison had been read; supporting): "
@@ -841,13 +953,13 @@ else:
         level_order = R.level(best, {"data.length": order_len}, split="test")
         checks.append(ORDER.greater(R.effect(ls_none, tf_none), f"copy at {order_len} tokens, test, no PE: LSTM vs "
                                     "Transformer", level=level_order, primary=True, reason=reason_copy,
-                                    what_zh=f"{order_len} 个词的复制任务，测试集，无位置编码：LSTM 对 Transformer",
+                                    what_zh=f"{order_len} 个词元的复制任务，测试集，无位置编码：LSTM 对 Transformer",
                                     reason_zh=reason_copy_zh))
         if has(best, LSTM_PE):
             ls_pe = R.estimate(best, COPY_METRIC, {**LSTM_PE, "data.length": order_len})
             checks.append(ORDER.same(R.effect(ls_none, ls_pe), f"copy at {order_len} tokens, test: LSTM without vs with "
                                      "sinusoidal positions", margin=SAME_MARGIN, level=level_order, primary=False,
-                                     what_zh=f"{order_len} 个词的复制任务，测试集：LSTM 无位置编码对有正弦位置编码"))
+                                     what_zh=f"{order_len} 个词元的复制任务，测试集：LSTM 无位置编码对有正弦位置编码"))
         every = sorted(int(n) for n in lengthwise["data.length"].unique())
         at_blind = [n for n in every if has(lengthwise, {**TF_NONE, "data.length": n})
                     and R.learned(lengthwise, {**TF_NONE, "data.length": n}, COPY_METRIC).k == 0]
@@ -855,8 +967,8 @@ else:
         checks.append(ORDER.judge(len(at_blind) == len(tested) if tested else None,
                                   "the Transformer without PE at the order-blind level (test): at "
                                   + (", ".join(map(str, at_blind)) or "no length") + f" of {', '.join(map(str, tested))} tokens",
-                                  evidence_zh="无位置编码的 Transformer 停在不看顺序的水平（测试集）：在 "
-                                              + (", ".join(map(str, at_blind)) or "没有一个长度") + f"（共 {', '.join(map(str, tested))} 个词）",
+                                  evidence_zh="无位置编码的 Transformer 停在词袋基线（测试集）：在 "
+                                              + (", ".join(map(str, at_blind)) or "任何长度上都没有") + f"（所测长度：{'、'.join(map(str, tested))} 个词元）",
                                   primary=False))
     else:
         checks.append(ORDER.not_testable("copy, no PE: LSTM vs Transformer", COPY.missing, primary=True,
@@ -890,8 +1002,8 @@ else:
         en.append(f"Without any positional encoding, on copy at {order_len} tokens the LSTM reaches {ls_none} "
                   f"({f_ls_none.k} of {f_ls_none.n} runs above the order-blind level of {blind:.1f} %), the Transformer "
                   f"{tf_none}.")
-        cn.append(f"完全没有位置编码时，在 {order_len} 个词的复制任务上 LSTM 达到 {zh(ls_none)}（{f_ls_none.n} 次运行中 "
-                  f"{f_ls_none.k} 次超过不看顺序的水平 {blind:.1f} %），Transformer 为 {zh(tf_none)}。")
+        cn.append(f"完全没有位置编码时，在 {order_len} 个词元的复制任务上 LSTM 达到 {zh(ls_none)}（{f_ls_none.n} 次运行中 "
+                  f"{f_ls_none.k} 次超过词袋基线 {blind:.1f} %），Transformer 为 {zh(tf_none)}。")
     if d_ls is not None:
         en.append(f"On MNIST rows, permuting the test rows lowers the LSTM's test accuracy by {d_ls} (points) and the "
                   f"Transformer's without positions by {d_tf}: the recurrence reads the order, self-attention alone does not.")
@@ -912,7 +1024,7 @@ else:
             f"{variant(*k)} {R.estimate(best, COPY_METRIC, {'model.arch': k[0], 'model.pos_enc': k[1], 'data.length': order_len})}"
             for k in (("lstm", "none"), ("lstm", "sinusoidal"), ("transformer", "none"), ("transformer", "sinusoidal"))
             if has(best, {"model.arch": k[0], "model.pos_enc": k[1]})) + ".")
-        out_zh = (f"{order_len} 个词的复制任务，测试准确率：" + "；".join(
+        out_zh = (f"{order_len} 个词元的复制任务，测试准确率：" + "；".join(
             f"{variant(*k, zh=True)} {zh(R.estimate(best, COPY_METRIC, {'model.arch': k[0], 'model.pos_enc': k[1], 'data.length': order_len}))}"
             for k in (("lstm", "none"), ("lstm", "sinusoidal"), ("transformer", "none"), ("transformer", "sinusoidal"))
             if has(best, {"model.arch": k[0], "model.pos_enc": k[1]})) + "。")
@@ -920,8 +1032,8 @@ else:
         "An LSTM without positions at the order-blind level of copy would contradict the claim (it reads in order); a "
         "Transformer without positions above it would point to a bug (it is permutation-equivariant). More seeds would "
         "narrow the intervals.",
-        "若没有位置编码的 LSTM 在复制任务上停在不看顺序的水平，就与论断矛盾（它是按顺序读入的）；若没有位置编码的 Transformer "
-        "超过了这个水平，则说明有程序错误（它对排列等变）。更多种子会缩小区间。",
+        "若没有位置编码的 LSTM 在复制任务上停在词袋基线，就与论断矛盾（它是按顺序读入的）；若没有位置编码的 Transformer "
+        "超过了这条基线，则说明有程序错误（它对排列等变）。更多种子会缩小区间。",
     )
     details = []
     if COPY.ready:

@@ -64,6 +64,10 @@ def test_sets_follow_data_seed_and_test_length_sets_the_test_lag():
     again = build_datamodule(cfg)
     again.setup()
     assert torch.equal(again.test_set.tensors()[0], dm.test_set.tensors()[0])
+    other = build_datamodule(C.build({"data.task": "recall", "data.length": 6, "data.test_length": 12, "data.n_train": 40,
+                                      "data.n_val": 30, "data.n_test": 20, "data.vocab": 7, "data.seed": 1}).data)
+    other.setup()
+    assert not torch.equal(other.test_set.tensors()[0], dm.test_set.tensors()[0])
     assert TASKS["recall"].seq_len(cfg) == 13
 
 

@@ -110,3 +110,19 @@ def test_a_missing_part_makes_the_stack_not_ready_and_says_which(data):
     assert repr(S) == "Sweeps('pos_enc', 'pos_enc_causal': not run yet — run `make sweep-pos_enc sweep-pos_enc_causal`)"
     with pytest.raises(ValueError, match="at least one sweep name"):
         R.sweeps(data=split)
+
+
+def test_a_diverged_run_gets_the_reference_levels_of_the_runs_on_its_data():
+    """A run that diverged before train.py recorded its levels has none; the reports count it at chance, so the
+    table fills them from the runs on the same data (every data.* key equal), and from no other."""
+    import pandas as pd
+
+    from ablate.report.data import with_levels
+
+    df = pd.DataFrame({"data.task": ["copy"] * 4, "data.length": [8, 8, 16, 16], "status": ["completed", "diverged"] * 2,
+                       "ref/val/chance": [0.1, None, 0.2, None], "ref/val/order_blind": [0.3, None, 0.236, None]})
+    filled = with_levels(df)
+    assert filled["ref/val/chance"].tolist() == [0.1, 0.1, 0.2, 0.2]
+    assert filled["ref/val/order_blind"].tolist() == [0.3, 0.3, 0.236, 0.236]
+    alone = with_levels(df.iloc[[1]])  # no run on its data recorded them: they stay missing, never guessed
+    assert alone["ref/val/chance"].isna().all()

@@ -76,7 +76,8 @@ def all_text(answer: dict) -> str:
 
 def test_fixture_is_small_and_complete():
     size = sum(p.stat().st_size for p in FIXTURE.iterdir())
-    assert size < 1_500_000, f"fixture is {size} bytes"
+    # 1.38 MB before issue 25 added 14 sweeps (2.0 MB): the depth grid's tables hold per-layer probes of 24 layers
+    assert size < 2_500_000, f"fixture is {size} bytes"
     for name in SWEEPS:
         assert (FIXTURE / f"{name}.csv").is_file() and (FIXTURE / f"{name}.npz").is_file()
         assert (FIXTURE / f"{name}_curves.csv").is_file() == (name in probed_sweeps()), name

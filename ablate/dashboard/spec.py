@@ -48,14 +48,22 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     **dict.fromkeys(("residual_init", "residual_init_around"), (
         "Q4 · Residual connections and deep stacks",
         ("probe/init/cosine_last", "probe/init/grad_ratio", "probe/init/grad_l0"))),
-    "norm": ("Claim · Pre-LN vs Post-LN as depth grows", ("probe/init/grad_l0", "probe/init/grad_ratio")),
-    "ffn": ("Claim · The FFN holds about 2/3 of the parameters", ("probe/init/share_ffn_l0", "probe/init/share_ffn")),
+    **dict.fromkeys(("norm", "norm_6", "norm_12_warm", "norm_12_cold", "norm_24_warm", "norm_24_cold"), (
+        "Claim · Pre-LN vs Post-LN as depth grows", ("probe/init/grad_l0", "probe/init/grad_ratio"))),
+    "ffn": ("Claim · The FFN holds about 2/3 of the parameters and stores facts",
+            ("probe/init/share_ffn_l0", "probe/init/share_ffn")),
+    # the facts task (issue 25): recall is test accuracy; the share probes say what the widths cost
+    **dict.fromkeys(("facts_256", "facts_1024", "facts_4096"), (
+        "Claim · The FFN holds about 2/3 of the parameters and stores facts",
+        ("probe/init/share_ffn_l0", "probe/init/share_ffn"))),
     "temperature": ("Claim · Temperature τ moves attention between selection and averaging",
                     ("probe/init/entropy_l0", "probe/final/entropy_l0", "probe/init/rowmax_l0",
                      "probe/final/rowmax_l0", "probe/init/onehot_frac_l0")),
     # the RNN table: its notebook reads metrics (test/acc, test/acc_perm, acc by position), no probe scalar
     **dict.fromkeys(("rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse"), (
         "RNN vs Transformer · Long-range dependencies", ())),
+    **dict.fromkeys(("recall_lstm", "recall_lstm_128", "recall_lstm_256", "recall_transformer", "recall_transformer_128",
+                     "recall_transformer_256"), ("RNN vs Transformer · Long-range dependencies", ())),
     "rnn_rows": ("RNN vs Transformer · The tutorial's MNIST model against an LSTM", ()),
     "rnn_rows_converged": ("RNN vs Transformer · The tutorial's MNIST model against an LSTM", ()),
 }

@@ -43,6 +43,30 @@ KERNEL = "python3"
 LANGS = ("en", "zh")
 FINDINGS = {"en": "FINDINGS.md", "zh": "FINDINGS.zh.md"}
 
+# The Chinese file's glossary: each term as every Chinese sentence of the findings writes it, the English it
+# stands for, and what it means here (FINDINGS.zh.md shows it under the answers table; a test checks each term
+# is the one the Chinese text uses).
+GLOSSARY: tuple[tuple[str, str, str], ...] = (
+    ("词元", "token", "模型读入的最小单位；教程的例句“猫坐在垫子上”按字切分，每个字是一个词元"),
+    ("词袋", "bag of tokens", "只记每个词元出现几次、不记顺序的表示；没有位置编码的双向 Transformer 看到的就是词袋"),
+    ("词袋基线", "order-blind level", "看不到词序的模型（只知道序列的词袋和当前位置上的词元）所能期望达到的准确率，在每个任务的评估集上精确算出"),
+    ("随机水平", "chance", "始终猜最常见的答案所能得到的准确率"),
+    ("位置编码", "positional encoding", "告诉模型每个词元在第几位的信号（教程比作“座位号”）：正弦、可学习、RoPE、ALiBi"),
+    ("缩放", "scaling by √d_k", "注意力分数 QKᵀ 除以 √d_k，使分数的标准差与 d_k 无关"),
+    ("多头注意力", "multi-head attention", "几个小注意力头并行，各自决定看哪里（教程比作几盏“聚光灯”）"),
+    ("残差连接", "residual (skip) connection", "把子层的输入直接加到输出上：x + f(x)"),
+    ("层归一化", "LayerNorm", "对每个词元的向量做归一化；Pre-LN 放在子层之前（残差分支内），Post-LN 放在残差相加之后"),
+    ("前馈网络（FFN）", "feed-forward network", "每个词元各自经过的两层全连接网络；这里检验它能否像“便利贴”一样存下事实"),
+    ("温度 τ", "temperature", "softmax 之前先把分数除以 τ：τ 越大，注意力分布越平均；越小越集中"),
+    ("学习率预热", "warm-up", "训练开始的一段步数内，学习率从 0 线性升到设定值；预热比例指这段步数占总步数的比例"),
+    ("复制任务", "copy task", "读入一串词元、一个分隔符和同样多的空位，在空位上依次输出读过的词元"),
+    ("回忆任务", "lag-recall task", "读入 n 个词元和一个查询符，在查询符处输出第一个词元；n 是间隔"),
+    ("间隔", "lag", "要回忆的词元之后又读入的词元数"),
+    ("键值事实", "key→value facts", "一张固定的随机表：每对键 (a, b) 对应一个值，无法从输入推出，只能记在权重里"),
+    ("发散", "diverged", "训练中损失变成非有限值的运行；计算准确率时记为随机水平"),
+    ("主要检验", "primary test", "每条论断中唯一决定判定结果的检验，事先写定（各笔记本注明写定的时间和事后的改动）"),
+)
+
 # Every fixed sentence of FINDINGS.md with its twin in FINDINGS.zh.md ({...} are filled in).
 TEXT: dict[str, tuple[str, str]] = {
     "title": ("Findings", "实验结论"),
@@ -68,11 +92,13 @@ TEXT: dict[str, tuple[str, str]] = {
         "连同理由写在笔记本中（如各笔记本所述，Q1–Q4 和各论断的检验是在读过此前一版结论之后写定的，RNN 对照表的检验"
         "写于其运行之前；读到结果之后所做的改动都有标注）；"
         "其他比较只是辅助证据，不影响判定。“两者相同”类的论断只有在差异落入与检验一同声明的等价界限之内（TOST）时"
-        "才算符合；两个变体都停留在任务的参考水平（随机水平或不看顺序的水平），或都已解决任务（≥ 99 %）时，"
+        "才算符合；两个变体都停留在任务的参考水平（随机水平或词袋基线），或都已解决任务（≥ 99 %）时，"
         "该论断无法检验：什么都没学到、或没有差异空间的模型无法为任何一方提供证据。",
     ),
     "other": ("中文版：[FINDINGS.zh.md](FINDINGS.zh.md)", "English: [FINDINGS.md](FINDINGS.md)"),
     "summary": ("Answers at a glance", "答案一览"),
+    "glossary": ("", "术语表"),
+    "glossary_head": ("", "术语 | 英文 | 含义"),
     "summary_head": ("question or claim | the answer | verdict on the tutorial's claim | "
                      "published side anchors (each its own verdict)",
                      "问题或论断 | 答案 | 对教程论断的判定 | 其他已发表的论断（各自判定）"),
@@ -701,6 +727,8 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
         *_md_table(say("summary_head", lang), summary),
         "",
     ]
+    if lang == "zh":  # the terms every Chinese sentence uses, once, for readers of the tutorial
+        lines += [f"## {say('glossary', lang)}", "", *_md_table(say("glossary_head", lang), [list(g) for g in GLOSSARY]), ""]
     costs = full_costs(built, meta)
     for b in built:
         for a in b.answers:

@@ -105,6 +105,22 @@ def _column_groups(df: pd.DataFrame, defaults: dict[str, Any]) -> dict[str, list
     }
 
 
+def with_levels(df: pd.DataFrame) -> pd.DataFrame:
+    """df with a run's missing reference levels (`ref/<split>/<name>`) taken from the runs of the same data
+    (every `data.*` key equal). The levels are computed from the evaluation sets alone, before training; a
+    run that diverged before ablate recorded them for diverged runs too has none, and the reports count a
+    diverged run at chance, so it needs them."""
+    refs = [c for c in df.columns if c.startswith("ref/")]
+    keys = [c for c in df.columns if c.startswith("data.")]
+    if not refs or not keys or not df[refs].isna().any().any():
+        return df
+    df = df.copy()
+    group = df[keys].map(str).agg("\x1f".join, axis=1)  # one id per data setting (NaN-safe, any dtype)
+    for c in refs:
+        df[c] = df[c].fillna(df.groupby(group)[c].transform("first"))
+    return df
+
+
 def table(name: str, data: Path | str | None = None) -> pd.DataFrame:
     """The per-run table of sweep `name` as exported: the same columns and df.attrs as
     `ablate.results.load(name)`, so `ablate.results.aggregate / best_lr / swept_keys` work on it.
@@ -117,7 +133,7 @@ def table(name: str, data: Path | str | None = None) -> pd.DataFrame:
         raise NotRunYet(name, path)
     df = read_csv(path)
     info = meta.get("sweeps", {}).get(name, {})
-    df = restore_dtypes(df, info.get("dtypes", {}))
+    df = with_levels(restore_dtypes(df, info.get("dtypes", {})))
     attrs: dict[str, Any] = {"name": name, "source": str(path),
                              **_column_groups(df, info.get("config_defaults") or {})}
     if "swept_keys" in info:
