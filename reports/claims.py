@@ -270,7 +270,9 @@ if DEEP.ready:
     for ax in grid.axes.flat:
         F.reference_lines(ax, deep)
         ax.set_ylim(0, 1.02)
-    grid.set_axis_labels("learning rate", "val. accuracy (diverged: chance)")
+    grid.set_axis_labels("learning rate", "val. accuracy")
+    grid.figure.suptitle("Pre-LN vs Post-LN on copy, by depth and warm-up (dashed: order-blind level; a diverged run "
+                         "counts at chance)", y=1.03)
     F.stamp(grid.figure, DEEP)
     fig_norm_depth = R.savefig(grid.figure, "claims_norm_depth")
 
@@ -371,7 +373,7 @@ else:
     fails = post_top is not None and pre_top is not None and post_top.k < post_top.n and pre_top.k == pre_top.n
     every = all(f.n and f.k == f.n for f in learned.values())  # both placements learned at every rate
     final = {c.anchor: c.verdict for c in correct(checks)[0] if c.primary}  # the verdicts the summary reads
-    part = overall(list(final.values())) == AGREES_IN_PART
+    part = overall([v for anchor, v in final.items() if anchor.tutorial]) == AGREES_IN_PART  # the headline's anchors
     if final[XIONG] == R.AGREES:
         grad_en = (f"{'In part: t' if part else 'T'}he published gradient claim holds, Post-LN's last-layer gradient at initialisation is "
                    f"{near_output} Pre-LN's (Xiong's large gradients near the output). ")
@@ -472,7 +474,19 @@ else:
     if DEEP.ready:
         details += (f" The depth grid ({', '.join(NORM_DEPTH_SWEEPS)}): {int(deep['diverged'].sum())} of {len(deep)} runs "
                     "diverged. " + R.convergence(deep[~deep["diverged"]], "completed runs") + " " + R.caveat(DEEP.df))
-    Q_NORM.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details.strip(),
+    short = None
+    if DEEP.ready:
+        def top(kind, warmup, zh_=False):
+            r = top_rate(NORM_DEEPEST, warmup, kind)
+            return f"{r:g}" if r is not None else ("无" if zh_ else "none")
+
+        short = (f"At {NORM_DEEPEST} layers without warm-up, every seed of Post-LN learned copy only up to lr "
+                 f"{top('post', d_cold)}, of Pre-LN up to {top('pre', d_cold)}; with warm-up Post-LN reached "
+                 f"{top('post', d_warm)}. Over the rates, Pre-LN − Post-LN = {100 * robust_deep.diff:+.0f} points.",
+                 f"{NORM_DEEPEST} 层、不预热时，Post-LN 只在学习率不超过 {top('post', d_cold, True)} 时每个种子都学会复制任务，"
+                 f"Pre-LN 可到 {top('pre', d_cold, True)}；加预热后 Post-LN 可到 {top('post', d_warm, True)}。"
+                 f"在整个学习率范围内，Pre-LN − Post-LN = {100 * robust_deep.diff:+.0f} 个百分点。")
+    Q_NORM.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details.strip(), short=short,
                   checks=checks, figure=fig_norm_depth if DEEP.ready else fig_norm,
                   figures=[fig_norm_depth, fig_norm, fig_norm_grad] if DEEP.ready else [fig_norm, fig_norm_grad])
 
@@ -693,8 +707,17 @@ else:
             what_zh=f"{FACTS_TEST:,} 条键值事实，FFN 宽 {FACTS_WIDTH} × d_model − 去掉 FFN",
             why_zh="还没有运行" if FACTS.missing else f"没有 {FACTS_TEST:,} 条事实、宽度 0 和 {FACTS_WIDTH} 的运行",
             reason_zh="这些事实无法从输入推出，只能存进权重"))
+    short = None
+    if FACTS.ready and FACTS_TEST in counts and {0, FACTS_WIDTH} <= set(widths):
+        with_ffn, without_ffn = (100 * recalled[FACTS_TEST, m].mean for m in (FACTS_WIDTH, 0))
+        short = (f"At d_ff = 4 × d_model the FFN is {100 * share4:.1f} % of a layer (the tutorial's {default} ×: "
+                 f"{100 * share_default:.1f} %); of {FACTS_TEST:,} key→value facts one layer recalls {with_ffn:.0f} % "
+                 f"with an FFN of {FACTS_WIDTH} × d_model and {without_ffn:.0f} % without one.",
+                 f"d_ff = 4 × d_model 时 FFN 占一层的 {100 * share4:.1f} %（教程的 {default} ×：{100 * share_default:.1f} %）；"
+                 f"{FACTS_TEST:,} 条键值事实中，单层模型有 {FACTS_WIDTH} × d_model 的 FFN 时答对 {with_ffn:.0f} %，去掉 FFN 时答对 "
+                 f"{without_ffn:.0f} %。")
     Q_FFN.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
-                 checks=checks, figure=figure, figures=figures)
+                 checks=checks, figure=figure, figures=figures, short=short)
 
 # %% [markdown]
 # ## 3 · Temperature: from hard selection to uniform averaging

@@ -1079,10 +1079,14 @@ def test_findings_costs_come_from_meta_json_and_the_build_imports_no_cost_or_swe
     from ablate.report.build import TEXT, Built
 
     built = [Built("q3_heads", [_payload("q3", "inconclusive", [_check("P 2020", "inconclusive")])])]
+    from ablate.report.build import FULL_PAGE, full_budget_page, full_costs
+
     text = _findings(tmp_path, built, _meta(COST_FULL), "en")
     section = "\n".join(_sections(text)[TEXT["full"][0]])
-    assert "\n| `make sweep-heads BUDGET=full` | 200 | lookup 30 | 9,378,000 | 11 | 8.7–26 |\n" in section
-    assert "| GPU hours at 100–300 steps/s (assumed) |" in section
+    assert "about 8.7–26 GPU hours" in section and f"](findings/{FULL_PAGE['en']})" in section  # the table: its page
+    page = full_budget_page(full_costs(built, _meta(COST_FULL)), "en")
+    assert "\n| `make sweep-heads BUDGET=full` | 200 | lookup 30 | 9,378,000 | 11 | 8.7–26 |\n" in page
+    assert "| GPU hours at 100–300 steps/s (assumed) |" in page
     q3 = _pages(tmp_path, built, _meta(COST_FULL), "en")["Q3 · title"]  # what would settle it: on its own page
     assert "**At budget quick, 1 of 1 primary tests is inconclusive.**" in q3 and "9.4 M optimiser steps" in q3
     zh = _findings(tmp_path, built, _meta(COST_FULL), "zh")

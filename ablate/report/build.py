@@ -157,14 +157,15 @@ TEXT: dict[str, tuple[str, str]] = {
         "sweep | runs | epochs | optimiser steps | CPU thread-hours (measured rate) | GPU hours at {lo}–{hi} steps/s (assumed)",
         "扫描 | 运行数 | 轮数 | 优化步数 | CPU 线程小时（实测速率） | GPU 小时（假定 {lo}–{hi} 步/秒）",
     ),
+    "full_link": ("Per sweep: [{path}]({path}).", "每个扫描的明细：[{path}]({path})。"),
     "full_total": (
         "All of them: about {lo}–{hi} GPU hours, one run per GPU at a time.",
         "合计：约 {lo}–{hi} GPU 小时，每块 GPU 同时运行一个。",
     ),
     "provenance": ("Where the data came from", "数据来源"),
-    "provenance_head": ("table | runs | budget | commit | wall time | primary runs: median last-epoch gain, solved | "
-                        "machine | date",
-                        "表格 | 运行数 | 预算 | 提交 | 耗时 | 主要检验的运行：最后一个轮次提升的中位数，已解决比例 | 机器 | 日期"),
+    "provenance_head": ("table | runs | budget | commit | wall time | primary runs: median last-epoch gain, solved | date",
+                        "表格 | 运行数 | 预算 | 提交 | 耗时 | 主要检验的运行：最后一个轮次提升的中位数，已解决比例 | 日期"),
+    "provenance_machine": ("Every table ran on: {machines}.", "所有表格的运行环境：{machines}。"),
     "primary_cell": ("{runs}: {gain}, {solved} solved", "{runs} 个运行：{gain}，{solved} 已解决"),
     "not_run": ("not run yet — run `make {target}`", "尚未运行 — 请运行 `make {target}`"),
     "uncommitted": (" (uncommitted changes)", "（含未提交的修改）"),
@@ -429,6 +430,10 @@ def build(
                     atomic_write(page, question_md(b, a, meta, figures, source, pages, findings, lang=lang))
                     written.add(page.name)
             atomic_write(findings, findings_md(built, meta, data, figures, source, findings.parent, lang=lang))
+            costs = full_costs(built, meta)
+            if costs:
+                atomic_write(pages / FULL_PAGE[lang], full_budget_page(costs, lang))
+                written.add(FULL_PAGE[lang])
             log(f"ablate report build: {findings} (and {pages}/)")
         for stale in pages.glob("*.md"):  # a page of an answer that no longer exists
             if stale.name not in written:
@@ -513,7 +518,7 @@ def provenance_rows(built: list[Built], meta: dict[str, Any], lang: str = "en") 
     for name in used + [n for n in meta["sweeps"] if n not in used]:
         m = meta["sweeps"].get(name)
         if not m:
-            rows.append([name, say("not_run", lang, target=make_target(name)), "", "", "", "", "", ""])
+            rows.append([name, say("not_run", lang, target=make_target(name)), "", "", "", "", ""])
             continue
         status = say("list_sep", lang).join(f"{v} {say(k, lang) if k in ('completed', 'diverged') else k}"
                                             for k, v in (m.get("status") or {}).items())
@@ -528,9 +533,14 @@ def provenance_rows(built: list[Built], meta: dict[str, Any], lang: str = "en") 
         primary = "—" if p.get("median_gain") is None or p.get("solved") is None else say(
             "primary_cell", lang, runs=p["runs"], gain=f"{100 * p['median_gain']:+.2f} pt",
             solved=f"{100 * p['solved']:.0f} %")
-        rows.append([name, runs, str(m.get("budget") or "—"), commit, wall, primary, str(m.get("machine") or "—"),
-                     str(m.get("date") or "—")])
+        rows.append([name, runs, str(m.get("budget") or "—"), commit, wall, primary, str(m.get("date") or "—")])
     return rows
+
+
+def machines_line(meta: dict[str, Any], lang: str = "en") -> str:
+    """The machines the tables ran on, said once under the provenance table (one per table would repeat it)."""
+    machines = sorted({str(m.get("machine")) for m in meta["sweeps"].values() if m and m.get("machine")})
+    return say("provenance_machine", lang, machines=say("list_sep", lang).join(machines) or "—")
 
 
 def shown_path(path: Path, where: Path) -> str:
@@ -585,22 +595,32 @@ def gpu_rate(costs: dict[str, dict[str, Any]]) -> tuple[int, int]:
     return round(c["steps"] / (slow * 3600)), round(c["steps"] / (fast * 3600))
 
 
+FULL_PAGE = {"en": "full_budget.md", "zh": "full_budget.zh.md"}  # the per-sweep cost table, beside the answers' pages
+
+
 def full_budget_section(costs: dict[str, dict[str, Any]], lang: str) -> list[str]:
+    """FINDINGS.md's section: what it all would take, and a link to the table per sweep (full_budget_page)."""
+    total = (sum(c["gpu_hours"][0] for c in costs.values()), sum(c["gpu_hours"][1] for c in costs.values()))
+    return [
+        f"## {say('full', lang)}",
+        "",
+        say("full_total", lang, lo=_hours(total[0]), hi=_hours(total[1])) + " "
+        + say("full_link", lang, path=f"{PAGES}/{FULL_PAGE[lang]}"),
+        "",
+    ]
+
+
+def full_budget_page(costs: dict[str, dict[str, Any]], lang: str) -> str:
+    """findings/full_budget.md (.zh.md): every sweep at the full budget, its runs, steps and hours."""
     lo, hi = gpu_rate(costs)
     rows = [[f"`make sweep-{c['sweep']} BUDGET=full`", str(c["runs"]), str(c["epochs"]), f"{c['steps']:,}",
              "—" if c.get("cpu_hours") is None else _hours(c["cpu_hours"]),
              f"{_hours(c['gpu_hours'][0])}–{_hours(c['gpu_hours'][1])}"] for c in costs.values()]
     total = (sum(c["gpu_hours"][0] for c in costs.values()), sum(c["gpu_hours"][1] for c in costs.values()))
-    return [
-        f"## {say('full', lang)}",
-        "",
-        say("full_text", lang, lo=lo, hi=hi),
-        "",
-        *_md_table(say("full_head", lang, lo=lo, hi=hi), rows),
-        "",
-        say("full_total", lang, lo=_hours(total[0]), hi=_hours(total[1])),
-        "",
-    ]
+    lines = [f"# {say('full', lang)}", "", say("full_text", lang, lo=lo, hi=hi), "",
+             *_md_table(say("full_head", lang, lo=lo, hi=hi), rows), "",
+             say("full_total", lang, lo=_hours(total[0]), hi=_hours(total[1])), ""]
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def settle_line(unsettled: list[dict], n_primary: int, costs: list[dict], meta: dict[str, Any], lang: str) -> str:
@@ -743,7 +763,8 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
     if costs:
         lines += full_budget_section(costs, lang)
     lines += [f"## {say('provenance', lang)}", "",
-              *_md_table(say("provenance_head", lang), provenance_rows(built, meta, lang)), ""]
+              *_md_table(say("provenance_head", lang), provenance_rows(built, meta, lang)), "",
+              machines_line(meta, lang), ""]
     text = "\n".join(lines)
     return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
 
@@ -850,7 +871,7 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
     parts += ["<section><h2>Where the data came from</h2><table>",
               "<tr>" + "".join(f"<th>{h}</th>" for h in TEXT["provenance_head"][0].split(" | ")) + "</tr>"]
     parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
-    parts += ["</table></section>", "<section><h2>Notebooks</h2><ul>"]
+    parts += [f"</table><p>{e(machines_line(meta))}</p></section>", "<section><h2>Notebooks</h2><ul>"]
     parts += [f'<li><a href="{e(b.html.name)}">{e(b.name)}</a>'
               f'{" — failed" if b.error else ""}</li>' for b in built if b.html]
     parts += ["</ul></section>"]
