@@ -658,7 +658,7 @@ else:
             primary=False))
     checks.append(BAG.judge(f_none_bi.k == 0 if f_none_bi.n else None,
                             f"no-PE bidirectional runs above the order-blind level: {f_none_bi}",
-                            evidence_zh=f"超过词袋基线的无位置编码双向运行：{f_none_bi:zh}", primary=False))
+                            evidence_zh=f"无位置编码的双向运行超过词袋基线的次数：{f_none_bi:zh}", primary=False))
     if has(best, ALIBI_CAUSAL) or has(best, {"model.pos_enc": "alibi", "model.causal": False}):
         alibi_bi = {"model.pos_enc": "alibi", "model.causal": False}
         if has(best, alibi_bi) and has(best, SIN_BI):
@@ -785,7 +785,7 @@ else:
     out_zh = [f"复制任务，{train_len} 个词元，验证集（词袋基线 {order_level}）：" + per_variant(best, COPY_METRIC, "zh") + "。"]
     out_en.append(f"At {test_len} tokens ({test_len / train_len:g}× the training length, order-blind level "
                   f"{100 * test_level:.1f} %): " + per_variant(best, LONG_METRIC, "en") + ".")
-    out_zh.append(f"在 {test_len} 个词元（训练长度的 {test_len / train_len:g} 倍，词袋基线 {100 * test_level:.1f} %）："
+    out_zh.append(f"长度为 {test_len} 个词元时（训练长度的 {test_len / train_len:g} 倍，词袋基线 {100 * test_level:.1f} %）："
                   + per_variant(best, LONG_METRIC, "zh") + "。")
     if alibi_long is not None:
         d = R.effect(alibi_long, sin_long)

@@ -234,7 +234,17 @@ if S.ready:
         ax.set(xlabel="heads (d_k = 64 / heads)", ylabel=label)
     F.reference_lines(axes[0], R.rows(best, {"data.task": tasks[0]}))
     axes[0].set(title=f"area under the learning curve ({R.TASKS.get(tasks[0], tasks[0])}: its reference levels)")
-    axes[1].set(title="steps until validation reaches 99 %")
+    axes[1].set(title="steps until validation reaches 99 % (the runs that got there)")
+    # a run that never reached 99 % has no step to draw: say so at its head count, so no run drops out unseen
+    for i, n_heads in enumerate(HEADS):
+        for j, on in enumerate(tasks):
+            runs = R.rows(best, {"model.n_heads": n_heads, "data.task": on})
+            n_solved = int(pd.to_numeric(runs["val/step_solved"], errors="coerce").notna().sum())
+            if len(runs) and n_solved < len(runs):
+                axes[1].annotate(f"{n_solved}/{len(runs)} solved", (i, 0), xycoords=("data", "axes fraction"),
+                                 xytext=(0, 4 + 11 * j), textcoords="offset points", ha="center", va="bottom",
+                                 fontsize="small",
+                                 color=F.palette("data.task", tasks, R.TASKS)[R.TASKS.get(on, on)])
     for ax in axes:
         F.legend(ax, "task")
     F.stamp(fig, S)

@@ -240,17 +240,16 @@ if COST.ready:
         for m in models:
             g = main[main["model"] == m].sort_values("n")
             slope, upper = fitted(g, y)
-            ax.plot(g["n"], g[y], marker="o", color=MODEL_COLOURS[m], label=MODEL_NAMES[m])
+            # the fitted slope in the legend: labels at the curves' ends overlapped where two slopes are close
+            ax.plot(g["n"], g[y], marker="o", color=MODEL_COLOURS[m], label=f"{MODEL_NAMES[m]} (slope {slope:.2f})")
             # rounded: LAPACK's last bits vary between runs, which must not move a pixel of the figure
             fit = np.exp(np.round(np.polyval(np.polyfit(np.log(upper["n"]), np.log(upper[y]), 1), np.log(upper["n"])), 9))
             ax.plot(upper["n"], fit, ls="--", lw=1, color="grey")
-            ax.annotate(f"slope {slope:.2f}", (upper["n"].iloc[-1], upper[y].iloc[-1]), fontsize="small",
-                        xytext=(-60, {"transformer": 6, "lstm": -14}.get(m, -4)), textcoords="offset points")
         ns = sorted(main["n"].unique())
         ax.set(xscale="log", yscale="log", xlabel="sequence length n", ylabel=what)
         F.integer_ticks(ax, "x", ns)
         ax.tick_params(axis="x", labelrotation=45)
-        F.legend(ax, "model")
+        F.legend(ax, "model (log-log slope, dashed: its fit)")
     axes[1].set_title(f"memory: {main['mem_kind'].iloc[0].replace('_', ' ')}")
     axes[0].set_title(f"batch {int(main['batch'].iloc[0])}")
     if not serial.empty:

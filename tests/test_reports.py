@@ -191,6 +191,22 @@ def test_findings_lists_every_answer_and_the_data_provenance(built):
         assert (f"{m.get('commit_mismatch')} run(s) at other commits" in row) == bool(m.get("commit_mismatch")), row
 
 
+def test_each_published_claim_is_stated_once_per_question_then_named_by_its_id(built):
+    """On an answer's own page each anchor's text appears once, with its id (A1, A2, …); every later row that
+    tests it names the id and the cite (issue 26: Press et al.'s claim was repeated in every row)."""
+    from ablate.report.build import page_name
+
+    out, results, _ = built
+    for a in (a for b in results for a in b.answers):
+        for lang, key in (("en", "claim"), ("zh", "claim_zh")):
+            page = (out / "findings" / page_name(a, lang)).read_text()
+            claims = {c.get(key) or c["claim"] for c in a["checks"]}
+            for claim in claims:
+                assert page.count(f"— {claim}") == 1, (a["key"], lang, claim[:60], page.count(f"— {claim}"))
+            ids = re.findall(r"\*\*(A\d+)\*\* \*[^*]+\* — ", page)
+            assert len(ids) == len(set(ids)) == len(claims), (a["key"], lang, ids)
+
+
 def test_findings_regenerates_byte_identically(fixture_build, tmp_path):
     out, _, _ = fixture_build
     again = build(SOURCES, FIXTURE, tmp_path, log=quiet)
@@ -240,7 +256,7 @@ def test_chinese_findings_say_reasons_and_evidence_in_chinese(fixture_build):
     authors = set(re.findall(r"\b[A-Z][a-z]+\b", " ".join(c["cite"] for c in checks)))  # "Press 等人"
     assert len(rows) == len(checks) > 20
     for cells in rows:
-        claim = re.sub(r"^\*[^*]*\* — ", "", cells[0]).split("（论文原文：")[0]  # cite and the paper's own words
+        claim = re.sub(r"^(\*\*A\d+\*\* )?\*[^*]*\*( — )?", "", cells[0]).split("（论文原文：")[0]  # id, cite, paper's words
         for cell in (claim, *cells[1:]):
             english = [w for w in english_words(cell) if w not in authors]
             assert not english, (english, cell)

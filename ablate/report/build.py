@@ -640,10 +640,12 @@ def settle_line(unsettled: list[dict], n_primary: int, costs: list[dict], meta: 
                costs="; ".join(parts))
 
 
-def check_row(c: dict[str, Any], lang: str, reason: bool) -> list[str]:
+def check_row(c: dict[str, Any], lang: str, reason: bool, ids: dict[tuple[str, str], str] | None = None) -> list[str]:
     """A check as a table row: claim (the paper's own wording beside it where it differs), the primary
     test's reason (primary checks only), verdict, evidence; in Chinese the check's `claim_zh`, `reason_zh`
-    and `evidence_zh` where it has them (a check without them shows its English text)."""
+    and `evidence_zh` where it has them (a check without them shows its English text). With `ids` (a page's
+    anchors, (cite, claim) -> "A1", filled as rows are made), an anchor is stated in full the first time the
+    page names it and by its id and cite after that: one statement of each claim per question."""
     def text(key: str) -> str:
         return str((lang == "zh" and c.get(f"{key}_zh")) or c.get(key) or "")
 
@@ -652,7 +654,15 @@ def check_row(c: dict[str, Any], lang: str, reason: bool) -> list[str]:
         claim += say("aside", lang, text=say("paper_says", lang, text=c["wording"]))
     evidence = "" if c["verdict"] == "not run yet" else text("evidence")
     why = [text("reason")] if reason else []
-    return [f"*{c['cite']}* — {claim}", *why, f"**{verdict_word(c['verdict'], lang)}**", evidence]
+    cell = f"*{c['cite']}* — {claim}"
+    if ids is not None:
+        key = (str(c["cite"]), str(c.get("claim") or ""))
+        if key in ids:
+            cell = f"**{ids[key]}** *{c['cite']}*"
+        else:
+            ids[key] = f"A{len(ids) + 1}"
+            cell = f"**{ids[key]}** {cell}"
+    return [cell, *why, f"**{verdict_word(c['verdict'], lang)}**", evidence]
 
 
 def side_text(a: dict[str, Any], lang: str) -> str:
@@ -687,14 +697,15 @@ def answer_body(a: dict[str, Any], lang: str) -> list[str]:
             lines += [say(key, lang, text=text), ""]
     checks = a.get("checks") or []
     main, supporting = [c for c in checks if primary(c)], [c for c in checks if not primary(c)]
+    ids: dict[tuple[str, str], str] = {}  # each anchor stated once on the page, then named by its id
     if main:
         side = side_text(a, lang)
         side = say("anchors_side", lang, items=side) if side else ""
         lines += [say("anchors", lang, verdict=verdict_word(a["verdict"], lang), side=side), "",
-                  *_md_table(say("anchors_head", lang), [check_row(c, lang, True) for c in main]), ""]
+                  *_md_table(say("anchors_head", lang), [check_row(c, lang, True, ids) for c in main]), ""]
     if supporting:
         lines += [say("supporting", lang), "",
-                  *_md_table(say("supporting_head", lang), [check_row(c, lang, False) for c in supporting]), ""]
+                  *_md_table(say("supporting_head", lang), [check_row(c, lang, False, ids) for c in supporting]), ""]
     for key in ("multiplicity", "changes"):
         if text := text_of(a, key, lang):
             lines += [say(key, lang, text=text), ""]
