@@ -1012,7 +1012,7 @@ def test_findings_open_every_question_with_its_plain_answer_in_english_and_chine
               _check("Support 2019", "disagrees", primary=False, reason="")]
     built = [Built("q3_heads", [_payload("q3", "agrees in part, the rest inconclusive", checks)]),
              Built("claims", [_payload("claim-ffn", "not testable", [_check("FFN 2017", "not testable")])])]
-    fixed = {TEXT[k][i] for k in ("summary", "full", "provenance") for i in (0, 1)}
+    fixed = {TEXT[k][i] for k in ("summary", "glossary", "full", "provenance") for i in (0, 1)}
     for lang in ("en", "zh"):
         text = _findings(tmp_path, built, _meta(COST_FULL), lang)
         sections = _sections(text)
