@@ -47,7 +47,8 @@ _NORM_DEPTH = {"copy": {"trainer.max_epochs": 4}}
 SWEEPS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
     "quick": {"pos_enc_3e": _CONVERGED_ROWS, "pos_enc_3e_bert": _CONVERGED_ROWS,
               "rnn_rows_converged": _CONVERGED_ROWS,  # the LSTM against pos_enc_3e's learned arm (issue 25)
-              **{f"norm_{part}": _NORM_DEPTH for part in ("6", "12_warm", "12_cold", "24_warm", "24_cold")}}}
+              **{f"norm_{part}": _NORM_DEPTH
+                 for part in ("6", "12_warm", "12_cold", "24_warm_pre", "24_warm_post", "24_cold_pre", "24_cold_post")}}}
 
 SMOKE_SEEDS = [0]
 

@@ -45,6 +45,8 @@
 # × Pre-LN / Post-LN × 3 seeds, copy at 8 tokens, d_model 32, 2 heads, 252 steps (the sweeps' own quick
 # profile, `ablate/budgets.py`). A run *learned* when its best validation accuracy is above the order-blind
 # level; a diverged run enters at chance, as in `norm`.
+# The 24-layer parts ran past 10 minutes and were split by placement (`norm_24_warm_pre`, `_post`,
+# `norm_24_cold_pre`, `_post`) and rerun; the grid and the tests below are unchanged.
 # **A test changed after its outcome was read**, and why: Liu's test on `norm` (12 layers, lr 1e-2, every run
 # with warm-up) was read in earlier builds; all 24 runs of `norm` learned, so it could not decide whether
 # Post-LN stops training. It stays, as supporting; the tests below replace it, and Xiong's warm-up test,
@@ -102,7 +104,8 @@ SHARE_TOLERANCE = 0.01  # the FFN's share is arithmetic: within 1 point of 2/3 i
 TIME_SLOPE = (1.5, 2.5)  # the explicit path's time slope that counts as quadratic
 MEMORY_SLOPE_TOLERANCE = 0.25  # supporting: the explicit path stores the n x n weights (slope 2 ± 0.25)
 # Pre-LN vs Post-LN against depth and warm-up (issue 25): the parts of one grid, and the depth of its tests
-NORM_DEPTH_SWEEPS = ("norm_6", "norm_12_warm", "norm_12_cold", "norm_24_warm", "norm_24_cold")
+NORM_DEPTH_SWEEPS = ("norm_6", "norm_12_warm", "norm_12_cold", "norm_24_warm_pre", "norm_24_warm_post",
+                     "norm_24_cold_pre", "norm_24_cold_post")
 NORM_DEEPEST = 24
 NORM_PAIRS = ("optim.lr", "seed")  # the tests pair runs by rate and seed: the whole rate axis enters
 # What the FFN stores (issue 25): the three fact counts' sweeps, and the count and widths of the primary test
@@ -227,7 +230,7 @@ else:
     print(NORM.missing)
 
 # %% [markdown]
-# ### Against depth and warm-up (sweeps `norm_6` … `norm_24_cold`)
+# ### Against depth and warm-up (sweeps `norm_6` … `norm_24_cold_post`)
 # Validation accuracy (diverged = chance) at each rate, per depth and warm-up; which runs learned; the
 # last layer's gradient at initialisation, Post-LN / Pre-LN, at each depth beside Xiong's √L.
 

@@ -48,7 +48,8 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     **dict.fromkeys(("residual_init", "residual_init_around"), (
         "Q4 · Residual connections and deep stacks",
         ("probe/init/cosine_last", "probe/init/grad_ratio", "probe/init/grad_l0"))),
-    **dict.fromkeys(("norm", "norm_6", "norm_12_warm", "norm_12_cold", "norm_24_warm", "norm_24_cold"), (
+    **dict.fromkeys(("norm", "norm_6", "norm_12_warm", "norm_12_cold", "norm_24_warm_pre", "norm_24_warm_post",
+                       "norm_24_cold_pre", "norm_24_cold_post"), (
         "Claim · Pre-LN vs Post-LN as depth grows", ("probe/init/grad_l0", "probe/init/grad_ratio"))),
     "ffn": ("Claim · The FFN holds about 2/3 of the parameters and stores facts",
             ("probe/init/share_ffn_l0", "probe/init/share_ffn")),
