@@ -53,7 +53,7 @@ REPORT_DATA := reports/data
 # part way), replace an exported table
 REPORT_FORCE := $(if $(filter 1 yes true,$(FORCE)),--replace)
 
-report: venv $(REPORT_DATA)/attention_cost.csv $(REPORT_DATA)/rnn_cost.csv ## export the sweeps' results to reports/data (a smaller budget or fewer runs replace a table only with FORCE=1), run every report notebook (reports/build/index.html, reports/FINDINGS.md, reports/FINDINGS.zh.md)
+report: venv $(REPORT_DATA)/attention_cost.csv $(REPORT_DATA)/rnn_cost.csv ## export the sweeps' results to reports/data (a smaller budget or fewer runs replace a table only with FORCE=1), run every report notebook (reports/build/index.html and index.zh.html, reports/FINDINGS.md, reports/FINDINGS.zh.md)
 	$(BIN)/ablate report all --data $(REPORT_DATA) --out reports $(REPORT_FORCE)
 
 report-export: venv ## copy the results of the sweeps that have runs into reports/data (CSV, NPZ, meta.json; FORCE=1 as for report)
@@ -61,6 +61,9 @@ report-export: venv ## copy the results of the sweeps that have runs into report
 
 report-build: venv ## run the report notebooks on reports/data only: HTML, figures, FINDINGS.md, FINDINGS.zh.md
 	$(BIN)/ablate report build --data $(REPORT_DATA) --out reports
+
+report-shots: venv ## screenshots of reports/build/index.html and index.zh.html in headless Chromium (reports/screenshots; needs chromium and fonts-noto-cjk)
+	$(BIN)/python -m ablate.report.shots reports/build reports/screenshots
 
 bench-attention: venv ## attention time and memory against sequence length, fused vs explicit
 	$(BIN)/ablate bench attention --csv $(REPORT_DATA)/attention_cost.csv
@@ -92,4 +95,4 @@ explore: venv ## train the explorer's models (EXPLORE_BUDGET=quick; a run alread
 clean: ## remove the virtualenv and caches (keeps runs/ and data/)
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
 
-.PHONY: help venv test lint train bench sweeps report report-export report-build bench-attention explore clean
+.PHONY: help venv test lint train bench sweeps report report-export report-build report-shots bench-attention explore clean

@@ -538,9 +538,9 @@ if FFN.ready:
         harness = 2  # the tutorial's FFN: 128 = 2 × d_model 64 (the harness's defaults are the tutorial's)
     fig, axes = F.subplots(1, 2, figsize=(12, 3.8))
     shares = ffn.melt(id_vars=["model.ffn_mult"], value_vars=["probe/init/share_ffn_l0", "probe/init/share_ffn"],
-                      var_name="of", value_name="FFN share")
-    shares["of"] = shares["of"].map({"probe/init/share_ffn_l0": "one layer's weights", "probe/init/share_ffn": "whole model"})
-    sns.lineplot(shares, x="model.ffn_mult", y="FFN share", hue="of", marker="o", errorbar=None, ax=axes[0])
+                      var_name="share of", value_name="FFN share")
+    shares["share of"] = shares["share of"].map({"probe/init/share_ffn_l0": "one layer's weights", "probe/init/share_ffn": "whole model"})
+    sns.lineplot(shares, x="model.ffn_mult", y="FFN share", hue="share of", marker="o", errorbar=None, ax=axes[0])
     F.hline(axes[0], 2 / 3, "2/3")
     F.hline(axes[0], 1 / 2, "1/2", ls=":")
     F.integer_ticks(axes[0], "x", mults)

@@ -151,10 +151,9 @@ REASON = {
     "3e": "MNIST rows leave room above and below both schemes (copy pins every working scheme at 100 %, where "
           "sameness is guaranteed by the ceiling); margin ±2 points fixed before reading the data. Limitation: one "
           "untuned learning rate (Adam 1e-3), 3 seeds, models still learning at this budget",
-    "3e_converged": "Vaswani et al. compare trained models: both schemes trained until they stop learning (MNIST rows, "
-                    "1,128 steps, cosine decay), each at its own best rate, 10 seeds, paired by seed on all 10,000 test "
-                    "images; margin ±0.5 points fixed before the runs (written before the runs; it replaces the quick-budget "
-                    "test, whose models were still learning)",
+    "3e_converged": "Vaswani et al. compare trained models: both trained to convergence (MNIST rows, 1,128 steps, "
+                    "cosine decay), each at its best rate, 10 seeds, paired by seed on all 10,000 test images; margin "
+                    "±0.5 points (written before the runs; it replaces the quick-budget test, whose models still learned)",
     "extrapolate": "Press et al.'s setting (causal, trained at 8 tokens, tested at 64) on lookup1, whose rule is the "
                    "same at every length; paired by seed on one test set; not testable unless the favoured scheme "
                    "solved the task at the training length (written before the runs)",
@@ -612,10 +611,10 @@ else:
             checks.append(anchor.greater(
                 R.paired(ext, EXT_METRIC, favoured, other), what[0], level=ext_level,
                 learned=at_train.n > 0 and at_train.mean >= R.SOLVED,
-                why=f"{PE[a]} ({mask}) reached {at_train} at the training length of {ext_train} tokens (solved means ≥ "
-                    f"{100 * R.SOLVED:g} %): a model that has not learned the task has nothing to extrapolate",
-                why_zh=f"{PE_ZH[a]}（{mask_zh}）在 {ext_train} 个词元的训练长度上只达到 {zh(at_train)}（解决指 ≥ "
-                       f"{100 * R.SOLVED:g} %）：没有学会任务的模型谈不上外推",
+                why=f"{PE[a]} ({mask}) reached {at_train} at {ext_train} tokens (solved: ≥ {100 * R.SOLVED:g} %), "
+                    "so it has nothing to extrapolate",
+                why_zh=f"{PE_ZH[a]}（{mask_zh}）在 {ext_train} 个词元上只达到 {zh(at_train)}（解决指 ≥ "
+                       f"{100 * R.SOLVED:g} %），谈不上外推",
                 primary=primary, reason=REASON[reason] if primary else "", what_zh=what[1],
                 reason_zh=REASON_ZH[reason] if primary else ""))
     if not EXT.ready:
@@ -632,11 +631,10 @@ else:
                      f"{test_len} 个词元的复制任务（测试集），因果：ALiBi 对正弦")
         checks.append(ALIBI.greater(
             R.effect(alibi_long, sin_long), long_what[0], level=test_level, learned=alibi_solved,
-            why=f"causal ALiBi reached {alibi_train} at the training length of {train_len} tokens (sinusoidal "
-                f"{sin_train}; solved means ≥ {100 * EXTRAPOLATION_PREMISE:g} %): a model that has not learned the "
-                "task has nothing to extrapolate",
-            why_zh=f"因果 ALiBi 在 {train_len} 个词元的训练长度上只达到 {zh(alibi_train)}（正弦 {zh(sin_train)}；解决指 ≥ "
-                   f"{100 * EXTRAPOLATION_PREMISE:g} %）：没有学会任务的模型谈不上外推",
+            why=f"causal ALiBi reached {alibi_train} at {train_len} tokens (sinusoidal {sin_train}; solved: ≥ "
+                f"{100 * EXTRAPOLATION_PREMISE:g} %), so it has nothing to extrapolate",
+            why_zh=f"因果 ALiBi 在 {train_len} 个词元上只达到 {zh(alibi_train)}（正弦 {zh(sin_train)}；解决指 ≥ "
+                   f"{100 * EXTRAPOLATION_PREMISE:g} %），谈不上外推",
             primary=False, what_zh=long_what[1]))
         if has(best, NO_PE_CAUSAL):  # ALiBi's edge at 2× against what the causal mask alone gives
             checks.append(ALIBI.greater(R.effect(alibi_long, acc(best, NO_PE_CAUSAL, LONG_METRIC)),

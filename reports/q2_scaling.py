@@ -231,9 +231,9 @@ if S.ready:
     axes[0].set(xscale="log", yscale="log", xlabel="d_k", title="layer-0 scores")
     legend(axes[0])
     var = best.melt(id_vars=["model.d_head"], value_vars=["probe/init/q_var_l0", "probe/init/k_var_l0"],
-                    var_name="of", value_name="component variance")
-    var["of"] = var["of"].map({"probe/init/q_var_l0": "q", "probe/init/k_var_l0": "k"})
-    sns.lineplot(var, x="model.d_head", y="component variance", hue="of", marker="o", errorbar=R.errorbar, seed=0,
+                    var_name="vector", value_name="component variance")
+    var["vector"] = var["vector"].map({"probe/init/q_var_l0": "q", "probe/init/k_var_l0": "k"})
+    sns.lineplot(var, x="model.d_head", y="component variance", hue="vector", marker="o", errorbar=R.errorbar, seed=0,
                  ax=axes[1])
     hline(axes[1], 1.0, "1 (the premise)", ls=":")
     axes[1].set(xscale="log", xlabel="d_k", title="layer-0 q and k components at initialisation")

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.report_builds import built, committed_build, fixture_build  # noqa: F401  (shared fixtures)
+
 torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]

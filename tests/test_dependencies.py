@@ -21,7 +21,8 @@ DISTRIBUTION = {"yaml": "pyyaml", "PIL": "pillow", "IPython": "ipython", "pytorc
                 "lightning_fabric": "pytorch-lightning",  # the pytorch-lightning wheel ships lightning_fabric
                 "wandb_workspaces": "wandb-workspaces"}
 # the modules that need an extra, and which (everything else needs the core dependencies only)
-EXTRA_OF = {"ablate.report": "reports", "ablate.dashboard": "dashboards", "ablate.explore.screenshot": "explore"}
+EXTRA_OF = {"ablate.report": "reports", "ablate.dashboard": "dashboards", "ablate.explore.screenshot": "explore",
+            "ablate.browser": "explore"}
 # declared though never imported by name: what needs them
 NOT_IMPORTED = {"pyarrow": "pandas' Parquet engine (the results table)",
                 "ipykernel": "the kernel the report notebooks run in"}

@@ -23,43 +23,15 @@ import pytest
 from ablate import report as R
 from ablate.report.build import EXPLORER_SHOT, NOTEBOOKS, build, figure_prefix
 from tests.data_copies import edited_copy
+from tests.report_builds import FIXTURE, SOURCES, quiet
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ROOT / "reports"
 CHINESE_FIGURES = {"q1_sentence.png"}  # figures whose labels are Chinese characters (the tutorial's sentence)
-FIXTURE = Path(__file__).parent / "data" / "reports"
 COMMITTED = ROOT / "reports" / "data"  # the evidence behind reports/FINDINGS.md
 # Every sweep file but the baseline (which no notebook reads); the data folders hold each of them.
 SWEEPS = tuple(sorted(p.stem for p in (ROOT / "sweeps").glob("*.yaml") if p.stem != "baseline"))
 
 pytestmark = pytest.mark.slow  # starts Jupyter kernels
-
-
-def quiet(_message: str) -> None:
-    pass
-
-
-@pytest.fixture(scope="module")
-def fixture_build(tmp_path_factory):
-    out = tmp_path_factory.mktemp("report")
-    return out, build(SOURCES, FIXTURE, out, log=quiet), FIXTURE
-
-
-@pytest.fixture(scope="module")
-def committed_build(tmp_path_factory):
-    """What `make report` does without new runs, in a copy of reports/ (and sweeps/) so the committed
-    files stay untouched: the notebooks on the committed data, FINDINGS.md and figures beside them."""
-    root = tmp_path_factory.mktemp("committed")
-    out = root / "reports"
-    shutil.copytree(SOURCES, out, ignore=shutil.ignore_patterns("build", "figures", "FINDINGS.md", "FINDINGS.zh.md"))
-    shutil.copytree(ROOT / "sweeps", root / "sweeps")
-    return out, build(out, out / "data", out, log=quiet), out / "data"
-
-
-@pytest.fixture(params=["fixture", "committed"])
-def built(request):
-    """The report built on the smoke fixture, and on the committed quick-budget data (reports/data)."""
-    return request.getfixturevalue(f"{request.param}_build")
 
 
 def answers_by_key(results) -> dict[str, dict]:
@@ -115,6 +87,8 @@ def test_every_accuracy_interval_an_answer_quotes_stays_in_0_1(built):
 
 
 def test_html_is_self_contained_answer_first_code_folded_and_index_lists_every_answer(built):
+    from ablate.report.build import short_of, slug
+
     out, results, _ = built
     for b in results:
         page = b.html.read_text()
@@ -126,14 +100,15 @@ def test_html_is_self_contained_answer_first_code_folded_and_index_lists_every_a
         assert page.index("celltag_answer") < page.index("<details")  # the Answer before any code
         for table in re.findall(r"<table.*?</table>", page, re.S):  # no row index: no <th> in a body
             assert "<th" not in table.split("<tbody>")[-1], (b.name, table[:500])
-    index = (out / "build" / "index.html").read_text()
+    index, index_zh = ((out / "build" / name).read_text() for name in ("index.html", "index.zh.html"))
     for b in results:
-        assert f'href="{b.name}.html"' in index
-        for a in b.answers:
-            assert html.escape(a["title"]) in index and html.escape(a["title_zh"]) in index
+        assert f'href="{b.name}.html"' in index and f'href="{b.name}.html"' in index_zh
+        for a in b.answers:  # each language's index in its language, the other one link away
+            assert html.escape(a["title"]) in index and html.escape(a["title_zh"]) in index_zh
+            assert html.escape(a["title_zh"]) not in index and html.escape(short_of(a, "zh")) in index_zh
+    assert 'href="index.zh.html"' in index and 'href="index.html"' in index_zh
     assert index.index('class="plain"') < index.index("Notebooks")  # answers on top, links below
     # the answers at a glance first: every answer's row links to its section, which starts folded
-    from ablate.report.build import short_of, slug
 
     table = index[index.index("<h2>Answers at a glance</h2>"):index.index("</table>")]
     for a in (a for b in results for a in b.answers):
@@ -340,11 +315,12 @@ def test_make_report_regenerates_the_committed_findings_and_figures(committed_bu
                  if p.name != EXPLORER_SHOT}  # the explorer's screenshot comes from `make explore`
     assert sorted(built) == sorted(committed)
     # The committed figures were drawn with a CJK font (fonts-noto-cjk, which .ci/run installs). Without one the
-    # figures that draw Chinese (Q1's sentence) come out with empty boxes and cannot match; every other figure
+    # figures that draw Chinese (Q1's sentence, every .zh.png) come out with empty boxes and cannot match; every other figure
     # is the same bytes either way (matplotlib falls back glyph by glyph). In CI a missing font fails instead.
     from ablate.report.figures import cjk_font
 
-    chinese = set() if cjk_font() or os.environ.get("ABLATE_REQUIRE_CJK") == "1" else CHINESE_FIGURES
+    chinese = set() if cjk_font() or os.environ.get("ABLATE_REQUIRE_CJK") == "1" else {
+        *CHINESE_FIGURES, *(n for n in built if n.endswith(".zh.png"))}  # the Chinese figures too
     assert [n for n in built if built[n] != committed[n] and n not in chinese] == []
 
 
@@ -1044,15 +1020,17 @@ def test_findings_open_every_question_with_its_plain_answer_in_english_and_chine
             first = next(line for line in summary.splitlines() if line.startswith("| [Q3 · title]"))
             assert first.startswith("| [Q3 · title](#q3--title) | " + built[0].answers[0]["plain"]["en"].split(". ")[0])
             assert " | agrees in part, the rest inconclusive |" in first
-        # the primary tests in the anchors table (with their reason), the supporting one below it
+        # each anchor stated once above the tables; the primary tests in the anchors table (with their reason),
+        # the supporting one below it, each row naming its anchor by id and cite
         body = "\n".join(q3)
-        primary_at, support_at = body.index("Primary 2020"), body.index("Support 2019")
-        assert body.index("Other 2021") < support_at and primary_at < support_at
+        stated = [body.index(f"*{cite}* — ") for cite in ("Primary 2020", "Other 2021", "Support 2019")]
+        primary_at, support_at = body.index("*Primary 2020* |"), body.index("*Support 2019* |")
+        assert max(stated) < primary_at < body.index("*Other 2021* |") < support_at
         assert body.index(TEXT["supporting"][lang == "zh"]) < support_at
         assert "| the right experiment |" in body[:support_at]
         for part in ("mechanism", "outcome", "changes", "multiplicity"):
             assert built[0].answers[0][part][lang] in body
-        assert "![" in body and "(../figures/q3_x.png)" in body
+        assert "![" in body and f"(../figures/q3_x{'.zh' if lang == 'zh' else ''}.png)" in body
 
 
 def test_chinese_findings_show_each_checks_chinese_reason_and_evidence(tmp_path):
@@ -1065,9 +1043,9 @@ def test_chinese_findings_show_each_checks_chinese_reason_and_evidence(tmp_path)
     support = {**_check("Support 2019", "disagrees", primary=False, reason=""), "evidence_zh": "辅助证据 1 对 2"}
     built = [Built("q3_heads", [_payload("q3", "agrees in part, the rest inconclusive", [chinese, older, support])])]
     zh = _pages(tmp_path, built, _meta(), "zh")["Q3 · 标题"]
-    assert "认为 a 胜过 b | 正确的实验 | **符合** | a 90 % 对 b 50 % |" in zh
+    assert "*Primary 2020* | 正确的实验 | **符合** | a 90 % 对 b 50 % |" in zh and "— Primary 2020 认为 a 胜过 b" in zh
     assert "| the right experiment | **无定论** | a 90 % vs b 50 % |" in zh
-    assert "认为 a 胜过 b | **不符合** | 辅助证据 1 对 2 |" in zh
+    assert "*Support 2019* | **不符合** | 辅助证据 1 对 2 |" in zh
     en = _pages(tmp_path, built, _meta(), "en")["Q3 · title"]
     assert "| the right experiment | **agrees** | a 90 % vs b 50 % |" in en
     assert "正确的实验" not in en and "对" not in en
@@ -1126,14 +1104,15 @@ def test_index_and_findings_hold_only_relative_paths(tmp_path):
     page = out / "build" / "q3_heads.html"
     built = [Built("q3_heads", [_payload("q3", "agrees", [_check("P 2020", "agrees")])], html=page)]
     texts = [_findings(tmp_path, built, _meta(COST_FULL), lang) for lang in ("en", "zh")]
-    texts.append(index_html(built, _meta(), tmp_path / "data", out / "figures", out / "build"))
+    texts += [index_html(built, _meta(), tmp_path / "data", out / "figures", out / "build", lang) for lang in ("en", "zh")]
     texts += [t for lang in ("en", "zh") for t in _pages(tmp_path, built, _meta(COST_FULL), lang).values()]
     for text in texts:
         assert str(tmp_path) not in text and "/work" not in text and "/tmp" not in text, text
         assert not re.search(r"""(?:^|[\s(\[`'"=])/[\w.-]+/""", text), re.search(r"""(?:^|[\s(\[`'"=])/[\w.-]+/""", text)
-    index = texts[2]
-    assert 'href="q3_heads.html"' in index
-    assert index.index("Plain answer of q3") < index.index("q3 的简明回答") < index.index("Mechanism of q3")
+    index, index_zh = texts[2], texts[3]
+    assert 'href="q3_heads.html"' in index and 'href="q3_heads.html"' in index_zh
+    assert index.index("Plain answer of q3") < index.index("Mechanism of q3") and "q3 的简明回答" not in index
+    assert index_zh.index("q3 的简明回答") < index_zh.index("q3 的机制") and "Plain answer of q3" not in index_zh
 
 
 WARNING_NOTEBOOK = """# %% [markdown]

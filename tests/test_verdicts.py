@@ -284,9 +284,9 @@ def test_a_claim_whose_favoured_arm_did_not_learn_can_be_declared_not_testable()
     check = x.greater(far, "copy, 8 tokens", learned=False, why="59.7 % at the training length",
                       why_zh="训练长度上为 59.7 %", primary=True, reason=REASON, **ZH)
     assert check.verdict == "not testable" and check.p is None
-    assert check.evidence.endswith("; the variant the claim favours did not learn the task at the training length: "
+    assert check.evidence.endswith("; the favoured variant did not solve the task at the training length: "
                                    "59.7 % at the training length")
-    assert check.evidence_zh.endswith("；论断所看好的变体在训练长度上没有学会这个任务：训练长度上为 59.7 %")
+    assert check.evidence_zh.endswith("；论断看好的变体在训练长度上没有解决这个任务：训练长度上为 59.7 %")
     assert x.less(far, learned=False, primary=False).verdict == "not testable"
     assert x.greater(far, learned=True, primary=True, reason=REASON).verdict == "agrees"
 

@@ -186,8 +186,8 @@ class Anchor:
                 raise ValueError(f"Anchor {self.cite!r}: premise=False needs why= (what the setting lacks)")
             return self._check(NOT_TESTABLE, _also(evidence, why[0], why[1] or why[0]), **said)
         if not learned:
-            en = "the variant the claim favours did not learn the task at the training length"
-            zh = "论断所看好的变体在训练长度上没有学会这个任务"
+            en = "the favoured variant did not solve the task at the training length"
+            zh = "论断看好的变体在训练长度上没有解决这个任务"
             if why[0]:
                 en, zh = f"{en}: {why[0]}", f"{zh}：{why[1] or why[0]}"
             return self._check(NOT_TESTABLE, _also(evidence, en, zh), **said)

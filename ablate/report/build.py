@@ -5,10 +5,12 @@
                                  fetched from the network): its heading, then its Answer, then the
                                  rest; each cell's code below its outputs in a closed <details>, no stderr
                                  (warnings), DataFrames without their row index
-    <out>/build/index.html       every question's plain answer (English, Chinese one click away),
-                                 verdict and figures on top, links below; relative paths only
+    <out>/build/index.html       the answers table, then every question's plain answer, verdict and key
+    <out>/build/index.zh.html    figure, the evidence folded, links below; English and Chinese (with the
+                                 Chinese figures); relative paths only
     <out>/build/answers.json     the same Answers as data
-    <out>/figures/*.png          every figure the notebooks save (notebook qN_x saves qN_*.png)
+    <out>/figures/*.png          every figure the notebooks save (notebook qN_x saves qN_*.png), each
+                                 also as *.zh.png with its texts in Chinese (figure_zh)
     <out>/FINDINGS.md            per question: the plain answer first, then mechanism, outcome, the
     <out>/FINDINGS.zh.md         anchors (primary tests, supporting evidence), multiplicity, what would
                                  change the answer; English and Chinese, same structure; only on a
@@ -36,7 +38,15 @@ from typing import Any
 
 from ..fileio import atomic_write
 from .answers import ANSWER_MIME, VERDICT_ZH
-from .data import DATA_ENV, FIGURES_ENV, DataFileError, check_folder, make_target, read_meta
+from .data import (
+    DATA_ENV,
+    FIGURES_ENV,
+    DataFileError,
+    check_folder,
+    figure_file,
+    make_target,
+    read_meta,
+)
 
 NOTEBOOKS = ("q1_word_order", "q2_scaling", "q3_heads", "q4_residual", "claims", "rnn_table")
 KERNEL = "python3"
@@ -175,6 +185,26 @@ TEXT: dict[str, tuple[str, str]] = {
     "list_sep": (", ", "，"),
     "runs_status": ("{runs} ({status})", "{runs}（{status}）"),
     "aside": (" ({text})", "（{text}）"),
+    # index.html and index.zh.html
+    "html_title": ("ablate — findings", "ablate — 实验结论"),
+    "html_h1": ("ablate — what the experiments say", "ablate — 实验给出的答案"),
+    "html_intro": ("Every answer is computed by its notebook from the tables in {data}. The answers table "
+                   "first; under each question its plain answer and the figure that shows it, the evidence folded.",
+                   "每个答案都由对应的笔记本根据 {data} 中的表格计算得出。先是答案一览；每个问题下先给出直白的答案"
+                   "和说明它的图，证据折叠在后面。"),
+    "html_other": ("中文版", "English"),
+    "html_more": ("mechanism, outcome, anchors", "机制、结果与已发表的论断"),
+    "html_notebook": ("notebook: {name}", "笔记本：{name}"),
+    "html_failed": ("{name}: the notebook failed", "{name}：笔记本运行失败"),
+    "html_failed_mark": (" — failed", " — 运行失败"),
+    "html_partial": ("the partial notebook", "未运行完的笔记本"),
+    "html_notebooks": ("Notebooks", "笔记本"),
+    "html_explorer": ("Explorer", "交互演示"),
+    "html_explorer_text": (
+        "The tutorial's interactive demos on real trained models, in the browser: <code>make explore</code> "
+        'builds <a href="../explorer.html">reports/explorer.html</a>, one page that opens offline.',
+        "教程的交互演示，跑在真正训练过的模型上，直接在浏览器中打开：<code>make explore</code> 生成 "
+        '<a href="../explorer.html">reports/explorer.html</a>，一个离线即可打开的页面。'),
 }
 
 
@@ -416,8 +446,9 @@ def build(
     meta = read_meta_all(data)
     answers = [a for b in built for a in b.answers]
     atomic_write(html_dir / "answers.json", json.dumps(answers, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    atomic_write(html_dir / "index.html", index_html(built, meta, data, figures, html_dir))
-    log(f"ablate report build: {html_dir / 'index.html'}")
+    for lang in LANGS:
+        atomic_write(html_dir / INDEX[lang], index_html(built, meta, data, figures, html_dir, lang))
+    log(f"ablate report build: {html_dir / INDEX['en']}, {INDEX['zh']}")
     if not only:
         pages = out / PAGES
         pages.mkdir(parents=True, exist_ok=True)
@@ -640,28 +671,38 @@ def settle_line(unsettled: list[dict], n_primary: int, costs: list[dict], meta: 
                costs="; ".join(parts))
 
 
-def check_row(c: dict[str, Any], lang: str, reason: bool, ids: dict[tuple[str, str], str] | None = None) -> list[str]:
-    """A check as a table row: claim (the paper's own wording beside it where it differs), the primary
-    test's reason (primary checks only), verdict, evidence; in Chinese the check's `claim_zh`, `reason_zh`
-    and `evidence_zh` where it has them (a check without them shows its English text). With `ids` (a page's
-    anchors, (cite, claim) -> "A1", filled as rows are made), an anchor is stated in full the first time the
-    page names it and by its id and cite after that: one statement of each claim per question."""
-    def text(key: str) -> str:
-        return str((lang == "zh" and c.get(f"{key}_zh")) or c.get(key) or "")
+def _check_text(c: dict[str, Any], key: str, lang: str) -> str:
+    return str((lang == "zh" and c.get(f"{key}_zh")) or c.get(key) or "")
 
-    claim = text("claim")
+
+def anchor_key(c: dict[str, Any]) -> tuple[str, str]:
+    return str(c["cite"]), str(c.get("claim") or "")
+
+
+def anchor_statement(c: dict[str, Any], lang: str, aid: str = "") -> str:
+    """An anchor stated in full: '**A1** *cite* — claim (the paper: its own wording, where it differs)'."""
+    claim = _check_text(c, "claim", lang)
     if c.get("wording"):
         claim += say("aside", lang, text=say("paper_says", lang, text=c["wording"]))
-    evidence = "" if c["verdict"] == "not run yet" else text("evidence")
-    why = [text("reason")] if reason else []
-    cell = f"*{c['cite']}* — {claim}"
-    if ids is not None:
-        key = (str(c["cite"]), str(c.get("claim") or ""))
-        if key in ids:
-            cell = f"**{ids[key]}** *{c['cite']}*"
-        else:
-            ids[key] = f"A{len(ids) + 1}"
-            cell = f"**{ids[key]}** {cell}"
+    return f"{f'**{aid}** ' if aid else ''}*{c['cite']}* — {claim}"
+
+
+def anchor_ids(checks: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """Each distinct anchor of a page's checks, (cite, claim) -> "A1", "A2", … in the order they come."""
+    ids: dict[tuple[str, str], str] = {}
+    for c in checks:
+        ids.setdefault(anchor_key(c), f"A{len(ids) + 1}")
+    return ids
+
+
+def check_row(c: dict[str, Any], lang: str, reason: bool, ids: dict[tuple[str, str], str] | None = None) -> list[str]:
+    """A check as a table row: claim, the primary test's reason (primary checks only), verdict, evidence; in
+    Chinese the check's `claim_zh`, `reason_zh` and `evidence_zh` where it has them (a check without them
+    shows its English text). With `ids` (the page's anchors, anchor_ids), the claim is named by its id and
+    cite only: the page states each anchor once, above its tables (answer_body)."""
+    evidence = "" if c["verdict"] == "not run yet" else _check_text(c, "evidence", lang)
+    why = [_check_text(c, "reason", lang)] if reason else []
+    cell = f"**{ids[anchor_key(c)]}** *{c['cite']}*" if ids is not None else anchor_statement(c, lang)
     return [cell, *why, f"**{verdict_word(c['verdict'], lang)}**", evidence]
 
 
@@ -697,12 +738,18 @@ def answer_body(a: dict[str, Any], lang: str) -> list[str]:
             lines += [say(key, lang, text=text), ""]
     checks = a.get("checks") or []
     main, supporting = [c for c in checks if primary(c)], [c for c in checks if not primary(c)]
-    ids: dict[tuple[str, str], str] = {}  # each anchor stated once on the page, then named by its id
+    ids = anchor_ids([*main, *supporting])  # each anchor stated once on the page, then named by its id
+    stated = {}
+    for c in (*main, *supporting):
+        stated.setdefault(ids[anchor_key(c)], anchor_statement(c, lang, ids[anchor_key(c)]))
     if main:
         side = side_text(a, lang)
         side = say("anchors_side", lang, items=side) if side else ""
-        lines += [say("anchors", lang, verdict=verdict_word(a["verdict"], lang), side=side), "",
-                  *_md_table(say("anchors_head", lang), [check_row(c, lang, True, ids) for c in main]), ""]
+        lines += [say("anchors", lang, verdict=verdict_word(a["verdict"], lang), side=side), ""]
+    if stated:
+        lines += [*(f"- {s}" for s in stated.values()), ""]
+    if main:
+        lines += [*_md_table(say("anchors_head", lang), [check_row(c, lang, True, ids) for c in main]), ""]
     if supporting:
         lines += [say("supporting", lang), "",
                   *_md_table(say("supporting_head", lang), [check_row(c, lang, False, ids) for c in supporting]), ""]
@@ -733,6 +780,37 @@ def relative(path: Path, where: Path) -> str:
         return path.name
     # at most one level up (findings/ -> figures/, the notebooks): else the file's name, never a machine's tree
     return link if not link.startswith("../../") else path.name
+
+
+WIDTH = 110  # the findings files' English paragraphs are wrapped at this width (tables and headings are not)
+
+
+def wrap_md(text: str, lang: str) -> str:
+    """English paragraphs and list items wrapped at WIDTH (soft line breaks: Markdown renders them as spaces),
+    so no prose line runs to thousands of characters; tables, headings, images and Chinese text (which has
+    no spaces to break at, and where a soft break would render as a stray space) stay as they are."""
+    if lang != "en":
+        return text
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= WIDTH or line.startswith(("|", "#", "!", "    ", "```")):
+            out.append(line)
+            continue
+        bullet = line.startswith("- ")
+        pieces: list[str] = []
+        for piece in textwrap.wrap(line, WIDTH, subsequent_indent="  " if bullet else "", break_long_words=False,
+                                   break_on_hyphens=False):
+            if pieces and _STARTS_BLOCK.match(piece.lstrip()):  # would open a list, quote, heading or table
+                pieces[-1] += " " + piece.lstrip()
+            else:
+                pieces.append(piece)
+        out += pieces
+    return "\n".join(out)
+
+
+_STARTS_BLOCK = re.compile(r"(\d+[.)]\s|[-+*>]\s|#|\||=+\s*$|-+\s*$)")
 
 
 def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, source: Path, where: Path,
@@ -766,7 +844,7 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
             lines += [f"## {title_of(a, lang)}", "", text_of(a, "plain", lang), "",
                       say("question", lang, text=question_of(a, lang)), ""]
             if a.get("figure"):
-                lines += [f"![{title_of(a, lang)}]({relative(figures / a['figure'], where)})", ""]
+                lines += [f"![{title_of(a, lang)}]({relative(figures / figure_file(a['figure'], lang), where)})", ""]
             lines += [say("page_link", lang, verdict=verdict_word(a["verdict"], lang),
                           path=f"{PAGES}/{page_name(a, lang)}"), ""]
         if b.error:
@@ -777,7 +855,7 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
               *_md_table(say("provenance_head", lang), provenance_rows(built, meta, lang)), "",
               machines_line(meta, lang), ""]
     text = "\n".join(lines)
-    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
+    return wrap_md(re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n", lang)
 
 
 def question_md(b: Built, a: dict[str, Any], meta: dict[str, Any], figures: Path, source: Path, where: Path,
@@ -797,10 +875,10 @@ def question_md(b: Built, a: dict[str, Any], meta: dict[str, Any], figures: Path
     mine = [costs[n] for n in a.get("sweeps") or [] if n in costs]
     if unsettled and mine:
         lines += [settle_line(unsettled, len(main), mine, meta, lang), ""]
-    lines += [f"![{title_of(a, lang)}]({relative(figures / name, where)})" for name in figures_of(a)]
+    lines += [f"![{title_of(a, lang)}]({relative(figures / figure_file(name, lang), where)})" for name in figures_of(a)]
     lines += ["", say("notebook", lang, name=b.name, path=relative(source / f"{b.name}.py", where)), ""]
     text = "\n".join(lines)
-    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
+    return wrap_md(re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n", lang)
 
 
 # ------------------------------------------------------------------ index.html
@@ -835,25 +913,39 @@ def _img(path: Path) -> str:
 EXPLORER_SHOT = "explorer.png"  # the explorer's screenshot in reports/figures (`make explore`)
 
 
-def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, where: Path) -> str:
-    """Every question: its title and verdict, the plain answer (Chinese one click away), its key figure,
-    then the rest of the answer folded; the provenance and the notebooks below. Relative paths only."""
+INDEX = {"en": "index.html", "zh": "index.zh.html"}  # the HTML index in each language, in <out>/build
+
+
+def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, where: Path,
+               lang: str = "en") -> str:
+    """index.html (lang "en") or index.zh.html ("zh"): the answers table first, then every question: its
+    title and verdict, the plain answer, its key figure in the page's language, the rest of the answer
+    folded; the provenance and the notebooks below; a link to the other language at the top. Every fixed
+    sentence from TEXT, relative paths only."""
     e = html.escape
+    other = "zh" if lang == "en" else "en"
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8"><title>ablate — findings</title>',
+        f'<html lang="{"zh-Hans" if lang == "zh" else "en"}"><head><meta charset="utf-8">'
+        f"<title>{e(say('html_title', lang))}</title>",
         f"<style>{STYLE}</style></head><body>",
-        "<h1>ablate — what the experiments say</h1>",
-        f"<p>Every answer is computed by its notebook from the tables in <code>{e(shown_path(data, where))}</code>. "
-        "Each section opens with the plain answer; 中文 under it.</p>",
+        f'<p class="other"><a href="{INDEX[other]}">{e(say("html_other", lang))}</a></p>',
+        f"<h1>{e(say('html_h1', lang))}</h1>",
+        f"<p>{e(say('html_intro', lang, data=shown_path(data, where)))}</p>",
     ]
     answers = [a for b in built for a in b.answers]
     if answers:  # the answers at a glance: every question and claim, its answer in a sentence, its verdict
-        parts += ["<section><h2>Answers at a glance</h2><table>",
-                  "<tr><th>question or claim</th><th>the answer</th><th>verdict on the tutorial's claim</th></tr>"]
-        parts += [f'<tr><td><a href="#{e(slug(a["title"]))}">{e(a["title"])}</a></td><td>{e(short_of(a, "en"))}'
-                  f'<details class="zh" lang="zh"><summary>中文</summary>{e(short_of(a, "zh"))}</details></td>'
-                  f'<td>{e(a["verdict"])}</td></tr>' for a in answers]
+        head = say("summary_head", lang).split(" | ")[:3]
+        parts += [f"<section><h2>{e(say('summary', lang))}</h2><table>",
+                  "<tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"]
+        parts += [f'<tr><td><a href="#{e(slug(a["title"]))}">{e(title_of(a, lang))}</a></td>'
+                  f'<td>{e(short_of(a, lang))}</td><td>{e(verdict_word(a["verdict"], lang))}</td></tr>'
+                  for a in answers]
+        parts += ["</table></section>"]
+    if lang == "zh":  # the terms every Chinese sentence uses
+        parts += [f"<section><h2>{e(say('glossary', lang))}</h2><table>",
+                  "<tr>" + "".join(f"<th>{e(h)}</th>" for h in say("glossary_head", lang).split(" | ")) + "</tr>"]
+        parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in g) + "</tr>" for g in GLOSSARY]
         parts += ["</table></section>"]
     for b in built:
         for a in b.answers:
@@ -861,36 +953,32 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
             css = verdict.replace(" ", "-").replace(",", "")
             parts += [
                 f'<section id="{e(slug(a["title"]))}">',
-                f"<h2>{e(a['title'])} <span class=\"verdict {css}\">{e(verdict)}</span></h2>",
-                f'<div class="plain">{_md(text_of(a, "plain", "en"))}</div>',
-                f'<details class="zh" lang="zh"><summary>中文</summary><h3>{e(title_of(a, "zh"))} '
-                f'<span class="verdict {css}">{e(verdict_word(verdict, "zh"))}</span></h3>'
-                f'{_md(text_of(a, "plain", "zh"))}</details>',
-                _img(figures / a["figure"]) if a.get("figure") else "",  # the key figure; the rest in the notebook
-                '<details class="more"><summary>mechanism, outcome, anchors</summary>',
-                _md("\n".join(answer_body(a, "en"))),
+                f"<h2>{e(title_of(a, lang))} <span class=\"verdict {css}\">{e(verdict_word(verdict, lang))}</span></h2>",
+                f'<div class="plain">{_md(text_of(a, "plain", lang))}</div>',
+                _img(figures / figure_file(a["figure"], lang)) if a.get("figure") else "",  # the key figure
+                f'<details class="more"><summary>{e(say("html_more", lang))}</summary>',
+                _md("\n".join(answer_body(a, lang))),
                 "</details>",
-                f'<p><a href="{e(b.html.name)}">notebook: {e(b.name)}</a></p>' if b.html else "",
+                f'<p><a href="{e(b.html.name)}">{e(say("html_notebook", lang, name=b.name))}</a></p>' if b.html else "",
                 "</section>",
             ]
         if b.error:
-            parts += ["<section>", f"<h2>{e(b.name)}: the notebook failed</h2>",
+            parts += ["<section>", f"<h2>{e(say('html_failed', lang, name=b.name))}</h2>",
                       f"<pre>{e(b.error)}</pre>",
-                      f'<p><a href="{e(b.html.name)}">the partial notebook</a></p>' if b.html else "",
+                      f'<p><a href="{e(b.html.name)}">{e(say("html_partial", lang))}</a></p>' if b.html else "",
                       "</section>"]
-    rows = provenance_rows(built, meta)
-    parts += ["<section><h2>Where the data came from</h2><table>",
-              "<tr>" + "".join(f"<th>{h}</th>" for h in TEXT["provenance_head"][0].split(" | ")) + "</tr>"]
+    rows = provenance_rows(built, meta, lang)
+    parts += [f"<section><h2>{e(say('provenance', lang))}</h2><table>",
+              "<tr>" + "".join(f"<th>{e(h)}</th>" for h in say("provenance_head", lang).split(" | ")) + "</tr>"]
     parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
-    parts += [f"</table><p>{e(machines_line(meta))}</p></section>", "<section><h2>Notebooks</h2><ul>"]
+    parts += [f"</table><p>{e(machines_line(meta, lang))}</p></section>",
+              f"<section><h2>{e(say('html_notebooks', lang))}</h2><ul>"]
     parts += [f'<li><a href="{e(b.html.name)}">{e(b.name)}</a>'
-              f'{" — failed" if b.error else ""}</li>' for b in built if b.html]
+              f'{e(say("html_failed_mark", lang)) if b.error else ""}</li>' for b in built if b.html]
     parts += ["</ul></section>"]
     explorer = figures / EXPLORER_SHOT
     if explorer.exists():  # made by `make explore`, not by a notebook
-        parts += ["<section><h2>Explorer</h2>",
-                  "<p>The tutorial's interactive demos on real trained models, in the browser: <code>make explore</code> "
-                  'builds <a href="../explorer.html">reports/explorer.html</a>, one page that opens offline.</p>',
-                  _img(explorer), "</section>"]
+        parts += [f"<section><h2>{e(say('html_explorer', lang))}</h2>",
+                  f"<p>{say('html_explorer_text', lang)}</p>", _img(explorer), "</section>"]
     parts += ["</body></html>", ""]
     return "\n".join(p for p in parts if p)

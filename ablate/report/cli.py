@@ -22,7 +22,7 @@ def parser() -> argparse.ArgumentParser:
     from ..results.export import BUDGET_ORDER
 
     p = OneLineParser(prog="ablate report", description="Export the sweeps' results to reports/data, then execute "
-                "every report notebook on them: reports/build/*.html, index.html, reports/figures, reports/FINDINGS.md and FINDINGS.zh.md.")
+                "every report notebook on them: reports/build/*.html, index.html and index.zh.html, reports/figures, reports/FINDINGS.md and FINDINGS.zh.md.")
     p.add_argument("step", nargs="?", choices=["export", "build", "all"], default="all",
                    help="export (runs -> data), build (data -> report), or all (default)")
     p.add_argument("--runs", metavar="DIR", help="run directories to export (default $ABLATE_RUNS_DIR, else ./runs)")

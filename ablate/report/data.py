@@ -62,6 +62,12 @@ def data_dir() -> Path:
     return Path(env) if env else _first_dir("reports/data", "data")
 
 
+def figure_file(name: str, lang: str = "en") -> str:
+    """The file of figure `name` ('q1_copy.png') in a language: 'q1_copy.zh.png' for "zh" (savefig writes
+    both)."""
+    return name[: -len(".png")] + ".zh.png" if lang == "zh" and name.endswith(".png") else name
+
+
 def figures_dir() -> Path:
     """$ABLATE_REPORT_FIGURES, else reports/figures, else figures."""
     env = os.environ.get(FIGURES_ENV)

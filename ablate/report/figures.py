@@ -222,13 +222,26 @@ def subplots(nrows: int = 1, ncols: int = 1, **kwargs):
 
 
 def savefig(fig, name: str) -> Path:
-    """Save `fig` as <figures>/<name>.png (no metadata that changes between builds); returns the path.
+    """Save `fig` as <figures>/<name>.png and, with its texts in Chinese (figure_zh), <name>.zh.png; no
+    metadata that changes between builds, and every string the figure draws as the PNG's Description (its
+    text for a screen reader, and what the test of the Chinese figures reads). Returns the English path.
     By convention a notebook's figures start with its prefix (q2_..., claims_...)."""
+    from .figure_zh import drawn_texts, translated
+
     folder = figures_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
-    fig.savefig(path, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+
+    def save(to: Path) -> None:
+        described = "\n".join(drawn_texts(fig))
+        fig.savefig(to, format="png", dpi=DPI, bbox_inches="tight",
+                    metadata={"Software": None, "Description": described})
+
+    save(path)
+    with translated(fig):
+        save(folder / f"{name}.zh.png")
     return path
+
 
 
 # ---- reference lines, ticks, the stamp ----

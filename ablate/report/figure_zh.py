@@ -1,0 +1,105 @@
+"""The Chinese figures: every figure is saved twice, <name>.png in English and <name>.zh.png with each
+title, axis label, legend entry, categorical tick label and stamp put into Chinese from ZH below (one
+table of the figures' phrases, the longest phrase first; numbers, symbols and names such as LSTM, Pre-LN
+or d_k stay as they are). FINDINGS.zh.md, the Chinese pages and index.zh.html show the .zh.png files.
+
+    drawn_texts(fig)           every string the figure draws, in order (the PNG's Description)
+    to_zh("copy, bidirectional")   -> "复制，双向"
+    leftover("validation acc")     -> ["acc"]: English words no phrase of ZH covers (a test lists them)
+
+A string that ZH does not cover keeps its English words; the test of the Chinese figures names them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from .figure_phrases import KEEP, PATTERNS, ZH
+
+# longest phrase first, so "validation accuracy" wins over "accuracy"; whole words only
+_PHRASES = sorted(ZH, key=len, reverse=True)
+_PATTERN = re.compile("|".join(rf"(?<![A-Za-z_]){re.escape(p)}(?![A-Za-z_])" for p in _PHRASES)) if _PHRASES else None
+_COUNTED = [(re.compile(rf"(?<![A-Za-z_]){p}(?![A-Za-z_])"), r) for p, r in PATTERNS]
+_WORD = re.compile(r"[A-Za-z][A-Za-z_'’]*")
+_MATH = re.compile(r"\$[^$]*\$")  # mathtext ($10^{-1}$, $\mathdefault{...}$): drawn as symbols, never translated
+_HAN = "\u4e00-\u9fff"
+
+
+def to_zh(text: str) -> str:
+    """`text` in Chinese: first the counted phrases of PATTERNS ("8 heads" -> "8 个头"), then every phrase of
+    ZH (one pass, longest first); then the English punctuation beside Chinese made Chinese (", " -> "，",
+    ": " -> "："), and the spaces between two Chinese words dropped. Mathtext stays as it is."""
+    if not text or text.startswith("$"):
+        return text
+    out = text
+    for pattern, repl in _COUNTED:
+        out = pattern.sub(repl, out)
+    if _PATTERN is not None:
+        out = _PATTERN.sub(lambda m: ZH[m.group(0)], out)
+    han = f"[{_HAN}“”]"
+    out = re.sub(rf"\(((?:(?!\)).)*{han}(?:(?!\)).)*)\)", r"（\1）", out)  # parentheses around Chinese
+    if _WORD.search(_MATH.sub("", out)) or re.search(han, out):  # a label: list commas Chinese, not N(0, 1)'s
+        depth, chars = 0, []
+        for i, c in enumerate(out):
+            depth += (c == "(") - (c == ")")
+            chars.append("，" if c == "," and depth == 0 and out[i + 1: i + 2] == " " else c)
+        out = re.sub("， ", "，", "".join(chars))
+    out = re.sub(rf"(?<={han}): |: (?={han})", "：", out)
+    out = re.sub(rf"(?<={han}) (?={han})", "", out)
+    out = re.sub(r" *([，：（）]) *", r"\1", out)  # no space beside Chinese punctuation
+    return out
+
+
+def leftover(text: str) -> list[str]:
+    """The English words `text` still holds after to_zh, except the names KEEP lets stand and mathtext."""
+    return [w for w in _WORD.findall(_MATH.sub("", to_zh(text))) if w not in KEEP and len(w) > 1]
+
+
+def _tick_axes(fig) -> Iterator[Any]:
+    for ax in fig.axes:
+        yield ax.xaxis
+        yield ax.yaxis
+
+
+def drawn_texts(fig) -> list[str]:
+    """Every non-empty string the figure draws (titles, labels, legends, ticks, annotations, the stamp),
+    in the order matplotlib finds them, after a draw (so tick labels are the formatted ones)."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    seen = [t.get_text() for t in fig.findobj(Text) if t.get_visible()]
+    return [t for t in seen if t.strip()]
+
+
+def translated(fig):
+    """A context manager: inside it `fig` draws its Chinese texts; on exit every text, tick label and tick
+    formatter is as before (the English figure can be saved again, byte for byte)."""
+    from contextlib import contextmanager
+
+    from matplotlib.text import Text
+
+    @contextmanager
+    def swap():
+        fig.canvas.draw()  # tick labels exist and are formatted
+        axes = []
+        for axis in _tick_axes(fig):
+            labels = [t.get_text() for t in axis.get_ticklabels()]
+            if any(_WORD.search(_MATH.sub("", s)) for s in labels):  # categorical ticks: Chinese while inside
+                axes.append((axis, axis.get_major_locator(), axis.get_major_formatter(), list(axis.get_ticklocs())))
+                axis.set_ticks(axes[-1][3], labels=[to_zh(s) for s in labels])
+        texts = [(t, t.get_text()) for t in fig.findobj(Text)]
+        for t, s in texts:
+            if s:
+                t.set_text(to_zh(s))
+        try:
+            yield fig
+        finally:
+            for t, s in texts:
+                t.set_text(s)
+            for axis, locator, formatter, _ in axes:
+                axis.set_major_locator(locator)
+                axis.set_major_formatter(formatter)
+
+    return swap()
