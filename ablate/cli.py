@@ -28,6 +28,8 @@ commands:
                                       the table of a sweep: one row per run (or per variant)
   report [export|build|all] [--data DIR] [--out DIR]
                                       export results to reports/data, run the report notebooks
+  compare NAME [--out DIR] [--baseline KEY=VALUE,...] [--runs DIR]
+                                      any sweep's variants against a baseline: Markdown, HTML, CSV, figures
   explore SOURCE... --out PAGE.html [--json PATH]
                                       trained models (run directories or last.ckpt) in one offline HTML page
                                       that runs them in the browser; --json: the models as JSON
@@ -219,6 +221,12 @@ def cmd_report(argv: list[str]) -> int:
     return report_main(argv)
 
 
+def cmd_compare(argv: list[str]) -> int:
+    from .report.compare_cli import main as compare_main
+
+    return compare_main(argv)
+
+
 def cmd_explore(argv: list[str]) -> int:
     from .explore import main as explore_main
 
@@ -238,7 +246,7 @@ def cmd_dashboard(argv: list[str]) -> int:
 
 
 COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": cmd_bench, "sweep": cmd_sweep, "results": cmd_results,
-            "report": cmd_report, "explore": cmd_explore, "sync": cmd_sync, "dashboard": cmd_dashboard}
+            "report": cmd_report, "compare": cmd_compare, "explore": cmd_explore, "sync": cmd_sync, "dashboard": cmd_dashboard}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
     models  <-  data, tasks, probes  <-  train (rundir, callbacks, tracking, probing)  <-  sweep
             <-  results  <-  report  <-  notebooks
-    (fileio, yamlfile, cliparse, csvcells, checkpoint, registry: leaf modules, importing nothing of ablate, usable by every layer;
+    (fileio, yamlfile, cliparse, csvcells, checkpoint, registry, browser: leaf modules, importing nothing of ablate, usable by every layer;
      a name is imported from its home, never through a module that merely uses it)
 
 Each rule names a layer (a module prefix) and the ablate modules it must never import. The checker
@@ -47,6 +47,8 @@ RULES = (
          why="reading a run's files: one home for the trainer and the results table"),
     Rule("ablate.registry", allowed=("ablate.registry",),
          why="the task registry: a leaf every layer may read (config, data, budgets, tables, reports)"),
+    Rule("ablate.browser", allowed=("ablate.browser",),
+         why="a leaf utility: headless Chromium, offline, for the explorer's and the report's screenshots"),
     Rule("ablate.checkpoint", allowed=("ablate.checkpoint",),
          why="a leaf utility: tasks below the run directory and everything above it load checkpoints"),
     Rule("ablate", forbidden=tuple(f"ablate.rundir.{name}" for name in HOMES),
@@ -62,7 +64,7 @@ RULES = (
          why="sweep files -> runs: configurations and processes, nothing of model internals"),
     Rule("ablate.results", forbidden=("ablate.report",), why="tables are below the reports"),
     Rule("ablate.report", allowed=("ablate.report", "ablate.results", "ablate.fileio", "ablate.registry",
-                                   "ablate.cliparse"),
+                                   "ablate.cliparse", "ablate.browser"),
          why="reports read tables only"),
     Rule("reports", allowed=("ablate.report", "ablate.results"), why="notebooks read tables only"),
     Rule("ablate.dashboard", allowed=("ablate.dashboard", "ablate.config", "ablate.budgets", "ablate.fileio", "ablate.cliparse",
@@ -70,7 +72,7 @@ RULES = (
          why="a dashboard is built from a sweep file and the reports' text: never models, tasks, training, "
              "results or report notebooks"),
     Rule("ablate.explore", allowed=("ablate.explore", "ablate.cliparse", "ablate.config", "ablate.models", "ablate.checkpoint",
-                                    "ablate.registry", "ablate.fileio", "ablate.limits"),
+                                    "ablate.registry", "ablate.fileio", "ablate.limits", "ablate.browser"),
          why="the explorer reads a checkpoint and its config and runs the model; never training, sweeps, "
              "results or reports"),
 )
@@ -161,7 +163,7 @@ BELOW_REPORTS = ("ablate.config", "ablate.models", "ablate.tasks", "ablate.data"
 HEAVY_LIBRARIES = ("torch", "torchvision", "torchmetrics", "lightning", "lightning_fabric", "pytorch_lightning", "wandb")
 # Entry points: modules a user runs, which may reach the harness inside their functions (the report's
 # CLI runs export); only their import-time edges (outside any function) are followed.
-ENTRY_POINTS = ("ablate.report.cli",)
+ENTRY_POINTS = ("ablate.report.cli", "ablate.report.compare_cli")
 LAZY = "LAZY"  # a package's {name: ".module"} for the names its module __getattr__ imports (PEP 562)
 
 

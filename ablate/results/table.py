@@ -359,6 +359,18 @@ def sweep_file_keys(path: Path) -> list[str]:
     return out
 
 
+def sweep_file_metric(path: Path | str) -> tuple[str, str] | None:
+    """The metric a sweep file optimises, (name, goal), e.g. ("val/acc_best", "maximize"); None without one."""
+    try:
+        spec = read_yaml(Path(path), "sweep file") if Path(path).is_file() else {}
+    except YamlFileError:
+        return None
+    metric = spec.get("metric") if isinstance(spec, dict) else None
+    if not isinstance(metric, dict) or not metric.get("name"):
+        return None
+    return str(metric["name"]), str(metric.get("goal") or "maximize")
+
+
 def sweep_file_tune(path: Path | str) -> Tune | None:
     """The tuning a sweep file asks for (None: none, or no usable file; `ablate sweep` names a bad one)."""
     try:

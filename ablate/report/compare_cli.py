@@ -1,0 +1,109 @@
+"""`ablate compare NAME|sweeps/NAME.yaml [--out DIR] [--baseline key=value,...] [--runs DIR]`: the entry point
+of the comparison report (ablate.report.compare). It checks the input, exports the sweep's runs into a
+temporary folder as `ablate report export` does (the results layer, imported only when the command runs),
+reads each run folder's status and the runs the sweep file defines but nobody ran, then writes the report.
+
+Exit status: 0; 2 for bad input (an unknown sweep, no finished runs, a baseline that matches no variant),
+one line on stderr and nothing written.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from ..cliparse import OneLineParser
+from .compare import FINISHED, CompareError, Report, _finished_runs, parse_baseline, write
+from .data import Sweep
+
+
+def parser() -> OneLineParser:
+    p = OneLineParser(prog="ablate compare", description="the comparison report of any sweep, offline: compare.md, "
+                      "a self-contained index.html, variants.csv and figures")
+    p.add_argument("name", help="the sweep: its name (sweeps/NAME.yaml, runs in $ABLATE_RUNS_DIR/NAME, default "
+                   "./runs) or the path of its file")
+    p.add_argument("--out", metavar="DIR", help="where the report goes (default reports/compare/NAME/)")
+    p.add_argument("--baseline", metavar="KEY=VALUE,...", help="the variant every other is compared with "
+                   "(default: the one at ablate's defaults, else the first)")
+    p.add_argument("--runs", metavar="DIR", help="the runs folder (default $ABLATE_RUNS_DIR, else ./runs)")
+    return p
+
+
+def states(where: Path) -> dict[str, tuple[str, str]]:
+    """Each run folder's own status and the last line of its error, from its summary.json (JSON, never a
+    pickle); a folder whose summary cannot be read is "unreadable"."""
+    import json
+
+    out = {}
+    for run in _finished_runs(where):
+        try:
+            summary = json.loads((where / run / "summary.json").read_text())
+            error = [line for line in str(summary.get("error") or "").splitlines() if line.strip()]
+            out[run] = (str(summary.get("status") or "unknown"), error[-1].strip() if error else "")
+        except (OSError, ValueError, AttributeError) as err:
+            out[run] = ("unreadable", f"summary.json: {type(err).__name__}")
+    return out
+
+
+def missing_runs(name: str, sweeps: Path, present: set[str], budget: str, tuned: bool) -> list[str]:
+    """The runs sweeps/<name>.yaml defines at `budget` that have no folder: named (a tuned sweep: counted, since
+    its stage 2 runs only at each variant's chosen rate)."""
+    from ..results.export import defined_runs
+
+    defined = defined_runs(name, sweeps).get(budget)
+    if not defined:
+        return []
+    ids, expected = defined
+    command = f"`ablate sweep {sweeps / (name + '.yaml')} --budget {budget}`"
+    if tuned:
+        have = len(ids & present)
+        return [f"{expected - have} of the {expected} runs the tuned sweep makes at budget {budget} ({command})"] \
+            if have < expected else []
+    return [f"`{run}` ({command} runs it)" for run in sorted(ids - present)]
+
+
+def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: str | None = None,
+        log: Callable[[str], None] = print) -> Report:
+    """Check, export into a temporary folder, write the report (ablate.report.compare.write)."""
+    from ..results.export import export
+    from ..results.table import sweep_dir, sweep_file_metric
+
+    parse_baseline(baseline)  # a malformed --baseline before any work
+    if not (sweeps / f"{name}.yaml").is_file():
+        raise CompareError(f"no sweep file {sweeps / (name + '.yaml')}; give a sweep's name (sweeps/NAME.yaml) "
+                           "or the path of its .yaml file")
+    where = sweep_dir(name, runs)
+    if not _finished_runs(where):
+        raise CompareError(f"no finished runs of sweep {name} under {where}; run `ablate sweep "
+                           f"{sweeps / (name + '.yaml')}` first (or give --runs DIR)")
+    with tempfile.TemporaryDirectory(prefix="ablate-compare-") as tmp:
+        said: list[str] = []
+        export([name], runs=runs, data=Path(tmp), sweeps=sweeps, log=said.append, warn=said.append)
+        S = Sweep(name, Path(tmp))
+        if not S.ready or not S.df["status"].isin(FINISHED).any():
+            raise CompareError(f"no finished runs of sweep {name} under {where} (statuses: "
+                               f"{', '.join(sorted(set(S.df['status']))) if S.ready else 'none'}); rerun the sweep")
+        metric, goal = sweep_file_metric(sweeps / f"{name}.yaml") or ("val/acc_best", "maximize")
+        found = states(where)
+        tune = S.meta.get("tune") or {}
+        budget = str(S.meta.get("budget") or "none").split(",")[0].strip()
+        missing = missing_runs(name, sweeps, set(found), budget, bool(tune.get("key")))
+        return write(S, out, metric, goal, baseline, found, missing,
+                     [s.removeprefix("ablate report export: ") for s in said], log=log)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..results import ResultsError
+    from ..results.table import sweep_arg
+
+    args = parser().parse_args(argv)
+    try:
+        name, sweeps = sweep_arg(args.name)
+        out = Path(args.out) if args.out else Path("reports") / "compare" / name
+        run(name, sweeps, out, runs=Path(args.runs) if args.runs else None, baseline=args.baseline)
+    except (ResultsError, CompareError) as err:
+        print(f"ablate: {err}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,165 @@
+"""`ablate compare` (issue 27) on a user's own sweep, written here (not one of sweeps/) and run for real by
+the local runner at tiny settings (3 seeds: the smoke budget keeps one, and a comparison needs several): the
+per-variant means are pandas' means of `ablate results --csv`, and means and intervals are what the report's
+statistics give on that CSV; a failed and a missing run are named; the HTML opens in headless Chromium with the
+network blocked and its figures load; bad input is one line, exit status 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from ablate import cli
+from ablate.sweep import spec
+from tests.sweep_fixtures import forkserver, isolated  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.slow  # trains real runs
+
+NAME = "my_dropout"
+SWEEP = {
+    "program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
+    "metric": {"name": "val/acc_best", "goal": "maximize"},
+    "parameters": {
+        "run.group": {"value": NAME}, "tracking": {"value": "none"},
+        "data.task": {"value": "copy"}, "data.vocab": {"value": 6}, "data.length": {"value": 4},
+        "data.n_train": {"value": 256}, "data.n_val": {"value": 64}, "data.n_test": {"value": 64},
+        "data.batch_size": {"value": 32}, "model.d_model": {"value": 16}, "model.n_heads": {"value": 2},
+        "model.n_layers": {"value": 1}, "trainer.max_epochs": {"value": 2}, "run.probes": {"value": True},
+        "model.pos_enc": {"values": ["sinusoidal", "none"]}, "model.dropout": {"values": [0.0, 0.1]},
+        "seed": {"values": [0, 1, 2]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """The sweep run by `ablate sweep`, with one run made to fail (its metrics.csv is a folder) and one completed
+    run's folder removed afterwards (missing)."""
+    root = tmp_path_factory.mktemp("compare")
+    sweeps = root / "sweeps"
+    sweeps.mkdir()
+    path = sweeps / f"{NAME}.yaml"
+    path.write_text(yaml.safe_dump(SWEEP, sort_keys=False))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABLATE_RUNS_DIR", str(root / "runs"))
+        mp.setenv("ABLATE_PROGRESS", "0")
+        mp.chdir(root)
+        runs = spec.load(str(path)).runs
+        failing, gone = runs[1], runs[-1]  # two variants lose one seed each
+        (root / "runs" / NAME / failing.run_id / "metrics.csv").mkdir(parents=True)
+        assert cli.main(["sweep", str(path), "--workers", "2"]) == 1  # one run failed
+        shutil.rmtree(root / "runs" / NAME / gone.run_id)  # missing: never run, as after a lost disk
+    return root, path, failing, gone
+
+
+def _compare(root: Path, *args: str) -> int:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABLATE_RUNS_DIR", str(root / "runs"))
+        mp.chdir(root)
+        return cli.main(["compare", str(root / "sweeps" / f"{NAME}.yaml"), *args])
+
+
+def test_compare_of_a_users_sweep_matches_an_independent_computation(swept, capsys):
+    root, _, failing, gone = swept
+    out = root / "report"
+    assert _compare(root, "--out", str(out), "--baseline", "model.pos_enc=sinusoidal,model.dropout=0") == 0
+    assert sorted(p.name for p in out.iterdir()) == ["compare.md", "figures", "index.html", "variants.csv"]
+    # the independent computation: `ablate results --csv`, then the seed mean and a t interval per variant
+    csv = root / "results.csv"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABLATE_RUNS_DIR", str(root / "runs"))
+        mp.chdir(root)
+        assert cli.main(["results", str(root / "sweeps" / f"{NAME}.yaml"), "--csv", str(csv)]) == 0
+    capsys.readouterr()
+    from ablate.report import stats as St
+
+    # the bootstrap's stream is keyed by the runs' values (ablate.report.stats._rng) as the exported tables hold
+    # them: 6 significant digits (ablate.results.export.SIGNIFICANT), in seed order
+    every = pd.read_csv(csv).sort_values("seed", kind="stable")
+    for metric in ("val/acc_best", "test/acc"):
+        every[metric] = every[metric].map(lambda x: float(f"{x:.6g}"))
+    runs = every[every["status"] == "completed"]
+    table = pd.read_csv(out / "variants.csv")
+    assert len(table) == 4
+    for _, row in table.iterrows():
+        where = {"model.pos_enc": row["model.pos_enc"], "model.dropout": float(row["model.dropout"])}
+        mine = runs[(runs["model.pos_enc"] == where["model.pos_enc"]) & np.isclose(runs["model.dropout"], where["model.dropout"])]
+        assert row["runs"] == len(mine) and len(mine) >= 2
+        for metric in ("val/acc_best", "test/acc"):
+            assert row[metric] == pytest.approx(mine[metric].mean(), abs=1e-6)
+            e = St.estimate(every, metric, where)
+            assert (row[f"{metric} lo"], row[f"{metric} hi"]) == pytest.approx((e.lo, e.hi), abs=1e-12)
+            assert 0 <= e.lo <= row[metric] <= e.hi <= 1
+    md = (out / "compare.md").read_text()
+    assert f"- failed: `{failing.run_id}`: IsADirectoryError" in md
+    assert f"missing: `{gone.run_id}`" in md
+    assert "baseline: **model.pos_enc=sinusoidal, model.dropout=0**" in md
+    assert "paired by seed" in md and "Holm" in md
+    assert "(figures/metrics.png)" in md and (out / "figures" / "metrics.png").is_file()
+
+
+def test_compare_html_opens_offline_in_chromium_and_its_figures_load(swept):
+    from tests.test_report_shots import PROBLEM
+
+    if PROBLEM:
+        pytest.skip(PROBLEM)
+    from ablate.browser import offline_screenshot
+
+    root = swept[0]
+    out = root / "report-html"
+    assert _compare(root, "--out", str(out)) == 0
+    seen = {}
+
+    def act(tab):
+        seen.update(tab.evaluate("""() => ({
+            images: document.images.length,
+            loaded: [...document.images].filter(i => i.complete && i.naturalWidth > 0).length,
+            tables: document.querySelectorAll('table').length})"""))
+
+    shot = offline_screenshot(out / "index.html", root / "compare.png", act=act)
+    assert shot.blocked == [] and seen["images"] >= 2 and seen["loaded"] == seen["images"] and seen["tables"] >= 3
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--baseline", "model.pos_enc=rope"], "--baseline model.pos_enc=rope matches no variant; the variants are:"),
+    (["--baseline", "model.norm=post"], "--baseline names model.norm, which the sweep does not vary"),
+    (["--baseline", "pos_enc"], "--baseline 'pos_enc': expected key=value"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(swept, capsys, args, says):
+    root = swept[0]
+    out = root / "never"
+    assert _compare(root, "--out", str(out), *args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not out.exists() and not [p for p in root.iterdir() if p.name.startswith(".never")]
+
+
+def test_an_unknown_sweep_or_one_without_runs_is_refused(swept, tmp_path, capsys):
+    root = swept[0]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+        mp.chdir(tmp_path)
+        assert cli.main(["compare", "no_such_sweep"]) == 2
+        assert "no sweep file sweeps/no_such_sweep.yaml" in capsys.readouterr().err
+        assert cli.main(["compare", str(root / "sweeps" / f"{NAME}.yaml")]) == 2  # no runs in this runs folder
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"no finished runs of sweep {NAME}" in err[0]
+    assert not (tmp_path / "reports").exists()
+
+
+def test_compare_names_its_inputs_in_meta_like_the_report(swept):
+    """The page says what varies, the budget, seeds, commit and the runs' status counts."""
+    root = swept[0]
+    out = root / "report-meta"
+    assert _compare(root, "--out", str(out)) == 0
+    md = (out / "compare.md").read_text()
+    assert "- varies: `model.pos_enc`, `model.dropout`" in md and "- budget: none" in md
+    assert "code commit: `" in md and "- runs: 11 (10 completed, 1 failed); 10 in the tables below" in md
+    head = json.dumps(md.splitlines()[:12])
+    assert "seeds: 0, 1, 2" in head
