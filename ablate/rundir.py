@@ -11,7 +11,6 @@ and plain values) is set aside as `<name>.corrupt-<time>` and the run carries on
 
 from __future__ import annotations
 
-import csv
 import errno
 import fcntl
 import json
@@ -204,9 +203,3 @@ class RunLock:
         self.release()
 
 
-def read_metrics(run_dir: Path) -> list[dict[str, str]]:
-    try:
-        with open(run_dir / METRICS, newline="") as f:
-            return list(csv.DictReader(f))
-    except FileNotFoundError:
-        return []

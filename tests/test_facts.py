@@ -101,3 +101,16 @@ def test_an_ffn_stores_facts_the_same_model_without_one_cannot(tmp_path, monkeyp
     with_ffn, without = _recall(tmp_path, 8), _recall(tmp_path, 0)
     assert with_ffn > 0.95, with_ffn
     assert without < with_ffn - 0.15, (without, with_ffn)
+
+
+def test_sets_bigger_than_memory_name_the_keys_that_size_them_not_the_length(monkeypatch):
+    """The facts task's sequences are 2 tokens whatever data.length says: a refusal names the set sizes only."""
+    from ablate.config import DataConfig
+    from ablate.data import DataError
+    from ablate.data import synthetic as synthetic_mod
+
+    monkeypatch.setattr(synthetic_mod, "memory_bytes", lambda: 1000)
+    with pytest.raises(DataError) as err:
+        Facts(DataConfig(task="facts", vocab=16, n_train=4096, n_val=256, n_test=256))
+    said = str(err.value)
+    assert said.endswith("; lower data.n_train, data.n_val or data.n_test") and "sequences of 2 tokens" in said

@@ -44,15 +44,11 @@ class SyntheticTask(InMemoryDataModule):
         super().__init__()
         self.cfg = cfg
         self.spec = task_spec(self.name)
-        self.check(cfg)
         self.check_memory(cfg)
         sizes = self.spec.model_sizes(cfg)
         self.n_tokens, self.n_out = sizes["n_tokens"], sizes["n_out"]
         self.seq_len = self.spec.seq_len(cfg)
         self.train_set = self.val_set = self.test_set = None
-
-    def check(self, cfg: DataConfig) -> None:
-        """Refuse settings this task cannot be built with (ConfigError, one line)."""
 
     def generate(self, n: int, length: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
@@ -64,9 +60,15 @@ class SyntheticTask(InMemoryDataModule):
                 f"the {self.spec.title}'s sets need about {need / 2**30:.3g} GiB ({cfg.n_train} + {cfg.n_val} "
                 f"sequences of {self._len(cfg, cfg.length)} tokens, {cfg.n_test} of "
                 f"{self._len(cfg, cfg.eval_length)}), more than {MEMORY_SHARE:.0%} of this "
-                f"machine's {have / 2**30:.3g} GiB; lower data.n_train, data.n_val, data.n_test, data.length "
-                "or data.test_length"
+                f"machine's {have / 2**30:.3g} GiB; lower {self._size_keys(cfg)}"
             )
+
+    def _size_keys(self, cfg: DataConfig) -> str:
+        """The keys that set the sets' size: the lengths too where the task's sequences grow with them (the
+        facts task's are always 2 tokens long)."""
+        keys = ["data.n_train", "data.n_val", "data.n_test"]
+        keys += [f"data.{k}" for k in ("length", "test_length") if k in self.spec.keys]
+        return ", ".join(keys[:-1]) + " or " + keys[-1]
 
     def _len(self, cfg: DataConfig, length: int) -> int:
         """Tokens of one sequence built at `length`."""

@@ -183,7 +183,3 @@ class EncoderConfig:
         """The one factor every attention path multiplies QK^T by: 1/sqrt(d_head) (if on) / tau."""
         base = self.head_dim**-0.5 if self.qk_scale else 1.0
         return base / self.temperature
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))

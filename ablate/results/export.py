@@ -443,12 +443,6 @@ def permuted_maps(run_dir: Path) -> dict[str, np.ndarray]:
     return checkpoint_maps(run_dir, permuted=True)
 
 
-def sentence_maps(run_dir: Path) -> dict[str, np.ndarray]:
-    """The final model's maps on Q1's sentence and its reordering (see checkpoint_maps); ValueError for a
-    model that cannot read them; {} without a checkpoint."""
-    return checkpoint_maps(run_dir, permuted=False, sentence=True)
-
-
 def position_accuracy(run_dir: Path) -> tuple[dict[str, np.ndarray], bool]:
     """({BY_POSITION: (K,) float32}, computed): the run's test accuracy at each emitted position
     (ablate.probes.accuracy_by_position), from probes.npz where the run recorded it (computed False),
