@@ -372,7 +372,8 @@ if S.ready:
 # %% [markdown]
 # ## How the attention matrix changes when the input is reordered
 # Layer 0, head 0 of trained copy models (the lowest seed at the chosen learning rate) on one validation
-# sequence: A(x) on the tokens in order, A(Px) on the same tokens permuted, and P·A(x)·Pᵀ, the original
+# sequence: A(x) on the tokens in order, A(Px) on the same tokens reordered (the tokens only; the
+# separator and the blanks stay in place, as in 猫坐在垫子上 -> 垫子在猫坐上), and P·A(x)·Pᵀ, the original
 # matrix with rows and columns moved to follow the tokens. Where A(Px) equals P·A(x)·Pᵀ, reordering the
 # input only reorders the matrix: the model sees the same bag of tokens.
 

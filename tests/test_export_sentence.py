@@ -128,6 +128,24 @@ def test_the_sentence_through_every_trained_model(exported):
             assert np.abs(b - moved).max() > 1  # positions make the reordering a different input
 
 
+def test_the_permuted_probe_example_reorders_the_tokens_and_keeps_sep_and_blanks(exported):
+    """Q1's permuted maps (issue 26): the copy input's 6 tokens are reordered, SEP and the 6 blanks stay where
+    they are, as in 猫坐在垫子上 -> 垫子在猫坐上; without positions the map is the original's, moved."""
+    data = exported / "data"
+    df, arrays = R.table("pos_enc", data), R.arrays("pos_enc", data)
+    for run_id, pos_enc in zip(df["run_id"], df["model.pos_enc"]):
+        perm = arrays[f"{run_id}/perm"].astype(int)
+        assert sorted(perm[:6]) == list(range(6)) and list(perm[:6]) != list(range(6))
+        assert list(perm[6:]) == list(range(6, 13))
+        a = arrays[f"{run_id}/final/attention"][0, 0].astype(int)
+        ap = arrays[f"{run_id}/final/attention_perm"][0, 0].astype(int)
+        moved = a[perm][:, perm]
+        if pos_enc == "none":
+            assert np.abs(ap - moved).max() <= 1
+        else:
+            assert np.abs(ap - moved).max() > 1
+
+
 def test_export_of_the_sentence_is_reproducible(exported, tmp_path):
     """A second export of the same runs writes the same bytes (the maps included)."""
     first = {p.name: p.read_bytes() for p in (exported / "data").iterdir()}

@@ -352,13 +352,28 @@ def copy_input(tokens: Sequence[int], vocab: int) -> list[int]:
     return [*tokens, vocab, *[vocab + 1] * len(tokens)]
 
 
+def word_permutation(seq_len: int):
+    """The copy task's reordering as the tutorial's example makes it (猫坐在垫子上 -> 垫子在猫坐上): the L
+    tokens' positions permuted (a fixed permutation, seed 0), the separator and the L blanks left in place,
+    of a sequence of 2L + 1."""
+    import torch
+
+    n = (seq_len - 1) // 2
+    words = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    return torch.cat((words, torch.arange(n, seq_len)))
+
+
 def _permuted(task, datamodule) -> dict[str, np.ndarray]:
+    """Layer 0's maps on the probe example reordered: the copy task's tokens only (word_permutation; moving
+    the separator and the blanks too would change the task, not only the order of its words), MNIST's rows by
+    the task's own permutation."""
     from ..probes import attention_maps  # pure-torch measurements
     from ..probing import probe_batch, probe_permutation
 
     datamodule.setup("fit")
     x, _ = probe_batch(datamodule, 1)
-    perm = probe_permutation(datamodule, x.shape[1])
+    copy = task.cfg.data.task == "copy"
+    perm = word_permutation(x.shape[1]) if copy else probe_permutation(datamodule, x.shape[1])
     permuted = attention_maps(task.model, x[:, perm])[0][:ATTENTION_LAYERS]
     return {"final/attention_perm": quantise(permuted.numpy()), "perm": perm.numpy().astype(np.int16)}
 
@@ -388,8 +403,8 @@ def checkpoint_maps(run_dir: Path, permuted: bool = True, sentence: bool = False
                     note: Callable[[str], None] | None = None) -> dict[str, np.ndarray]:
     """Maps computed from the run's final model (last.ckpt, loaded once, rebuilt as `ablate probe` does);
     {} without a checkpoint. `permuted`: the first layer's maps on the probe example with its positions
-    permuted (the permutation the run's probes use: MNIST's fixed row order, a fixed one for the copy
-    task), `final/attention_perm` (1, H, T, T) and `perm`. `sentence`: its first layer's attention
+    reordered (MNIST: the run's fixed row order; copy: its tokens only, word_permutation),
+    `final/attention_perm` (1, H, T, T) and `perm`. `sentence`: its first layer's attention
     (H, 13, 13) on Q1's sentence and on its reordering, `final/sentence` and `final/sentence_perm`; a
     model that cannot read them (not the copy task, fewer than 6 tokens, sequences shorter than 13)
     goes without, said in one line to `note` (raised as ValueError without one); so does a model without
