@@ -97,7 +97,7 @@ def test_compare_of_a_users_sweep_matches_an_independent_computation(swept, caps
             assert (row[f"{metric} lo"], row[f"{metric} hi"]) == pytest.approx((e.lo, e.hi), abs=1e-12)
             assert 0 <= e.lo <= row[metric] <= e.hi <= 1
     md = (out / "compare.md").read_text()
-    assert f"- failed: `{failing.run_id}`: IsADirectoryError" in md
+    assert f"- failed: `{failing.run_id}`: `IsADirectoryError" in md
     assert f"missing: `{gone.run_id}`" in md
     assert "baseline: **model.pos_enc=sinusoidal, model.dropout=0**" in md
     assert "paired by seed" in md and "Holm" in md
@@ -163,3 +163,20 @@ def test_compare_names_its_inputs_in_meta_like_the_report(swept):
     assert "code commit: `" in md and "- runs: 11 (10 completed, 1 failed); 10 in the tables below" in md
     head = json.dumps(md.splitlines()[:12])
     assert "seeds: 0, 1, 2" in head
+
+
+def test_out_must_be_new_or_an_earlier_report_and_is_never_emptied(swept, capsys):
+    """--out at a folder of other files (here: the runs folder's parent) is refused before any work and left
+    as it was; an earlier report is replaced whole."""
+    root = swept[0]
+    before = sorted(p.name for p in root.iterdir())
+    assert _compare(root, "--out", str(root)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not an earlier `ablate compare` report" in err[0]
+    assert sorted(p.name for p in root.iterdir()) == before
+    out = root / "again"
+    assert _compare(root, "--out", str(out)) == 0
+    (out / "figures" / "stale.png").write_bytes(b"old")
+    assert _compare(root, "--out", str(out)) == 0
+    assert not (out / "figures" / "stale.png").exists() and (out / "compare.md").is_file()
+    assert not [p for p in root.iterdir() if p.name.startswith(".again")]

@@ -227,3 +227,31 @@ def test_chinese_in_a_figure_is_drawn_with_a_cjk_font_not_empty_boxes():
         fig = F.heatmap_grid({"no PE": [np.eye(3)]}, ["“猫坐在垫子上”"])
         fig.canvas.draw()
     assert any("missing from font" in str(w.message) for w in caught)
+
+
+def test_the_chinese_twin_leaves_the_english_figure_as_it_was(tmp_path, monkeypatch):
+    """savefig writes <name>.png, then <name>.zh.png with the texts in Chinese, then puts every text, tick and
+    view back: a second save is the same bytes in both languages, shared categorical axes (a facet grid) too;
+    the Chinese twin's categorical ticks, title and Description are Chinese; a dotted config name stays."""
+    import hashlib
+
+    import seaborn as sns
+    from PIL import Image
+
+    monkeypatch.setenv("ABLATE_REPORT_FIGURES", str(tmp_path))
+    F.setup()
+    df = pd.DataFrame({"model": ["LSTM, learned", "Transformer, learned"] * 4, "accuracy": np.linspace(0.1, 0.9, 8),
+                       "split": ["val"] * 4 + ["test"] * 4})
+    grid = sns.catplot(df, x="model", y="accuracy", col="split", kind="bar", errorbar=None)
+    grid.figure.suptitle("copy, 8 tokens, model.dropout=0.1")
+    limits = [ax.get_xlim() for ax in grid.axes.flat]
+    F.savefig(grid.figure, "first")
+    assert [ax.get_xlim() for ax in grid.axes.flat] == limits
+    F.savefig(grid.figure, "second")
+    digest = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.glob("*.png")}
+    assert digest["first.png"] == digest["second.png"] and digest["first.zh.png"] == digest["second.zh.png"]
+    en = Image.open(tmp_path / "first.png").info["Description"].splitlines()
+    zh = Image.open(tmp_path / "first.zh.png").info["Description"].splitlines()
+    assert "LSTM, learned" in en and "LSTM，可学习 PE" in zh and "LSTM, learned" not in zh
+    assert "复制，8 个词元，model.dropout=0.1" in zh and "准确率" in zh
+    plt.close("all")

@@ -43,6 +43,8 @@ from . import stats as St
 from .data import Sweep
 from .solve import paired, time_to_solve
 
+REPORT_FILES = {"compare.md", "index.html", "variants.csv", "figures"}  # what a report folder holds
+
 FINISHED = ("completed", "diverged")
 TOP_PROBES = 6  # the probe scalars shown: those that differ most between variants
 
@@ -74,7 +76,9 @@ class Comparison:
         if self.note:
             return self.note
         if self.p_holm is None or not math.isfinite(self.effect.p):
-            return "no test (fewer than 2 runs an arm)"
+            a, b = self.effect.a, self.effect.b
+            return (f"no test ({a.n} and {b.n} completed runs; a test needs 2 an arm"
+                    f"{', and 2 seeds in common when paired' if self.method == 'paired by seed' else ''})")
         return "differs" if self.p_holm < 0.05 else "no difference shown"
 
 
@@ -133,7 +137,11 @@ def variants_of(df: pd.DataFrame, keys: Sequence[str]) -> list[Variant]:
     if not keys:
         return [Variant({})]
     combos = df[list(keys)].drop_duplicates()
-    return [Variant({k: row[k] for k in keys}) for _, row in combos.iterrows()]
+    return [Variant({k: (None if _missing(row[k]) else row[k]) for k in keys}) for _, row in combos.iterrows()]
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def choose_baseline(variants: list[Variant], asked: dict[str, str] | None, defaults: Mapping[str, Any]) -> Variant:
@@ -180,10 +188,8 @@ def compare_all(df: pd.DataFrame, metric: str, variants: list[Variant], base: Va
         if v == base:
             continue
         ea, eb = St.estimate(df, metric, v.where), St.estimate(df, metric, base.where)
-        if _n_eval_shared(v, base):
-            eff, method = paired(df, metric, v.where, base.where), "paired by seed"
-        else:
-            eff, method = St.effect(ea, eb), "Welch"
+        eff = paired(df, metric, v.where, base.where) if _n_eval_shared(v, base) else St.effect(ea, eb)
+        method = "paired by seed" if eff.method == "paired" else "Welch"
         out.append(Comparison(metric, v, eff, method, _not_testable(df, metric, v, base, ea, eb)))
     adjusted = St.holm([c.effect.p if not c.note else None for c in out])
     for c, p in zip(out, adjusted):
@@ -271,10 +277,10 @@ def _figures(S: Sweep, df: pd.DataFrame, variants: list[Variant], metric: str, t
     fig, axes = plt.subplots(1, len(shown), figsize=(6 * len(shown), 0.5 * len(variants) + 2.2), squeeze=False,
                              layout="constrained")
     for ax, m in zip(axes[0], shown):
-        runs = df[df["status"].isin(FINISHED) & df["run_id"].isin(label)].assign(variant=lambda d: d["run_id"].map(label))
+        runs = df[(df["status"] == "completed") & df["run_id"].isin(label)].assign(variant=lambda d: d["run_id"].map(label))
         sns.pointplot(runs, x=m, y="variant", order=order, errorbar=St.errorbar, linestyle="none", ax=ax)
         sns.stripplot(runs, x=m, y="variant", order=order, color="grey", size=3, alpha=0.6, ax=ax)
-        ax.set(title=f"{m} per variant (mean, 95 % interval; dots: runs)", ylabel="")
+        ax.set(title=f"{m} per variant (mean, seeds' 95 % bootstrap; dots: completed runs)", ylabel="")
     saved.append(_save(fig, folder / "metrics.png", DPI))
     curves = S.curves("val/acc") if "val/acc" in df.columns else pd.DataFrame()
     if len(curves):
@@ -321,7 +327,7 @@ def _status_lines(S: Sweep, states: Mapping[str, tuple[str, str]], missing: list
     exported = set(df["run_id"])
     for run, (status, error) in sorted(states.items()):
         if status != "completed" or run not in exported:
-            why = f": {error}" if error else ""
+            why = f": `{error.replace('`', chr(39))}`" if error else ""
             left = "" if run in exported else " (left out: its files cannot be read)" if status == "completed" else ""
             lines.append(f"- {status}: `{run}`{why}{left}")
     lines += [f"- missing: {m}" for m in missing]
@@ -383,9 +389,13 @@ def write(S: Sweep, out: Path, metric: str, goal: str, baseline: str | None, sta
         (staging / "compare.md").write_text(md)
         (staging / "index.html").write_text(_html(name, md, figures))
         table.to_csv(staging / "variants.csv", index=False)
-        if out.exists():
-            shutil.rmtree(out)
+        old = None
+        if out.exists():  # an earlier report (compare_cli.check_out refused anything else): moved aside first
+            old = out.with_name(f".{out.name}-old-{staging.name[-8:]}")
+            out.rename(old)
         staging.rename(out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -402,10 +412,15 @@ def _parent(out: Path) -> Path:
 
 
 def _at_chosen(df: pd.DataFrame, meta: Mapping[str, Any]) -> pd.DataFrame:
-    from .sentences import at_best_lr
+    """Each variant's runs at its chosen rate (the runner's choice in `tuned.<key>`; where stage 1 has not
+    finished, the best so far by the tune's metric and goal)."""
+    from ..results.stats import best_lr
 
     tune = meta.get("tune") or {}
-    return at_best_lr(df, metric=tune.get("metric", "val/acc_best"), lr_key=tune["key"])
+    out = best_lr(df, metric=tune.get("metric", "val/acc_best"), lr_key=tune["key"],
+                  maximize=tune.get("goal", "maximize") != "minimize")
+    out.attrs = dict(df.attrs)
+    return out
 
 
 def _markdown(name, S, keys, tuned, metric, goal, base, table, comparisons, probes, stage1, status, figures,

@@ -15,7 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..cliparse import OneLineParser
-from .compare import FINISHED, CompareError, Report, _finished_runs, parse_baseline, write
+from .compare import (
+    FINISHED,
+    REPORT_FILES,
+    CompareError,
+    Report,
+    _finished_runs,
+    parse_baseline,
+    write,
+)
 from .data import Sweep
 
 
@@ -31,13 +39,23 @@ def parser() -> OneLineParser:
     return p
 
 
-def states(where: Path) -> dict[str, tuple[str, str]]:
+def check_out(out: Path) -> None:
+    """`--out` must be a new folder or an earlier report (which is replaced): never a folder of other files."""
+    if out.exists() and (not out.is_dir() or not set(p.name for p in out.iterdir()) <= REPORT_FILES
+                         or not (out / "compare.md").is_file()):
+        raise CompareError(f"--out {out} exists and is not an earlier `ablate compare` report; give a new folder "
+                           "(or remove it)")
+
+
+def states(where: Path, only: set[str] | None = None) -> dict[str, tuple[str, str]]:
     """Each run folder's own status and the last line of its error, from its summary.json (JSON, never a
-    pickle); a folder whose summary cannot be read is "unreadable"."""
+    pickle); a folder whose summary cannot be read is "unreadable". `only`: these run ids (the sweep file's)."""
     import json
 
     out = {}
     for run in _finished_runs(where):
+        if only is not None and run not in only:
+            continue
         try:
             summary = json.loads((where / run / "summary.json").read_text())
             error = [line for line in str(summary.get("error") or "").splitlines() if line.strip()]
@@ -71,6 +89,7 @@ def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: 
     from ..results.table import sweep_dir, sweep_file_metric
 
     parse_baseline(baseline)  # a malformed --baseline before any work
+    check_out(out)
     if not (sweeps / f"{name}.yaml").is_file():
         raise CompareError(f"no sweep file {sweeps / (name + '.yaml')}; give a sweep's name (sweeps/NAME.yaml) "
                            "or the path of its .yaml file")
@@ -86,9 +105,15 @@ def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: 
             raise CompareError(f"no finished runs of sweep {name} under {where} (statuses: "
                                f"{', '.join(sorted(set(S.df['status']))) if S.ready else 'none'}); rerun the sweep")
         metric, goal = sweep_file_metric(sweeps / f"{name}.yaml") or ("val/acc_best", "maximize")
-        found = states(where)
+        if metric not in S.df.columns:
+            raise CompareError(f"the sweep's metric {metric} is not in its runs' table; name one of its columns "
+                               f"(e.g. val/acc_best) under `metric:` in {sweeps / (name + '.yaml')}")
         tune = S.meta.get("tune") or {}
         budget = str(S.meta.get("budget") or "none").split(",")[0].strip()
+        from ..results.export import defined_runs
+
+        defined = defined_runs(name, sweeps).get(budget)
+        found = states(where, defined[0] if defined else None)
         missing = missing_runs(name, sweeps, set(found), budget, bool(tune.get("key")))
         return write(S, out, metric, goal, baseline, found, missing,
                      [s.removeprefix("ablate report export: ") for s in said], log=log)

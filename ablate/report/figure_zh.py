@@ -20,18 +20,29 @@ from .figure_phrases import KEEP, PATTERNS, ZH
 
 # longest phrase first, so "validation accuracy" wins over "accuracy"; whole words only
 _PHRASES = sorted(ZH, key=len, reverse=True)
-_PATTERN = re.compile("|".join(rf"(?<![A-Za-z_]){re.escape(p)}(?![A-Za-z_])" for p in _PHRASES)) if _PHRASES else None
-_COUNTED = [(re.compile(rf"(?<![A-Za-z_]){p}(?![A-Za-z_])"), r) for p, r in PATTERNS]
+# a phrase is whole words: no letter, underscore or dotted name (model.dropout, data.task) on either side
+_LEFT, _RIGHT = r"(?<![A-Za-z_.])", r"(?![A-Za-z_]|\.[A-Za-z_])"
+_PATTERN = re.compile("|".join(rf"{_LEFT}{re.escape(p)}{_RIGHT}" for p in _PHRASES)) if _PHRASES else None
+_COUNTED = [(re.compile(rf"{_LEFT}{p}{_RIGHT}"), r) for p, r in PATTERNS]
 _WORD = re.compile(r"[A-Za-z][A-Za-z_'’]*")
 _MATH = re.compile(r"\$[^$]*\$")  # mathtext ($10^{-1}$, $\mathdefault{...}$): drawn as symbols, never translated
 _HAN = "\u4e00-\u9fff"
 
 
 def to_zh(text: str) -> str:
-    """`text` in Chinese: first the counted phrases of PATTERNS ("8 heads" -> "8 个头"), then every phrase of
-    ZH (one pass, longest first); then the English punctuation beside Chinese made Chinese (", " -> "，",
-    ": " -> "："), and the spaces between two Chinese words dropped. Mathtext stays as it is."""
-    if not text or text.startswith("$"):
+    """`text` in Chinese: the text outside mathtext ($...$, which stays as it is) translated by `_words`."""
+    if not text or "$" not in text:
+        return _words(text) if text else text
+    parts = re.split(r"(\$[^$]*\$)", text)
+    return "".join(part if part.startswith("$") and part.endswith("$") and len(part) > 1 else _words(part)
+                   for part in parts)
+
+
+def _words(text: str) -> str:
+    """First the counted phrases of PATTERNS ("8 heads" -> "8 个头"), then every phrase of ZH (one pass,
+    longest first); then the English punctuation beside Chinese made Chinese (", " -> "，", ": " -> "："),
+    and the spaces between two Chinese words dropped."""
+    if not text.strip():
         return text
     out = text
     for pattern, repl in _COUNTED:
@@ -83,12 +94,15 @@ def translated(fig):
     @contextmanager
     def swap():
         fig.canvas.draw()  # tick labels exist and are formatted
-        axes = []
+        axes, tickers = [], set()
         for axis in _tick_axes(fig):
             labels = [t.get_text() for t in axis.get_ticklabels()]
-            if any(_WORD.search(_MATH.sub("", s)) for s in labels):  # categorical ticks: Chinese while inside
-                axes.append((axis, axis.get_major_locator(), axis.get_major_formatter(), list(axis.get_ticklocs())))
-                axis.set_ticks(axes[-1][3], labels=[to_zh(s) for s in labels])
+            # categorical ticks: Chinese while inside; shared axes share one ticker, swapped (and restored) once
+            if any(_WORD.search(_MATH.sub("", s)) for s in labels) and id(axis.major) not in tickers:
+                tickers.add(id(axis.major))
+                axes.append((axis, axis.get_major_locator(), axis.get_major_formatter(), axis.get_view_interval()))
+                axis.set_ticks(list(axis.get_ticklocs()), labels=[to_zh(s) for s in labels])
+                axis.set_view_interval(*axes[-1][3], ignore=True)  # set_ticks may widen the view to its ticks
         texts = [(t, t.get_text()) for t in fig.findobj(Text)]
         for t, s in texts:
             if s:
@@ -98,8 +112,9 @@ def translated(fig):
         finally:
             for t, s in texts:
                 t.set_text(s)
-            for axis, locator, formatter, _ in axes:
+            for axis, locator, formatter, view in reversed(axes):
                 axis.set_major_locator(locator)
                 axis.set_major_formatter(formatter)
+                axis.set_view_interval(*view, ignore=True)
 
     return swap()
