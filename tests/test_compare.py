@@ -105,25 +105,19 @@ def test_compare_of_a_users_sweep_matches_an_independent_computation(swept, caps
 
 
 def test_compare_html_opens_offline_in_chromium_and_its_figures_load(swept):
-    from tests.test_report_shots import PROBLEM
+    from tests.test_report_shots import PROBLEM, browse
 
     if PROBLEM:
         pytest.skip(PROBLEM)
-    from ablate.browser import offline_screenshot
-
     root = swept[0]
     out = root / "report-html"
     assert _compare(root, "--out", str(out)) == 0
-    seen = {}
-
-    def act(tab):
-        seen.update(tab.evaluate("""() => ({
-            images: document.images.length,
-            loaded: [...document.images].filter(i => i.complete && i.naturalWidth > 0).length,
-            tables: document.querySelectorAll('table').length})"""))
-
-    shot = offline_screenshot(out / "index.html", root / "compare.png", act=act)
-    assert shot.blocked == [] and seen["images"] >= 2 and seen["loaded"] == seen["images"] and seen["tables"] >= 3
+    got = browse(out / "index.html", root / "compare.png", """() => ({
+        images: document.images.length,
+        loaded: [...document.images].filter(i => i.complete && i.naturalWidth > 0).length,
+        tables: document.querySelectorAll('table').length})""")
+    seen = got["seen"]
+    assert got["blocked"] == [] and seen["images"] >= 2 and seen["loaded"] == seen["images"] and seen["tables"] >= 3
 
 
 @pytest.mark.parametrize("args, says", [

@@ -142,14 +142,14 @@ def test_figures_are_png_without_build_metadata(built):
 
 
 def test_findings_lists_every_answer_and_the_data_provenance(built):
-    from ablate.report.build import page_name
+    from ablate.report.build import page_name, wrap_md
 
     out, results, data = built
     findings = (out / "FINDINGS.md").read_text()
     meta = json.loads((data / "meta.json").read_text())["sweeps"]
     zh = (out / "FINDINGS.zh.md").read_text()
     for a in (a for b in results for a in b.answers):
-        assert f"## {a['title']}\n\n{a['plain']['en']}\n" in findings  # the plain answer first
+        assert wrap_md(f"## {a['title']}\n\n{a['plain']['en']}\n", "en") in findings  # the plain answer first
         assert f"## {a['title_zh']}\n\n{a['plain']['zh']}\n" in zh
         if a.get("figure"):
             assert f"](figures/{a['figure']})" in findings  # the key figure
@@ -174,8 +174,8 @@ def test_each_published_claim_is_stated_once_per_question_then_named_by_its_id(b
     out, results, _ = built
     for a in (a for b in results for a in b.answers):
         for lang, key in (("en", "claim"), ("zh", "claim_zh")):
-            page = (out / "findings" / page_name(a, lang)).read_text()
-            claims = {c.get(key) or c["claim"] for c in a["checks"]}
+            page = " ".join((out / "findings" / page_name(a, lang)).read_text().split())  # English is wrapped
+            claims = {" ".join((c.get(key) or c["claim"]).split()) for c in a["checks"]}
             for claim in claims:
                 assert page.count(f"— {claim}") == 1, (a["key"], lang, claim[:60], page.count(f"— {claim}"))
             ids = re.findall(r"\*\*(A\d+)\*\* \*[^*]+\* — ", page)

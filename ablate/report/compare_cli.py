@@ -1,5 +1,5 @@
 """`ablate compare NAME|sweeps/NAME.yaml [--out DIR] [--baseline key=value,...] [--runs DIR]`: the entry point
-of the comparison report (ablate.report.compare). It checks the input, exports the sweep's runs into a
+of the comparison report (ablate.report.comparison). It checks the input, exports the sweep's runs into a
 temporary folder as `ablate report export` does (the results layer, imported only when the command runs),
 reads each run folder's status and the runs the sweep file defines but nobody ran, then writes the report.
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..cliparse import OneLineParser
-from .compare import (
+from .comparison import (
     FINISHED,
     REPORT_FILES,
     CompareError,
@@ -84,7 +84,7 @@ def missing_runs(name: str, sweeps: Path, present: set[str], budget: str, tuned:
 
 def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: str | None = None,
         log: Callable[[str], None] = print) -> Report:
-    """Check, export into a temporary folder, write the report (ablate.report.compare.write)."""
+    """Check, export into a temporary folder, write the report (ablate.report.comparison.write)."""
     from ..results.export import export
     from ..results.table import sweep_dir, sweep_file_metric
 
