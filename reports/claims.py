@@ -157,15 +157,7 @@ LIU = R.Anchor(
     wording="unbalanced gradients are not the root cause of the instability of training",
     tutorial=True,
 )
-Q_NORM = R.question(
-    "claim-norm",
-    "Claim · Pre-LN vs Post-LN as depth grows",
-    "Does a deep Post-LN stack stop training at learning rates where Pre-LN still trains, and does warm-up rescue it?",
-    "深层 Post-LN 堆叠会不会在 Pre-LN 仍能训练的学习率下训练失败？学习率预热能挽救它吗？",
-    title_zh="论断 · 随深度增加的 Pre-LN 与 Post-LN",
-    anchors=[XIONG, XIONG_WARMUP, LIU],
-    sweeps=["norm", *NORM_DEPTH_SWEEPS],
-)
+Q_NORM = R.question("claim-norm", anchors=[XIONG, XIONG_WARMUP, LIU])
 NORM = R.sweep("norm")
 FAILED = "val/acc_best, diverged = chance"
 display(Q_NORM)
@@ -514,15 +506,7 @@ GEVA_MEMORY = R.Anchor(
     wording="feed-forward layers in transformer-based language models operate as key-value memories",
     tutorial=True,
 )
-Q_FFN = R.question(
-    "claim-ffn",
-    "Claim · The FFN holds about 2/3 of the parameters and stores facts",
-    "How much of the model is the FFN, and does it store facts that only the weights can hold?",
-    "FFN 占模型参数的多少？它能不能存下只能靠权重记住的事实？",
-    title_zh="论断 · FFN 约占参数的 2/3，并存储事实",
-    anchors=[GEVA, GEVA_MEMORY],
-    sweeps=["ffn", *FACTS_SWEEPS],
-)
+Q_FFN = R.question("claim-ffn", anchors=[GEVA, GEVA_MEMORY])
 FFN = R.sweep("ffn")
 FACTS = R.sweeps(*FACTS_SWEEPS)
 display(Q_FFN)
@@ -734,15 +718,7 @@ HINTON = R.Anchor(
     wording="Using a higher value for T produces a softer probability distribution over classes.",
     tutorial=True,
 )
-Q_TAU = R.question(
-    "claim-temperature",
-    "Claim · Temperature τ moves attention between selection and averaging",
-    "Does dividing the scores by τ move attention from hard selection (small τ) to uniform averaging (large τ)?",
-    "把注意力分数除以 τ，是否会让注意力从硬选择（小 τ）变为均匀平均（大 τ）？",
-    title_zh="论断 · 温度 τ 在选择与平均之间移动注意力",
-    anchors=[HINTON],
-    sweeps=["temperature"],
-)
+Q_TAU = R.question("claim-temperature", anchors=[HINTON])
 TAU = R.sweep("temperature")
 display(Q_TAU)
 
@@ -879,15 +855,7 @@ VASWANI_T1 = R.Anchor(
     wording="Complexity per Layer: O(n² · d)",
     tutorial=True,
 )
-Q_COST = R.question(
-    "claim-cost",
-    "Claim · Attention costs O(n²) in sequence length",
-    "How do the time and memory of one attention layer grow with the sequence length n?",
-    "单层注意力的时间和内存如何随序列长度 n 增长？",
-    title_zh="论断 · 注意力的代价是序列长度的 O(n²)",
-    anchors=[VASWANI_T1],
-    sweeps=["attention_cost"],
-)
+Q_COST = R.question("claim-cost", anchors=[VASWANI_T1])
 COST = R.sweep("attention_cost")
 display(Q_COST)
 

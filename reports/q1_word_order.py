@@ -224,17 +224,7 @@ SIN_EXTRAPOLATES = R.Anchor(
             "longer than the ones encountered during training.\"",
     label="Vaswani et al. 2017, §3.5 (sinusoidal extrapolates)",
 )
-Q = R.question(
-    "q1",
-    "Q1 · Word order and positional encoding",
-    "Reorder 猫坐在垫子上 (\"the cat sits on the mat\") into 垫子在猫坐上: how does the attention matrix "
-    "change, and what does positional encoding do here?",
-    "把“猫坐在垫子上”重排成“垫子在猫坐上”，注意力矩阵会怎样变化？位置编码在这里起什么作用？",
-    title_zh="Q1 · 词序与位置编码",
-    anchors=[BAG, CAUSAL, TABLE_3E, ALIBI, SIN_EXTRAPOLATES],
-    sweeps=["pos_enc", "pos_enc_causal", "pos_enc_reverse", "pos_enc_rows", "pos_enc_extrapolate",
-            "pos_enc_extrapolate_bi", "pos_enc_3e", "pos_enc_3e_bert"],
-)
+Q = R.question("q1", anchors=[BAG, CAUSAL, TABLE_3E, ALIBI, SIN_EXTRAPOLATES])
 S = R.sweeps("pos_enc", "pos_enc_causal")
 CAUSAL_MISSING = None
 if not S.ready:  # the causal arm not exported (yet): the bidirectional table alone (older tables held both masks)

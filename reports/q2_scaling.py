@@ -158,16 +158,7 @@ TABLE_3B = R.Anchor(
     "reducing the attention key size d_k hurts model quality",
     "减小注意力的键维度 d_k 会降低模型质量",
 )
-Q = R.question(
-    "q2",
-    "Q2 · Scaling the scores by √d_k",
-    "Without the √d_k scaling, at d_k = 512, how large can the dot-product scores get, what do the "
-    "softmax weights turn into, and why does the model stop learning?",
-    "如果不除以 √d_k，在 d_k = 512 时点积分数会有多大？softmax 权重会变成什么样？模型为什么学不动？",
-    title_zh="Q2 · 用 √d_k 缩放分数",
-    anchors=[VARIANCE, SATURATION, TRAINS, TABLE_3B],
-    sweeps=["scaling", "scaling_sgd", "scaling_lr", "scaling_lr_512", "scaling_reparam", "scaling_default"],
-)
+Q = R.question("q2", anchors=[VARIANCE, SATURATION, TRAINS, TABLE_3B])
 S, SGD = R.sweep("scaling"), R.sweep("scaling_sgd")
 LR, LR512 = R.sweep("scaling_lr"), R.sweep("scaling_lr_512")  # the search down to 1e-6 (issue 24)
 REPARAM, DEFAULT_INIT = R.sweep("scaling_reparam"), R.sweep("scaling_default")

@@ -144,15 +144,7 @@ BOTTLENECK = R.Anchor(
     wording="\"We identify one of the important factors contributing to the large embedding size requirement ... the "
             "low-rank bottleneck in attention heads\"",
 )
-Q = R.question(
-    "q3",
-    "Q3 · Several small heads or one big one",
-    "Why does multi-head attention split the width into subspaces instead of using one bigger head?",
-    "为什么多头注意力要把维度拆成几个子空间，而不是用一个更大的头？",
-    title_zh="Q3 · 多个小头，还是一个大头",
-    anchors=[AVERAGING, ONE_HEAD, TOO_MANY, BOTTLENECK],
-    sweeps=["heads", "heads_tutorial", "heads_poshist", "heads_poshist_16"],
-)
+Q = R.question("q3", anchors=[AVERAGING, ONE_HEAD, TOO_MANY, BOTTLENECK])
 S, TUT = R.sweep("heads"), R.sweep("heads_tutorial")
 PH, PH16 = R.sweep("heads_poshist"), R.sweep("heads_poshist_16")  # two relations of different kinds (issue 24)
 PH_METRIC = "test/acc"

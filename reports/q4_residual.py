@@ -126,15 +126,7 @@ HE_DEPTH = R.Anchor(
             "stack layers) exhibit higher training error when the depth increases",
     tutorial=True,
 )
-Q = R.question(
-    "q4",
-    "Q4 · Residual connections and deep stacks",
-    "With no residual connections, what concrete problem does a deep stack hit? Explain it with the \"gradient highway\".",
-    "如果没有残差连接，深层堆叠会遇到什么具体问题？请用“梯度高速公路”来解释。",
-    title_zh="Q4 · 残差连接与深层堆叠",
-    anchors=[DONG, HE_IDENTITY, HE_PLAIN, HE_DEPTH],
-    sweeps=["residual", "residual_deep", "residual_sgd", "residual_norm", "residual_init", "residual_init_around"],
-)
+Q = R.question("q4", anchors=[DONG, HE_IDENTITY, HE_PLAIN, HE_DEPTH])
 INIT, AROUND = R.sweep("residual_init"), R.sweep("residual_init_around")  # at initialisation, 120 seeds
 SHALLOW, DEEP_SWEEP = R.sweep("residual"), R.sweep("residual_deep")
 PARTS = [s.name for s in (SHALLOW, DEEP_SWEEP) if s.ready]

@@ -211,16 +211,7 @@ T1_SERIAL = R.Anchor(
     wording="Sequential Operations: Self-Attention O(1), Recurrent O(n)",
     tutorial=True,
 )
-Q_COST = R.question(
-    "rnn-compute",
-    "RNN vs Transformer · Computation and complexity",
-    "How do the time and memory of one training step grow with the sequence length n, for an LSTM and for "
-    "the tutorial's Transformer, and which is cheaper where?",
-    "一个训练步的时间和内存如何随序列长度 n 增长？LSTM 和教程的 Transformer 各在什么长度更省？",
-    title_zh="RNN 与 Transformer · 计算方式与复杂度",
-    anchors=[T1_COST, T1_SERIAL],
-    sweeps=["rnn_cost"],
-)
+Q_COST = R.question("rnn-compute", anchors=[T1_COST, T1_SERIAL])
 display(Q_COST)
 
 
@@ -411,15 +402,7 @@ LONG = R.Anchor(
     wording="Maximum Path Length: Self-Attention O(1), Recurrent O(n) (Table 1)",
     tutorial=True,
 )
-Q_LONG = R.question(
-    "rnn-long-range",
-    "RNN vs Transformer · Long-range dependencies",
-    "Does an LSTM lose what it read at the start of a long sequence, while attention still reaches it?",
-    "LSTM 会不会丢掉长序列开头读到的内容，而注意力仍能取到？",
-    title_zh="RNN 与 Transformer · 长距离依赖",
-    anchors=[LONG],
-    sweeps=["rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse", *RECALL_SWEEPS],
-)
+Q_LONG = R.question("rnn-long-range", anchors=[LONG])
 display(Q_LONG)
 
 
@@ -917,15 +900,7 @@ ORDER_MECH = R.Anchor(
     kind="mechanism",
     tutorial=True,
 )
-Q_ORDER = R.question(
-    "rnn-position",
-    "RNN vs Transformer · Position information",
-    "Without any positional encoding, does an LSTM still use word order, and a Transformer not?",
-    "完全没有位置编码时，LSTM 是否仍能利用词序，而 Transformer 不能？",
-    title_zh="RNN 与 Transformer · 位置信息",
-    anchors=[ORDER, ORDER_MECH],
-    sweeps=["rnn_copy", "rnn_copy_long", "rnn_rows"],
-)
+Q_ORDER = R.question("rnn-position", anchors=[ORDER, ORDER_MECH])
 display(Q_ORDER)
 
 
@@ -1103,16 +1078,7 @@ SAME_ACC = R.Anchor(
     "这张表比较的是两者如何计算，而不是能学到什么：在 28 行的输入上，同样大小的 LSTM 不应更不准确",
     tutorial=True,
 )
-Q_MNIST = R.question(
-    "rnn-mnist",
-    "RNN vs Transformer · The tutorial's MNIST model against an LSTM",
-    "On the tutorial's own task, MNIST read as 28 rows, how does an LSTM of the same size compare with the "
-    "tutorial's Transformer in accuracy and in time per training epoch?",
-    "在教程自己的任务（按 28 行读入的 MNIST）上，同样大小的 LSTM 与教程的 Transformer 在准确率和每个训练轮次的时间上相比如何？",
-    title_zh="RNN 与 Transformer · 教程的 MNIST 模型对同样大小的 LSTM",
-    anchors=[PARALLEL, SAME_ACC],
-    sweeps=["rnn_rows", "rnn_rows_converged", "pos_enc_3e"],
-)
+Q_MNIST = R.question("rnn-mnist", anchors=[PARALLEL, SAME_ACC])
 display(Q_MNIST)
 
 if ROWS.ready:

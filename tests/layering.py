@@ -2,7 +2,7 @@
 
     models  <-  data, tasks, probes  <-  train (rundir, callbacks, tracking, probing)  <-  sweep
             <-  results  <-  report  <-  notebooks
-    (fileio, yamlfile, cliparse, csvcells, checkpoint, registry, browser: leaf modules, importing nothing of ablate, usable by every layer;
+    (fileio, yamlfile, cliparse, csvcells, checkpoint, registry, browser, studies: leaf modules, importing nothing of ablate, usable by every layer;
      a name is imported from its home, never through a module that merely uses it)
 
 Each rule names a layer (a module prefix) and the ablate modules it must never import. The checker
@@ -45,6 +45,8 @@ RULES = (
     Rule("ablate.csvcells", allowed=("ablate.csvcells",), why="a leaf utility: every CSV writer's formula guard"),
     Rule("ablate.runfiles", allowed=("ablate.runfiles", "ablate.yamlfile"),
          why="reading a run's files: one home for the trainer and the results table"),
+    Rule("ablate.studies", allowed=("ablate.studies", "ablate.yamlfile", "ablate.cliparse"),
+         why="the study manifests (reports/<notebook>.yaml): a leaf the build, export, dashboard and notebooks read"),
     Rule("ablate.registry", allowed=("ablate.registry",),
          why="the task registry: a leaf every layer may read (config, data, budgets, tables, reports)"),
     Rule("ablate.browser", allowed=("ablate.browser",),
@@ -64,11 +66,12 @@ RULES = (
          why="sweep files -> runs: configurations and processes, nothing of model internals"),
     Rule("ablate.results", forbidden=("ablate.report",), why="tables are below the reports"),
     Rule("ablate.report", allowed=("ablate.report", "ablate.results", "ablate.fileio", "ablate.registry",
-                                   "ablate.cliparse", "ablate.browser"),
+                                   "ablate.cliparse", "ablate.browser", "ablate.studies"),
          why="reports read tables only"),
     Rule("reports", allowed=("ablate.report", "ablate.results"), why="notebooks read tables only"),
     Rule("ablate.dashboard", allowed=("ablate.dashboard", "ablate.config", "ablate.budgets", "ablate.fileio", "ablate.cliparse",
-                                      "ablate.tracking", "ablate.sweep.spec", "ablate.registry", "ablate.yamlfile"),
+                                      "ablate.tracking", "ablate.sweep.spec", "ablate.registry", "ablate.yamlfile",
+                                      "ablate.studies"),
          why="a dashboard is built from a sweep file and the reports' text: never models, tasks, training, "
              "results or report notebooks"),
     Rule("ablate.explore", allowed=("ablate.explore", "ablate.cliparse", "ablate.config", "ablate.models", "ablate.checkpoint",

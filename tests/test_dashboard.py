@@ -21,6 +21,8 @@ from tests.conftest import DATA_DIR, needs_mnist
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = sorted(p.stem for p in (REPO / "sweeps").glob("*.yaml"))
+# every sweep a study manifest reads (reports/*.yaml): (its question's title, the probes its dashboard shows)
+QUESTIONS = {n: S.question_of(n) for n in SWEEPS if S.question_of(n)[0] is not None}
 DATA = str(DATA_DIR)
 
 
@@ -108,10 +110,10 @@ def test_every_panel_key_is_logged_by_a_real_run(name, offline_record):
     trains = any(r.cfg.trainer.max_steps != 0 for r in load(name, budget="smoke").runs)
     # an init-only sweep (trainer.max_steps=0) has no curves and no test accuracy to show
     assert {"parallel_coordinates", "bar"} | ({"line"} if trains else set()) <= kinds
-    if name in S.QUESTIONS:  # the question's probe scalars are shown, each in the run's summary
+    if name in QUESTIONS:  # the question's probe scalars are shown, each in the run's summary
         probes = [k for s in spec["sections"] for p in s["panels"] if p["type"] == "bar" for k in p["metrics"]
                   if k.startswith("probe/")]
-        assert probes == list(dict.fromkeys(S.last_layer(k, load(name, budget="smoke")) for k in S.QUESTIONS[name][1]))
+        assert probes == list(dict.fromkeys(S.last_layer(k, load(name, budget="smoke")) for k in QUESTIONS[name][1]))
 
 
 @pytest.mark.parametrize("name", ["scaling", "heads"])
@@ -136,15 +138,15 @@ def test_report_holds_the_question_plain_answer_and_figures():
     spec = dashboard_spec("heads", "me", "proj", report=True)
     rep = spec["report"]
     findings = (reports_dir() / FINDINGS).read_text(encoding="utf-8")
-    assert rep["title"] == S.QUESTIONS["heads"][0] and f"## {rep['title']}" in findings
+    assert rep["title"] == QUESTIONS["heads"][0] and f"## {rep['title']}" in findings
     assert rep["plain"] and (rep["plain"] in findings or rep["source"].endswith("answers.json"))
     assert rep["question"].startswith("Why does multi-head attention")
     assert rep["figures"] and all((reports_dir() / f).is_file() for f in rep["figures"])
 
 
 def test_every_question_has_its_plain_answer():
-    for title, _ in set(S.QUESTIONS.values()):
-        found = dashboard_spec(next(n for n, q in S.QUESTIONS.items() if q[0] == title), report=True)["report"]
+    for title, _ in set(QUESTIONS.values()):
+        found = dashboard_spec(next(n for n, q in QUESTIONS.items() if q[0] == title), report=True)["report"]
         assert found["plain"] and found["question"] and found["figures"], title
 
 
@@ -206,12 +208,8 @@ def test_report_builds_offline():
 
 
 def test_the_probe_keys_shown_are_the_ones_the_notebooks_read():
-    """QUESTIONS restates, per sweep, the probe scalars its question's notebook reads: each must appear in
+    """The manifests name, per sweep, the probe scalars its question's notebook reads: each must appear in
     the notebooks' source (reports/*.py), so the dashboard cannot drift from what the report uses."""
-    from pathlib import Path
-
-    from ablate.dashboard.spec import QUESTIONS
-
     source = "\n".join(p.read_text() for p in (Path(__file__).parents[1] / "reports").glob("*.py"))
     for sweep, (_, keys) in QUESTIONS.items():
         for key in keys:  # the notebooks build some keys per point (f"probe/{point}/grad_wq_l0"): the scalar's name

@@ -14,8 +14,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ablate import report as R
+from ablate import studies
 from ablate.probes import NotApplicable, accuracy_by_position
-from ablate.results.export import BY_POSITION, POSITIONS, export, position_accuracy
+from ablate.results.export import BY_POSITION, export, position_accuracy
 from ablate.tasks import load_task
 
 from .sweep_fixtures import train_arch_sweep
@@ -76,7 +77,7 @@ def trained(tmp_path_factory):
     """A sweep named like one of the RNN table's (so export keeps its accuracy by position): copy at 6
     tokens, LSTM and Transformer, one seed each, trained for real."""
     root = tmp_path_factory.mktemp("positions")
-    name = POSITIONS[0]
+    name = next(n for s in studies.load() for n, wanted in s.exports.items() if "by_position" in wanted)
     train_arch_sweep(root, name, FIXED, ["lstm", "transformer"])
     return root, name
 

@@ -45,7 +45,7 @@ def test_the_headline_comes_from_the_tutorials_claim_and_a_side_anchor_gets_its_
     df = runs({"a": [0.90, 0.92, 0.94], "b": [0.50, 0.51, 0.52], "c": [0.995, 1.0, 1.0], "d": [1.0, 0.995, 1.0]})
     claim = R.Anchor("Tutorial", "a beats b", "a 胜过 b", tutorial=True)
     side = R.Anchor("Vaswani et al. 2017, Table 3 (B)", "c beats d", "c 胜过 d")
-    q = R.question("qx", "Qx", "?", "？", anchors=[claim, side], sweeps=[])
+    q = R.Question("qx", "Qx", "?", "？", anchors=[claim, side], sweeps=[])
     checks = [claim.greater(R.compare(df, "test/acc", {"v": "a"}, {"v": "b"}), "ab", primary=True, reason=REASON),
               side.greater(R.compare(df, "test/acc", {"v": "c"}, {"v": "d"}), "cd", primary=True, reason=REASON)]
     assert R.overall([c.verdict for c in checks]) == R.AGREES_IN_PART  # the old rule, for the record

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from ablate import report as R
-from ablate.report.build import EXPLORER_SHOT, NOTEBOOKS, build, figure_prefix
+from ablate.report.build import EXPLORER_SHOT, build, figure_prefix, notebooks
 from tests.data_copies import edited_copy
 from tests.report_builds import FIXTURE, SOURCES, quiet
 
@@ -60,7 +60,7 @@ def test_fixture_is_small_and_complete():
 
 def test_every_notebook_executes_and_answers(built):
     out, results, _ = built
-    assert [b.name for b in results] == list(NOTEBOOKS)
+    assert [b.name for b in results] == notebooks(SOURCES)
     for b in results:
         assert b.error is None, f"{b.name}: {b.error}"
         assert b.answers, f"{b.name} has no Answer"
@@ -1158,6 +1158,8 @@ def test_notebook_html_shows_the_answer_first_code_folded_no_warnings_no_index(t
     src.mkdir()
     data.mkdir()
     (src / "claims.py").write_text(WARNING_NOTEBOOK)
+    (src / "claims.yaml").write_text("order: 1\nquestions:\n- {key: q9, title: 'Q9 · A notebook that warns', title_zh: Q9, "
+                                     "question: 'Does it warn?', question_zh: 它会警告吗？, sweeps: [temperature]}\n")
     (b,) = build(src, data, tmp_path / "out", only=["claims"], log=quiet)
     assert b.error is None and b.answers[0]["plain"]["en"] == "PLAIN-ANSWER-EN"
     page = b.html.read_text()

@@ -143,7 +143,7 @@ def test_overall_verdict_rules(verdicts, overall):
 
 
 def ask(checks, **kw):
-    q = R.question("q9", "Q9 · test", "Does a beat b?", "a 胜过 b 吗？", anchors=[anchor()], title_zh="Q9 · 测试")
+    q = R.Question("q9", "Q9 · test", "Does a beat b?", "a 胜过 b 吗？", anchors=[anchor()], title_zh="Q9 · 测试")
     pairs = {k: (f"{k} en", f"{k} 中") for k in ("plain", "mechanism", "outcome", "changes")}
     return q.answer(checks=checks, **{**pairs, **kw})
 
@@ -214,7 +214,7 @@ def test_the_payload():
     with pytest.raises(TypeError, match="plain="):
         ask([], plain="only English")
     with pytest.raises(TypeError, match="missing changes="):
-        R.question("q", "t", "x").answer(plain=("a", "b"), mechanism=("", ""), outcome=("", ""))
+        R.Question("q", "t", "x").answer(plain=("a", "b"), mechanism=("", ""), outcome=("", ""))
 
 
 def test_budget_comes_from_the_exported_sweeps(tmp_path):
@@ -222,7 +222,7 @@ def test_budget_comes_from_the_exported_sweeps(tmp_path):
     data.mkdir()
     (data / "meta.json").write_text(json.dumps({"sweeps": {"s1": {"budget": "quick"}, "s2": {"budget": "full"},
                                                            "other": {"budget": "smoke"}}}))
-    q = R.question("q", "t", "x", sweeps=["s1", "s2", "missing"])
+    q = R.Question("q", "t", "x", sweeps=["s1", "s2", "missing"])
     pairs = {k: ("", "") for k in ("mechanism", "outcome", "changes")}
     assert q.answer(plain=("a", "b"), **pairs)["budget"] == "full, quick"
 
@@ -234,7 +234,7 @@ def test_the_older_notebooks_calls_are_gone():
     assert not hasattr(answers, "LEGACY_REASON")
     with pytest.raises(TypeError):
         x.judge(None, "unclear")  # primary= is required
-    q = R.question("q1", "Q1", "Word order?", anchors=[x], sweeps=["pos_enc"])
+    q = R.Question("q1", "Q1", "Word order?", anchors=[x], sweeps=["pos_enc"])
     with pytest.raises(TypeError):
         q.answer("It matters.", [x.judge(True, "e", primary=False)], "fig.png")
 
@@ -292,7 +292,7 @@ def test_a_claim_whose_favoured_arm_did_not_learn_can_be_declared_not_testable()
 
 
 def test_not_run_yet():
-    q = R.question("q4", "Q4", "Residuals?", "残差？", anchors=[anchor(), anchor(kind="mechanism")])
+    q = R.Question("q4", "Q4", "Residuals?", "残差？", anchors=[anchor(), anchor(kind="mechanism")])
     payload = q.not_run_yet("not run yet — run `make sweep-residual`")
     assert payload["status"] == payload["verdict"] == "not run yet"
     assert payload["plain"] == {"en": "not run yet — run `make sweep-residual`", "zh": "尚未运行 — 请运行 `make sweep-residual`"}
@@ -382,7 +382,7 @@ def test_holms_note_on_a_check_has_its_chinese_twin():
     assert second["evidence_zh"].endswith("无定论（原为不符合）")
     for c in (first, second):
         assert numbers(c["evidence_zh"]) == numbers(c["evidence"]) and c["reason_zh"] == "理由"
-    missing = R.question("q4", "Q4", "Residuals?", "残差？", anchors=[anchor()]).not_run_yet(
+    missing = R.Question("q4", "Q4", "Residuals?", "残差？", anchors=[anchor()]).not_run_yet(
         "not run yet — run `make sweep-residual`")
     assert missing["checks"][0]["evidence_zh"] == "尚未运行 — 请运行 `make sweep-residual`"
 

@@ -22,6 +22,7 @@ from .. import config as C
 from ..budgets import NAMES as BUDGETS
 from ..cliparse import OneLineParser, parse
 from ..fileio import atomic_write
+from ..studies import StudyError
 from ..sweep.spec import SweepError, load
 from . import spec as S
 from .answers import AnswerError, answer
@@ -49,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
 
 def dashboard_spec(name: str, entity: str | None = None, project: str | None = None,
                    budget: str | None = None, report: bool = False) -> dict:
-    """The spec of sweep `name` (SweepError, ConfigError or AnswerError on bad input)."""
+    """The spec of sweep `name` (SweepError, ConfigError, AnswerError or StudyError on bad input)."""
     sweep = load(name, budget=budget)
     spec = S.build(sweep, entity, project)
     if report:
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         spec = dashboard_spec(args.name, args.entity, args.project, args.budget, args.report)
-    except (SweepError, C.ConfigError, AnswerError) as err:
+    except (SweepError, C.ConfigError, AnswerError, StudyError) as err:
         print(f"ablate: {err}" if not str(err).startswith("ablate:") else str(err), file=sys.stderr)
         return 2
     if args.dry_run:

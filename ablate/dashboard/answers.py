@@ -3,7 +3,7 @@
 Two places hold them: reports/build/answers.json (the Answers as data; build output, not committed)
 and reports/FINDINGS.md (committed): under each question's heading its plain answer comes first, then
 `**Question.** ...`, and its figures as `![title](figures/NAME.png)`. The JSON is read where it
-exists, the findings otherwise; both name a question by its title (ablate.dashboard.spec.QUESTIONS).
+exists, the findings otherwise; both name a question by its title (its study manifest, ablate.studies).
 """
 
 from __future__ import annotations

@@ -20,54 +20,19 @@ from typing import Any
 
 from ..sweep.spec import Sweep
 
-# The question each sweep's table answers (the heading of its section in reports/FINDINGS.md and the
-# `title` of its Answer in reports/build/answers.json) and the probe scalars its notebook reads
-# (reports/q*.py, reports/claims.py). `_last` (the results table's name of a per-layer probe at the
-# last layer, not a logged key) is shown at the last layer of the sweep's shallowest model, a key
-# every run of the sweep logs (`last_layer`).
-QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    **dict.fromkeys(("pos_enc", "pos_enc_causal", "pos_enc_reverse", "pos_enc_rows"), (
-        "Q1 · Word order and positional encoding",
-        ("probe/final/equiv_error",))),
-    # extrapolation (lookup1, 8 -> 64 tokens): its notebook reads accuracies only
-    **dict.fromkeys(("pos_enc_extrapolate", "pos_enc_extrapolate_bi"), ("Q1 · Word order and positional encoding", ())),
-    # Table 3 (E) at convergence (MNIST rows, learned vs sinusoidal): accuracies only
-    **dict.fromkeys(("pos_enc_3e", "pos_enc_3e_bert"), ("Q1 · Word order and positional encoding", ())),
-    **dict.fromkeys(("scaling", "scaling_sgd"), (
-        "Q2 · Scaling the scores by √d_k",
-        ("probe/init/logit_std_l0", "probe/final/logit_std_l0", "probe/init/q_var_l0", "probe/init/k_var_l0",
-         "probe/init/onehot_frac_l0", "probe/final/onehot_frac_l0", "probe/init/grad_wq_l0"))),
-    **dict.fromkeys(("heads", "heads_tutorial", "heads_poshist", "heads_poshist_16"), (
-        "Q3 · Several small heads or one big one",
-        ("probe/final/rowmax_l0",))),
-    **dict.fromkeys(("residual", "residual_deep", "residual_sgd", "residual_norm"), (
-        "Q4 · Residual connections and deep stacks",
-        ("probe/init/cosine_last", "probe/final/cosine_last", "probe/final/erank_last", "probe/init/grad_ratio",
-         "probe/init/grad_l0"))),
-    # at initialisation only (trainer.max_steps=0): no final probes
-    **dict.fromkeys(("residual_init", "residual_init_around"), (
-        "Q4 · Residual connections and deep stacks",
-        ("probe/init/cosine_last", "probe/init/grad_ratio", "probe/init/grad_l0"))),
-    **dict.fromkeys(("norm", "norm_6", "norm_12_warm", "norm_12_cold", "norm_24_warm_pre", "norm_24_warm_post",
-                       "norm_24_cold_pre", "norm_24_cold_post"), (
-        "Claim · Pre-LN vs Post-LN as depth grows", ("probe/init/grad_l0", "probe/init/grad_ratio"))),
-    "ffn": ("Claim · The FFN holds about 2/3 of the parameters and stores facts",
-            ("probe/init/share_ffn_l0", "probe/init/share_ffn")),
-    # the facts task (issue 25): recall is test accuracy; the share probes say what the widths cost
-    **dict.fromkeys(("facts_256", "facts_1024", "facts_4096"), (
-        "Claim · The FFN holds about 2/3 of the parameters and stores facts",
-        ("probe/init/share_ffn_l0", "probe/init/share_ffn"))),
-    "temperature": ("Claim · Temperature τ moves attention between selection and averaging",
-                    ("probe/init/entropy_l0", "probe/final/entropy_l0", "probe/init/rowmax_l0",
-                     "probe/final/rowmax_l0", "probe/init/onehot_frac_l0")),
-    # the RNN table: its notebook reads metrics (test/acc, test/acc_perm, acc by position), no probe scalar
-    **dict.fromkeys(("rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse"), (
-        "RNN vs Transformer · Long-range dependencies", ())),
-    **dict.fromkeys(("recall_lstm", "recall_lstm_128", "recall_lstm_256", "recall_transformer", "recall_transformer_128",
-                     "recall_transformer_256"), ("RNN vs Transformer · Long-range dependencies", ())),
-    "rnn_rows": ("RNN vs Transformer · The tutorial's MNIST model against an LSTM", ()),
-    "rnn_rows_converged": ("RNN vs Transformer · The tutorial's MNIST model against an LSTM", ()),
-}
+
+def question_of(name: str) -> tuple[str | None, tuple[str, ...]]:
+    """(the title of the question sweep `name` answers — its Answer's title in reports/build/answers.json and
+    its heading in reports/FINDINGS.md —, the probe scalars its dashboard shows), both from the study
+    manifests (ablate.studies; reports/<notebook>.yaml): (None, ()) for a sweep no manifest reads. A
+    probe named `..._last` (the results table's name of a per-layer probe at the last layer) is shown at
+    the last layer of the sweep's shallowest model (last_layer)."""
+    from ..studies import load, of_sweep
+
+    q, probes, _ = of_sweep(name, load())
+    return (q.title if q else None), probes
+
+
 CURVES = ("val/acc", "val/loss")  # history, against the step
 TEST = "test/acc"  # summary
 ATTENTION = ("probe/init/attention", "probe/final/attention")  # images (ablate.probing.heatmap), history
@@ -101,7 +66,7 @@ def build(sweep: Sweep, entity: str | None, project: str | None) -> dict[str, An
     swept = list(sweep.varying)
     keys = compared(sweep)
     group_by = keys + [k for k in swept if k not in keys and k != "seed"]
-    question, probes = QUESTIONS.get(sweep.name, (None, ()))
+    question, probes = question_of(sweep.name)
     probes = list(dict.fromkeys(last_layer(k, sweep) for k in probes))
     label = ", ".join(keys) or "seed"
     trains = any(r.cfg.trainer.max_steps != 0 for r in sweep.runs)  # max_steps=0: the init probes only

@@ -32,14 +32,15 @@ What a notebook uses (`from ablate import report as R`):
     S.probe_curves()                        periodic probes during training (<sweep>_curves.csv), long
     R.show_table(df)                        a table without its index
     A = R.Anchor(cite, claim, claim_zh, kind="outcome"|"mechanism", wording=...)
-    Q = R.question(key, title, text, text_zh, anchors=[A, ...], sweeps=[...], title_zh=...)
+    Q = R.question(key, anchors=[A, ...])   its title, question (both languages) and sweeps: its study's
+                                            manifest, reports/<notebook>.yaml (ablate.studies)
     Q.answer(plain=(en, zh), mechanism=(en, zh), outcome=(en, zh), changes=(en, zh), details=...,
              checks=[A.greater(effect, what, primary=True, reason=...), A.same(..., margin=...), ...],
              figure=R.savefig(fig, "q2_scores"))            verdicts, Holm, payload: answers.py
     Q.not_run_yet(S)                        "not run yet — run `make sweep-scaling`"
 
 The layer rule holds (tests/test_layering.py, transitively): this package imports only
-ablate.results.stats, ablate.results.exported and the leaf modules (registry, fileio); the CLI reaches
+ablate.results.stats, ablate.results.exported and the leaf modules (registry, fileio, studies); the CLI reaches
 export only inside its functions. Config defaults, swept keys and the full budget's cost come from
 meta.json, written at export. Export, which reads run directories (and, for the permuted and sentence
 attention maps, their checkpoints), lives in the results layer (ablate.results.export).

@@ -4,8 +4,7 @@ A notebook declares its question and the published results it is compared with o
 
     BAG = R.Anchor("Vaswani et al. 2017, §3.5", "without positions, attention is blind to word order",
                    "没有位置编码，注意力看不到词序", kind="outcome")
-    Q = R.question("q1", "Q1 · Word order", "Does a Transformer without positions ...?", "没有位置编码 ...？",
-                   anchors=[BAG], sweeps=["pos_enc", "pos_enc_causal"], title_zh="Q1 · 词序")
+    Q = R.question("q1", anchors=[BAG])   # title, question and sweeps: reports/q1_word_order.yaml
 
 and ends with a cell tagged `answer`:
 
@@ -543,9 +542,13 @@ def first_sentence(text: str, lang: str = "en") -> str:
     return cut.rstrip(" ,;:([") + "…"
 
 
-def question(key: str, title: str, text: str, text_zh: str = "", anchors: Sequence[Anchor] = (),
-             sweeps: Sequence[str] = (), title_zh: str = "") -> Question:
-    return Question(key, title, text, text_zh, list(anchors), list(sweeps), title_zh)
+def question(key: str, anchors: Sequence[Anchor] = ()) -> Question:
+    """The question `key` with its published anchors. Its title, text and sweeps, in English and Chinese, come
+    from its study's manifest (reports/<notebook>.yaml, ablate.studies): the one place that names it."""
+    from ..studies import question as manifest_question
+
+    m = manifest_question(key)
+    return Question(key, m.title, m.text, m.text_zh, list(anchors), list(m.sweeps), m.title_zh)
 
 
 def _check_line(c: dict[str, Any]) -> str:

@@ -1,6 +1,8 @@
 """`ablate report build`: execute every report notebook on the exported data and write the report.
 
-    reports/<notebook>.py        the sources (jupytext percent format, no outputs), converted in memory
+    reports/<notebook>.py        the sources (jupytext percent format, no outputs), converted in memory,
+    reports/<notebook>.yaml      run in their manifests' order (ablate.studies); each must answer exactly
+                                 its manifest's questions
     <out>/build/<notebook>.html  each executed notebook, self-contained (figures inline, no scripts
                                  fetched from the network): its heading, then its Answer, then the
                                  rest; each cell's code below its outputs in a closed <details>, no stderr
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import atomic_write
+from ..studies import STUDIES_ENV
 from .answers import ANSWER_MIME, VERDICT_ZH
 from .data import (
     DATA_ENV,
@@ -48,7 +51,29 @@ from .data import (
     read_meta,
 )
 
-NOTEBOOKS = ("q1_word_order", "q2_scaling", "q3_heads", "q4_residual", "claims", "rnn_table")
+
+def notebooks(source: Path | str = "reports") -> list[str]:
+    """The notebooks of `source` in their studies' order, each from its manifest (ablate.studies); BuildError
+    naming the fix for a bad manifest or a notebook without one."""
+    from ..studies import StudyError, load, orphans
+
+    try:
+        studies = load(source)
+    except StudyError as err:
+        raise BuildError(str(err)) from None
+    alone = orphans(source)
+    if alone:
+        raise BuildError(f"{Path(source) / (alone[0] + '.py')} has no manifest {alone[0]}.yaml beside it; write one "
+                         "(its questions, their sweeps; see ablate/studies.py) or move the file out of the folder")
+    return [s.notebook for s in studies]
+
+
+def expected_keys(source: Path, name: str) -> list[str]:
+    """The keys of the questions the manifest of notebook `name` says it answers, in order."""
+    from ..studies import read_study
+
+    return [q.key for q in read_study(source / f"{name}.yaml").questions]
+
 KERNEL = "python3"
 LANGS = ("en", "zh")
 FINDINGS = {"en": "FINDINGS.md", "zh": "FINDINGS.zh.md"}
@@ -253,7 +278,7 @@ def read_notebook(path: Path):
 
 
 def _error_text(err: BaseException) -> str:
-    text = str(err).strip()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip()  # the kernel's traceback is coloured
     lines = [line for line in text.splitlines() if line.strip()]
     # CellExecutionError: the last line is "ErrorName: message"; keep it and the cell's first line
     return lines[-1] if lines else type(err).__name__
@@ -405,6 +430,9 @@ def build_one(name: str, source: Path, env: dict[str, str], html_dir: Path, figu
         error = stray
     if error is None and not answers:
         error = "no Answer: no cell tagged `answer` showed one"
+    if error is None and [a.get("key") for a in answers] != (want := expected_keys(source, name)):
+        error = (f"its Answers are {', '.join(str(a.get('key')) for a in answers)}, its manifest {name}.yaml "
+                 f"lists {', '.join(want)}: answer each of the manifest's questions once, in its order")
     page = html_dir / f"{name}.html"
     atomic_write(page, to_html(nb, name))
     for a in answers:
@@ -424,10 +452,11 @@ def build(
     full build FINDINGS.md and FINDINGS.zh.md. Returns one Built per notebook; failures are in
     Built.error."""
     source, data, out = Path(source), Path(data).resolve(), Path(out)
-    names = list(only) if only else list(NOTEBOOKS)
-    unknown = [n for n in names if not (source / f"{n}.py").is_file()]
+    every = notebooks(source)
+    names = list(only) if only else every
+    unknown = [n for n in names if n not in every]
     if unknown:
-        raise BuildError(f"no notebook {', '.join(unknown)} in {source}; choose from {', '.join(NOTEBOOKS)}")
+        raise BuildError(f"no notebook {', '.join(unknown)} in {source}; choose from {', '.join(every)}")
     try:
         check_folder(data)  # a damaged table or meta.json: one line now, not a traceback in a notebook
     except DataFileError as err:
@@ -436,7 +465,7 @@ def build(
     html_dir.mkdir(parents=True, exist_ok=True)
     figures.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, DATA_ENV: str(data), FIGURES_ENV: str(figures), "PYTHONHASHSEED": "0",
-           "ABLATE_PROGRESS": "0"}
+           "ABLATE_PROGRESS": "0", STUDIES_ENV: str(source.resolve())}
     built = []
     for name in names:
         b = build_one(name, source.resolve(), env, html_dir, figures, timeout)

@@ -29,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data", metavar="DIR", default="reports/data", help="exported tables (default reports/data)")
     p.add_argument("--out", metavar="DIR", default="reports",
                    help="where build/, figures/, FINDINGS.md and FINDINGS.zh.md go (default reports)")
-    p.add_argument("--source", metavar="DIR", default="reports", help="the notebook sources (default reports)")
+    p.add_argument("--source", metavar="DIR", default="reports", help="the notebook sources and their study manifests (default reports)")
     p.add_argument("--sweeps", metavar="A,B", help="export these sweeps only (default: every sweeps/*.yaml)")
     p.add_argument("--budget", choices=BUDGET_ORDER,
                    help=f"export the runs of this budget (default: the first of {', '.join(BUDGET_ORDER)} "
@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         try:
-            export(names, runs=args.runs, data=args.data, budget=args.budget, replace=args.replace)
+            export(names, runs=args.runs, data=args.data, budget=args.budget, replace=args.replace,
+                   studies=args.source)
         except ExportError as err:
             print(f"ablate: {err}", file=sys.stderr)
             return 2

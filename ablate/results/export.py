@@ -6,20 +6,22 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
                  significant digits (integer-valued ones kept whole), so the file changes only
                  when the results do
     <name>.npz   per run: `<run_id>/train_loss`, `<run_id>/val_acc` ((k, 2) float32: step, value,
-                 from metrics.csv); for the sweeps in ATTENTION, the first seed of each variant
+                 from metrics.csv); and what the sweep's study manifest (reports/<notebook>.yaml,
+                 `sweeps.<name>.exports`, ablate.studies.EXPORTS) asks for: attention_init /
+                 attention_final, the first seed of each variant
                  keeps the attention maps of its first layer on the first probe example
                  (`<run_id>/<point>/attention` (1, H, T, T), uint8: weight x 255, rounded);
-                 for the sweeps in PERMUTED also the maps on the same example with its
+                 permuted, also the maps on the same example with its
                  positions permuted (`final/attention_perm`, and `perm`), computed from the
-                 run's checkpoint; for the sweeps in SENTENCE (Q1), every run with a checkpoint
+                 run's checkpoint; sentence (Q1), every run with a checkpoint
                  keeps its first layer's attention (`final/sentence`, `final/sentence_perm`: (H, 13, 13)
                  uint8) on the tutorial's sentence 猫坐在垫子上 and its reordering 垫子在猫坐上, by
                  character (token ids 猫=0 坐=1 在=2 垫=3 子=4 上=5, each a copy input: the tokens,
                  SEP, six BLANKs);
-                 for the sweeps in POSITIONS (the RNN table's copy sweeps), every run's test accuracy
+                 by_position (the RNN table's copy sweeps), every run's test accuracy
                  at each emitted position (`final/acc_by_position` (K,) float32), from its
                  probes.npz, else computed from its checkpoint on its test set (meta.json's
-                 `acc_by_position` names the runs it was computed for); for the sweep in RELATIONS
+                 `acc_by_position` names the runs it was computed for); relations
                  (Q3's two-relation task), every run's weight per head on the token two back, the
                  query's own token and BOS (`final/relation_weights` (L, H, 3) float32, from its
                  checkpoint on its first 256 validation sequences)
@@ -35,7 +37,7 @@ For each sweep with runs under $ABLATE_RUNS_DIR/<name>:
                  what the reports would otherwise import the harness for: `config_defaults` (every
                  config key's default) and `cost_full` (the full budget's cost estimate, the fields of
                  ablate.results.cost.Cost, from the exported table); at the top, `sentence` (words,
-                 token ids and the 13 axis labels of Q1's literal example) once a SENTENCE sweep is exported
+                 token ids and the 13 axis labels of Q1's literal example) once a `sentence` sweep is exported
 
 Which runs: those sweeps/<name>.yaml defines now, at one budget (the first of full, none, quick,
 smoke that has runs, or --budget): runs of other budgets or of an older grid or budget profile that the
@@ -96,16 +98,13 @@ from .exported import (
 )
 
 CURVES = ("train/loss", "val/acc")
-# Sweeps whose figures show attention maps, and at which probe points.
-ATTENTION = {"pos_enc": ("final",), "pos_enc_causal": ("final",), "scaling": ("init", "final"),
-             "temperature": ("final",)}
+# Which sweep keeps which extra arrays is said by its study's manifest (ablate.studies.EXPORTS): the names
+# below are what each export computes.
 ATTENTION_LAYERS = 1  # layer 0: where the input order (and PE) enters directly
-PERMUTED = ("pos_enc", "pos_enc_causal")  # + maps of the permuted probe example (needs the checkpoint)
 # Q1's literal example (issues 14, 24): the tutorial's sentence 猫坐在垫子上 ("the cat sits on the mat") and
 # its reordering 垫子在猫坐上, by character, through every trained model of these sweeps (copy task). Six
 # distinct characters, so the reordering is a permutation; each character is a token id, each sentence
 # is fed as a copy input.
-SENTENCE = ("pos_enc", "pos_enc_causal")
 WORDS = ("猫", "坐", "在", "垫", "子", "上")  # token id = index: 猫=0 坐=1 在=2 垫=3 子=4 上=5
 SENTENCE_WORDS = ("猫", "坐", "在", "垫", "子", "上")
 SENTENCE_PERM_WORDS = ("垫", "子", "在", "猫", "坐", "上")
@@ -113,11 +112,9 @@ SENTENCE_PERM_WORDS = ("垫", "子", "在", "猫", "坐", "上")
 # puts its weight, by relation (ablate.probes.relation_weights on the first RELATION_BATCH validation
 # sequences): `<run_id>/final/relation_weights` (L, H, 3) float32, on the token two back, on the query's
 # own token, on BOS.
-RELATIONS = ("heads_poshist",)  # the head-count ladder q3 reads
 RELATION_KEY, RELATION_BATCH = "final/relation_weights", 256
 # The RNN table's copy sweeps (issue 17): every run keeps its test accuracy at each emitted position,
 # `<run_id>/final/acc_by_position` (K,) float32, from probes.npz, else computed from its checkpoint.
-POSITIONS = ("rnn_copy", "rnn_copy_long", "rnn_copy_64", "rnn_reverse")
 BY_POSITION = "final/acc_by_position"
 DROP = ("run_dir",)
 SIGNIFICANT = 6
@@ -486,10 +483,10 @@ def position_accuracy(run_dir: Path) -> tuple[dict[str, np.ndarray], bool]:
 
 
 def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[[str], None],
-               computed: list[str] | None = None) -> dict[str, np.ndarray]:
+               computed: list[str] | None = None, extras: Sequence[str] = ()) -> dict[str, np.ndarray]:
     """The arrays of `df`'s runs. A run whose file cannot be read (a probes.npz cut short, a crafted or
-    corrupt checkpoint) loses those arrays only, with one line naming the run and the file. For the
-    sweeps in POSITIONS, every run's accuracy by position (position_accuracy); the ids of the runs it
+    corrupt checkpoint) loses those arrays only, with one line naming the run and the file. `extras`: the
+    names of ablate.studies.EXPORTS the sweep's manifest asks for. With by_position, every run's accuracy by position (position_accuracy); the ids of the runs it
     was computed for from the checkpoint (not recorded by the run) are appended to `computed`."""
     out: dict[str, np.ndarray] = {}
 
@@ -503,12 +500,13 @@ def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[
 
     for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
         get(run_id, lambda d=Path(run_dir): curves(d), "curves")
-    firsts = first_seeds(df, keys) if name in ATTENTION else df.iloc[0:0]
-    for run_id, run_dir in zip(firsts["run_id"], firsts["run_dir"]):
-        get(run_id, lambda d=Path(run_dir): probe_maps(d, ATTENTION[name]), "attention maps")
+    points = tuple(p for p in ("init", "final") if f"attention_{p}" in extras)
+    firsts = first_seeds(df, keys) if points or "permuted" in extras else df.iloc[0:0]
+    for run_id, run_dir in zip(firsts["run_id"], firsts["run_dir"]) if points else ():
+        get(run_id, lambda d=Path(run_dir): probe_maps(d, points), "attention maps")
     # from the checkpoint, loaded once per run: the permuted maps of the first seeds, the sentence's of all
-    permute = set(firsts["run_id"]) if name in PERMUTED else set()
-    every = name in SENTENCE
+    permute = set(firsts["run_id"]) if "permuted" in extras else set()
+    every = "sentence" in extras
     for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
         if run_id not in permute and not every:
             continue
@@ -518,10 +516,10 @@ def run_arrays(df: pd.DataFrame, name: str, keys: Sequence[str], warn: Callable[
             warn(f"{PREFIX}{name}: run {run_id}: {line}")
 
         get(run_id, lambda d=Path(run_dir), p=run_id in permute: checkpoint_maps(d, p, every, note), said)
-    if name in RELATIONS:
+    if "relations" in extras:
         for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
             get(run_id, lambda d=Path(run_dir): relation_maps(d), "relation weights")
-    if name in POSITIONS:
+    if "by_position" in extras:
         for run_id, run_dir in zip(df["run_id"], df["run_dir"]):
 
             def by_position(d: Path = Path(run_dir), run_id: str = run_id) -> dict[str, np.ndarray]:
@@ -824,12 +822,13 @@ def _stderr(line: str) -> None:
 def export_sweep(
     name: str, runs: Path | str | None, data: Path, sweeps: Path | str, log: Callable[[str], None],
     budget: str | None = None, old: dict[str, Any] | None = None, replace: bool = False,
-    warn: Callable[[str], None] = _stderr,
+    warn: Callable[[str], None] = _stderr, extras: Sequence[str] = (),
 ) -> tuple[dict | None, str, dict[Path, str | bytes | None]]:
     """The sweep's export, not yet written: (its meta entry, or None when nothing is to be written; the
     one line that says what happened; <name>.csv's, <name>.npz's and <name>_curves.csv's paths and
     contents, None for a curves file to remove). `old`: the
-    table's meta entry as exported before, kept (see keep_reason) unless `replace`."""
+    table's meta entry as exported before, kept (see keep_reason) unless `replace`. `extras`: what the
+    sweep's study manifest asks the export to add (run_arrays)."""
     from . import ResultsError, load, swept_keys
     from .table import CORRUPT, sweep_dir
 
@@ -865,10 +864,11 @@ def export_sweep(
     swept = swept_keys(table)
     text, dtypes = tidy(table)
     computed: list[str] = []
-    arrays = run_arrays(table, name, swept, warn, computed)
+    arrays = run_arrays(table, name, swept, warn, computed, extras)
     files: dict[Path, str | bytes | None] = {data / f"{name}.csv": text, data / f"{name}.npz": npz_bytes(arrays)}
     entry = provenance(table, swept, dtypes)
-    if name in POSITIONS:  # which runs recorded their accuracy by position, which had it computed here
+    positions = "by_position" in extras
+    if positions:  # which runs recorded their accuracy by position, which had it computed here
         have = sorted(k.split("/")[0] for k in arrays if k.endswith(f"/{BY_POSITION}"))
         entry["acc_by_position"] = {"runs": len(have), "computed_from_checkpoint": sorted(computed)}
     entry["config_defaults"] = config_defaults()
@@ -882,7 +882,7 @@ def export_sweep(
     line = f"{entry['runs']} runs ({entry['budget']})"
     if curve_text is not None:
         line += f"; probe curves of {curve_runs} run(s)"
-    if name in POSITIONS:
+    if positions:
         line += f"; accuracy by position of {len(have)} run(s)"
         if computed:
             line += f", computed from the checkpoint for {len(computed)}: {', '.join(sorted(computed))}"
@@ -900,6 +900,7 @@ def export(
     budget: str | None = None,
     replace: bool = False,
     warn: Callable[[str], None] = _stderr,
+    studies: Path | str | None = None,
 ) -> dict[str, str]:
     """Export every sweep in `names` (default: every sweeps/*.yaml); returns name -> what happened,
     also logged, one line per sweep. Per sweep: the runs its file defines now, at `budget` (default:
@@ -907,8 +908,16 @@ def export(
     a smaller budget or fewer runs (keep_reason) unless `replace`. Runs whose files cannot be read are
     left out, one line each on `warn` (default stderr). ExportError, before anything is written, when
     the folder's meta.json cannot be read; OSError (naming the file) when one cannot be written: each
-    sweep's CSV, NPZ, curves and meta.json entry are written together, so every sweep's files stay in step."""
+    sweep's CSV, NPZ, curves and meta.json entry are written together, so every sweep's files stay in step.
+    `studies`: the folder of the study manifests that say which extra arrays a sweep keeps (default
+    ablate.studies.studies_dir(); a sweep no manifest describes keeps none)."""
+    from ..studies import StudyError, load, of_sweep
+
     data = Path(data)
+    try:
+        known = load(studies)
+    except StudyError as err:
+        raise ExportError(str(err)) from None
     try:
         meta = read_meta(data)
     except DataFileError as err:
@@ -932,14 +941,15 @@ def export(
             log(f"{PREFIX}{name}: its files are not the ones meta.json records (an export stopped part way?); "
                 "the runs here replace them, whatever the exported table was")
             old = None
-        entry, outcome[name], files = export_sweep(name, runs, data, sweeps, log, budget, old, replace, warn)
+        extras = of_sweep(name, known)[2]
+        entry, outcome[name], files = export_sweep(name, runs, data, sweeps, log, budget, old, replace, warn, extras)
         if entry is not None:
             if FILES not in meta:  # a folder exported before files were recorded: record them first, alone
                 meta[FILES] = recorded_files(data, meta)
                 written = meta_text()
                 atomic_write(meta_path, written)
             meta["sweeps"][name] = entry
-            if name in SENTENCE:
+            if "sentence" in extras:
                 meta["sentence"] = sentence()
             for path, content in files.items():
                 if content is None:
