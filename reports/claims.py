@@ -13,13 +13,15 @@
 # %% [markdown]
 # # The article's claims, checked
 #
-# Four claims, each from its own sweep or benchmark, each with its own Answer:
+# Three claims, each from its own sweep or benchmark, each with its own Answer:
 #
 # 1. **Pre-LN vs Post-LN in a deep stack** — sweep `norm`: LayerNorm pre / post at 12 layers, learning
 #    rates 1e-4 … 1e-2 with a 10 % warm-up.
-# 2. **The FFN holds about 2/3 of the parameters** — sweep `ffn`: FFN width 0 (removed), 1, 2, 4, 8 × d_model.
-# 3. **Temperature τ moves attention between hard selection and uniform averaging** — sweep `temperature`.
-# 4. **Attention costs O(n²) in sequence length** — `ablate bench attention` (reports/data/attention_cost.csv).
+# 2. **Temperature τ moves attention between hard selection and uniform averaging** — sweep `temperature`.
+# 3. **Attention costs O(n²) in sequence length** — `ablate bench attention` (reports/data/attention_cost.csv).
+#
+# The FFN's claim (its share of the parameters, and the facts it stores) was the second here until issue 27
+# gave it a study of its own: `reports/ffn.py` and its manifest, with its tests moved word for word.
 #
 # ## The tests, fixed before the data are read
 #
@@ -33,7 +35,6 @@
 # | norm | Xiong 2020: Post-LN's gradients near the output are large at initialisation | mechanism | the **last** layer's gradient norm at initialisation, Post-LN vs Pre-LN, greater (a ratio) | Xiong's Theorem 1 bounds exactly this (the last layer's FFN weights): O(d√(ln d)) for Post-LN against O(d√(ln d / L)) for Pre-LN. One learning rate's runs only: the initialisation does not depend on the rate, so the other rates' runs are copies of the same seeds |
 # | norm | Xiong 2020: Post-LN needs the warm-up | outcome | Post-LN at the largest rate, with warm-up vs without, validation accuracy | the warm-up is the treatment; the largest rate is where it matters. Not testable when every run had warm-up |
 # | norm | Liu 2020: deep Post-LN is less robust than Pre-LN | outcome | the largest rate (1e-2), Pre-LN vs Post-LN, validation accuracy with a diverged run counted at chance, greater | robustness to large rates is the claim; a diverged run learned nothing |
-# | FFN | Geva 2021: two thirds of the parameters | — | one layer's FFN share at 4 × d_model, within `SHARE_TOLERANCE` of 2/3 | the two thirds refer to the Transformer's FFN width, d_ff = 4 × d_model |
 # | temperature | Hinton 2015: a higher temperature gives a softer distribution | mechanism | layer-0 attention entropy at initialisation, τ = 10 vs τ = 0.1, greater | the claim is about the softmax itself; at initialisation training has not reshaped the scores |
 # | cost | Vaswani Table 1: O(n² · d) per layer | — | the explicit path's forward+backward time slope in n (n ≥ fit_from_n), within `TIME_SLOPE` | Table 1 counts operations; time is what they cost. The band allows for a shared CPU's noise and its caches |
 #
@@ -57,32 +58,6 @@
 # | norm | Liu 2020: deep Post-LN is less robust than Pre-LN — **replaces the `norm` test above** | outcome | the deepest stack (`NORM_DEEPEST` = 24 layers) without warm-up: validation accuracy (diverged = chance), Pre-LN − Post-LN, paired by (learning rate, seed) over the whole rate axis (15 pairs), greater | Liu's Post-LN failed at 18 layers without warm-up; the claim is robustness over rates, so the whole axis enters, each rate's seeds paired |
 # | norm | Xiong 2020: Post-LN needs the warm-up | outcome | Post-LN at 24 layers: warm-up 10 % − none, the same accuracy, paired by (learning rate, seed), greater | the warm-up is the treatment; the deepest stack is where Post-LN needs it most |
 #
-# ## What the FFN stores, decided before the runs (issue 25)
-#
-# Written and committed before any run of sweeps `facts_256`, `facts_1024` and `facts_4096`; the git history
-# shows the order. The share test above is arithmetic and stays; what the FFN *buys* was never tested (MNIST
-# rows need no stored facts). **The runs:** the key→value facts task (`ablate/data/facts.py`: a fixed random
-# value for each key pair (a, b), K² facts, values from K; nothing in a sequence gives its answer) at 256,
-# 1,024 and 4,096 facts (K = 16, 32, 64), FFN width 0 (removed), 1, 2, 4, 8 × d_model at equal everything
-# else (1 layer, d_model 32, 2 heads, no positions, dropout 0, batch 256, 768 steps), each width at its own
-# learning rate (4 values on seed 0, the best on `val/acc_best` run on 3 seeds). Test accuracy is the share of
-# the facts recalled (the test set is every fact).
-#
-# | claim | anchor | kind | primary test | why this test |
-# | --- | --- | --- | --- | --- |
-# | FFN | Geva 2021: the feed-forward layers are key→value memories, they store facts | outcome | **4,096 facts** (`FACTS_TEST`), test accuracy, FFN 4 × d_model − FFN removed, paired by seed, greater | 4 × d_model is the Transformer's standard width; the largest fact count is the one where the model without an FFN cannot hold every fact (see the change below) |
-#
-# **Changed before any run of the facts sweeps**, and why: the test was first written at 1,024 facts. A unit
-# test's run at 256 facts then recalled 100 % with an FFN of 4 × d_model and 96.5 % without one (1 layer, d_model
-# 32, 384 steps): attention, LayerNorm and the embeddings store facts too, so a middle count may put both arms
-# at the ceiling. The primary moved to the largest count, 4,096, before any run of `facts_256`, `facts_1024` or
-# `facts_4096`.
-#
-# Supporting (never moves a verdict): accuracy against width at every fact count; facts recalled per FFN
-# parameter, (recalled at width w − recalled at width 0) / the FFN's parameters at w, and the same in bits
-# (log2 K per fact); the tutorial's width (2 ×) against none at 4,096 facts; the tutorial's model's FFN share
-# (50 % per layer at 2 × d_model), from sweep `ffn`.
-#
 # Supporting (never moves a verdict): per depth, placement and warm-up, the runs that learned at each rate
 # and the largest rate at which all 3 seeds learned (where each placement "stops training"); Pre-LN with
 # vs without warm-up at 24 layers (Xiong: Pre-LN can do without it); the last layer's gradient at
@@ -100,7 +75,6 @@ from ablate import report as R
 from ablate.report import figures as F
 from ablate.report.answers import AGREES_IN_PART, correct, overall
 
-SHARE_TOLERANCE = 0.01  # the FFN's share is arithmetic: within 1 point of 2/3 is "about two thirds"
 TIME_SLOPE = (1.5, 2.5)  # the explicit path's time slope that counts as quadratic
 MEMORY_SLOPE_TOLERANCE = 0.25  # supporting: the explicit path stores the n x n weights (slope 2 ± 0.25)
 # Pre-LN vs Post-LN against depth and warm-up (issue 25): the parts of one grid, and the depth of its tests
@@ -108,13 +82,8 @@ NORM_DEPTH_SWEEPS = ("norm_6", "norm_12_warm", "norm_12_cold", "norm_24_warm_pre
                      "norm_24_cold_pre", "norm_24_cold_post")
 NORM_DEEPEST = 24
 NORM_PAIRS = ("optim.lr", "seed")  # the tests pair runs by rate and seed: the whole rate axis enters
-# What the FFN stores (issue 25): the three fact counts' sweeps, and the count and widths of the primary test
-FACTS_SWEEPS = ("facts_256", "facts_1024", "facts_4096")
-FACTS_TEST, FACTS_WIDTH = 4096, 4
 
 R.setup()
-
-
 
 # %% [markdown]
 # ## 1 · Pre-LN vs Post-LN at depth 12, at large learning rates
@@ -486,228 +455,7 @@ else:
                   figures=[fig_norm_depth, fig_norm, fig_norm_grad] if DEEP.ready else [fig_norm, fig_norm_grad])
 
 # %% [markdown]
-# ## 2 · The FFN's share of the parameters, and what removing or widening it does
-# The share is arithmetic (a layer's FFN has 2 · d_model · d_ff weights, its attention 4 · d_model²), so
-# at d_ff = 4 × d_model it is 8 / 12 = 2/3 and at the tutorial's 2 × d_model 4 / 8 = 1/2. The sweep
-# measures it from the built models and trains each width on MNIST rows.
-
-# %%
-GEVA = R.Anchor(
-    "Geva et al. 2021",
-    "the feed-forward layers hold about two thirds of a Transformer's parameters (per layer, at d_ff = 4 × d_model)",
-    "前馈层约占 Transformer 参数的三分之二（按层计，d_ff = 4 × d_model）",
-    wording="Feed-forward layers constitute two-thirds of a transformer model's parameters",
-    tutorial=True,
-)
-GEVA_MEMORY = R.Anchor(
-    "Geva et al. 2021",
-    "the feed-forward layers are key→value memories: they store facts, which only the weights can hold",
-    "前馈层充当键值记忆：它们存储事实——这类事实无法从输入中推出，只能记在权重里",
-    wording="feed-forward layers in transformer-based language models operate as key-value memories",
-    tutorial=True,
-)
-Q_FFN = R.question("claim-ffn", anchors=[GEVA, GEVA_MEMORY])
-FFN = R.sweep("ffn")
-FACTS = R.sweeps(*FACTS_SWEEPS)
-display(Q_FFN)
-
-# %%
-if FFN.ready:
-    ffn = R.at_best_lr(FFN.df)
-    ffn["model.ffn_mult"] = ffn["model.ffn_mult"].astype(int)
-    mults = sorted(int(m) for m in ffn["model.ffn_mult"].unique())
-    try:  # the harness's default width, as export recorded it in meta.json
-        harness = int(R.config_defaults(sweep="ffn")["model.ffn_mult"])
-    except (ValueError, KeyError):  # a data folder exported before the defaults were recorded
-        harness = 2  # the tutorial's FFN: 128 = 2 × d_model 64 (the harness's defaults are the tutorial's)
-    fig, axes = F.subplots(1, 2, figsize=(12, 3.8))
-    shares = ffn.melt(id_vars=["model.ffn_mult"], value_vars=["probe/init/share_ffn_l0", "probe/init/share_ffn"],
-                      var_name="share of", value_name="FFN share")
-    shares["share of"] = shares["share of"].map({"probe/init/share_ffn_l0": "one layer's weights", "probe/init/share_ffn": "whole model"})
-    sns.lineplot(shares, x="model.ffn_mult", y="FFN share", hue="share of", marker="o", errorbar=None, ax=axes[0])
-    F.hline(axes[0], 2 / 3, "2/3")
-    F.hline(axes[0], 1 / 2, "1/2", ls=":")
-    F.integer_ticks(axes[0], "x", mults)
-    axes[0].set(xlabel="FFN width / d_model", title=f"share of the parameters in the FFN (tutorial: {harness} × d_model)")
-    F.legend(axes[0])
-    sns.pointplot(ffn, x="model.ffn_mult", y="test/acc", order=mults, errorbar=R.errorbar, seed=0,
-                  color=F.palette("data.task", ["mnist"])["mnist"], ax=axes[1])
-    F.reference_lines(axes[1], ffn, split="test")
-    axes[1].set(xlabel="FFN width / d_model", ylabel="test accuracy", title="MNIST rows: accuracy")
-    F.legend(axes[1])
-    F.stamp(fig, FFN)
-    fig_ffn = R.savefig(fig, "claims_ffn")
-else:
-    print(FFN.missing)
-
-# %% [markdown]
-# ### What the FFN stores: key→value facts against FFN width (sweeps `facts_256`, `facts_1024`, `facts_4096`)
-# Test accuracy is the share of the facts recalled; each width at its own best rate. Facts per FFN parameter:
-# the facts recalled beyond the model without an FFN, over the FFN's parameters.
-
-# %%
-if FACTS.ready:
-    facts = R.at_best_lr(FACTS.df)
-    # a diverged run recalled nothing: it enters at chance, and is counted as a run
-    facts["test/acc"] = pd.to_numeric(facts["test/acc"], errors="coerce").where(
-        facts["status"] != "diverged", facts["ref/test/chance"])
-    facts["status"] = facts["status"].where(facts["status"] != "diverged", "completed")
-    facts["model.ffn_mult"] = facts["model.ffn_mult"].astype(int)
-    facts["facts"] = facts["data.vocab"].astype(int) ** 2
-    counts = sorted(int(n) for n in facts["facts"].unique())
-    widths = sorted(int(m) for m in facts["model.ffn_mult"].unique())
-    recalled = {(n, m): R.estimate(facts, "test/acc", {"facts": n, "model.ffn_mult": m}) for n in counts for m in widths}
-    ffn_params = {m: int(R.rows(facts, {"model.ffn_mult": m})["params/ffn"].iloc[0]) for m in widths}  # the FFN's own
-    # weights and biases (the same at every fact count: d_model is)
-    per_param = {(n, m): (recalled[n, m].mean - recalled[n, 0].mean) * n / ffn_params[m]
-                 for n in counts for m in widths if ffn_params[m] > 0 and 0 in widths}
-    R.show_table(pd.DataFrame([{"facts": n, "FFN width": m, "FFN parameters": ffn_params[m],
-                                "recalled": str(recalled[n, m]),
-                                "facts per FFN parameter": round(per_param.get((n, m), float("nan")), 3)}
-                               for n in counts for m in widths]))
-    fig, ax = F.subplots(figsize=(7, 3.8))
-    colours = dict(zip(counts, (F.SKY, F.BLUE, F.VERMILLION, F.ORANGE)))
-    sns.pointplot(facts, x="model.ffn_mult", y="test/acc", hue="facts", order=widths, errorbar=R.errorbar, seed=0,
-                  palette={n: colours.get(n, F.GREY) for n in counts}, dodge=0.2, ax=ax)
-    ax.set(xlabel="FFN width / d_model (0: removed)", ylabel="facts recalled (test accuracy)", ylim=(0, 1.02),
-           title="key→value facts: recall against FFN width, 1 layer, d_model 32")
-    F.legend(ax, "facts")
-    F.stamp(fig, FACTS)
-    fig_facts = R.savefig(fig, "claims_ffn_facts")
-else:
-    print(FACTS.missing)
-
-# %% tags=["answer"]
-if not FFN.ready:
-    Q_FFN.not_run_yet(FFN)
-else:
-    default = harness if harness in mults else mults[len(mults) // 2]
-
-    def share(mult, column="probe/init/share_ffn_l0"):
-        """The FFN's share at `mult` (arithmetic: the same for every seed)."""
-        values = R.rows(ffn, {"model.ffn_mult": mult})[column].dropna()
-        return float(values.iloc[0]) if len(values) else float("nan")
-
-    share4, share_default, whole = share(4), share(default), share(default, "probe/init/share_ffn")
-    params = {m: int(R.rows(ffn, {"model.ffn_mult": m})["params/total"].iloc[0]) for m in mults}
-    removed = R.compare(ffn, "test/acc", {"model.ffn_mult": 0}, {"model.ffn_mult": default}) if 0 in mults else None
-    widest = R.compare(ffn, "test/acc", {"model.ffn_mult": mults[-1]}, {"model.ffn_mult": default})
-    checks = []
-    if 4 in mults:
-        checks.append(GEVA.judge(abs(share4 - 2 / 3) < SHARE_TOLERANCE, f"one layer at 4 × d_model: {100 * share4:.1f} %",
-                                 primary=True, reason="the two thirds refer to d_ff = 4 × d_model",
-                                 evidence_zh=f"d_ff = 4 × d_model 的一层：{100 * share4:.1f} %",
-                                 reason_zh="三分之二指的是 d_ff = 4 × d_model 的情形"))
-    else:
-        checks.append(GEVA.not_testable("one layer at 4 × d_model", "no run at 4 × d_model", primary=True,
-                                        reason="the two thirds refer to d_ff = 4 × d_model",
-                                        what_zh="d_ff = 4 × d_model 的一层", why_zh="没有 d_ff = 4 × d_model 的运行",
-                                        reason_zh="三分之二指的是 d_ff = 4 × d_model 的情形"))
-    checks.append(GEVA.judge(abs(share_default - 2 / 3) < SHARE_TOLERANCE,
-                             f"the tutorial's own FFN, {default} × d_model: {100 * share_default:.1f} % of a layer",
-                             primary=False, reason="the claim as the tutorial applies it to its own model",
-                             evidence_zh=f"教程自己的 FFN，{default} × d_model：占一层的 {100 * share_default:.1f} %",
-                             reason_zh="教程把这一论断用在它自己的模型上"))
-    plain = (
-        f"In the standard Transformer, yes: at d_ff = 4 × d_model the FFN is {100 * share4:.1f} % of each layer. The "
-        f"tutorial's own FFN is {default} × d_model wide, so there it is {100 * share_default:.1f} % of a layer, not 2/3, "
-        f"and {100 * whole:.1f} % of the whole model with embeddings and head."
-        + (f" Removing it on MNIST rows changed test accuracy by {removed} ({removed.a} vs {removed.b})."
-           if removed is not None else ""),
-        f"在标准 Transformer 中是的：d_ff = 4 × d_model 时 FFN 占每层的 {100 * share4:.1f} %。教程自己的 FFN 宽度是 "
-        f"{default} × d_model，所以占每层的 {100 * share_default:.1f} %，而不是 2/3；连同嵌入层和输出头算整个模型则占 "
-        f"{100 * whole:.1f} %。"
-        + (f"在 MNIST 行任务上去掉它，测试准确率变化 {removed:zh}（{removed.a:zh} 对 {removed.b:zh}）。" if removed is not None else ""),
-    )
-    mechanism = (
-        "One layer's share by FFN width: " + "; ".join(f"{m} × d_model {100 * share(m):.1f} %" for m in mults)
-        + "; the whole model's: " + "; ".join(f"{m} × {100 * share(m, 'probe/init/share_ffn'):.1f} %" for m in mults) + ".",
-        "按 FFN 宽度，每层的占比：" + "；".join(f"{m} × d_model {100 * share(m):.1f} %" for m in mults)
-        + "；整个模型的占比：" + "；".join(f"{m} × {100 * share(m, 'probe/init/share_ffn'):.1f} %" for m in mults) + "。",
-    )
-    outcome = (
-        "Test accuracy on MNIST rows by FFN width: " + "; ".join(
-            f"{m} × ({params[m]:,} parameters) {R.estimate(ffn, 'test/acc', {'model.ffn_mult': m})}" for m in mults)
-        + (f". Removed vs {default} ×: {removed}" if removed is not None else "")
-        + f"; {mults[-1]} × vs {default} ×: {widest}.",
-        "MNIST 行任务上按 FFN 宽度的测试准确率：" + "；".join(
-            f"{m} ×（{params[m]:,} 个参数）{R.estimate(ffn, 'test/acc', {'model.ffn_mult': m}):zh}" for m in mults)
-        + (f"。去掉对 {default} ×：{removed:zh}" if removed is not None else "")
-        + f"；{mults[-1]} × 对 {default} ×：{widest:zh}。",
-    )
-    changes = (
-        "The share is arithmetic and no budget changes it. What removing the FFN costs is task-dependent: MNIST rows "
-        "at this budget are a small test of capacity.",
-        "占比是算术结果，任何预算都不会改变它。去掉 FFN 的代价取决于任务：在这个预算下，MNIST 行任务对容量的检验很有限。",
-    )
-    details = " ".join(d for d in (R.lr_phrase(FFN.df) + ".", FFN.still_learning(ffn), R.caveat(ffn)) if d)
-    figure, figures = fig_ffn, [fig_ffn]
-    if FACTS.ready and FACTS_TEST in counts and {0, FACTS_WIDTH} <= set(widths):
-        stores = R.paired(facts, "test/acc", {"facts": FACTS_TEST, "model.ffn_mult": FACTS_WIDTH},
-                          {"facts": FACTS_TEST, "model.ffn_mult": 0})
-        tutorial_w = R.paired(facts, "test/acc", {"facts": FACTS_TEST, "model.ffn_mult": default},
-                              {"facts": FACTS_TEST, "model.ffn_mult": 0}) if default in widths else None
-        facts_level = float(R.rows(facts, {"facts": FACTS_TEST})["ref/test/one_key"].max())
-        checks.append(GEVA_MEMORY.greater(
-            stores, f"{FACTS_TEST:,} key→value facts, share recalled, FFN {FACTS_WIDTH} × d_model − removed, paired by seed",
-            level=facts_level, primary=True,
-            reason="only the weights can hold the facts; 4 × d_model is the standard width",
-            what_zh=f"{FACTS_TEST:,} 条键值事实，答对的比例（测试准确率），FFN 宽 {FACTS_WIDTH} × d_model − 去掉 FFN，按种子配对",
-            reason_zh="这些事实无法从输入推出，只能存进权重；4 × d_model 是 Transformer 的标准 FFN 宽度"))
-        if tutorial_w is not None:
-            checks.append(GEVA_MEMORY.greater(
-                tutorial_w, f"{FACTS_TEST:,} facts, the tutorial's width {default} × − removed", level=facts_level,
-                primary=False, reason="the tutorial's own width", what_zh=f"{FACTS_TEST:,} 条事实，教程所用宽度 {default} × d_model − 去掉 FFN",
-                reason_zh="教程代码所用的宽度"))
-        best = max(per_param, key=per_param.get)
-        rest_stores = recalled[FACTS_TEST, 0].mean > facts_level + R.LEVEL_MARGIN  # without an FFN, above one key's level
-        bits = per_param[best] * np.log2(np.sqrt(best[0]))
-        plain = (
-            plain[0] + f" On {FACTS_TEST:,} key→value facts that only the weights can hold, "
-            f"one layer recalls {recalled[FACTS_TEST, FACTS_WIDTH]} of them with an FFN of {FACTS_WIDTH} × d_model and "
-            f"{recalled[FACTS_TEST, 0]} without one ({stores}). At most {per_param[best]:.2f} facts per FFN parameter "
-            f"({bits:.2f} bits), at {best[0]:,} facts and {best[1]} × d_model"
-            + ("; attention and the embeddings hold facts too." if rest_stores else "."),
-            plain[1] + f"在 {FACTS_TEST:,} 条只能靠权重记住的键值事实上，单层模型在 FFN 宽 {FACTS_WIDTH} × d_model "
-            f"时答对 {recalled[FACTS_TEST, FACTS_WIDTH]:zh}，去掉 FFN 时答对 {recalled[FACTS_TEST, 0]:zh}（{stores:zh}）。"
-            f"折合到每个 FFN 参数，最多存下 {per_param[best]:.2f} 条事实（{bits:.2f} 比特），这一最大值出现在 {best[0]:,} 条事实、FFN 宽 "
-            f"{best[1]} × d_model 时" + ("；注意力和嵌入层也能存下一部分事实。" if rest_stores else "。"),
-        )
-        outcome = (
-            outcome[0] + " Key→value facts recalled (1 layer, d_model 32), by count and FFN width (× d_model, 0: "
-            "removed): " + "; ".join(
-                f"{n:,} facts: " + ", ".join(f"{m}× {recalled[n, m]}" for m in widths) for n in counts) + ".",
-            outcome[1] + "键值事实的答对比例（单层，d_model 32），按事实数和 FFN 宽度（d_model 的倍数，0 为去掉 FFN）："
-            + "；".join(f"{n:,} 条：" + "，".join(f"{m} 倍 {recalled[n, m]:zh}" for m in widths) for n in counts) + "。",
-        )
-        changes = (changes[0] + f" The facts task trains one layer for {int(facts['global_step'].max())} steps: longer "
-                   "training or more layers would store more facts per parameter.",
-                   changes[1] + f"键值事实任务只训练一层、{int(facts['global_step'].max())} 步：训练更久或层数更多，"
-                   "每个参数能存下的事实还会更多。")
-        details += " Facts: " + " ".join(d for d in (R.lr_phrase(FACTS.df) + ".", FACTS.still_learning(facts)) if d)
-        figure, figures = fig_facts, [fig_facts, fig_ffn]
-    else:
-        checks.append(GEVA_MEMORY.not_testable(
-            f"{FACTS_TEST:,} key→value facts, FFN {FACTS_WIDTH} × d_model − removed",
-            FACTS.missing or f"no run at {FACTS_TEST:,} facts with widths 0 and {FACTS_WIDTH}", primary=True,
-            reason="only the weights can hold the facts",
-            what_zh=f"{FACTS_TEST:,} 条键值事实，FFN 宽 {FACTS_WIDTH} × d_model − 去掉 FFN",
-            why_zh="还没有运行" if FACTS.missing else f"没有 {FACTS_TEST:,} 条事实、宽度 0 和 {FACTS_WIDTH} 的运行",
-            reason_zh="这些事实无法从输入推出，只能存进权重"))
-    short = None
-    if FACTS.ready and FACTS_TEST in counts and {0, FACTS_WIDTH} <= set(widths):
-        with_ffn, without_ffn = (100 * recalled[FACTS_TEST, m].mean for m in (FACTS_WIDTH, 0))
-        short = (f"At d_ff = 4 × d_model the FFN is {100 * share4:.1f} % of a layer (the tutorial's {default} ×: "
-                 f"{100 * share_default:.1f} %); of {FACTS_TEST:,} key→value facts one layer recalls {with_ffn:.0f} % "
-                 f"with an FFN of {FACTS_WIDTH} × d_model and {without_ffn:.0f} % without one.",
-                 f"d_ff = 4 × d_model 时 FFN 占一层的 {100 * share4:.1f} %（教程的 {default} ×：{100 * share_default:.1f} %）；"
-                 f"{FACTS_TEST:,} 条键值事实中，单层模型有 {FACTS_WIDTH} × d_model 的 FFN 时答对 {with_ffn:.0f} %，去掉 FFN 时答对 "
-                 f"{without_ffn:.0f} %。")
-    Q_FFN.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
-                 checks=checks, figure=figure, figures=figures, short=short)
-
-# %% [markdown]
-# ## 3 · Temperature: from hard selection to uniform averaging
+# ## 2 · Temperature: from hard selection to uniform averaging
 
 # %%
 HINTON = R.Anchor(
@@ -842,7 +590,7 @@ else:
                  checks=checks, figure=fig_tau, short=short)
 
 # %% [markdown]
-# ## 4 · The cost of attention in sequence length
+# ## 3 · The cost of attention in sequence length
 # Slopes are fitted over the upper half of the lengths, where the n² terms dominate. The explicit path
 # (scores, softmax, weights kept for backward) and the fused kernel (`scaled_dot_product_attention`)
 # do the same n² arithmetic; the fused one does not keep the n × n weights.

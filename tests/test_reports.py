@@ -359,8 +359,8 @@ def test_with_no_data_every_notebook_says_which_sweep_to_run(tmp_path):
     results = build(SOURCES, data, tmp_path / "out", only=["claims"], log=quiet)
     assert results[0].error is None
     lines = [a["plain"]["en"] for a in results[0].answers]
-    assert lines == ["not run yet — run `make sweep-norm`", "not run yet — run `make sweep-ffn`",
-                     "not run yet — run `make sweep-temperature`", "not run yet — run `make bench-attention`"]
+    assert lines == ["not run yet — run `make sweep-norm`", "not run yet — run `make sweep-temperature`",
+                     "not run yet — run `make bench-attention`"]
 
 
 # ------------------------------------------------------------------ the API notebooks use
