@@ -174,3 +174,55 @@ def test_out_must_be_new_or_an_earlier_report_and_is_never_emptied(swept, capsys
     assert _compare(root, "--out", str(out)) == 0
     assert not (out / "figures" / "stale.png").exists() and (out / "compare.md").is_file()
     assert not [p for p in root.iterdir() if p.name.startswith(".again")]
+
+
+def test_compare_from_an_exported_folder_gives_the_numbers_of_the_run_folders(swept, capsys):
+    """--data DIR reads an `ablate report export` folder instead of run folders: the same per-variant numbers;
+    the runs the sweep file defines that the table lacks are named."""
+    root, _, failing, gone = swept
+    data = root / "exported"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABLATE_RUNS_DIR", str(root / "runs"))
+        mp.chdir(root)
+        assert cli.main(["report", "export", "--data", str(data), "--sweeps", NAME]) == 0
+    from_runs, from_data = root / "report-runs", root / "report-data"
+    assert _compare(root, "--out", str(from_runs)) == 0
+    assert _compare(root, "--out", str(from_data), "--data", str(data)) == 0
+    capsys.readouterr()
+    a, b = pd.read_csv(from_runs / "variants.csv"), pd.read_csv(from_data / "variants.csv")
+    pd.testing.assert_frame_equal(a, b)
+    md = (from_data / "compare.md").read_text()
+    assert f"from the exported table in `{data}`" in md
+    # the export leaves out a run whose files cannot be read: from the table it is absent, and said to be
+    for run in (failing.run_id, gone.run_id):
+        assert f"- missing: `{run}` (not in the exported table: never run, or left out by the export as unreadable; " in md
+
+
+def test_compare_reads_the_committed_tables_without_any_run(tmp_path, capsys):
+    """On the committed reports/data, a tuned sweep: each variant at its stage-1 choice, its mean test accuracy
+    pandas' mean of the committed CSV's rows at that rate."""
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "facts"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(repo)
+        assert cli.main(["compare", "facts_4096", "--data", str(repo / "reports" / "data"), "--out", str(out)]) == 0
+    capsys.readouterr()
+    table = pd.read_csv(out / "variants.csv")
+    rows = pd.read_csv(repo / "reports" / "data" / "facts_4096.csv")
+    for _, row in table.iterrows():
+        mine = rows[rows["model.ffn_mult"] == row["model.ffn_mult"]]
+        mine = mine[np.isclose(mine["optim.lr"], mine["tuned.optim.lr"])]
+        assert row["runs"] == len(mine) == 3
+        assert row["test/acc"] == pytest.approx(mine["test/acc"].mean(), abs=1e-6)
+    md = (out / "compare.md").read_text()
+    assert "## Stage 1: `val/acc_best` per `optim.lr`" in md and "- runs: 30 (30 completed)" in md
+
+
+def test_compare_from_a_folder_without_the_sweep_is_refused_in_one_line(swept, tmp_path, capsys):
+    root = swept[0]
+    (tmp_path / "empty").mkdir()
+    assert _compare(root, "--out", str(tmp_path / "never"), "--data", str(tmp_path / "empty")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"ablate: no exported table of sweep {NAME} in {tmp_path / 'empty'}; export it first (`ablate "
+                   f"report export --sweeps {NAME} --data {tmp_path / 'empty'}`) or give --runs DIR"]
+    assert not (tmp_path / "never").exists()

@@ -1,7 +1,9 @@
-"""`ablate compare NAME|sweeps/NAME.yaml [--out DIR] [--baseline key=value,...] [--runs DIR]`: the entry point
-of the comparison report (ablate.report.comparison). It checks the input, exports the sweep's runs into a
-temporary folder as `ablate report export` does (the results layer, imported only when the command runs),
-reads each run folder's status and the runs the sweep file defines but nobody ran, then writes the report.
+"""`ablate compare NAME|sweeps/NAME.yaml [--out DIR] [--baseline key=value,...] [--runs DIR | --data DIR]`: the
+entry point of the comparison report (ablate.report.comparison). It checks the input, exports the sweep's runs
+into a temporary folder as `ablate report export` does (the results layer, imported only when the command runs),
+reads each run folder's status and the runs the sweep file defines but nobody ran, then writes the report. With
+--data it reads an exported folder instead (reports/data, or any `ablate report export --data DIR`): the runs'
+statuses and errors are the table's, and no run folder is needed.
 
 Exit status: 0; 2 for bad input (an unknown sweep, no finished runs, a baseline that matches no variant),
 one line on stderr and nothing written.
@@ -24,7 +26,7 @@ from .comparison import (
     parse_baseline,
     write,
 )
-from .data import Sweep
+from .data import DataFileError, Sweep
 
 
 def parser() -> OneLineParser:
@@ -35,7 +37,10 @@ def parser() -> OneLineParser:
     p.add_argument("--out", metavar="DIR", help="where the report goes (default reports/compare/NAME/)")
     p.add_argument("--baseline", metavar="KEY=VALUE,...", help="the variant every other is compared with "
                    "(default: the one at ablate's defaults, else the first)")
-    p.add_argument("--runs", metavar="DIR", help="the runs folder (default $ABLATE_RUNS_DIR, else ./runs)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--runs", metavar="DIR", help="the runs folder (default $ABLATE_RUNS_DIR, else ./runs)")
+    where.add_argument("--data", metavar="DIR", help="an exported folder instead of run folders (e.g. reports/data: "
+                       "the committed tables)")
     return p
 
 
@@ -65,9 +70,9 @@ def states(where: Path, only: set[str] | None = None) -> dict[str, tuple[str, st
     return out
 
 
-def missing_runs(name: str, sweeps: Path, present: set[str], budget: str, tuned: bool) -> list[str]:
+def missing_runs(name: str, sweeps: Path, present: set[str], budget: str, tuned: bool, absent: str = "") -> list[str]:
     """The runs sweeps/<name>.yaml defines at `budget` that have no folder: named (a tuned sweep: counted, since
-    its stage 2 runs only at each variant's chosen rate)."""
+    its stage 2 runs only at each variant's chosen rate). `absent`: why such a run may be absent, said first."""
     from ..results.export import defined_runs
 
     defined = defined_runs(name, sweeps).get(budget)
@@ -79,12 +84,47 @@ def missing_runs(name: str, sweeps: Path, present: set[str], budget: str, tuned:
         have = len(ids & present)
         return [f"{expected - have} of the {expected} runs the tuned sweep makes at budget {budget} ({command})"] \
             if have < expected else []
-    return [f"`{run}` ({command} runs it)" for run in sorted(ids - present)]
+    return [f"`{run}` ({absent}{command} runs it)" for run in sorted(ids - present)]
+
+
+def table_states(S: Sweep) -> dict[str, tuple[str, str]]:
+    """Each exported run's status and the last line of its error, as its table row records them."""
+    errors = S.df["error"] if "error" in S.df.columns else [""] * len(S.df)
+    out = {}
+    for run_id, status, error in zip(S.df["run_id"], S.df["status"], errors):
+        lines = [line for line in str(error if isinstance(error, str) else "").splitlines() if line.strip()]
+        out[str(run_id)] = (str(status), lines[-1].strip() if lines else "")
+    return out
+
+
+def from_data(name: str, sweeps: Path, out: Path, data: Path, baseline: str | None,
+              log: Callable[[str], None]) -> Report:
+    """The report from an exported folder: its table, its meta.json entry, the runs its table holds."""
+    from ..results.table import sweep_file_metric
+
+    S = Sweep(name, data)
+    if not S.ready:
+        raise CompareError(f"no exported table of sweep {name} in {data}; export it first (`ablate report export "
+                           f"--sweeps {name} --data {data}`) or give --runs DIR")
+    if not S.df["status"].isin(FINISHED).any():
+        raise CompareError(f"no finished runs of sweep {name} in {data} (statuses: "
+                           f"{', '.join(sorted(set(S.df['status'])))}); rerun the sweep and export it again")
+    metric, goal = sweep_file_metric(sweeps / f"{name}.yaml") or ("val/acc_best", "maximize")
+    if metric not in S.df.columns:
+        raise CompareError(f"the sweep's metric {metric} is not in its runs' table; name one of its columns "
+                           f"(e.g. val/acc_best) under `metric:` in {sweeps / (name + '.yaml')}")
+    tune = S.meta.get("tune") or {}
+    budget = str(S.meta.get("budget") or "none").split(",")[0].strip()
+    found = table_states(S)
+    missing = missing_runs(name, sweeps, set(found), budget, bool(tune.get("key")),
+                           "not in the exported table: never run, or left out by the export as unreadable; ")
+    return write(S, out, metric, goal, baseline, found, missing, [], log=log, source=f"the exported table in `{data}`")
 
 
 def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: str | None = None,
-        log: Callable[[str], None] = print) -> Report:
-    """Check, export into a temporary folder, write the report (ablate.report.comparison.write)."""
+        log: Callable[[str], None] = print, data: Path | None = None) -> Report:
+    """Check, export into a temporary folder (or read the exported folder `data`), write the report
+    (ablate.report.comparison.write)."""
     from ..results.export import export
     from ..results.table import sweep_dir, sweep_file_metric
 
@@ -93,6 +133,8 @@ def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: 
     if not (sweeps / f"{name}.yaml").is_file():
         raise CompareError(f"no sweep file {sweeps / (name + '.yaml')}; give a sweep's name (sweeps/NAME.yaml) "
                            "or the path of its .yaml file")
+    if data is not None:
+        return from_data(name, sweeps, out, data, baseline, log)
     where = sweep_dir(name, runs)
     if not _finished_runs(where):
         raise CompareError(f"no finished runs of sweep {name} under {where}; run `ablate sweep "
@@ -127,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         name, sweeps = sweep_arg(args.name)
         out = Path(args.out) if args.out else Path("reports") / "compare" / name
-        run(name, sweeps, out, runs=Path(args.runs) if args.runs else None, baseline=args.baseline)
-    except (ResultsError, CompareError) as err:
+        run(name, sweeps, out, runs=Path(args.runs) if args.runs else None, baseline=args.baseline,
+            data=Path(args.data) if args.data else None)
+    except (ResultsError, CompareError, DataFileError) as err:
         print(f"ablate: {err}", file=sys.stderr)
         return 2
     return 0
