@@ -30,7 +30,7 @@ commands:
                                       export results to reports/data, run the report notebooks
   studies [--sweeps]                  the questions the reports answer (reports/*.yaml): notebook, question,
                                       primary and secondary sweeps; --sweeps: every sweep file's question and role
-  compare NAME [--out DIR] [--baseline KEY=VALUE,...] [--runs DIR | --data DIR]
+  compare NAME [--out DIR] [--baseline KEY=VALUE,...] [--runs DIR | --data DIR | --wandb E/P]
                                       any sweep's variants against a baseline: Markdown, HTML, CSV, figures
   explore SOURCE... --out PAGE.html [--json PATH]
                                       trained models (run directories or last.ckpt) in one offline HTML page

@@ -226,3 +226,42 @@ def test_compare_from_a_folder_without_the_sweep_is_refused_in_one_line(swept, t
     assert err == [f"ablate: no exported table of sweep {NAME} in {tmp_path / 'empty'}; export it first (`ablate "
                    f"report export --sweeps {NAME} --data {tmp_path / 'empty'}`) or give --runs DIR"]
     assert not (tmp_path / "never").exists()
+
+
+def test_compare_reads_wandb_runs_as_ablate_results_does(tmp_path, monkeypatch, capsys):
+    """--wandb ENTITY/PROJECT: W&B's runs of the sweep (recorded GraphQL nodes served through wandb's own
+    public-API Run objects, tests/test_results.py's FakeApi; no server here), each variant's mean the mean of
+    `ablate results --wandb`'s table, the failed and the diverged run named."""
+    from ablate.report.compare_cli import run
+    from ablate.report.comparison import FINISHED
+    from ablate.results import load_wandb
+    from tests.test_results import DATA, FakeApi
+
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))  # public-API Runs make a folder there
+    api = FakeApi(json.loads((DATA / "wandb_runs.json").read_text()))
+    sweeps = tmp_path / "sweeps"
+    sweeps.mkdir()
+    base = {"data.task": "copy", "data.n_train": 128, "data.n_val": 64, "data.n_test": 64, "model.d_model": 16,
+            "trainer.max_epochs": 1, "tracking": "wandb", "run.group": "wbsweep", "run.project": "ablate-test"}
+    (sweeps / "wbsweep.yaml").write_text(yaml.safe_dump({
+        "program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
+        "metric": {"name": "val/acc_best", "goal": "maximize"},
+        "parameters": {**{k: {"value": v} for k, v in base.items()}, "model.n_heads": {"values": [1, 2]},
+                       "seed": {"values": [0, 1]}}}))
+    out = tmp_path / "wb"
+    run("wbsweep", sweeps, out, wandb="team/ablate-test", api=api, log=lambda _: None)
+    remote = load_wandb("wbsweep", "team/ablate-test", api=api, sweeps=str(sweeps))
+    finished = remote[remote["status"].isin(FINISHED)]
+    table = pd.read_csv(out / "variants.csv")
+    assert len(table) == len(finished.groupby(["model.n_heads", "model.norm", "optim.lr"])) >= 2
+    for _, row in table.iterrows():
+        mine = finished[(finished["model.n_heads"] == row["model.n_heads"]) & (finished["model.norm"] == row["model.norm"])
+                        & np.isclose(finished["optim.lr"], row["optim.lr"])]
+        assert row["runs"] == len(mine)
+        assert row["val/acc_best"] == pytest.approx(mine["val/acc_best"].map(lambda x: float(f"{x:.6g}")).mean(), abs=1e-6,
+                                                   nan_ok=True)
+    md = (out / "compare.md").read_text()
+    assert "from W&B's runs in `team/ablate-test`" in md
+    for status in ("failed", "diverged"):
+        [run_id] = remote.loc[remote["status"] == status, "run_id"]
+        assert f"- {status}: `{run_id}`" in md

@@ -1,9 +1,11 @@
-"""`ablate compare NAME|sweeps/NAME.yaml [--out DIR] [--baseline key=value,...] [--runs DIR | --data DIR]`: the
+"""`ablate compare NAME|sweeps/NAME.yaml [--out DIR] [--baseline key=value,...] [--runs DIR | --data DIR |
+--wandb ENTITY/PROJECT]`: the
 entry point of the comparison report (ablate.report.comparison). It checks the input, exports the sweep's runs
 into a temporary folder as `ablate report export` does (the results layer, imported only when the command runs),
 reads each run folder's status and the runs the sweep file defines but nobody ran, then writes the report. With
 --data it reads an exported folder instead (reports/data, or any `ablate report export --data DIR`): the runs'
-statuses and errors are the table's, and no run folder is needed.
+statuses and errors are the table's, and no run folder is needed. With --wandb it reads W&B's runs of the
+sweep as `ablate results --wandb` does, exports that table into a temporary folder and reads it likewise.
 
 Exit status: 0; 2 for bad input (an unknown sweep, no finished runs, a baseline that matches no variant),
 one line on stderr and nothing written.
@@ -41,6 +43,8 @@ def parser() -> OneLineParser:
     where.add_argument("--runs", metavar="DIR", help="the runs folder (default $ABLATE_RUNS_DIR, else ./runs)")
     where.add_argument("--data", metavar="DIR", help="an exported folder instead of run folders (e.g. reports/data: "
                        "the committed tables)")
+    where.add_argument("--wandb", metavar="ENTITY/PROJECT", help="W&B's runs of the sweep (its group) instead of run "
+                       "folders, as `ablate results --wandb` reads them (needs the network and a W&B login)")
     return p
 
 
@@ -98,7 +102,7 @@ def table_states(S: Sweep) -> dict[str, tuple[str, str]]:
 
 
 def from_data(name: str, sweeps: Path, out: Path, data: Path, baseline: str | None,
-              log: Callable[[str], None]) -> Report:
+              log: Callable[[str], None], source: str = "") -> Report:
     """The report from an exported folder: its table, its meta.json entry, the runs its table holds."""
     from ..results.table import sweep_file_metric
 
@@ -116,15 +120,30 @@ def from_data(name: str, sweeps: Path, out: Path, data: Path, baseline: str | No
     tune = S.meta.get("tune") or {}
     budget = str(S.meta.get("budget") or "none").split(",")[0].strip()
     found = table_states(S)
-    missing = missing_runs(name, sweeps, set(found), budget, bool(tune.get("key")),
-                           "not in the exported table: never run, or left out by the export as unreadable; ")
-    return write(S, out, metric, goal, baseline, found, missing, [], log=log, source=f"the exported table in `{data}`")
+    absent = ("not among W&B's runs; " if source.startswith("W&B") else
+              "not in the exported table: never run, or left out by the export as unreadable; ")
+    missing = missing_runs(name, sweeps, set(found), budget, bool(tune.get("key")), absent)
+    return write(S, out, metric, goal, baseline, found, missing, [], log=log,
+                 source=source or f"the exported table in `{data}`")
+
+
+def from_wandb(name: str, sweeps: Path, out: Path, path: str, baseline: str | None, log: Callable[[str], None],
+               api=None) -> Report:
+    """The report from W&B's runs of the sweep (ablate.results.load_wandb; `api`: a wandb.Api), exported into a
+    temporary folder (its table only: W&B keeps no run folder) and read as --data reads one."""
+    from ..results import load_wandb
+    from ..results.export import export_table
+
+    table = load_wandb(name, path, api=api, sweeps=str(sweeps))
+    with tempfile.TemporaryDirectory(prefix="ablate-compare-") as tmp:
+        export_table(name, table, Path(tmp), sweeps)
+        return from_data(name, sweeps, out, Path(tmp), baseline, log, source=f"W&B's runs in `{path}`")
 
 
 def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: str | None = None,
-        log: Callable[[str], None] = print, data: Path | None = None) -> Report:
-    """Check, export into a temporary folder (or read the exported folder `data`), write the report
-    (ablate.report.comparison.write)."""
+        log: Callable[[str], None] = print, data: Path | None = None, wandb: str | None = None, api=None) -> Report:
+    """Check, export into a temporary folder (or read the exported folder `data`, or W&B's runs in project
+    `wandb`), write the report (ablate.report.comparison.write)."""
     from ..results.export import export
     from ..results.table import sweep_dir, sweep_file_metric
 
@@ -135,6 +154,8 @@ def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: 
                            "or the path of its .yaml file")
     if data is not None:
         return from_data(name, sweeps, out, data, baseline, log)
+    if wandb is not None:
+        return from_wandb(name, sweeps, out, wandb, baseline, log, api)
     where = sweep_dir(name, runs)
     if not _finished_runs(where):
         raise CompareError(f"no finished runs of sweep {name} under {where}; run `ablate sweep "
@@ -170,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         name, sweeps = sweep_arg(args.name)
         out = Path(args.out) if args.out else Path("reports") / "compare" / name
         run(name, sweeps, out, runs=Path(args.runs) if args.runs else None, baseline=args.baseline,
-            data=Path(args.data) if args.data else None)
+            data=Path(args.data) if args.data else None, wandb=args.wandb)
     except (ResultsError, CompareError, DataFileError) as err:
         print(f"ablate: {err}", file=sys.stderr)
         return 2

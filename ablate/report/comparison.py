@@ -437,7 +437,8 @@ def _markdown(name, S, keys, tuned, metric, goal, base, table, comparisons, prob
                 "(each variant at its chosen value)" if tuned else ""),
              f"- budget: {meta.get('budget', '?')}; seeds: {', '.join(map(str, seeds)) or '?'}; "
              f"code commit: `{str(meta.get('commit') or '?')[:12]}`{' (uncommitted changes)' if meta.get('dirty') else ''}",
-             f"- machine: {meta.get('machine', '?')}; wall time: {meta.get('wall_s', '?')} s",
+             f"- machine: {meta.get('machine') or 'unknown'}; wall time: "
+             + (f"{meta['wall_s']} s" if isinstance(meta.get("wall_s"), int) else "unknown"),
              f"- the sweep's metric: `{metric}` ({goal}); baseline: **{base.label}**",
              *status, ""]
     raw = {c[: -len(" (95 % CI)")] for c in table.columns if c.endswith(" (95 % CI)")}  # shown by their CI twins

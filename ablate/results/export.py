@@ -678,7 +678,9 @@ def primary_runs(df: pd.DataFrame) -> dict[str, Any] | None:
 
 
 def provenance(df: pd.DataFrame, swept: list[str], dtypes: dict[str, str]) -> dict[str, Any]:
-    run_dirs = [Path(d) for d in df["run_dir"]]
+    """The meta.json entry of table `df`. A table of W&B's runs has no run folders: its machine, date and wall
+    time are then unknown."""
+    run_dirs = [Path(d) for d in df["run_dir"] if isinstance(d, str)] if "run_dir" in df.columns else []
     summaries = [_summary(d) for d in run_dirs]
     completed = [s for s in summaries if s and s.get("status") == "completed"] or [s for s in summaries if s]
     dates = [run_date(s, _mtime(d / "summary.json")) for s, d in zip(summaries, run_dirs)]
@@ -889,6 +891,29 @@ def export_sweep(
     if corrupt.any():
         line += f"; left out {int(corrupt.sum())} corrupt run(s) (named above)"
     return entry, line, files
+
+
+def export_table(name: str, table: pd.DataFrame, data: Path, sweeps: Path | str = "sweeps") -> dict[str, Any]:
+    """A results table built elsewhere (`ablate results --wandb`: W&B's runs) written into the new folder `data`
+    as export writes a sweep (its CSV, an empty NPZ and meta.json), so the reports' reader takes it: no run
+    folders, so no arrays and no curves. Returns its meta.json entry."""
+    from . import swept_keys
+
+    swept = swept_keys(table)
+    text, dtypes = tidy(table)
+    entry = provenance(table, swept, dtypes)
+    entry["config_defaults"] = config_defaults()
+    cost = full_cost(name, text, dtypes, sweeps)
+    if cost is not None:
+        entry["cost_full"] = cost
+    files: dict[Path, str | bytes | None] = {data / f"{name}.csv": text, data / f"{name}.npz": npz_bytes({})}
+    recorded = {path.name: digest(c if isinstance(c, bytes) else c.encode(), path.name)
+                for path, c in files.items() if c is not None}
+    meta = {"sweeps": {name: entry}, FILES: recorded}
+    files[data / META] = json.dumps(meta, indent=1, sort_keys=True) + "\n"
+    data.mkdir(parents=True, exist_ok=True)
+    write_together(files)
+    return entry
 
 
 def export(
