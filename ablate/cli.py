@@ -28,6 +28,7 @@ commands:
                                       the table of a sweep: one row per run (or per variant)
   report [export|build|all] [--data DIR] [--out DIR]
                                       export results to reports/data, run the report notebooks
+  tasks                               every data.task: what it tests, its reference levels, its keys, its sweeps
   studies [--sweeps]                  the questions the reports answer (reports/*.yaml): notebook, question,
                                       primary and secondary sweeps; --sweeps: every sweep file's question and role
   compare NAME [--out DIR] [--baseline KEY=VALUE,...] [--runs DIR | --data DIR | --wandb E/P]
@@ -229,6 +230,12 @@ def cmd_studies(argv: list[str]) -> int:
     return studies_main(argv)
 
 
+def cmd_tasks(argv: list[str]) -> int:
+    from .studies import tasks_main
+
+    return tasks_main(argv)
+
+
 def cmd_compare(argv: list[str]) -> int:
     from .report.compare_cli import main as compare_main
 
@@ -254,7 +261,7 @@ def cmd_dashboard(argv: list[str]) -> int:
 
 
 COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": cmd_bench, "sweep": cmd_sweep, "results": cmd_results,
-            "report": cmd_report, "studies": cmd_studies, "compare": cmd_compare, "explore": cmd_explore, "sync": cmd_sync, "dashboard": cmd_dashboard}
+            "report": cmd_report, "studies": cmd_studies, "tasks": cmd_tasks, "compare": cmd_compare, "explore": cmd_explore, "sync": cmd_sync, "dashboard": cmd_dashboard}
 
 
 def main(argv: list[str] | None = None) -> int:

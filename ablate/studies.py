@@ -327,3 +327,51 @@ def main(argv: list[str]) -> int:
     rows = sweeps_table(studies, args.sweeps_dir) if args.sweeps else studies_table(studies)
     print("\n".join(rows))
     return 0
+
+
+def sweep_tasks(sweeps: Path | str = "sweeps") -> dict[str, list[str]]:
+    """data.task -> the sweep files that train it (its `value` or `values`; the default task, mnist, where a file
+    names none)."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(Path(sweeps).glob("*.yaml")):
+        try:
+            raw = read_yaml(path, "sweep file")
+        except YamlFileError:
+            continue
+        param = ((raw or {}).get("parameters") or {}).get("data.task") if isinstance(raw, dict) else None
+        tasks = [param.get("value")] if isinstance(param, dict) and "value" in param else \
+            list(param.get("values") or []) if isinstance(param, dict) else ["mnist"]
+        for task in tasks:
+            out.setdefault(str(task), []).append(path.stem)
+    return out
+
+
+def tasks_main(argv: list[str]) -> int:
+    """`ablate tasks`: every data.task of the registry, what it tests, its reference levels, its own keys and the
+    sweeps that train it, as a Markdown table (README.md shows it)."""
+    import sys
+
+    from .cliparse import OneLineParser
+    from .registry import REFERENCE_TEXT, TASKS
+
+    p = OneLineParser(prog="ablate tasks", description="every task (data.task) of ablate/registry.py: what it "
+                      "tests, the reference levels its runs record, its own data.* keys, the sweeps that train it")
+    p.add_argument("--sweeps-dir", metavar="DIR", default="sweeps", help="the sweep files (default ./sweeps)")
+    args = p.parse_args(argv)
+    used = sweep_tasks(args.sweeps_dir)
+    rows = ["| task | what it tests | reference levels (`ref/<split>/…`) | its own keys | sweeps |",
+            "| --- | --- | --- | --- | --- |"]
+    for name, task in TASKS.items():
+        levels = ", ".join(f"`{r}`" for r in task.references)
+        keys = ", ".join(f"`data.{k}`" for k in task.keys) or "—"
+        sweeps = ", ".join(f"`{s}`" for s in used.get(name, [])) or "—"
+        rows.append(f"| `{name}` | {_cell(task.about)} | {levels} | {keys} | {sweeps} |")
+    rows += ["", "The reference levels:", ""]
+    rows += [f"- `{level}`: {text}" for level, text in REFERENCE_TEXT.items()]
+    print("\n".join(rows))
+    unknown = sorted(set(used) - set(TASKS))
+    if unknown:
+        print(f"ablate: sweep files name unknown tasks {', '.join(unknown)}: {', '.join(used[unknown[0]])}",
+              file=sys.stderr)
+        return 2
+    return 0

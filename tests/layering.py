@@ -45,7 +45,7 @@ RULES = (
     Rule("ablate.csvcells", allowed=("ablate.csvcells",), why="a leaf utility: every CSV writer's formula guard"),
     Rule("ablate.runfiles", allowed=("ablate.runfiles", "ablate.yamlfile"),
          why="reading a run's files: one home for the trainer and the results table"),
-    Rule("ablate.studies", allowed=("ablate.studies", "ablate.yamlfile", "ablate.cliparse"),
+    Rule("ablate.studies", allowed=("ablate.studies", "ablate.yamlfile", "ablate.cliparse", "ablate.registry"),
          why="the study manifests (reports/<notebook>.yaml): a leaf the build, export, dashboard and notebooks read"),
     Rule("ablate.registry", allowed=("ablate.registry",),
          why="the task registry: a leaf every layer may read (config, data, budgets, tables, reports)"),

@@ -238,3 +238,21 @@ def test_the_study_listing_needs_no_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "| `q1_word_order` |" in out.stdout
+
+
+def test_ablate_tasks_lists_the_registry_with_the_sweeps_that_train_each_task():
+    """The registry's own words (TaskSpec.about, REFERENCE_TEXT) are what the README's tasks table shows."""
+    from ablate.registry import REFERENCE_TEXT, TASKS
+
+    out = subprocess.run([sys.executable, "-m", "ablate", "tasks"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() in (ROOT / "README.md").read_text(encoding="utf-8"), \
+        "README.md's tasks table differs from `ablate tasks`: paste its output"
+    rows = {r.split("`")[1]: r for r in out.splitlines() if r.startswith("| `")}
+    assert list(rows) == list(TASKS)
+    for name, task in TASKS.items():
+        assert task.about in rows[name] and all(f"`{r}`" in rows[name] for r in task.references)
+    assert all(f"- `{level}`: {text}" in out for level, text in REFERENCE_TEXT.items())
+    trained = {s for name in TASKS for s in re.findall(r"`(\w+)`", rows[name].split(" | ")[-1])}
+    assert trained == SWEEP_FILES  # every sweep file trains a task the registry knows
+    assert "`pos_enc_extrapolate`" in rows["lookup1"] and "`scaling`" in rows["histogram"]
