@@ -280,7 +280,8 @@ def _figures(S: Sweep, df: pd.DataFrame, variants: list[Variant], metric: str, t
         runs = df[(df["status"] == "completed") & df["run_id"].isin(label)].assign(variant=lambda d: d["run_id"].map(label))
         sns.pointplot(runs, x=m, y="variant", order=order, errorbar=St.errorbar, linestyle="none", ax=ax)
         sns.stripplot(runs, x=m, y="variant", order=order, color="grey", size=3, alpha=0.6, ax=ax)
-        ax.set(title=f"{m} per variant (mean, seeds' 95 % bootstrap; dots: completed runs)", ylabel="")
+        ax.set(title=m, ylabel="")
+    fig.suptitle("each variant's mean with its seeds' 95 % bootstrap interval; dots: its completed runs")
     saved.append(_save(fig, folder / "metrics.png", DPI))
     curves = S.curves("val/acc") if "val/acc" in df.columns else pd.DataFrame()
     if len(curves):
