@@ -42,7 +42,6 @@ from .rundir import (
     FINISHED,
     METRICS,
     SUMMARY,
-    RunDirError,
     RunLock,
     check_run_dir,
     config_problem,
@@ -50,7 +49,7 @@ from .rundir import (
     json_problem,
     metrics_problem,
     read_summary,
-    runs_root,
+    run_dir_for,
     set_aside,
     write_config,
     write_json,
@@ -120,20 +119,6 @@ def quiet() -> None:
         r".*The `srun` command is available on your system but is not used.*",  # ablate launches, not srun
     ):
         warnings.filterwarnings("ignore", message=pattern)
-
-
-def run_dir_for(cfg: C.Config) -> Path:
-    """run.dir, or $ABLATE_RUNS_DIR/<group>/<run id>. The group must stay inside the runs folder
-    (checked on the path's words, so a runs folder that is itself a link, or holds linked group
-    folders, still works): `run.group=../../x` is refused with RunDirError."""
-    if cfg.run.dir:
-        return Path(cfg.run.dir)
-    root = runs_root()
-    group = os.path.normpath(cfg.run.group)
-    if os.path.isabs(cfg.run.group) or group in (".", "..") or group.startswith(".." + os.sep):
-        raise RunDirError(f"run.group={cfg.run.group!r} would put the run outside the runs folder {str(root)!r}; "
-                          "use a plain name such as run.group=my_sweep")
-    return root / group / C.run_id(cfg)
 
 
 def prepare(cfg: C.Config):
