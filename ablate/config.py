@@ -89,6 +89,7 @@ RULES: dict[str, Rule] = {
     "trainer.max_epochs": at_least(1),
     "trainer.max_steps": Rule(lambda v: v >= -1, "-1 (epochs decide), 0 (init probes only) or an integer >= 1"),
     "trainer.threads": at_least(1),
+    "trainer.num_nodes": Rule(lambda v: 1 <= v <= MAX_DEVICES, "an integer in [1, 1024]"),
     "trainer.limit_val_batches": Rule(lambda v: 0 < v <= 1 or (v > 1 and float(v).is_integer()),
                                       "a fraction in (0, 1] or a count > 1"),
     "trainer.log_every_n_steps": at_least(1),
@@ -247,6 +248,7 @@ class TrainerConfig:
     max_steps: int = option(-1, "stop after this many optimiser steps (-1: epochs decide; 0: the init probes only, nothing trained)")
     accelerator: str = option("auto", "where to train, by Lightning's name (auto: a GPU if there is one)")
     devices: str = option("1", "a count or \"auto\"; >1 with strategy=ddp trains data-parallel")
+    num_nodes: int = option(1, "machines the run trains on, devices each (srun starts their ranks: README, Scaling out)")
     strategy: str = option("auto", "how to spread training over devices, by Lightning's name (e.g. ddp)")
     precision: str = option("32-true", "number format, by Lightning's name, e.g. bf16-mixed on GPUs")
     threads: int | None = option(None, "torch.set_num_threads for this run (None: torch's default)")
@@ -642,7 +644,7 @@ def from_dict(data: dict[str, Any]) -> Config:
 # Keys added after runs existed, left out of the identity at these defaults: every run made before them
 # keeps its id (a sweep finds it again instead of running it twice).
 IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None, "model.residual_around": "both",
-                     "model.qk_reparam": False}
+                     "model.qk_reparam": False, "trainer.num_nodes": 1}
 
 
 def run_id(cfg: Config) -> str:
