@@ -154,7 +154,7 @@ def _jobs(args: argparse.Namespace, sweep, out, err) -> int:
     from . import runner
 
     options = E.main_args(args)
-    E.check(options)
+    E.check(options, args.dry_run)
     E.check_runs(sweep)
     runner.check_runs_folder(sweep)
     if args.dry_run:

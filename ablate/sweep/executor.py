@@ -51,7 +51,7 @@ class Options:
     retries: int = 2  # how often an unfinished run is submitted again
 
 
-def check(options: Options) -> None:
+def check(options: Options, dry_run: bool = False) -> None:
     """SweepError (exit 2, one line) for options that cannot work, before anything is submitted."""
     for name, value, low in (("--time", options.time_min, 1), ("--cpus-per-job", options.cpus, 1),
                              ("--gpus-per-job", options.gpus, 0), ("--chunk", options.chunk, 1),
@@ -63,7 +63,7 @@ def check(options: Options) -> None:
     except ImportError:
         raise SweepError(f"--executor {options.executor} needs submitit, which is not installed; "
                          "pip install 'ablate[slurm]' (or use --executor here)") from None
-    if options.executor == "slurm" and not shutil.which("sbatch"):
+    if options.executor == "slurm" and not dry_run and not shutil.which("sbatch"):
         raise SweepError("--executor slurm needs SLURM's sbatch and squeue, which are not on PATH here; run it on "
                          "the cluster's login node (or use --executor local or here)")
 
