@@ -59,13 +59,19 @@ def cmd_train(argv: list[str]) -> int:
         return 0
     show = "--print-config" in argv
     argv = [a for a in argv if a != "--print-config"]
+    import os
+
     from . import config as C
 
     try:
         overrides = C.parse_overrides(argv)
-        cfg = C.build(overrides, machine=not show)  # --print-config: no torch (the machine is checked by train)
+        agent = C.agent_overrides(os.environ)  # a W&B agent's budget and threads win over its sweep file's
+        cfg = C.build({**overrides, **agent}, machine=not show)  # --print-config: no torch (train checks the machine)
     except C.ConfigError as err:
         return fail(str(err))
+    if os.environ.get("WANDB_SWEEP_ID"):
+        for line in _agent_lines(agent, overrides, cfg.run.group):
+            print(f"ablate: W&B agent: {line}", file=sys.stderr)
     from .rundir import RunDirError, run_dir_for
 
     if show:
@@ -107,6 +113,26 @@ def cmd_train(argv: list[str]) -> int:
         _finished_on_sigterm(f"{run_dir_for(cfg)} had {summary['status']}", code)
     print(json.dumps({"status": summary["status"], "run_dir": summary["run_dir"], **metrics}), flush=True)
     return code
+
+
+def _agent_lines(agent: dict, overrides: dict, group: str) -> list[str]:
+    """Under a W&B agent: what its environment changed, and, for a tuned sweep, that it runs every value."""
+    from .config import AGENT_ENV
+
+    names = {key: var for var, key in AGENT_ENV.items()}
+    lines = [f"{key}={value} from {names[key]}" + (f" (the sweep file says {overrides[key]})" if key in overrides else "")
+             for key, value in agent.items()]
+    from .sweep.spec import SweepError, read, resolve
+    from .sweep.tune import TuneError, tune_line
+
+    try:
+        line = tune_line(read(resolve(group)).get("description"))
+    except (SweepError, TuneError):  # no (readable) sweep file of that name here: nothing to say about its tuning
+        line = None
+    if line:
+        lines.append(f"sweep {group} is tuned ({line.strip()}), but an agent runs every value on every seed, not "
+                     f"ablate sweep's two stages; `ablate results {group}` applies the same choice to the runs after")
+    return lines
 
 
 def _resolved(cfg, run_dir) -> str:

@@ -17,7 +17,7 @@ import json
 import math
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -472,6 +472,28 @@ def load_yaml_overrides(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"override file {str(path)!r} must hold a mapping of key: value")
     return flatten_overrides(data)
+
+
+# What the machine of a W&B agent sets without editing the sweep file (whose values make the agent's command
+# line): read only under an agent (WANDB_SWEEP_ID set, as `wandb agent` sets it for its runs), where they win
+# over the file's budget and threads.
+AGENT_ENV = {"ABLATE_BUDGET": "budget", "ABLATE_THREADS": "trainer.threads"}
+
+
+def agent_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """{key: value} from AGENT_ENV under a W&B agent, each value checked (ConfigError names the variable)."""
+    if not environ.get("WANDB_SWEEP_ID"):
+        return {}
+    out = {}
+    for var, key in AGENT_ENV.items():
+        if environ.get(var):
+            section, _, name = key.rpartition(".")
+            try:
+                convert(key, environ[var], _hints(SECTIONS[section] if section else Config)[name])
+            except ConfigError as err:
+                raise ConfigError(f"{var}={_shown(environ[var])} (the W&B agent's environment): {err}") from None
+            out[key] = environ[var]
+    return out
 
 
 def with_budget(overrides: dict[str, Any], base: Config) -> dict[str, Any]:
