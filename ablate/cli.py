@@ -20,8 +20,8 @@ commands:
   bench [train|attention|epoch|rnn|gpus]
                                       speed: encoders side by side; attention cost vs n; one MNIST epoch vs
                                       the tutorial script; LSTM vs Transformer vs n; several runs per GPU
-  sweep FILE|NAME [--budget B] [--workers W] [--dry-run] [--wandb-sweep] [--runs-per-gpu N] ...
-                                      run a W&B sweep file here, each configuration once
+  sweep FILE|NAME [--budget B] [--workers W] [--dry-run] [--wandb-sweep] [--runs-per-gpu N] [--executor slurm] ...
+                                      run a W&B sweep file here (or as SLURM jobs), each configuration once
   sync NAME                           upload every offline W&B run of a sweep
   dashboard NAME --entity E --project P [--report] [--dry-run [--out PATH]]
                                       a W&B workspace (and report) for a sweep; --dry-run: its spec as JSON

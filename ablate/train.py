@@ -99,16 +99,15 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 
 def _cluster_environment():
-    """Lightning's own environment for a launcher that started every rank itself (torchrun, srun with
-    more than one task), or None: then Lightning's launcher starts the ranks > 0 (LOCAL_RANK, NODE_RANK)."""
+    """Lightning's own environment where a launcher started this process (torchrun; srun or sbatch: its tasks
+    are the ranks), or None: then Lightning's launcher starts the ranks > 0 (LOCAL_RANK, NODE_RANK)."""
     from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 
     quiet()  # SLURMEnvironment.detect() warns when srun exists but did not start this process
     if TorchElasticEnvironment.detect():
         return TorchElasticEnvironment()
-    if SLURMEnvironment.detect() and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
-        # requeueing is ablate's (a resubmission resumes through its checks), never Lightning's hpc_ckpt
-        return SLURMEnvironment(auto_requeue=False)
+    if SLURMEnvironment.detect():  # requeueing is ablate's (a resubmission resumes through its checks), never
+        return SLURMEnvironment(auto_requeue=False)  # Lightning's SIGUSR1 handler and hpc_ckpt
     return None
 
 
@@ -238,6 +237,11 @@ def _take_stock(run_dir: Path, cfg: C.Config, task, log) -> int | None:
                    finished again from last.ckpt (at its last step: probes and test only);
       config.yaml, probes.json: rewritten from the config and the checkpoint."""
     ckpt, step, validated = run_dir / CKPT, None, False
+    for hpc in sorted(run_dir.glob("*hpc_ckpt_*")):  # Lightning under SLURM would load it past these checks
+        renamed = hpc.with_name(hpc.name.replace("hpc_ckpt_", "lightning-hpc-"))  # any name holding hpc_ckpt_ counts
+        os.replace(hpc, renamed)
+        log(f"ablate: {hpc} is Lightning's SLURM requeue checkpoint, which ablate never resumes from (its own "
+            f"{CKPT} is checked first); set aside as {set_aside(renamed).name}")
     if ckpt.exists() or ckpt.is_symlink():
         try:
             saved = load_checkpoint(ckpt)

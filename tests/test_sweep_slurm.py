@@ -178,6 +178,7 @@ def test_a_job_stopped_by_sigterm_is_resubmitted_and_resumes_to_the_uninterrupte
         time.sleep(0.05)
     jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
     assert (folder / "last.ckpt").exists() and len(jobs) == 1, (jobs, driver.poll())
+    (folder / "hpc_ckpt_1.ckpt").write_bytes(b"not a checkpoint")  # Lightning would load it, ablate sets it aside
     subprocess.run(["scancel", "--signal=TERM", jobs[0]], check=True, env=env)
     out, err = driver.communicate(timeout=300)
     print(err)
@@ -187,6 +188,8 @@ def test_a_job_stopped_by_sigterm_is_resubmitted_and_resumes_to_the_uninterrupte
     assert resumed["status"] == "completed" and resumed["attempts"] == 2
     log = "".join(p.read_text() for p in (tmp_path / "runs" / ".submitit" / "pre").glob("*_log.out"))
     assert "interrupted by SIGTERM" in log and "resuming" in log and "from last.ckpt (step" in log
+    assert "hpc_ckpt_1.ckpt is Lightning's SLURM requeue checkpoint" in log
+    assert not list(folder.glob("*hpc_ckpt_*")) and list(folder.glob("lightning-hpc-1.ckpt.corrupt-*"))
 
     from ablate import config as C
     from ablate.train import train
