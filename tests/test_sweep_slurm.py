@@ -95,6 +95,29 @@ def test_local_executor_runs_each_configuration_once_with_the_runners_ids(tmp_pa
     assert all(s["attempts"] == 1 for s in summaries(tmp_path, "loc").values())
 
 
+def test_a_run_another_process_trains_is_waited_for_not_submitted_twice(tmp_path):
+    from ablate.rundir import RunLock
+
+    path = write(tmp_path, "held", {"seed": {"values": [0]}})
+    (run,) = spec.load(str(path)).runs
+    lock = RunLock(tmp_path / "runs" / "held" / run.run_id)
+    assert lock.acquire()  # as a job of an earlier command holds it while it trains
+    driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "local"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in driver.stderr:  # released once the command has said it waits
+        lines.append(line)
+        if "waiting for them" in line:
+            lock.release()
+            break
+    rest = driver.communicate(timeout=300)[1]
+    err = "".join(lines) + rest
+    assert driver.returncode == 0, err
+    assert "1 run(s) are being trained by another process (their lock is held); waiting for them" in err
+    assert err.index("waiting for them") < err.index("submitted 1 runs")  # submitted once the lock was free
+    assert read_summary(tmp_path / "runs" / "held" / run.run_id)["attempts"] == 1
+
+
 @pytest.mark.parametrize("argv, line", [
     (["--chunk", "0", "--executor", "local"], "ablate: --chunk=0 is not allowed; expected an integer >= 1"),
     (["--partition", "gpu"], "ablate: --partition apply to --executor slurm or local only; add --executor slurm "

@@ -201,8 +201,21 @@ class Dispatch:
                                 todo.append(run)
                 if not todo:
                     break
-                self._round(todo)
-                todo = self._after(todo, report)
+                busy = [r for r in todo if R.locked(r)]  # trained by another process (a job of an earlier command)
+                free = [r for r in todo if r not in busy]
+                if busy:
+                    self.say(f"{len(busy)} run(s) are being trained by another process (their lock is held); "
+                             "waiting for them instead of submitting them twice")
+                if free:
+                    self._round(free)
+                    todo = self._after(free, report) + busy
+                else:
+                    while all(R.locked(r) for r in busy):
+                        time.sleep(POLL_S)
+                    todo = [r for r in busy if _status(r) not in FINISHED and _status(r) != "failed"]
+                    for run in busy:
+                        if _status(run) in FINISHED or _status(run) == "failed":
+                            report.elsewhere.setdefault(_status(run), []).append(run)
         except KeyboardInterrupt as stop:
             report.interrupted = True
             report.signal = getattr(stop, "signum", signal.SIGINT)
