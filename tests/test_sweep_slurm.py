@@ -171,6 +171,15 @@ def test_smoke_sweep_on_slurm_runs_each_once_with_the_runners_ids(tmp_path, caps
 
 
 @needs_slurm
+def test_an_unknown_partition_exits_2_in_one_line_before_any_work(tmp_path, capsys, slurm):
+    path = write(tmp_path, "part", {"seed": {"values": [0]}})
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--partition", "gpu")
+    assert code == 2 and err.strip().splitlines() == [
+        "ablate: --partition gpu: the cluster has no such partition; choose one of debug"]
+    assert not (tmp_path / "runs").exists()
+
+
+@needs_slurm
 def test_tuned_sweep_on_slurm_runs_stage_2_at_the_chosen_value_only(tmp_path, capsys, slurm):
     path = write(tmp_path, "tuned", {"optim.lr": {"values": [0.0001, 0.0003, 0.001, 0.003]}, "seed": {"values": [0, 1]}},
                  description="tune optim.lr on seeds 0", metric={"name": "val/acc_best", "goal": "maximize"})

@@ -66,6 +66,11 @@ def check(options: Options, dry_run: bool = False) -> None:
     if options.executor == "slurm" and not dry_run and not shutil.which("sbatch"):
         raise SweepError("--executor slurm needs SLURM's sbatch and squeue, which are not on PATH here; run it on "
                          "the cluster's login node (or use --executor local or here)")
+    if options.executor == "slurm" and not dry_run and options.partition:
+        known = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()
+        if known and options.partition not in known:
+            raise SweepError(f"--partition {options.partition}: the cluster has no such partition; choose one of "
+                             f"{', '.join(known)}")
 
 
 def check_runs(sweep: Sweep) -> None:
@@ -238,8 +243,13 @@ class Dispatch:
         waves = [chunks] if self.options.executor == "slurm" else [chunks[i:i + cap] for i in range(0, len(chunks), cap)]
         for wave in waves:  # slurm: one array, the scheduler keeps to --max-jobs; local: cap processes at once
             executor = _executor(self.options, self.folder, self.sweep.name, len(wave))
-            jobs = executor.map_array(run_chunk, [[items(r) for r in c] for c in wave], [env] * len(wave),
-                                      [self.options.cpus] * len(wave))
+            try:
+                jobs = executor.map_array(run_chunk, [[items(r) for r in c] for c in wave], [env] * len(wave),
+                                          [self.options.cpus] * len(wave))
+            except Exception as err:  # sbatch refused the array (a limit of the partition, the account)
+                text = [line for line in str(err).splitlines() if line.strip()]
+                raise SweepError(f"the scheduler refused the jobs: {text[-1] if text else type(err).__name__}; "
+                                 "fix the job options (--partition, --time, --cpus-per-job, --gpus-per-job)") from None
             ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
             self.job_ids += ids
             where = f"SLURM job array {' '.join(ids)}" if self.options.executor == "slurm" else \
