@@ -51,3 +51,12 @@ def test_keys_lightning_names_are_lightnings():
     for key, text in C.LIGHTNING_COMMON.items():
         shown = [n.strip() for n in text.split("|") if "..." not in n]
         assert shown and set(shown) <= set(C.lightning_names(key)), key
+
+
+def test_every_lazy_model_name_loads():
+    """ablate.models loads its names on first use (so the config needs no torch): each one is there."""
+    import ablate.models as models
+
+    for name, module in models.LAZY.items():
+        assert getattr(models, name) is getattr(__import__(f"ablate.models{module}", fromlist=[name]), name)
+    assert sorted(models.__all__) == sorted(models.LAZY)

@@ -20,7 +20,7 @@ import sys
 
 from ..budgets import NAMES as BUDGETS
 from ..cliparse import OneLineParser
-from .executor import EXECUTORS
+from .executor import EXECUTORS, FLAGS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,20 +50,17 @@ def parser() -> argparse.ArgumentParser:
     jobs.add_argument("--executor", choices=EXECUTORS, default="here", help="here: this process's workers (default); "
                       "slurm: a SLURM job array per stage; local: the same jobs as processes here")
     jobs.add_argument("--partition", metavar="P", help="SLURM partition (default: the cluster's)")
-    jobs.add_argument("--time", type=int, metavar="MIN", help="time limit of a job in minutes (default 60)")
-    jobs.add_argument("--cpus-per-job", type=int, metavar="C", help="CPUs of a job, also its runs' threads (default 1)")
-    jobs.add_argument("--gpus-per-job", type=int, metavar="G", help="GPUs of a job (default 0)")
-    jobs.add_argument("--chunk", type=int, metavar="N", help="runs per job, trained one after the other (default 1; "
+    jobs.add_argument("--time", type=int, metavar="MIN", help=f"time limit of a job in minutes (default {FLAGS['time']})")
+    jobs.add_argument("--cpus-per-job", type=int, metavar="C", help=f"CPUs of a job, also its runs' threads (default {FLAGS['cpus_per_job']})")
+    jobs.add_argument("--gpus-per-job", type=int, metavar="G", help=f"GPUs of a job (default {FLAGS['gpus_per_job']})")
+    jobs.add_argument("--chunk", type=int, metavar="N", help=f"runs per job, trained one after the other (default {FLAGS['chunk']}; "
                       "each job pays ~6 s of imports: raise it for short runs)")
     jobs.add_argument("--max-jobs", type=int, metavar="J", help="jobs at once (the array's %%J; default: the "
                       "scheduler's choice, local: one per core)")
     jobs.add_argument("--retries", type=int, metavar="R", help="submissions again of a run whose job was preempted, "
-                      "timed out or killed (default 2)")
+                      f"timed out or killed (default {FLAGS['retries']})")
     return p
 
-
-JOB_FLAGS = {"partition": None, "time": 60, "cpus_per_job": 1, "gpus_per_job": 0, "chunk": 1, "max_jobs": None,
-             "retries": 2}  # the flags of --executor slurm|local and their defaults
 
 
 def main(argv: list[str]) -> int:
@@ -75,14 +72,11 @@ def main(argv: list[str]) -> int:
         return int(stop.code or 0)
     from . import worker
 
-    given = [f"--{k.replace('_', '-')}" for k in JOB_FLAGS if getattr(args, k) is not None]
+    given = [f"--{k.replace('_', '-')}" for k in FLAGS if getattr(args, k) is not None]
     if args.executor == "here" and given:
         print(f"ablate: {' '.join(given)} apply to --executor slurm or local only; add --executor slurm (or drop "
               "them)", file=sys.stderr)
         return 2
-    for k, default in JOB_FLAGS.items():
-        if getattr(args, k) is None:
-            setattr(args, k, default)
     ours = args.executor == "here" and not args.dry_run and not worker.forkserver_running()
     if ours:  # ~7 s of imports in the server, while this process imports torch and checks the file
         worker.forkserver()
@@ -109,7 +103,7 @@ def _run(args: argparse.Namespace, out, err) -> int:
         def expand():
             return load(args.file, budget=args.budget, tracking=args.tracking, threads=args.threads,
                         seed=args.sweep_seed,
-                        default_threads=args.cpus_per_job if args.executor != "here" else
+                        default_threads=args.cpus_per_job or FLAGS["cpus_per_job"] if args.executor != "here" else
                         runner.default_threads(args.workers, gpus, args.gpus_per_run, per_gpu))
 
         sweep = expand()
@@ -153,7 +147,7 @@ def _jobs(args: argparse.Namespace, sweep, out, err) -> int:
     from . import executor as E
     from . import runner
 
-    options = E.main_args(args)
+    options = E.options_of(args)
     E.check(options, args.dry_run)
     E.check_runs(sweep)
     runner.check_runs_folder(sweep)

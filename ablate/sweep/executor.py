@@ -25,7 +25,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -43,9 +43,9 @@ SAY_EVERY_S = 30.0  # a progress line at least this often while nothing changes
 class Options:
     executor: str = "here"
     partition: str | None = None
-    time_min: int = 60  # the job's time limit (sbatch --time), minutes
-    cpus: int = 1  # per job (sbatch --cpus-per-task): also each run's torch threads
-    gpus: int = 0  # per job (sbatch --gpus-per-node)
+    time: int = 60  # the job's time limit (sbatch --time), minutes
+    cpus_per_job: int = 1  # sbatch --cpus-per-task: also each run's torch threads
+    gpus_per_job: int = 0  # sbatch --gpus-per-node
     chunk: int = 1  # runs per job
     max_jobs: int | None = None  # jobs at once (the array's %N; local: processes at once)
     retries: int = 2  # how often an unfinished run is submitted again
@@ -53,8 +53,8 @@ class Options:
 
 def check(options: Options, dry_run: bool = False) -> None:
     """SweepError (exit 2, one line) for options that cannot work, before anything is submitted."""
-    for name, value, low in (("--time", options.time_min, 1), ("--cpus-per-job", options.cpus, 1),
-                             ("--gpus-per-job", options.gpus, 0), ("--chunk", options.chunk, 1),
+    for name, value, low in (("--time", options.time, 1), ("--cpus-per-job", options.cpus_per_job, 1),
+                             ("--gpus-per-job", options.gpus_per_job, 0), ("--chunk", options.chunk, 1),
                              ("--max-jobs", options.max_jobs, 1), ("--retries", options.retries, 0)):
         if value is not None and value < low:
             raise SweepError(f"{name}={value} is not allowed; expected an integer >= {low}")
@@ -93,14 +93,14 @@ def _executor(options: Options, folder: Path, name: str, jobs: int):
 
     if options.executor == "local":
         executor = submitit.LocalExecutor(folder)
-        executor.update_parameters(timeout_min=options.time_min, gpus_per_node=options.gpus)
+        executor.update_parameters(timeout_min=options.time, gpus_per_node=options.gpus_per_job)
         return executor
     executor = submitit.SlurmExecutor(folder, max_num_timeout=0)  # requeueing is ablate's (resume checks)
-    executor.update_parameters(job_name=f"ablate-{name}", time=options.time_min, cpus_per_task=options.cpus,
+    executor.update_parameters(job_name=f"ablate-{name}", time=options.time, cpus_per_task=options.cpus_per_job,
                                ntasks_per_node=1, stderr_to_stdout=True,
                                array_parallelism=options.max_jobs or 256,
                                **({"partition": options.partition} if options.partition else {}),
-                               **({"gpus_per_node": options.gpus} if options.gpus else {}))
+                               **({"gpus_per_node": options.gpus_per_job} if options.gpus_per_job else {}))
     return executor
 
 
@@ -116,7 +116,7 @@ def sbatch_lines(options: Options, folder: Path, name: str, jobs: int) -> list[s
 
 def job_env(options: Options) -> dict[str, str]:
     """What every job's process sets before it trains: the runs folder (absolute), no progress bar, threads."""
-    threads = str(options.cpus)
+    threads = str(options.cpus_per_job)
     return {"ABLATE_RUNS_DIR": str(runs_root().resolve()), "ABLATE_PROGRESS": "0", "OMP_NUM_THREADS": threads,
             "MKL_NUM_THREADS": threads, "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true")}
 
@@ -245,7 +245,7 @@ class Dispatch:
             executor = _executor(self.options, self.folder, self.sweep.name, len(wave))
             try:
                 jobs = executor.map_array(run_chunk, [[items(r) for r in c] for c in wave], [env] * len(wave),
-                                          [self.options.cpus] * len(wave))
+                                          [self.options.cpus_per_job] * len(wave))
             except Exception as err:  # sbatch refused the array (a limit of the partition, the account)
                 text = [line for line in str(err).splitlines() if line.strip()]
                 raise SweepError(f"the scheduler refused the jobs: {text[-1] if text else type(err).__name__}; "
@@ -320,7 +320,11 @@ def dry_run(sweep: Sweep, options: Options, out: TextIO) -> int:
     return code
 
 
-def main_args(args: Any) -> Options:
-    return Options(executor=args.executor, partition=args.partition, time_min=args.time, cpus=args.cpus_per_job,
-                   gpus=args.gpus_per_job, chunk=args.chunk, max_jobs=args.max_jobs, retries=args.retries)
+# The job flags of `ablate sweep` (--time, --chunk, ...): Options' fields, their defaults the fields' own
+FLAGS = {f.name: f.default for f in fields(Options) if f.name != "executor"}
 
+
+def options_of(args: Any) -> Options:
+    """Options from parsed arguments (None: the field's default)."""
+    return Options(executor=args.executor, **{k: v if (v := getattr(args, k)) is not None else FLAGS[k]
+                                              for k in FLAGS})
