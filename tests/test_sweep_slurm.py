@@ -122,8 +122,9 @@ def test_a_run_another_process_trains_is_waited_for_not_submitted_twice(tmp_path
     (["--chunk", "0", "--executor", "local"], "ablate: --chunk=0 is not allowed; expected an integer >= 1"),
     (["--partition", "gpu"], "ablate: --partition apply to --executor slurm or local only; add --executor slurm "
                              "(or drop them)"),
-    (["--executor", "local", "--workers", "2"], "ablate: --wandb-sweep, --max-runs and --workers apply to "
-                                                "--executor here only; drop them (--max-jobs caps the jobs at once)"),
+    (["--executor", "local", "--workers", "2", "--runs-per-gpu", "2"],
+     "ablate: --workers --runs-per-gpu apply to --executor here only; drop them (--max-jobs caps the jobs at once, "
+     "--gpus-per-job sets a job's GPUs)"),
 ])
 def test_bad_job_options_exit_2_in_one_line_before_any_work(tmp_path, capsys, argv, line):
     path = write(tmp_path, "bad", {"seed": {"values": [0]}})

@@ -153,9 +153,11 @@ def _jobs(args: argparse.Namespace, sweep, out, err) -> int:
     runner.check_runs_folder(sweep)
     if args.dry_run:
         return E.dry_run(sweep, options, out)
-    if args.wandb_sweep or args.max_runs is not None or args.workers is not None:
-        raise E.SweepError("--wandb-sweep, --max-runs and --workers apply to --executor here only; drop them "
-                           "(--max-jobs caps the jobs at once)")
+    here_only = {"--wandb-sweep": args.wandb_sweep or None, "--max-runs": args.max_runs, "--workers": args.workers,
+                 "--gpus-per-run": args.gpus_per_run, "--runs-per-gpu": args.runs_per_gpu}
+    if given := [flag for flag, value in here_only.items() if value is not None]:
+        raise E.SweepError(f"{' '.join(given)} apply to --executor here only; drop them (--max-jobs caps the jobs "
+                           "at once, --gpus-per-job sets a job's GPUs)")
     runner.check_data([r for r in sweep.runs if not runner.finished(r)])
     report = E.Dispatch(sweep, options, err).run()
     return runner.summarise(sweep, report, err, out)
