@@ -118,6 +118,35 @@ def test_a_run_another_process_trains_is_waited_for_not_submitted_twice(tmp_path
     assert read_summary(tmp_path / "runs" / "held" / run.run_id)["attempts"] == 1
 
 
+def test_past_its_retries_an_interrupted_run_is_reported_and_the_same_command_resumes_it(tmp_path):
+    import signal
+
+    path = write(tmp_path, "retry", {"data.n_train": {"value": 2048}, "trainer.max_epochs": {"value": 2},
+                                     "seed": {"value": 0}})
+    (run,) = spec.load(str(path)).runs
+    folder = tmp_path / "runs" / "retry" / run.run_id
+    command = [sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "local"]
+    driver = subprocess.Popen([*command, "--retries", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in driver.stderr:  # the job's pid is its local job id
+        lines.append(line)
+        if "jobs: local jobs " in line:
+            pid = int(line.split("jobs: local jobs ")[1].split()[0])
+            break
+    deadline = time.monotonic() + 120
+    while not (folder / "last.ckpt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGTERM)  # as a scheduler preempting it
+    err = "".join(lines) + driver.communicate(timeout=300)[1]
+    assert driver.returncode == 1, err
+    assert f"{run.run_id} is still interrupted after 1 submissions (--retries); the same command submits it again" in err
+    assert read_summary(folder)["status"] == "interrupted"
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    summary = read_summary(folder)
+    assert summary["status"] == "completed" and summary["attempts"] == 2
+
+
 @pytest.mark.parametrize("argv, line", [
     (["--chunk", "0", "--executor", "local"], "ablate: --chunk=0 is not allowed; expected an integer >= 1"),
     (["--partition", "gpu"], "ablate: --partition apply to --executor slurm or local only; add --executor slurm "
