@@ -47,6 +47,7 @@ def tuned(tmp_path, monkeypatch):
     return sweep_file
 
 
+@pytest.mark.slow
 def test_a_smoke_run_under_an_agent_takes_its_budget_and_threads(tmp_path, tuned):
     values = {k: v["value"] if "value" in v else v["values"][1] for k, v in PARAMETERS.items()}
     values.update({"seed": 0, "run.group": "agented"})  # smoke keeps seed 0 only  # the sweep name, as ablate's sweep files set it

@@ -82,6 +82,7 @@ def sweep(capsys, *argv: str) -> tuple[int, str, str]:
 
 # -- without SLURM -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_local_executor_runs_each_configuration_once_with_the_runners_ids(tmp_path, capsys):
     path = write(tmp_path, "loc", {"model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1]}})
     code, out, err = sweep(capsys, str(path), "--executor", "local", "--chunk", "2")
@@ -95,6 +96,7 @@ def test_local_executor_runs_each_configuration_once_with_the_runners_ids(tmp_pa
     assert all(s["attempts"] == 1 for s in summaries(tmp_path, "loc").values())
 
 
+@pytest.mark.slow
 def test_a_run_another_process_trains_is_waited_for_not_submitted_twice(tmp_path):
     from ablate.rundir import RunLock
 
@@ -118,6 +120,7 @@ def test_a_run_another_process_trains_is_waited_for_not_submitted_twice(tmp_path
     assert read_summary(tmp_path / "runs" / "held" / run.run_id)["attempts"] == 1
 
 
+@pytest.mark.slow
 def test_past_its_retries_an_interrupted_run_is_reported_and_the_same_command_resumes_it(tmp_path):
     import signal
 
@@ -184,6 +187,7 @@ def test_dry_run_prints_the_sbatch_parameters(tmp_path, capsys):
 # -- on the SLURM cluster --------------------------------------------------------------------------
 
 @needs_slurm
+@pytest.mark.slow
 def test_smoke_sweep_on_slurm_runs_each_once_with_the_runners_ids(tmp_path, capsys, slurm):
     path = write(tmp_path, "smoke", {"model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1]}})
     started = time.monotonic()
@@ -210,6 +214,7 @@ def test_an_unknown_partition_exits_2_in_one_line_before_any_work(tmp_path, caps
 
 
 @needs_slurm
+@pytest.mark.slow
 def test_tuned_sweep_on_slurm_runs_stage_2_at_the_chosen_value_only(tmp_path, capsys, slurm):
     path = write(tmp_path, "tuned", {"optim.lr": {"values": [0.0001, 0.0003, 0.001, 0.003]}, "seed": {"values": [0, 1]}},
                  description="tune optim.lr on seeds 0", metric={"name": "val/acc_best", "goal": "maximize"})
@@ -226,6 +231,7 @@ def test_tuned_sweep_on_slurm_runs_stage_2_at_the_chosen_value_only(tmp_path, ca
 
 
 @needs_slurm
+@pytest.mark.slow
 def test_a_job_stopped_by_sigterm_is_resubmitted_and_resumes_to_the_uninterrupted_numbers(tmp_path, slurm):
     longer = {"data.n_train": {"value": 4096}, "trainer.max_epochs": {"value": 4}, "model.n_heads": {"value": 2},
               "seed": {"value": 0}}
@@ -269,6 +275,7 @@ DDP = ["data.task=copy", "data.vocab=6", "data.length=4", "data.n_train=256", "d
 
 
 @needs_slurm
+@pytest.mark.slow
 def test_srun_ddp_on_two_tasks_completes_and_matches_torchrun(tmp_path, slurm):
     env = {**os.environ, **slurm.env}
     ablate = [sys.executable, "-m", "ablate", "train"]
