@@ -9,6 +9,7 @@
     worker.py    one run in its own process (dies with the runner)
     progress.py  the sweep's progress line
     tune.py      fair tuning: a `tune KEY on seeds ...` description line, stage 1 / stage 2, the choice rule
+    executor.py  --executor slurm|local: the runs as submitit jobs (SLURM job arrays), each exactly once
 
 The package knows configurations, run directories and processes; nothing of model internals.
 """
