@@ -37,6 +37,11 @@ EXECUTORS = ("here", "local", "slurm")
 JOBS_FOLDER = ".submitit"  # under the runs folder: each job's pickles and log (<runs>/.submitit/<sweep>/)
 POLL_S = 1.0  # how often the scheduler is asked whether the jobs are still there
 SAY_EVERY_S = 30.0  # a progress line at least this often while nothing changes
+SQUEUE_TRIES = 30  # squeue failing this many times in a row (a second apart) stops the command
+
+
+class SchedulerGone(RuntimeError):
+    """The scheduler stopped answering while jobs ran: the command stops (exit 1), the jobs may go on."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +231,8 @@ class Dispatch:
             report.signal = getattr(stop, "signum", signal.SIGINT)
             self.say(f"interrupted; cancelling jobs {' '.join(self.job_ids)} (their runs resume next time)")
             self._cancel()
+        except SchedulerGone as err:
+            report.stopped = str(err)
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
@@ -276,12 +283,15 @@ class Dispatch:
         if self.options.executor != "slurm":
             return sum(1 for j in jobs if not j.done())
         ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
-        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(ids)], capture_output=True, text=True)
-        if out.returncode != 0:
+        for _ in range(SQUEUE_TRIES):  # a busy slurmctld answers late or not at all now and then
+            out = subprocess.run(["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(ids)], capture_output=True, text=True)
+            if out.returncode == 0:
+                return len(out.stdout.split())
             if "Invalid job id" in out.stderr:  # every job has ended and been purged
                 return 0
-            raise SweepError(f"squeue failed: {out.stderr.strip() or out.returncode}; is the cluster reachable?")
-        return len(out.stdout.split())
+            time.sleep(POLL_S)
+        raise SchedulerGone(f"squeue failed {SQUEUE_TRIES} times: {out.stderr.strip() or out.returncode}; the jobs "
+                         f"{' '.join(ids)} may still run: run the same command again once the cluster answers")
 
     def _after(self, todo: list[Run], report: R.Report) -> list[Run]:
         """Sort the round's runs by what their summary.json says; the unfinished ones go again."""
