@@ -152,10 +152,10 @@ def test_past_its_retries_an_interrupted_run_is_reported_and_the_same_command_re
 
 @pytest.mark.parametrize("argv, line", [
     (["--chunk", "0", "--executor", "local"], "ablate: --chunk=0 is not allowed; expected an integer >= 1"),
-    (["--partition", "gpu"], "ablate: --partition apply to --executor slurm or local only; add --executor slurm "
+    (["--partition", "gpu"], "ablate: --partition: only with --executor slurm or local; add --executor slurm "
                              "(or drop them)"),
     (["--executor", "local", "--workers", "2", "--runs-per-gpu", "2"],
-     "ablate: --workers --runs-per-gpu apply to --executor here only; drop them (--max-jobs caps the jobs at once, "
+     "ablate: --workers --runs-per-gpu: only with --executor here; drop them (--max-jobs caps the jobs at once, "
      "--gpus-per-job sets a job's GPUs)"),
 ])
 def test_bad_job_options_exit_2_in_one_line_before_any_work(tmp_path, capsys, argv, line):

@@ -63,7 +63,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-
 def main(argv: list[str]) -> int:
     """The `ablate sweep` command; returns its exit status (0 every run completed or diverged, 1 a run
     failed or was stopped, or the runs folder cannot be written, 2 bad input, 130/143 interrupted)."""
@@ -75,7 +74,7 @@ def main(argv: list[str]) -> int:
 
     given = [f"--{k.replace('_', '-')}" for k in FLAGS if getattr(args, k) is not None]
     if args.executor == "here" and given:
-        print(f"ablate: {' '.join(given)} apply to --executor slurm or local only; add --executor slurm (or drop "
+        print(f"ablate: {' '.join(given)}: only with --executor slurm or local; add --executor slurm (or drop "
               "them)", file=sys.stderr)
         return 2
     ours = args.executor == "here" and not args.dry_run and not worker.forkserver_running()
@@ -152,13 +151,13 @@ def _jobs(args: argparse.Namespace, sweep, out, err) -> int:
     E.check(options, args.dry_run)
     E.check_runs(sweep)
     runner.check_runs_folder(sweep)
-    if args.dry_run:
-        return E.dry_run(sweep, options, out)
     here_only = {"--wandb-sweep": args.wandb_sweep or None, "--max-runs": args.max_runs, "--workers": args.workers,
                  "--gpus-per-run": args.gpus_per_run, "--runs-per-gpu": args.runs_per_gpu}
     if given := [flag for flag, value in here_only.items() if value is not None]:
-        raise E.SweepError(f"{' '.join(given)} apply to --executor here only; drop them (--max-jobs caps the jobs "
+        raise E.SweepError(f"{' '.join(given)}: only with --executor here; drop them (--max-jobs caps the jobs "
                            "at once, --gpus-per-job sets a job's GPUs)")
+    if args.dry_run:
+        return E.dry_run(sweep, options, out)
     runner.check_data([r for r in sweep.runs if not runner.finished(r)])
     report = E.Dispatch(sweep, options, err).run()
     return runner.summarise(sweep, report, err, out)
