@@ -13,14 +13,15 @@ from .cliparse import OneLineParser
 USAGE = """usage: ablate <command> [args]
 
 commands:
-  train [key=value ...] [file.yaml]   train one configuration (see `ablate keys`)
+  train [key=value ...] [file.yaml] [--print-config]
+                                      train one configuration (see `ablate keys`; --help)
   keys                                list every configuration key with its default
   probe CHECKPOINT [--batch N]        every probe on a saved model (a run's last.ckpt or its folder)
   bench [train|attention|epoch|rnn|gpus]
                                       speed: encoders side by side; attention cost vs n; one MNIST epoch vs
                                       the tutorial script; LSTM vs Transformer vs n; several runs per GPU
-  sweep FILE|NAME [--budget B] [--workers W] [--dry-run] [--wandb-sweep] [--runs-per-gpu N] ...
-                                      run a W&B sweep file here, each configuration once
+  sweep FILE|NAME [--budget B] [--workers W] [--dry-run] [--wandb-sweep] [--runs-per-gpu N] [--executor slurm] ...
+                                      run a W&B sweep file here (or as SLURM jobs), each configuration once
   sync NAME                           upload every offline W&B run of a sweep
   dashboard NAME --entity E --project P [--report] [--dry-run [--out PATH]]
                                       a W&B workspace (and report) for a sweep; --dry-run: its spec as JSON
@@ -44,18 +45,48 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
+TRAIN_USAGE = """usage: ablate train [--print-config] [key=value ...] [file.yaml ...]
+
+Train one configuration into its run folder ($ABLATE_RUNS_DIR/<run.group>/<run id>, default ./runs);
+the same command again resumes it (interrupted) or skips it (finished). Keys: `ablate keys`.
+
+  key=value        one setting, e.g. model.n_heads=8 optim.lr=3e-4 seed=1 budget=quick
+  file.yaml        a mapping of settings (later arguments win)
+  --print-config   print the resolved config, its run id, run folder and memory estimate; train nothing
+  -h, --help       this text"""
+
+
 def cmd_train(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(TRAIN_USAGE)
+        return 0
+    show = "--print-config" in argv
+    argv = [a for a in argv if a != "--print-config"]
+    import os
+
     from . import config as C
 
     try:
-        cfg = C.build(C.parse_overrides(argv))
+        overrides = C.parse_overrides(argv)
+        agent = C.agent_overrides(os.environ)  # a W&B agent's budget and threads win over its sweep file's
+        cfg = C.build({**overrides, **agent}, machine=not show)  # --print-config: no torch (train checks the machine)
     except C.ConfigError as err:
         return fail(str(err))
+    if os.environ.get("WANDB_SWEEP_ID"):
+        for line in _agent_lines(agent, overrides, cfg.run.group):
+            print(f"ablate: W&B agent: {line}", file=sys.stderr)
+    from .rundir import RunDirError, run_dir_for
+
+    if show:
+        try:
+            print(_resolved(cfg, run_dir_for(cfg)))
+        except RunDirError as err:
+            return fail(str(err))
+        return 0
     import signal
 
     from .data import DataError
-    from .rundir import RunDirError
-    from .train import Interrupted, RunBusy, is_ddp_child, recorded, run_dir_for, train
+    from .train import Interrupted, RunBusy, is_ddp_child, recorded, train
 
     def say(line: str) -> None:  # stdout carries only the final JSON line (scripts parse it)
         print(line, file=sys.stderr, flush=True)
@@ -85,6 +116,46 @@ def cmd_train(argv: list[str]) -> int:
         _finished_on_sigterm(f"{run_dir_for(cfg)} had {summary['status']}", code)
     print(json.dumps({"status": summary["status"], "run_dir": summary["run_dir"], **metrics}), flush=True)
     return code
+
+
+def _agent_lines(agent: dict, overrides: dict, group: str) -> list[str]:
+    """Under a W&B agent: what its environment changed, and, for a tuned sweep, that it runs every value."""
+    from .config import AGENT_ENV
+
+    names = {key: var for var, key in AGENT_ENV.items()}
+    lines = [f"{key}={value} from {names[key]}" + (f" (the sweep file says {overrides[key]})" if key in overrides else "")
+             for key, value in agent.items()]
+    from .sweep.spec import SweepError, read, resolve
+    from .sweep.tune import TuneError, tune_line
+
+    try:
+        line = tune_line(read(resolve(group)).get("description"))
+    except (SweepError, TuneError):  # no (readable) sweep file of that name here: nothing to say about its tuning
+        line = None
+    if line:
+        lines.append(f"sweep {group} is tuned ({line.strip()}), but an agent runs every value on every seed, not "
+                     f"ablate sweep's two stages; `ablate results {group}` applies the same choice to the runs after")
+    return lines
+
+
+def _resolved(cfg, run_dir) -> str:
+    """`ablate train --print-config`: every key as YAML, then the run id, folder, state and memory."""
+    import yaml
+
+    from . import config as C
+    from .limits import estimate, size
+    from .rundir import read_summary
+
+    est = estimate(cfg)
+    state = (read_summary(run_dir) or {}).get("status", "new")
+    return "\n".join([
+        yaml.safe_dump(C.to_dict(cfg), sort_keys=False).rstrip(),
+        f"# run id: {C.run_id(cfg)}",
+        f"# run folder: {run_dir} ({state})",
+        f"# memory: about {size(est.data_bytes + est.device_bytes)} ({est.parameters:,} parameters; model "
+        f"{size(est.model_bytes)}, activations {size(est.activation_bytes)}, data {size(est.data_bytes)})",
+        "# nothing trained or written; the accelerator, GPUs and free memory are checked when it trains",
+    ])
 
 
 _command_line = False  # main() called as the process's command (not by a test or a notebook in its process)

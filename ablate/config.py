@@ -13,15 +13,11 @@ import difflib
 import functools
 import hashlib
 import importlib.util
-import inspect
-import io
 import json
 import math
-import textwrap
-import tokenize
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +25,7 @@ from typing import Any, Literal
 from . import limits
 from .budgets import NAMES as BUDGET_NAMES
 from .budgets import profile as budget_profile
-from .models import EncoderConfig
+from .models.config import EncoderConfig, option
 from .registry import NAMES as TASK_NAMES
 from .registry import TASKS as TASK_SPECS
 from .registry import spec as task_spec
@@ -93,6 +89,7 @@ RULES: dict[str, Rule] = {
     "trainer.max_epochs": at_least(1),
     "trainer.max_steps": Rule(lambda v: v >= -1, "-1 (epochs decide), 0 (init probes only) or an integer >= 1"),
     "trainer.threads": at_least(1),
+    "trainer.num_nodes": Rule(lambda v: 1 <= v <= MAX_DEVICES, "an integer in [1, 1024]"),
     "trainer.limit_val_batches": Rule(lambda v: 0 < v <= 1 or (v > 1 and float(v).is_integer()),
                                       "a fraction in (0, 1] or a count > 1"),
     "trainer.log_every_n_steps": at_least(1),
@@ -148,6 +145,10 @@ def _check_path(key: str, value: str | None) -> None:
 # Lightning's defaults; anything else is checked against Lightning's own lists (importing it costs
 # about 2 s, so only then).
 LIGHTNING_DEFAULTS = {"trainer.accelerator": "auto", "trainer.strategy": "auto", "trainer.precision": "32-true"}
+# What `ablate keys` shows for them without importing Lightning (a test checks each is Lightning's name)
+LIGHTNING_COMMON = {"trainer.accelerator": "auto | cpu | gpu | cuda | mps | ... (Lightning's)",
+                    "trainer.strategy": "auto | ddp | ddp_spawn | fsdp | ... (Lightning's)",
+                    "trainer.precision": "32-true | bf16-mixed | 16-mixed | ... (Lightning's)"}
 
 
 @functools.cache
@@ -181,23 +182,23 @@ def _check_lightning_name(key: str, value: str) -> None:
 
 @dataclass(frozen=True)
 class DataConfig:
-    task: Literal[TASK_NAMES] = "mnist"  # what to learn: MNIST rows or a synthetic task (ablate/registry.py)
-    seed: int = 0  # fixes the validation split and every evaluation set
-    batch_size: int = 64  # examples per optimiser step (and per evaluation batch)
-    train_subset: int | None = None  # train on the first N examples of the training split only
-    test_subset: int | None = None  # MNIST: evaluate on the first N official test images only
+    task: Literal[TASK_NAMES] = option("mnist", "what to learn: MNIST rows or a synthetic task (ablate/registry.py)")
+    seed: int = option(0, "fixes the validation split and every evaluation set")
+    batch_size: int = option(64, "examples per optimiser step (and per evaluation batch)")
+    train_subset: int | None = option(None, "train on the first N examples of the training split only")
+    test_subset: int | None = option(None, "MNIST: evaluate on the first N official test images only")
     # MNIST
-    val_size: int = 5000  # held out of the 60k training images
-    permute: Literal["none", "train", "test", "both"] = "none"  # where the fixed row permutation applies
-    permute_seed: int = 0  # which fixed permutation of the 28 rows
+    val_size: int = option(5000, "held out of the 60k training images")
+    permute: Literal["none", "train", "test", "both"] = option("none", "where the fixed row permutation applies")
+    permute_seed: int = option(0, "which fixed permutation of the 28 rows")
     # synthetic token tasks (copy: input `tokens, SEP, BLANK * length`, targets at the blanks)
-    vocab: int = 10  # distinct tokens
-    length: int = 8  # tokens per training sequence
-    test_length: int | None = None  # tokens per test sequence (None = length): length generalisation
-    reverse: bool = False  # emit the tokens in reverse order
-    n_train: int = 20000  # training sequences
-    n_val: int = 1000  # validation sequences
-    n_test: int = 2000  # test sequences (at test_length)
+    vocab: int = option(10, "distinct tokens")
+    length: int = option(8, "tokens per training sequence")
+    test_length: int | None = option(None, "tokens per test sequence (None = length): length generalisation")
+    reverse: bool = option(False, "emit the tokens in reverse order")
+    n_train: int = option(20000, "training sequences")
+    n_val: int = option(1000, "validation sequences")
+    n_test: int = option(2000, "test sequences (at test_length)")
 
     def __post_init__(self) -> None:
         _check_rules(self, "data")
@@ -226,12 +227,12 @@ class DataConfig:
 class OptimConfig:
     # plain SGD has no momentum: a step is then lr times the gradient itself, which Adam's
     # per-parameter normalisation hides (the SGD arms of Q2 and Q4)
-    name: Literal["adam", "adamw", "sgd"] = "adam"  # optimiser: Adam (L2 weight decay), AdamW (decoupled) or plain SGD
-    lr: float = 1e-3  # learning rate (its peak, after any warm-up)
-    weight_decay: float = 0.0  # weight decay of the optimiser
-    warmup: float = 0.0  # fraction of all training steps spent warming the lr up linearly from 0
-    schedule: Literal["constant", "cosine"] = "constant"  # after warm-up
-    grad_clip: float | None = None  # clip the gradient norm to this value
+    name: Literal["adam", "adamw", "sgd"] = option("adam", "optimiser: Adam (L2 weight decay), AdamW (decoupled) or plain SGD")
+    lr: float = option(1e-3, "learning rate (its peak, after any warm-up)")
+    weight_decay: float = option(0.0, "weight decay of the optimiser")
+    warmup: float = option(0.0, "fraction of all training steps spent warming the lr up linearly from 0")
+    schedule: Literal["constant", "cosine"] = option("constant", "after warm-up")
+    grad_clip: float | None = option(None, "clip the gradient norm to this value")
 
     def __post_init__(self) -> None:
         _check_rules(self, "optim")
@@ -243,19 +244,20 @@ DEVICES_TEXT = f"a count in [1, {MAX_DEVICES}] or auto"
 
 @dataclass(frozen=True)
 class TrainerConfig:
-    max_epochs: int = 5  # passes over the training set
-    max_steps: int = -1  # stop after this many optimiser steps (-1: epochs decide; 0: the init probes only, nothing trained)
-    accelerator: str = "auto"  # where to train, by Lightning's name (auto: a GPU if there is one)
-    devices: str = "1"  # a count or "auto"; >1 with strategy=ddp trains data-parallel
-    strategy: str = "auto"  # how to spread training over devices, by Lightning's name (e.g. ddp)
-    precision: str = "32-true"  # number format, by Lightning's name, e.g. bf16-mixed on GPUs
-    threads: int | None = None  # torch.set_num_threads for this run (None: torch's default)
+    max_epochs: int = option(5, "passes over the training set")
+    max_steps: int = option(-1, "stop after this many optimiser steps (-1: epochs decide; 0: the init probes only, nothing trained)")
+    accelerator: str = option("auto", "where to train, by Lightning's name (auto: a GPU if there is one)")
+    devices: str = option("1", "a count or \"auto\"; >1 with strategy=ddp trains data-parallel")
+    num_nodes: int = option(1, "machines the run trains on, devices each (srun starts their ranks: README, Scaling out)")
+    strategy: str = option("auto", "how to spread training over devices, by Lightning's name (e.g. ddp)")
+    precision: str = option("32-true", "number format, by Lightning's name, e.g. bf16-mixed on GPUs")
+    threads: int | None = option(None, "torch.set_num_threads for this run (None: torch's default)")
     # A saturated softmax (unscaled scores) fills the backward pass with denormal floats, and each costs the CPU ~100x a normal float: 2.5-3x slower steps, measured.
     # It sets the calling thread's flags: certain with trainer.threads=1 (what sweeps use)
-    flush_denormal: bool = True  # CPU: flush denormal floats to zero (torch.set_flush_denormal)
-    limit_val_batches: float = 1.0  # validation batches per epoch: a fraction (<= 1.0) or a count (> 1)
-    log_every_n_steps: int = 25  # log train/loss every N optimiser steps
-    ckpt_every_n_steps: int = 0  # also save last.ckpt every N steps (0: end of each epoch only)
+    flush_denormal: bool = option(True, "CPU: flush denormal floats to zero (torch.set_flush_denormal)")
+    limit_val_batches: float = option(1.0, "validation batches per epoch: a fraction (<= 1.0) or a count (> 1)")
+    log_every_n_steps: int = option(25, "log train/loss every N optimiser steps")
+    ckpt_every_n_steps: int = option(0, "also save last.ckpt every N steps (0: end of each epoch only)")
 
     def __post_init__(self) -> None:
         _check_rules(self, "trainer")
@@ -273,15 +275,15 @@ class TrainerConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    dir: str | None = None  # run directory (None: $ABLATE_RUNS_DIR/<group>/<run id>)
-    group: str = "train"  # sweep name; also the W&B group
-    project: str = "ablate"  # W&B project
-    probes: bool = True  # cheap probes at step 0 and at the end
-    probe_every: int = 0  # also probe every N steps (0: off)
-    probe_batch: int = 64  # validation examples in the fixed probe batch
-    expensive_probes: bool = True  # head masking and full-test permutation at the end
-    name: str = ""  # the W&B display name (empty: derived from the non-default keys and the seed)
-    sweep_id: str = ""  # the W&B sweep this run belongs to (empty: none)
+    dir: str | None = option(None, "run directory (None: $ABLATE_RUNS_DIR/<group>/<run id>)")
+    group: str = option("train", "sweep name; also the W&B group")
+    project: str = option("ablate", "W&B project")
+    probes: bool = option(True, "cheap probes at step 0 and at the end")
+    probe_every: int = option(0, "also probe every N steps (0: off)")
+    probe_batch: int = option(64, "validation examples in the fixed probe batch")
+    expensive_probes: bool = option(True, "head masking and full-test permutation at the end")
+    name: str = option("", "the W&B display name (empty: derived from the non-default keys and the seed)")
+    sweep_id: str = option("", "the W&B sweep this run belongs to (empty: none)")
 
     def __post_init__(self) -> None:
         _check_rules(self, "run")
@@ -313,10 +315,10 @@ class Config:
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     run: RunConfig = field(default_factory=RunConfig)
-    seed: int = 0  # initialisation and data order
-    pooling: Literal["mean", "cls"] = "mean"  # how MNIST classification reads the sequence
-    budget: Literal[BUDGET_NAMES] = "none"  # sweep budget profile (see ablate.budgets)
-    tracking: Literal["wandb", "none"] = "wandb"  # W&B (offline without account/network) or nothing
+    seed: int = option(0, "initialisation and data order")
+    pooling: Literal["mean", "cls"] = option("mean", "how MNIST classification reads the sequence")
+    budget: Literal[BUDGET_NAMES] = option("none", "sweep budget profile (see ablate.budgets)")
+    tracking: Literal["wandb", "none"] = option("wandb", "W&B (offline without account/network) or nothing")
 
     def __post_init__(self) -> None:
         _check_rules(self, "")
@@ -472,6 +474,28 @@ def load_yaml_overrides(path: Path) -> dict[str, Any]:
     return flatten_overrides(data)
 
 
+# What the machine of a W&B agent sets without editing the sweep file (whose values make the agent's command
+# line): read only under an agent (WANDB_SWEEP_ID set, as `wandb agent` sets it for its runs), where they win
+# over the file's budget and threads.
+AGENT_ENV = {"ABLATE_BUDGET": "budget", "ABLATE_THREADS": "trainer.threads"}
+
+
+def agent_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """{key: value} from AGENT_ENV under a W&B agent, each value checked (ConfigError names the variable)."""
+    if not environ.get("WANDB_SWEEP_ID"):
+        return {}
+    out = {}
+    for var, key in AGENT_ENV.items():
+        if environ.get(var):
+            section, _, name = key.rpartition(".")
+            try:
+                convert(key, environ[var], _hints(SECTIONS[section] if section else Config)[name])
+            except ConfigError as err:
+                raise ConfigError(f"{var}={_shown(environ[var])} (the W&B agent's environment): {err}") from None
+            out[key] = environ[var]
+    return out
+
+
 def with_budget(overrides: dict[str, Any], base: Config) -> dict[str, Any]:
     """Insert the budget profile's settings under the explicit overrides (explicit ones win)."""
     if "budget" not in overrides:
@@ -578,27 +602,8 @@ def check_machine(cfg: Config) -> None:
 
 
 def field_help(cls: type) -> dict[str, str]:
-    """{field: its trailing `# comment`} of a dataclass, read from its source with tokenize: the
-    one-line description each field carries where it is declared."""
-    try:
-        source = textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError):  # no source (a frozen executable): no descriptions
-        return {}
-    names = {f.name for f in fields(cls)}
-    out: dict[str, str] = {}
-    current, start = None, True  # the field declared on this logical line; at a line's start
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type in (tokenize.NEWLINE, tokenize.NL):
-            current, start = None, True
-            continue
-        if tok.type in (tokenize.INDENT, tokenize.DEDENT):
-            continue
-        if start and tok.type == tokenize.NAME and tok.start[1] == 4 and tok.string in names:
-            current = tok.string
-        elif tok.type == tokenize.COMMENT and current is not None:
-            out[current] = tok.string.lstrip("#").strip()
-        start = False
-    return out
+    """{field: its one-line description}: the `help` each field declares with `option(default, help)`."""
+    return {f.name: f.metadata["help"] for f in fields(cls) if "help" in f.metadata}
 
 
 def allowed(key: str) -> str:
@@ -606,13 +611,8 @@ def allowed(key: str) -> str:
     section, _, name = key.rpartition(".")
     tp = _hints(SECTIONS[section] if section else Config)[name]
     nullable = type(None) in typing.get_args(tp)
-    if key in LIGHTNING_DEFAULTS:
-        names, shown = lightning_names(key), []
-        for i, name in enumerate(names):  # as many as fit a column, then how many more
-            if len(" | ".join([*shown, name])) > 30 and i < len(names) - 1:
-                return " | ".join(shown) + f" | ... ({len(names) - i} more)"
-            shown.append(name)
-        return " | ".join(shown)
+    if key in LIGHTNING_DEFAULTS:  # the common ones; the full list (Lightning imported, ~2 s) names a bad value
+        return LIGHTNING_COMMON[key]
     special = {"trainer.devices": DEVICES_TEXT, "run.dir": "a path or null",
                "run.group": f"a name without {' '.join(NAME_FORBIDDEN)}",
                "run.project": f"a name without {' '.join(NAME_FORBIDDEN)}",
@@ -666,7 +666,7 @@ def from_dict(data: dict[str, Any]) -> Config:
 # Keys added after runs existed, left out of the identity at these defaults: every run made before them
 # keeps its id (a sweep finds it again instead of running it twice).
 IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None, "model.residual_around": "both",
-                     "model.qk_reparam": False}
+                     "model.qk_reparam": False, "trainer.num_nodes": 1}
 
 
 def run_id(cfg: Config) -> str:

@@ -40,6 +40,22 @@ def runs_root() -> Path:
     return Path(os.environ.get("ABLATE_RUNS_DIR", "runs"))
 
 
+def run_dir_for(cfg) -> Path:
+    """run.dir, or $ABLATE_RUNS_DIR/<group>/<run id>. The group must stay inside the runs folder
+    (checked on the path's words, so a runs folder that is itself a link, or holds linked group
+    folders, still works): `run.group=../../x` is refused with RunDirError."""
+    if cfg.run.dir:
+        return Path(cfg.run.dir)
+    root = runs_root()
+    group = os.path.normpath(cfg.run.group)
+    if os.path.isabs(cfg.run.group) or group in (".", "..") or group.startswith(".." + os.sep):
+        raise RunDirError(f"run.group={cfg.run.group!r} would put the run outside the runs folder {str(root)!r}; "
+                          "use a plain name such as run.group=my_sweep")
+    from .config import run_id  # the config imports nothing of this module: no cycle
+
+    return root / group / run_id(cfg)
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 

@@ -42,7 +42,6 @@ from .rundir import (
     FINISHED,
     METRICS,
     SUMMARY,
-    RunDirError,
     RunLock,
     check_run_dir,
     config_problem,
@@ -50,7 +49,7 @@ from .rundir import (
     json_problem,
     metrics_problem,
     read_summary,
-    runs_root,
+    run_dir_for,
     set_aside,
     write_config,
     write_json,
@@ -99,9 +98,52 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _cluster_environment():
+    """Lightning's own environment where a launcher started this process (torchrun; srun or sbatch: its tasks
+    are the ranks), or None: then Lightning's launcher starts the ranks > 0 (LOCAL_RANK, NODE_RANK)."""
+    from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+
+    quiet()  # SLURMEnvironment.detect() warns when srun exists but did not start this process
+    if TorchElasticEnvironment.detect():
+        return TorchElasticEnvironment()
+    if SLURMEnvironment.detect():  # requeueing is ablate's (a resubmission resumes through its checks), never
+        return SLURMEnvironment(auto_requeue=False)  # Lightning's SIGUSR1 handler and hpc_ckpt
+    return None
+
+
 def is_ddp_child() -> bool:
-    """Processes Lightning's DDP launcher starts for ranks > 0 re-run the CLI; they must not write."""
-    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+    """A rank > 0 of a DDP run (Lightning's launcher, torchrun or srun started it): it must not write."""
+    if os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0":
+        return True
+    env = _cluster_environment()
+    return env is not None and env.global_rank() != 0
+
+
+def launch_id() -> str:
+    """The launch every rank of an externally started run shares (srun's job step, torchrun's run id), '' for
+    none: rank 0 writes it into summary.json once it has taken stock, and the other ranks wait for it."""
+    if os.environ.get("TORCHELASTIC_RUN_ID") and os.environ.get("RANK"):
+        return f"torchrun:{os.environ['TORCHELASTIC_RUN_ID']}:{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    if os.environ.get("SLURM_STEP_ID") and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
+        return f"slurm:{os.environ.get('SLURM_JOB_ID')}.{os.environ['SLURM_STEP_ID']}"
+    return ""
+
+
+LAUNCH_WAIT_S = 600  # a rank > 0 waits this long for rank 0 to take stock of the run directory
+
+
+def _wait_for_rank0(run_dir: Path, launch: str, log) -> dict[str, Any] | None:
+    """Until rank 0 of this launch has taken stock (summary.json names the launch): None; or the summary of
+    a run that was finished before (rank 0 ends without training). RunBusy when rank 0 never says."""
+    deadline = time.monotonic() + LAUNCH_WAIT_S
+    while time.monotonic() < deadline:
+        summary = read_summary(run_dir) or {}
+        if summary.get("launch") == launch:
+            return None
+        if summary.get("status") in FINISHED:
+            return summary
+        time.sleep(0.2)
+    raise RunBusy(f"rank 0 of {launch} did not start {run_dir} within {LAUNCH_WAIT_S} s (its own error says why)")
 
 
 def quiet() -> None:
@@ -120,20 +162,6 @@ def quiet() -> None:
         r".*The `srun` command is available on your system but is not used.*",  # ablate launches, not srun
     ):
         warnings.filterwarnings("ignore", message=pattern)
-
-
-def run_dir_for(cfg: C.Config) -> Path:
-    """run.dir, or $ABLATE_RUNS_DIR/<group>/<run id>. The group must stay inside the runs folder
-    (checked on the path's words, so a runs folder that is itself a link, or holds linked group
-    folders, still works): `run.group=../../x` is refused with RunDirError."""
-    if cfg.run.dir:
-        return Path(cfg.run.dir)
-    root = runs_root()
-    group = os.path.normpath(cfg.run.group)
-    if os.path.isabs(cfg.run.group) or group in (".", "..") or group.startswith(".." + os.sep):
-        raise RunDirError(f"run.group={cfg.run.group!r} would put the run outside the runs folder {str(root)!r}; "
-                          "use a plain name such as run.group=my_sweep")
-    return root / group / C.run_id(cfg)
 
 
 def prepare(cfg: C.Config):
@@ -157,8 +185,10 @@ def _trainer(cfg: C.Config, run_dir: Path, loggers: list, callbacks: list):
         from pytorch_lightning.strategies import DDPStrategy
 
         strategy = DDPStrategy(process_group_backend="gloo")
+    environment = _cluster_environment()
     return pl.Trainer(
         max_epochs=t.max_epochs,
+        num_nodes=t.num_nodes,
         max_steps=t.max_steps,
         accelerator=t.accelerator,
         devices=int(t.devices) if t.devices.isdigit() else t.devices,
@@ -169,7 +199,7 @@ def _trainer(cfg: C.Config, run_dir: Path, loggers: list, callbacks: list):
         log_every_n_steps=t.log_every_n_steps,
         logger=loggers,
         callbacks=callbacks,
-        plugins=[AtomicCheckpointIO()],
+        plugins=[AtomicCheckpointIO(), *([environment] if environment is not None else [])],
         default_root_dir=str(run_dir),
         enable_progress_bar=_progress_bar(),
         enable_model_summary=False,
@@ -207,6 +237,11 @@ def _take_stock(run_dir: Path, cfg: C.Config, task, log) -> int | None:
                    finished again from last.ckpt (at its last step: probes and test only);
       config.yaml, probes.json: rewritten from the config and the checkpoint."""
     ckpt, step, validated = run_dir / CKPT, None, False
+    for hpc in sorted(run_dir.glob("*hpc_ckpt_*")):  # Lightning under SLURM would load it past these checks
+        renamed = hpc.with_name(hpc.name.replace("hpc_ckpt_", "lightning-hpc-"))  # any name holding hpc_ckpt_ counts
+        os.replace(hpc, renamed)
+        log(f"ablate: {hpc} is Lightning's SLURM requeue checkpoint, which ablate never resumes from (its own "
+            f"{CKPT} is checked first); set aside as {set_aside(renamed).name}")
     if ckpt.exists() or ckpt.is_symlink():
         try:
             saved = load_checkpoint(ckpt)
@@ -318,7 +353,9 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
 
     quiet()
     run_dir = run_dir_for(cfg)
-    child = is_ddp_child()
+    child, launch = is_ddp_child(), launch_id()
+    if child and launch and (finished := _wait_for_rank0(run_dir, launch, log)) is not None:
+        return finished  # rank 0 found it finished: nothing to train
     if not child:
         check_run_dir(run_dir, C.run_id(cfg))
         if is_finished(run_dir):
@@ -358,6 +395,7 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
             "params": parameter_groups(task.model),
             "provenance": provenance(cfg.trainer.accelerator),
             "attempts": previous.get("attempts", 0) + 1,
+            **({"launch": launch} if launch else {}),  # the other ranks wait for it (_wait_for_rank0)
         }
         if not child:
             write_config(run_dir, C.to_dict(cfg))

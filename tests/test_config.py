@@ -146,4 +146,4 @@ def test_every_field_has_a_description():
         helps = C.field_help(cls)
         for f in C.fields(cls):
             if f.name not in C.SECTIONS:
-                assert helps.get(f.name), f"{cls.__name__}.{f.name} has no trailing # comment"
+                assert helps.get(f.name), f"{cls.__name__}.{f.name} has no help (declare it with option(default, help))"

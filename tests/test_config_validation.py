@@ -204,6 +204,7 @@ BAD_VALUES = [
     ("optim.grad_clip", "inf", ()),
     ("trainer.max_epochs", "0", ()),
     ("trainer.devices", "0", ()),
+    ("trainer.num_nodes", "0", ()),
     ("trainer.flush_denormal", "maybe", ()),
     ("trainer.limit_val_batches", "1.5", ()),
     ("run.dir", "a\x00b", ()),

@@ -22,12 +22,12 @@ DISTRIBUTION = {"yaml": "pyyaml", "PIL": "pillow", "IPython": "ipython", "pytorc
                 "wandb_workspaces": "wandb-workspaces"}
 # the modules that need an extra, and which (everything else needs the core dependencies only)
 EXTRA_OF = {"ablate.report": "reports", "ablate.dashboard": "dashboards", "ablate.explore.screenshot": "explore",
-            "ablate.browser": "explore"}
+            "ablate.browser": "explore", "ablate.sweep.executor": "slurm"}
 # declared though never imported by name: what needs them
 NOT_IMPORTED = {"pyarrow": "pandas' Parquet engine (the results table)",
                 "ipykernel": "the kernel the report notebooks run in"}
 # distributions whose private functions ablate calls: bounded to the release series it was tested with
-PRIVATE_APIS = {"wandb": ("0.31", "0.32"), "wandb-workspaces": ("0.4.13", "0.5")}
+PRIVATE_APIS = {"wandb": ("0.31", "0.32"), "wandb-workspaces": ("0.4.13", "0.5"), "submitit": ("1.5", "1.6")}
 
 
 def _name(dist: str) -> str:

@@ -1,51 +1,55 @@
-"""Pure-PyTorch models: no Lightning, W&B or pandas here, so notebooks can use them alone."""
+"""Pure-PyTorch models: no Lightning, W&B or pandas here, so notebooks can use them alone.
 
-from .attention import MultiHeadAttention, SplitQKV, lr_factors
-from .block import Block, FeedForward, SubLayer
-from .config import EncoderConfig
-from .encoder import Encoder
-from .positional import (
-    POS_ENCODINGS,
-    ALiBi,
-    LearnedPE,
-    NoScoreBias,
-    Positional,
-    RoPE,
-    SinusoidalPE,
-    build_positional,
-    sinusoidal_table,
-)
+Names load on first use (PEP 562): `ablate.models.config` (the encoder's keys) imports no torch, so
+`ablate keys` and `ablate train --print-config` start without it."""
 
-__all__ = [
-    "ALiBi",
-    "Block",
-    "Encoder",
-    "EncoderConfig",
-    "FeedForward",
-    "LearnedPE",
-    "MultiHeadAttention",
-    "NoScoreBias",
-    "POS_ENCODINGS",
-    "Positional",
-    "RoPE",
-    "SinusoidalPE",
-    "SplitQKV",
-    "SubLayer",
-    "build_positional",
-    "lr_factors",
-    "sinusoidal_table",
-]
+from __future__ import annotations
 
-from .heads import (  # noqa: E402
-    EMBEDDINGS,
-    POOLINGS,
-    RowEmbedding,
-    SequenceClassifier,
-    TokenModel,
-    build_encoder,
-    parameter_groups,
-)
-from .rnn import RNN_CELLS, RecurrentEncoder, RecurrentLayer, matched_hidden, rnn_params  # noqa: E402
+import importlib
 
-__all__ += ["EMBEDDINGS", "POOLINGS", "RNN_CELLS", "RecurrentEncoder", "RecurrentLayer", "RowEmbedding",
-            "SequenceClassifier", "TokenModel", "build_encoder", "matched_hidden", "parameter_groups", "rnn_params"]
+LAZY = {
+    "MultiHeadAttention": ".attention",
+    "SplitQKV": ".attention",
+    "lr_factors": ".attention",
+    "INITS": ".attention",
+    "Block": ".block",
+    "FeedForward": ".block",
+    "SubLayer": ".block",
+    "EncoderConfig": ".config",
+    "Encoder": ".encoder",
+    "POS_ENCODINGS": ".positional",
+    "ALiBi": ".positional",
+    "LearnedPE": ".positional",
+    "NoScoreBias": ".positional",
+    "Positional": ".positional",
+    "RoPE": ".positional",
+    "SinusoidalPE": ".positional",
+    "build_positional": ".positional",
+    "sinusoidal_table": ".positional",
+    "EMBEDDINGS": ".heads",
+    "POOLINGS": ".heads",
+    "RowEmbedding": ".heads",
+    "SequenceClassifier": ".heads",
+    "TokenModel": ".heads",
+    "build_encoder": ".heads",
+    "parameter_groups": ".heads",
+    "RNN_CELLS": ".rnn",
+    "RecurrentEncoder": ".rnn",
+    "RecurrentLayer": ".rnn",
+    "matched_hidden": ".rnn",
+    "rnn_params": ".rnn",
+}
+
+__all__ = sorted(LAZY)
+
+
+def __getattr__(name: str):
+    if name not in LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(LAZY[name], __name__), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(LAZY))

@@ -9,9 +9,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import skip_init
 
+from .config import INIT_NAMES, registry_names
 from .positional import Positional
 
-if TYPE_CHECKING:  # config.py takes the init names from INITS below; at run time cfg is duck-typed
+if TYPE_CHECKING:  # at run time cfg is duck-typed
     from .config import EncoderConfig
 
 
@@ -63,6 +64,7 @@ def _unit(attn: MultiHeadAttention) -> None:
 
 
 INITS = {"default": _default, "xavier": _xavier, "small": _small, "unit": _unit}  # model.init's names
+registry_names(INITS, INIT_NAMES, "models/attention.py:INITS")
 
 
 def lr_factors(model: nn.Module) -> list[tuple[nn.Parameter, float]]:

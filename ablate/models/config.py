@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Literal
-
-from .attention import INITS
-from .positional import POS_ENCODINGS
-from .rnn import RNN_CELLS
 
 ACTIVATION_NAMES = ("relu", "gelu")
 NORM_NAMES = ("pre", "post", "none")
 RESIDUAL_AROUND = ("both", "attention", "ffn")  # which sub-layers get the identity skip (block.SKIPS)
-POS_ENC_NAMES = tuple(POS_ENCODINGS)  # the registry in positional.py is the one home of a scheme
-INIT_NAMES = tuple(INITS)  # the registry in attention.py is the one home of an init
-ARCH_NAMES = ("transformer", *RNN_CELLS)  # the recurrent ones: RNN_CELLS in rnn.py
+# The registries' names, spelled here so that the config imports no torch (`ablate keys` in a fraction of a
+# second); each registry checks at import that its keys are these (registry_names below).
+POS_ENC_NAMES = ("none", "sinusoidal", "learned", "rope", "alibi")  # positional.POS_ENCODINGS
+INIT_NAMES = ("default", "xavier", "small", "unit")  # attention.INITS
+RNN_CELL_NAMES = ("lstm", "gru")  # rnn.RNN_CELLS
+ARCH_NAMES = ("transformer", *RNN_CELL_NAMES)
 # Positional schemes an RNN can take: those added to the input; rope and alibi act on attention scores.
 RNN_POS_ENC = ("none", "sinusoidal", "learned")
+
+
+def registry_names(registry: dict, names: tuple, where: str) -> None:
+    """A registry (POS_ENCODINGS, INITS, RNN_CELLS) and the config's names for it must agree."""
+    if tuple(registry) != names:
+        raise ImportError(f"{where}'s keys {tuple(registry)} differ from ablate/models/config.py's {names}; "
+                          "add the new name to both")
+
+
+def option(default, help: str):
+    """A config field and its one-line description (`ablate keys` prints it): the key's one home."""
+    return field(default=default, metadata={"help": help})
 
 
 def _choice(field: str, value, allowed: tuple) -> None:
@@ -64,26 +75,26 @@ class EncoderConfig:
     must stay at their defaults.
     """
 
-    arch: Literal[ARCH_NAMES] = "transformer"  # the encoder: a Transformer, or a uni-directional LSTM/GRU (models/rnn.py)
-    d_model: int = 64  # width of the residual stream
-    n_heads: int = 4  # attention heads per layer
-    d_head: int | None = None  # d_k = d_v per head; None = d_model // n_heads
-    n_layers: int = 2  # encoder blocks
-    ffn_mult: int = 2  # FFN hidden = ffn_mult * d_model; 0 removes the FFN sub-layer
-    activation: Literal["relu", "gelu"] = "relu"  # FFN non-linearity
-    qk_scale: bool = True  # divide scores by sqrt(d_head) (Vaswani et al. 2017, sec. 3.2.1)
-    qk_reparam: bool = False  # qk_scale=false only: W_Q, W_K start and step d_head^(1/4) smaller, Adam's equal of the scale
-    temperature: float = 1.0  # tau: scores are also divided by tau
-    residual: bool = True  # skip connections around the sub-layers residual_around names (He et al. 2016)
-    residual_around: Literal[RESIDUAL_AROUND] = "both"  # with residual: skip around both, attention or ffn only
-    norm: Literal["pre", "post", "none"] = "post"  # LayerNorm placement (Xiong et al. 2020)
-    pos_enc: Literal[POS_ENC_NAMES] = "learned"  # positional encoding (each scheme: models/positional.py)
-    causal: bool = False  # each position attends only to itself and earlier ones
-    init: Literal[INIT_NAMES] = "default"  # Q/K/V/O init; unit: W_Q, W_K ~ N(0, 1/d_model), unit-variance q, k (models/attention.py)
-    max_len: int = 512  # longest sequence the learned table holds
-    learned_std: float = 1.0  # learned positions start N(0, learned_std^2): the tutorial's torch.randn; 0.02 is BERT's
-    dropout: float = 0.1  # PyTorch's placement: attention weights, both sub-layer outputs, FFN hidden; RNN: between layers
-    rnn_hidden: int | None = None  # arch=lstm/gru: hidden size; None = the size whose parameters match the Transformer's
+    arch: Literal[ARCH_NAMES] = option("transformer", "the encoder: a Transformer, or a uni-directional LSTM/GRU (models/rnn.py)")
+    d_model: int = option(64, "width of the residual stream")
+    n_heads: int = option(4, "attention heads per layer")
+    d_head: int | None = option(None, "d_k = d_v per head; None = d_model // n_heads")
+    n_layers: int = option(2, "encoder blocks")
+    ffn_mult: int = option(2, "FFN hidden = ffn_mult * d_model; 0 removes the FFN sub-layer")
+    activation: Literal["relu", "gelu"] = option("relu", "FFN non-linearity")
+    qk_scale: bool = option(True, "divide scores by sqrt(d_head) (Vaswani et al. 2017, sec. 3.2.1)")
+    qk_reparam: bool = option(False, "qk_scale=false only: W_Q, W_K start and step d_head^(1/4) smaller, Adam's equal of the scale")
+    temperature: float = option(1.0, "tau: scores are also divided by tau")
+    residual: bool = option(True, "skip connections around the sub-layers residual_around names (He et al. 2016)")
+    residual_around: Literal[RESIDUAL_AROUND] = option("both", "with residual: skip around both, attention or ffn only")
+    norm: Literal["pre", "post", "none"] = option("post", "LayerNorm placement (Xiong et al. 2020)")
+    pos_enc: Literal[POS_ENC_NAMES] = option("learned", "positional encoding (each scheme: models/positional.py)")
+    causal: bool = option(False, "each position attends only to itself and earlier ones")
+    init: Literal[INIT_NAMES] = option("default", "Q/K/V/O init; unit: W_Q, W_K ~ N(0, 1/d_model), unit-variance q, k (models/attention.py)")
+    max_len: int = option(512, "longest sequence the learned table holds")
+    learned_std: float = option(1.0, "learned positions start N(0, learned_std^2): the tutorial's torch.randn; 0.02 is BERT's")
+    dropout: float = option(0.1, "PyTorch's placement: attention weights, both sub-layer outputs, FFN hidden; RNN: between layers")
+    rnn_hidden: int | None = option(None, "arch=lstm/gru: hidden size; None = the size whose parameters match the Transformer's")
 
     def __post_init__(self) -> None:
         _choice("arch", self.arch, ARCH_NAMES)

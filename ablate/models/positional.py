@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-if TYPE_CHECKING:  # config.py imports this registry for its names; at run time cfg is duck-typed
+from .config import POS_ENC_NAMES, registry_names
+
+if TYPE_CHECKING:  # at run time cfg is duck-typed
     from .config import EncoderConfig
 
 
@@ -179,6 +181,7 @@ POS_ENCODINGS: dict[str, Callable[[EncoderConfig], Positional]] = {
     "rope": _rope,
     "alibi": _alibi,
 }
+registry_names(POS_ENCODINGS, POS_ENC_NAMES, "models/positional.py:POS_ENCODINGS")
 
 
 def build_positional(cfg: EncoderConfig) -> Positional:

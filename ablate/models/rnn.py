@@ -19,14 +19,16 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from .config import RNN_CELL_NAMES, registry_names
 from .positional import build_positional
 
-if TYPE_CHECKING:  # config.py takes the cell names from RNN_CELLS below; at run time cfg is duck-typed
+if TYPE_CHECKING:  # at run time cfg is duck-typed
     from .config import EncoderConfig
 
 # model.arch's recurrent names: the torch module and its gate count (LSTM: input, forget, cell, output
 # gates, Hochreiter & Schmidhuber 1997; GRU: reset, update, new, Cho et al. 2014)
 RNN_CELLS: dict[str, tuple[type[nn.RNNBase], int]] = {"lstm": (nn.LSTM, 4), "gru": (nn.GRU, 3)}
+registry_names(RNN_CELLS, RNN_CELL_NAMES, "models/rnn.py:RNN_CELLS")
 
 
 def rnn_layer_params(arch: str, d_in: int, hidden: int) -> int:

@@ -9,6 +9,7 @@
     worker.py    one run in its own process (dies with the runner)
     progress.py  the sweep's progress line
     tune.py      fair tuning: a `tune KEY on seeds ...` description line, stage 1 / stage 2, the choice rule
+    executor.py  --executor slurm|local: the runs as submitit jobs (SLURM job arrays), each exactly once
 
 The package knows configurations, run directories and processes; nothing of model internals.
 """
@@ -20,6 +21,7 @@ import sys
 
 from ..budgets import NAMES as BUDGETS
 from ..cliparse import OneLineParser
+from .executor import EXECUTORS, FLAGS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,7 +45,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tracking", choices=["wandb", "none"], help="override the file's tracking (default: W&B, offline without an account)")
     p.add_argument("--max-runs", type=int, metavar="N", help="run at most N of the missing runs this time")
     p.add_argument("--sweep-seed", type=int, metavar="S", default=0, help="sampling seed of method random (default 0)")
-    p.add_argument("--dry-run", action="store_true", help="print the expanded runs and their ids; run nothing")
+    p.add_argument("--dry-run", action="store_true", help="print the expanded runs and their ids (with --executor "
+                   "slurm: the sbatch parameters); run nothing")
+    jobs = p.add_argument_group("jobs (--executor slurm|local, through submitit: pip install 'ablate[slurm]')")
+    jobs.add_argument("--executor", choices=EXECUTORS, default="here", help="here: this process's workers (default); "
+                      "slurm: a SLURM job array per stage; local: the same jobs as processes here")
+    jobs.add_argument("--partition", metavar="P", help="SLURM partition (default: the cluster's)")
+    jobs.add_argument("--time", type=int, metavar="MIN", help=f"time limit of a job in minutes (default {FLAGS['time']})")
+    jobs.add_argument("--cpus-per-job", type=int, metavar="C", help=f"CPUs of a job, also its runs' threads (default {FLAGS['cpus_per_job']})")
+    jobs.add_argument("--gpus-per-job", type=int, metavar="G", help=f"GPUs of a job (default {FLAGS['gpus_per_job']})")
+    jobs.add_argument("--chunk", type=int, metavar="N", help=f"runs per job, trained one after the other (default {FLAGS['chunk']}; "
+                      "each job pays ~6 s of imports: raise it for short runs)")
+    jobs.add_argument("--max-jobs", type=int, metavar="J", help="jobs at once (the array's %%J; default: the "
+                      "scheduler's choice, local: one per core)")
+    jobs.add_argument("--retries", type=int, metavar="R", help="submissions again of a run whose job was preempted, "
+                      f"timed out or killed (default {FLAGS['retries']})")
     return p
 
 
@@ -56,7 +72,12 @@ def main(argv: list[str]) -> int:
         return int(stop.code or 0)
     from . import worker
 
-    ours = not args.dry_run and not worker.forkserver_running()
+    given = [f"--{k.replace('_', '-')}" for k in FLAGS if getattr(args, k) is not None]
+    if args.executor == "here" and given:
+        print(f"ablate: {' '.join(given)}: only with --executor slurm or local; add --executor slurm (or drop "
+              "them)", file=sys.stderr)
+        return 2
+    ours = args.executor == "here" and not args.dry_run and not worker.forkserver_running()
     if ours:  # ~7 s of imports in the server, while this process imports torch and checks the file
         worker.forkserver()
     try:
@@ -82,7 +103,8 @@ def _run(args: argparse.Namespace, out, err) -> int:
         def expand():
             return load(args.file, budget=args.budget, tracking=args.tracking, threads=args.threads,
                         seed=args.sweep_seed,
-                        default_threads=runner.default_threads(args.workers, gpus, args.gpus_per_run, per_gpu))
+                        default_threads=args.cpus_per_job or FLAGS["cpus_per_job"] if args.executor != "here" else
+                        runner.default_threads(args.workers, gpus, args.gpus_per_run, per_gpu))
 
         sweep = expand()
         for note in sweep.notes:
@@ -91,6 +113,8 @@ def _run(args: argparse.Namespace, out, err) -> int:
             from . import wandb_sweep
 
             wandb_sweep.check(sweep)
+        if args.executor != "here":
+            return _jobs(args, sweep, out, err)
         if args.dry_run:
             return runner.dry_run(sweep, out)
         if not gpus and args.runs_per_gpu is not None:
@@ -115,6 +139,27 @@ def _run(args: argparse.Namespace, out, err) -> int:
         print(f"ablate: {error}", file=err)
         return 2
     report = run.run()
+    return runner.summarise(sweep, report, err, out)
+
+
+def _jobs(args: argparse.Namespace, sweep, out, err) -> int:
+    """--executor slurm|local: the sweep's runs as submitit jobs (ablate.sweep.executor)."""
+    from . import executor as E
+    from . import runner
+
+    options = E.options_of(args)
+    E.check(options, args.dry_run)
+    E.check_runs(sweep)
+    runner.check_runs_folder(sweep)
+    here_only = {"--wandb-sweep": args.wandb_sweep or None, "--max-runs": args.max_runs, "--workers": args.workers,
+                 "--gpus-per-run": args.gpus_per_run, "--runs-per-gpu": args.runs_per_gpu}
+    if given := [flag for flag, value in here_only.items() if value is not None]:
+        raise E.SweepError(f"{' '.join(given)}: only with --executor here; drop them (--max-jobs caps the jobs "
+                           "at once, --gpus-per-job sets a job's GPUs)")
+    if args.dry_run:
+        return E.dry_run(sweep, options, out)
+    runner.check_data([r for r in sweep.runs if not runner.finished(r)])
+    report = E.Dispatch(sweep, options, err).run()
     return runner.summarise(sweep, report, err, out)
 
 

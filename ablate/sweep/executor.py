@@ -1,0 +1,340 @@
+"""`ablate sweep NAME --executor slurm|local`: the sweep's runs as submitit jobs, each exactly once.
+
+One job array per round: the runs not finished yet, `--chunk` of them per job (each job pays the ~6 s
+import of torch, Lightning and W&B once), at most `--max-jobs` at once. A job trains its runs one after
+the other in its own process (`run_chunk`), through `ablate.train.train`, so the run directories, their
+ids and the skip/resume/lock rules are the local runner's.
+
+"Done" is read from each run's own summary.json, never from submitit or the scheduler (without slurmdbd
+there is no sacct; a job killed before it wrote its result is seen only as gone from squeue). A round
+ends when its jobs are gone; then each of its runs is finished (completed, diverged), failed (its
+exception is in summary.json: reported, retried by the next command), or unfinished (interrupted by
+SIGTERM: preempted, timed out, scancel; or its job died): those are submitted again, at most `--retries`
+times, and resume from their last.ckpt. A tuned sweep's stage 2 runs are submitted in the round after
+their variant's stage 1 has finished.
+
+`--executor local` runs the same jobs as processes on this machine (submitit's LocalExecutor), with no
+scheduler: what the tests of this module run where SLURM is not installed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..rundir import FINISHED, read_summary, runs_root
+from . import runner as R
+from .spec import Run, Sweep, SweepError
+
+EXECUTORS = ("here", "local", "slurm")
+JOBS_FOLDER = ".submitit"  # under the runs folder: each job's pickles and log (<runs>/.submitit/<sweep>/)
+POLL_S = 1.0  # how often the scheduler is asked whether the jobs are still there
+SAY_EVERY_S = 30.0  # a progress line at least this often while nothing changes
+SQUEUE_TRIES = 30  # squeue failing this many times in a row (a second apart) stops the command
+
+
+class SchedulerGone(RuntimeError):
+    """The scheduler stopped answering while jobs ran: the command stops (exit 1), the jobs may go on."""
+
+
+@dataclass(frozen=True)
+class Options:
+    executor: str = "here"
+    partition: str | None = None
+    time: int = 60  # the job's time limit (sbatch --time), minutes
+    cpus_per_job: int = 1  # sbatch --cpus-per-task: also each run's torch threads
+    gpus_per_job: int = 0  # sbatch --gpus-per-node
+    chunk: int = 1  # runs per job
+    max_jobs: int | None = None  # jobs at once (the array's %N; local: processes at once)
+    retries: int = 2  # how often an unfinished run is submitted again
+
+
+def check(options: Options, dry_run: bool = False) -> None:
+    """SweepError (exit 2, one line) for options that cannot work, before anything is submitted."""
+    for name, value, low in (("--time", options.time, 1), ("--cpus-per-job", options.cpus_per_job, 1),
+                             ("--gpus-per-job", options.gpus_per_job, 0), ("--chunk", options.chunk, 1),
+                             ("--max-jobs", options.max_jobs, 1), ("--retries", options.retries, 0)):
+        if value is not None and value < low:
+            raise SweepError(f"{name}={value} is not allowed; expected an integer >= {low}")
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        raise SweepError(f"--executor {options.executor} needs submitit, which is not installed; "
+                         "pip install 'ablate[slurm]' (or use --executor here)") from None
+    if options.executor == "slurm" and not dry_run and not shutil.which("sbatch"):
+        raise SweepError("--executor slurm needs SLURM's sbatch and squeue, which are not on PATH here; run it on "
+                         "the cluster's login node (or use --executor local or here)")
+    if options.executor == "slurm" and not dry_run and options.partition:
+        known = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()
+        if known and options.partition not in known:
+            raise SweepError(f"--partition {options.partition}: the cluster has no such partition; choose one of "
+                             f"{', '.join(known)}")
+
+
+def check_runs(sweep: Sweep) -> None:
+    """A job runs one process: runs of several devices or nodes need srun's tasks (README, Scaling out)."""
+    for run in sweep.runs:
+        t = run.cfg.trainer
+        if t.devices != "1" or t.num_nodes != 1:
+            raise SweepError(f"run {run.index} ({run.label()}) asks for trainer.devices={t.devices} "
+                             f"trainer.num_nodes={t.num_nodes}, but a job of --executor slurm|local trains one "
+                             "process; set trainer.devices=1 or use --executor here (or srun ablate train)")
+
+
+def items(run: Run) -> list[str]:
+    """The run's command line (key=value for every key), which rebuilds exactly its configuration."""
+    return R.worker_command(run)[3:]
+
+
+def _executor(options: Options, folder: Path, name: str, jobs: int):
+    import submitit
+
+    if options.executor == "local":
+        executor = submitit.LocalExecutor(folder)
+        executor.update_parameters(timeout_min=options.time, gpus_per_node=options.gpus_per_job)
+        return executor
+    executor = submitit.SlurmExecutor(folder, max_num_timeout=0)  # requeueing is ablate's (resume checks)
+    executor.update_parameters(job_name=f"ablate-{name}", time=options.time, cpus_per_task=options.cpus_per_job,
+                               ntasks_per_node=1, stderr_to_stdout=True,
+                               array_parallelism=options.max_jobs or 256,
+                               **({"partition": options.partition} if options.partition else {}),
+                               **({"gpus_per_node": options.gpus_per_job} if options.gpus_per_job else {}))
+    return executor
+
+
+def sbatch_lines(options: Options, folder: Path, name: str, jobs: int) -> list[str]:
+    """The #SBATCH lines of one stage's array of `jobs` jobs (submitit's own script, as sbatch gets it)."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    params = dict(_executor(options, folder, name, jobs).parameters)
+    params.pop("max_num_timeout", None)
+    script = _make_sbatch_string(command="python -m submitit.core._submit", folder=folder, map_count=jobs, **params)
+    return [line for line in script.splitlines() if line.startswith("#SBATCH")]
+
+
+def job_env(options: Options) -> dict[str, str]:
+    """What every job's process sets before it trains: the runs folder (absolute), no progress bar, threads."""
+    threads = str(options.cpus_per_job)
+    return {"ABLATE_RUNS_DIR": str(runs_root().resolve()), "ABLATE_PROGRESS": "0", "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads, "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true")}
+
+
+def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int) -> list[str]:
+    """In the job: train each configuration in turn (finished ones are skipped by `train` itself). SIGTERM
+    (preemption, time limit, scancel) and SIGUSR2 (submitit's warning before the time limit) stop it: the
+    run is recorded `interrupted` and the process exits 143, to be submitted again and resume."""
+    os.environ.update(env)
+    from .. import config as C
+    from ..train import Interrupted, RunBusy, train
+
+    def interrupt(signum, frame):
+        raise Interrupted(signal.SIGTERM)
+
+    for signum in (signal.SIGTERM, signal.SIGUSR2):  # submitit's own handlers would ignore SIGTERM
+        signal.signal(signum, interrupt)
+    statuses = []
+    for command in commands:
+        cfg = C.build(C.parse_overrides(command))
+        if cfg.trainer.threads is None:
+            cfg = C.build({"trainer.threads": threads}, base=cfg)
+        try:
+            statuses.append(train(cfg, log=lambda line: print(line, flush=True))["status"])
+        except RunBusy as err:  # another process trains it: the driver reads what it makes of it
+            print(f"ablate: {err}", flush=True)
+            statuses.append("busy")
+        except Interrupted:
+            print(f"ablate: {R.run_dir(_run_of(cfg))} interrupted by SIGTERM; it resumes when submitted again",
+                  flush=True)
+            raise
+        except Exception as err:  # recorded as failed by train: the next configuration still runs
+            print(f"ablate: {type(err).__name__}: {err}", flush=True)
+            statuses.append("failed")
+    return statuses
+
+
+def _run_of(cfg) -> Run:
+    from .. import config as C
+
+    return Run(index=0, params={}, cfg=cfg, run_id=C.run_id(cfg))
+
+
+def _status(run: Run) -> str | None:
+    return (read_summary(R.run_dir(run)) or {}).get("status")
+
+
+class Dispatch:
+    """The rounds of one `ablate sweep --executor slurm|local` command."""
+
+    def __init__(self, sweep: Sweep, options: Options, stream: TextIO):
+        R.check_runs_folder(sweep)
+        self.sweep, self.options, self.stream = sweep, options, stream
+        self.folder = runs_root().resolve() / JOBS_FOLDER / sweep.name
+        self.tries: dict[str, int] = {}  # run id -> submissions by this command
+        self.job_ids: list[str] = []
+
+    def say(self, line: str) -> None:
+        self.stream.write(f"ablate sweep {self.sweep.name}: {line}\n")
+        self.stream.flush()
+
+    def run(self) -> R.Report:
+        stages = R.Stages(self.sweep) if self.sweep.tune is not None else None
+        first = stages.stage1 if stages else self.sweep.runs
+        report = R.Report(total=len(first) + (stages.stage2_total if stages else 0), stages=stages)
+        started = time.monotonic()
+        known = list(first)
+        for run in first:
+            if _status(run) in FINISHED:
+                report.skipped[_status(run)] = report.skipped.get(_status(run), 0) + 1
+        if stages:
+            self.say(stages.describe())
+        todo = [r for r in first if _status(r) not in FINISHED]
+        self.say(f"{report.total} runs, {sum(report.skipped.values())} finished before, {len(todo)} to run as "
+                 f"{self.options.executor} jobs of {self.options.chunk} run(s) -> {runs_root() / self.sweep.name}")
+        old_term = signal.signal(signal.SIGTERM, R._raise_interrupt) if R._main_thread() else None
+        try:
+            while True:
+                if stages:
+                    for name, runs in stages.plan():
+                        self.say(f"stage 2 of {stages.choice_line(name)}")
+                        known += runs
+                        for run in runs:
+                            if _status(run) in FINISHED:
+                                report.skipped[_status(run)] = report.skipped.get(_status(run), 0) + 1
+                            else:
+                                todo.append(run)
+                if not todo:
+                    break
+                busy = [r for r in todo if R.locked(r)]  # trained by another process (a job of an earlier command)
+                free = [r for r in todo if r not in busy]
+                if busy:
+                    self.say(f"{len(busy)} run(s) are being trained by another process (their lock is held); "
+                             "waiting for them instead of submitting them twice")
+                if free:
+                    self._round(free)
+                    todo = self._after(free, report) + busy
+                else:
+                    while all(R.locked(r) for r in busy):
+                        time.sleep(POLL_S)
+                    todo = [r for r in busy if _status(r) not in FINISHED and _status(r) != "failed"]
+                    for run in busy:
+                        if _status(run) in FINISHED or _status(run) == "failed":
+                            report.elsewhere.setdefault(_status(run), []).append(run)
+        except KeyboardInterrupt as stop:
+            report.interrupted = True
+            report.signal = getattr(stop, "signum", signal.SIGINT)
+            self.say(f"interrupted; cancelling jobs {' '.join(self.job_ids)} (their runs resume next time)")
+            self._cancel()
+        except SchedulerGone as err:
+            report.stopped = str(err)
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+        report.wall_s = time.monotonic() - started
+        return report
+
+    def _round(self, todo: list[Run]) -> None:
+        chunk = self.options.chunk
+        chunks = [todo[i:i + chunk] for i in range(0, len(todo), chunk)]
+        for run in todo:
+            self.tries[run.run_id] = self.tries.get(run.run_id, 0) + 1
+        self.folder.mkdir(parents=True, exist_ok=True)
+        env = job_env(self.options)
+        cap = self.options.max_jobs or (R.cpu_count() if self.options.executor == "local" else len(chunks))
+        waves = [chunks] if self.options.executor == "slurm" else [chunks[i:i + cap] for i in range(0, len(chunks), cap)]
+        for wave in waves:  # slurm: one array, the scheduler keeps to --max-jobs; local: cap processes at once
+            executor = _executor(self.options, self.folder, self.sweep.name, len(wave))
+            try:
+                jobs = executor.map_array(run_chunk, [[items(r) for r in c] for c in wave], [env] * len(wave),
+                                          [self.options.cpus_per_job] * len(wave))
+            except Exception as err:  # sbatch refused the array (a limit of the partition, the account)
+                text = [line for line in str(err).splitlines() if line.strip()]
+                raise SweepError(f"the scheduler refused the jobs: {text[-1] if text else type(err).__name__}; "
+                                 "fix the job options (--partition, --time, --cpus-per-job, --gpus-per-job)") from None
+            ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
+            self.job_ids += ids
+            where = f"SLURM job array {' '.join(ids)}" if self.options.executor == "slurm" else \
+                f"local jobs {' '.join(str(j.job_id) for j in jobs)}"
+            self.say(f"submitted {sum(len(c) for c in wave)} runs as {len(wave)} jobs: {where}"
+                     + (f", at most {cap} at once" if self.options.max_jobs else "") + f" (logs: {self.folder})")
+            self._wait(jobs, [r for c in wave for r in c])
+
+    def _wait(self, jobs: list, runs: list[Run]) -> None:
+        """Until every job of the wave is gone, with a line when the counts change (or every 30 s)."""
+        shown, last = None, time.monotonic()
+        while True:
+            left = self._alive(jobs)
+            done = sum(1 for r in runs if _status(r) in FINISHED)
+            counts = (done, left)
+            if counts != shown or time.monotonic() - last > SAY_EVERY_S:
+                self.say(f"{done} of {len(runs)} runs of this round finished; {left} of {len(jobs)} jobs queued or running")
+                shown, last = counts, time.monotonic()
+            if not left:
+                return
+            time.sleep(POLL_S)
+
+    def _alive(self, jobs: list) -> int:
+        if self.options.executor != "slurm":
+            return sum(1 for j in jobs if not j.done())
+        ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
+        for _ in range(SQUEUE_TRIES):  # a busy slurmctld answers late or not at all now and then
+            out = subprocess.run(["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(ids)], capture_output=True, text=True)
+            if out.returncode == 0:
+                return len(out.stdout.split())
+            if "Invalid job id" in out.stderr:  # every job has ended and been purged
+                return 0
+            time.sleep(POLL_S)
+        raise SchedulerGone(f"squeue failed {SQUEUE_TRIES} times: {out.stderr.strip() or out.returncode}; the jobs "
+                         f"{' '.join(ids)} may still run: run the same command again once the cluster answers")
+
+    def _after(self, todo: list[Run], report: R.Report) -> list[Run]:
+        """Sort the round's runs by what their summary.json says; the unfinished ones go again."""
+        again = []
+        for run in todo:
+            status = _status(run)
+            if status in FINISHED or status == "failed":
+                report.outcomes.setdefault(status, []).append(run)
+            elif self.tries[run.run_id] <= self.options.retries:
+                again.append(run)
+            else:
+                report.outcomes.setdefault("interrupted", []).append(run)
+                self.say(f"{run.run_id} is still {status or 'not started'} after {self.tries[run.run_id]} submissions "
+                         "(--retries); the same command submits it again")
+        if again:
+            self.say(f"{len(again)} run(s) interrupted or killed before they finished; submitting them again "
+                     "(they resume from last.ckpt)")
+        return again
+
+    def _cancel(self) -> None:
+        if self.options.executor == "slurm" and self.job_ids:
+            subprocess.run(["scancel", *self.job_ids], capture_output=True)
+
+
+def dry_run(sweep: Sweep, options: Options, out: TextIO) -> int:
+    """The runs (as the local runner's --dry-run lists them), then the sbatch parameters of the first array."""
+    code = R.dry_run(sweep, out)
+    if options.executor == "slurm":
+        stages = R.Stages(sweep) if sweep.tune is not None else None
+        todo = [r for r in (stages.stage1 if stages else sweep.runs) if _status(r) not in FINISHED]
+        jobs = max(1, math.ceil(len(todo) / options.chunk))
+        folder = runs_root().resolve() / JOBS_FOLDER / sweep.name
+        out.write(f"sbatch parameters of the first array ({len(todo)} runs, {jobs} jobs of {options.chunk}):\n")
+        for line in sbatch_lines(options, folder, sweep.name, jobs):
+            out.write(line + "\n")
+    return code
+
+
+# The job flags of `ablate sweep` (--time, --chunk, ...): Options' fields, their defaults the fields' own
+FLAGS = {f.name: f.default for f in fields(Options) if f.name != "executor"}
+
+
+def options_of(args: Any) -> Options:
+    """Options from parsed arguments (None: the field's default)."""
+    return Options(executor=args.executor, **{k: v if (v := getattr(args, k)) is not None else FLAGS[k]
+                                              for k in FLAGS})

@@ -1,0 +1,62 @@
+"""The newcomer's commands: `ablate train --help`, `--print-config`, and start-up without torch (issue 28)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ablate import config as C
+from ablate.cli import main
+
+
+def test_train_help_exits_0_with_usage(capsys):
+    for flag in ("--help", "-h"):
+        assert main(["train", flag]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("usage: ablate train") and "--print-config" in out
+
+
+def test_print_config_shows_the_run_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    args = ["data.task=copy", "budget=smoke", "model.n_heads=2", "run.group=g"]
+    assert main(["train", "--print-config", *args]) == 0
+    out = capsys.readouterr().out
+    cfg = C.build(C.parse_overrides(args), machine=False)
+    assert f"# run id: {C.run_id(cfg)}" in out
+    assert f"# run folder: {tmp_path / 'runs' / 'g' / C.run_id(cfg)} (new)" in out
+    assert "n_heads: 2" in out and "# memory: about " in out
+    assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def test_print_config_bad_key_is_one_line_exit_2(capsys):
+    assert main(["train", "--print-config", "model.n_head=2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ablate: unknown key 'model.n_head'; did you mean model.n_heads?"]
+
+
+@pytest.mark.parametrize("argv", [["keys"], ["train", "--print-config", "model.n_heads=8"], ["train", "--help"]])
+def test_commands_that_need_no_torch_import_none(argv):
+    """`ablate keys` and `--print-config` import no torch, Lightning or W&B (~6 s before issue 28)."""
+    code = (f"import sys; from ablate.cli import main; code = main({argv!r}); "
+            "heavy = sorted(m for m in ('torch', 'pytorch_lightning', 'lightning_fabric', 'wandb') if m in sys.modules); "
+            "sys.exit(f'imported {heavy}' if heavy else code)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_keys_lightning_names_are_lightnings():
+    """The names `ablate keys` shows without importing Lightning are names Lightning accepts."""
+    for key, text in C.LIGHTNING_COMMON.items():
+        shown = [n.strip() for n in text.split("|") if "..." not in n]
+        assert shown and set(shown) <= set(C.lightning_names(key)), key
+
+
+def test_every_lazy_model_name_loads():
+    """ablate.models loads its names on first use (so the config needs no torch): each one is there."""
+    import ablate.models as models
+
+    for name, module in models.LAZY.items():
+        assert getattr(models, name) is getattr(__import__(f"ablate.models{module}", fromlist=[name]), name)
+    assert sorted(models.__all__) == sorted(models.LAZY)

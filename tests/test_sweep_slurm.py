@@ -1,0 +1,294 @@
+"""`ablate sweep --executor slurm|local` and DDP under srun, on a real single-node SLURM cluster (issue 28).
+
+The cluster (tests/slurm_cluster.py: munged, slurmctld, slurmd from Debian's slurm-wlm and munge, a slurm.conf
+in a temporary folder) starts once for the module and is stopped by its daemons' pids. Where it cannot start
+(the packages missing, not root) the SLURM tests skip with the line saying so, unless ABLATE_REQUIRE_SLURM=1
+(.ci/run sets it), where they fail with it. The `--executor local` tests need no SLURM.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ablate.rundir import read_summary
+from ablate.sweep import main as sweep_main
+from ablate.sweep import spec
+from tests import slurm_cluster
+
+TINY = {
+    "data.task": {"value": "copy"}, "data.vocab": {"value": 6}, "data.length": {"value": 4},
+    "data.n_train": {"value": 128}, "data.n_val": {"value": 32}, "data.n_test": {"value": 32},
+    "data.batch_size": {"value": 32}, "model.d_model": {"value": 16}, "model.n_layers": {"value": 1},
+    "trainer.max_epochs": {"value": 1}, "run.probes": {"value": False}, "tracking": {"value": "none"},
+}
+HEADER = {"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid"}
+PROBLEM = slurm_cluster.problem()
+REQUIRED = os.environ.get("ABLATE_REQUIRE_SLURM") == "1"
+needs_slurm = pytest.mark.skipif(PROBLEM is not None and not REQUIRED,
+                                 reason=f"{PROBLEM}: {slurm_cluster.HOW} to run the SLURM tests")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if PROBLEM is not None:  # here only with ABLATE_REQUIRE_SLURM=1
+        pytest.fail(f"ABLATE_REQUIRE_SLURM=1 but {PROBLEM}; {slurm_cluster.HOW}", pytrace=False)
+    folder = tmp_path_factory.mktemp("slurm")
+    folder.chmod(0o700)  # munged refuses a socket folder others can write
+    c = slurm_cluster.Cluster(folder)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("ABLATE_PROGRESS", "0")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def slurm(cluster, monkeypatch):
+    for key, value in cluster.env.items():
+        monkeypatch.setenv(key, value)
+    return cluster
+
+
+def write(tmp_path: Path, name: str, parameters: dict, **top) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({**HEADER, **top, "parameters": {**TINY, **parameters}}, sort_keys=False))
+    return path
+
+
+def summaries(tmp_path: Path, name: str) -> dict[str, dict]:
+    return {d.name: read_summary(d) for d in sorted((tmp_path / "runs" / name).iterdir()) if d.is_dir()}
+
+
+def sweep(capsys, *argv: str) -> tuple[int, str, str]:
+    code = sweep_main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+# -- without SLURM -------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_local_executor_runs_each_configuration_once_with_the_runners_ids(tmp_path, capsys):
+    path = write(tmp_path, "loc", {"model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1]}})
+    code, out, err = sweep(capsys, str(path), "--executor", "local", "--chunk", "2")
+    assert code == 0, err
+    runs = summaries(tmp_path, "loc")
+    assert set(runs) == {r.run_id for r in spec.load(str(path)).runs}  # the local runner's ids
+    assert all(s["status"] == "completed" and s["attempts"] == 1 for s in runs.values())
+    assert "submitted 4 runs as 2 jobs: local jobs" in err
+    code, out, err = sweep(capsys, str(path), "--executor", "local")  # again: nothing trained twice
+    assert code == 0 and "4 finished before, 0 to run" in err
+    assert all(s["attempts"] == 1 for s in summaries(tmp_path, "loc").values())
+
+
+@pytest.mark.slow
+def test_a_run_another_process_trains_is_waited_for_not_submitted_twice(tmp_path):
+    from ablate.rundir import RunLock
+
+    path = write(tmp_path, "held", {"seed": {"values": [0]}})
+    (run,) = spec.load(str(path)).runs
+    lock = RunLock(tmp_path / "runs" / "held" / run.run_id)
+    assert lock.acquire()  # as a job of an earlier command holds it while it trains
+    driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "local"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in driver.stderr:  # released once the command has said it waits
+        lines.append(line)
+        if "waiting for them" in line:
+            lock.release()
+            break
+    rest = driver.communicate(timeout=300)[1]
+    err = "".join(lines) + rest
+    assert driver.returncode == 0, err
+    assert "1 run(s) are being trained by another process (their lock is held); waiting for them" in err
+    assert err.index("waiting for them") < err.index("submitted 1 runs")  # submitted once the lock was free
+    assert read_summary(tmp_path / "runs" / "held" / run.run_id)["attempts"] == 1
+
+
+@pytest.mark.slow
+def test_past_its_retries_an_interrupted_run_is_reported_and_the_same_command_resumes_it(tmp_path):
+    import signal
+
+    path = write(tmp_path, "retry", {"data.n_train": {"value": 2048}, "trainer.max_epochs": {"value": 2},
+                                     "seed": {"value": 0}})
+    (run,) = spec.load(str(path)).runs
+    folder = tmp_path / "runs" / "retry" / run.run_id
+    command = [sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "local"]
+    driver = subprocess.Popen([*command, "--retries", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in driver.stderr:  # the job's pid is its local job id
+        lines.append(line)
+        if "jobs: local jobs " in line:
+            pid = int(line.split("jobs: local jobs ")[1].split()[0])
+            break
+    deadline = time.monotonic() + 120
+    while not (folder / "last.ckpt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGTERM)  # as a scheduler preempting it
+    err = "".join(lines) + driver.communicate(timeout=300)[1]
+    assert driver.returncode == 1, err
+    assert f"{run.run_id} is still interrupted after 1 submissions (--retries); the same command submits it again" in err
+    assert read_summary(folder)["status"] == "interrupted"
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    summary = read_summary(folder)
+    assert summary["status"] == "completed" and summary["attempts"] == 2
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--chunk", "0", "--executor", "local"], "ablate: --chunk=0 is not allowed; expected an integer >= 1"),
+    (["--partition", "gpu"], "ablate: --partition: only with --executor slurm or local; add --executor slurm "
+                             "(or drop them)"),
+    (["--executor", "local", "--workers", "2", "--runs-per-gpu", "2"],
+     "ablate: --workers --runs-per-gpu: only with --executor here; drop them (--max-jobs caps the jobs at once, "
+     "--gpus-per-job sets a job's GPUs)"),
+])
+def test_bad_job_options_exit_2_in_one_line_before_any_work(tmp_path, capsys, argv, line):
+    path = write(tmp_path, "bad", {"seed": {"values": [0]}})
+    code, out, err = sweep(capsys, str(path), *argv)
+    assert code == 2 and err.strip().splitlines() == [line]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_ddp_run_is_refused_by_the_job_executors(tmp_path, capsys):
+    path = write(tmp_path, "ddp", {"trainer.devices": {"value": 2}, "trainer.strategy": {"value": "ddp"}})
+    code, out, err = sweep(capsys, str(path), "--executor", "local")
+    assert code == 2 and "a job of --executor slurm|local trains one process" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_dry_run_prints_the_sbatch_parameters(tmp_path, capsys):
+    path = write(tmp_path, "dry", {"model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1, 2]}})
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--dry-run", "--chunk", "2", "--max-jobs", "2",
+                           "--partition", "debug", "--time", "30", "--cpus-per-job", "2")
+    assert code == 0, err
+    for line in ("#SBATCH --array=0-2%2", "#SBATCH --partition=debug", "#SBATCH --time=30",
+                 "#SBATCH --cpus-per-task=2", "#SBATCH --job-name=ablate-dry"):
+        assert line in out.splitlines(), out
+    assert "6 runs, 3 jobs of 2" in out
+    assert not (tmp_path / "runs").exists()
+
+
+# -- on the SLURM cluster --------------------------------------------------------------------------
+
+@needs_slurm
+@pytest.mark.slow
+def test_smoke_sweep_on_slurm_runs_each_once_with_the_runners_ids(tmp_path, capsys, slurm):
+    path = write(tmp_path, "smoke", {"model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1]}})
+    started = time.monotonic()
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--chunk", "2", "--max-jobs", "2")
+    print(f"4 runs as 2 SLURM jobs: {time.monotonic() - started:.1f} s\n{err}")
+    assert code == 0, err
+    runs = summaries(tmp_path, "smoke")
+    assert set(runs) == {r.run_id for r in spec.load(str(path)).runs}
+    assert all(s["status"] == "completed" and s["attempts"] == 1 for s in runs.values())
+    submitted = [line for line in err.splitlines() if "submitted" in line]
+    assert len(submitted) == 1 and "as 2 jobs: SLURM job array " in submitted[0], err
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm")  # again: nothing submitted
+    assert code == 0 and "4 finished before, 0 to run" in err and "submitted" not in err
+    assert all(s["attempts"] == 1 for s in summaries(tmp_path, "smoke").values())
+
+
+@needs_slurm
+def test_an_unknown_partition_exits_2_in_one_line_before_any_work(tmp_path, capsys, slurm):
+    path = write(tmp_path, "part", {"seed": {"values": [0]}})
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--partition", "gpu")
+    assert code == 2 and err.strip().splitlines() == [
+        "ablate: --partition gpu: the cluster has no such partition; choose one of debug"]
+    assert not (tmp_path / "runs").exists()
+
+
+@needs_slurm
+@pytest.mark.slow
+def test_tuned_sweep_on_slurm_runs_stage_2_at_the_chosen_value_only(tmp_path, capsys, slurm):
+    path = write(tmp_path, "tuned", {"optim.lr": {"values": [0.0001, 0.0003, 0.001, 0.003]}, "seed": {"values": [0, 1]}},
+                 description="tune optim.lr on seeds 0", metric={"name": "val/acc_best", "goal": "maximize"})
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--chunk", "2")
+    print(err)
+    assert code == 0, err
+    runs = summaries(tmp_path, "tuned")
+    expanded = spec.load(str(path)).runs
+    stage1 = {r.run_id for r in expanded if r.cfg.seed == 0}
+    assert len(runs) == 5 and stage1 <= set(runs)  # stage 1: 4 rates on seed 0; stage 2: seed 1 at one
+    assert len([line for line in err.splitlines() if "submitted" in line]) == 2, err  # stage 2 after stage 1
+    chosen = float(next(line for line in err.splitlines() if "stage 2 of" in line).split("optim.lr=")[1].split()[0])
+    assert set(runs) - stage1 == {r.run_id for r in expanded if r.cfg.seed == 1 and r.cfg.optim.lr == chosen}
+
+
+@needs_slurm
+@pytest.mark.slow
+def test_a_job_stopped_by_sigterm_is_resubmitted_and_resumes_to_the_uninterrupted_numbers(tmp_path, slurm):
+    longer = {"data.n_train": {"value": 4096}, "trainer.max_epochs": {"value": 4}, "model.n_heads": {"value": 2},
+              "seed": {"value": 0}}
+    path = write(tmp_path, "pre", longer)
+    env = {**os.environ, **slurm.env}
+    driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "slurm"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    (run,) = spec.load(str(path)).runs
+    folder = tmp_path / "runs" / "pre" / run.run_id
+    deadline = time.monotonic() + 120
+    while not (folder / "last.ckpt").exists() and time.monotonic() < deadline:  # an epoch has ended
+        time.sleep(0.05)
+    jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
+    assert (folder / "last.ckpt").exists() and len(jobs) == 1, (jobs, driver.poll())
+    (folder / "hpc_ckpt_1.ckpt").write_bytes(b"not a checkpoint")  # Lightning would load it, ablate sets it aside
+    subprocess.run(["scancel", "--signal=TERM", jobs[0]], check=True, env=env)
+    out, err = driver.communicate(timeout=300)
+    print(err)
+    assert driver.returncode == 0, err
+    assert "1 run(s) interrupted or killed before they finished; submitting them again" in err
+    resumed = read_summary(folder)
+    assert resumed["status"] == "completed" and resumed["attempts"] == 2
+    log = "".join(p.read_text() for p in (tmp_path / "runs" / ".submitit" / "pre").glob("*_log.out"))
+    assert "interrupted by SIGTERM" in log and "resuming" in log and "from last.ckpt (step" in log
+    assert "hpc_ckpt_1.ckpt is Lightning's SLURM requeue checkpoint" in log
+    assert not list(folder.glob("*hpc_ckpt_*")) and list(folder.glob("lightning-hpc-1.ckpt.corrupt-*"))
+
+    from ablate import config as C
+    from ablate.train import train
+
+    reference = train(C.build({**C.flat(run.cfg), "run.dir": str(tmp_path / "uninterrupted")}), log=lambda _: None)
+    print({k: (resumed["metrics"][k], reference["metrics"][k]) for k in ("val/loss", "val/acc", "test/acc")})
+    assert resumed["global_step"] == reference["global_step"]
+    for key in ("train/loss", "val/loss", "val/acc", "val/acc_best", "test/acc"):
+        assert resumed["metrics"][key] == reference["metrics"][key], key
+
+
+DDP = ["data.task=copy", "data.vocab=6", "data.length=4", "data.n_train=256", "data.n_val=64", "data.n_test=64",
+       "data.batch_size=32", "model.d_model=16", "model.n_heads=2", "trainer.max_epochs=2", "tracking=none",
+       "run.probes=false", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", "trainer.threads=1"]
+
+
+@needs_slurm
+@pytest.mark.slow
+def test_srun_ddp_on_two_tasks_completes_and_matches_torchrun(tmp_path, slurm):
+    env = {**os.environ, **slurm.env}
+    ablate = [sys.executable, "-m", "ablate", "train"]
+    srun = subprocess.run(["srun", "-n2", "--ntasks-per-node=2", *ablate, *DDP, f"run.dir={tmp_path / 'srun'}"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert srun.returncode == 0, srun.stderr[-2000:]
+    assert srun.stdout.count('"status": "completed"') == 1  # rank 1 prints nothing
+    assert "srun` command is available" not in srun.stderr
+    torchrun = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                               "-m", "ablate", "train", *DDP, f"run.dir={tmp_path / 'torchrun'}"],
+                              capture_output=True, text=True, env={**os.environ}, timeout=300)
+    assert torchrun.returncode == 0, torchrun.stderr[-2000:]
+    a, b = read_summary(tmp_path / "srun"), read_summary(tmp_path / "torchrun")
+    assert a["status"] == b["status"] == "completed" and a["global_step"] == b["global_step"] == 2 * 4
+    for key in ("val/loss", "val/acc", "test/acc"):
+        assert a["metrics"][key] == b["metrics"][key], key
