@@ -25,6 +25,7 @@ from typing import Any, Literal
 from . import limits
 from .budgets import NAMES as BUDGET_NAMES
 from .budgets import profile as budget_profile
+from .models.config import BOUNDS as MODEL_BOUNDS
 from .models.config import EncoderConfig, option
 from .registry import NAMES as TASK_NAMES
 from .registry import TASKS as TASK_SPECS
@@ -58,18 +59,12 @@ SEED = Rule(lambda v: 0 <= v < 2**32, "an integer in [0, 2**32)")  # numpy's and
 POSITIVE = Rule(lambda v: 0 < v < math.inf, "a finite number > 0")
 MAX_LAYERS = 10_000
 
-# Every numeric key's bounds, checked by its section's __post_init__ (the model's own checks live in
-# ablate/models/config.py and run first; these repeat them for `ablate keys` and add the upper caps).
+# Every numeric key's bounds, checked by its section's __post_init__. The model's are stated once, in
+# ablate/models/config.py (BOUNDS, checked there first); the harness adds only its caps (MAX_LAYERS).
 RULES: dict[str, Rule] = {
-    "model.d_model": at_least(1),
-    "model.n_heads": at_least(1),
-    "model.d_head": at_least(1),
-    "model.n_layers": Rule(lambda v: 1 <= v <= MAX_LAYERS, f"an integer in [1, {MAX_LAYERS}]"),
-    "model.ffn_mult": at_least(0),
-    "model.temperature": POSITIVE,
-    "model.learned_std": POSITIVE,
-    "model.max_len": at_least(1),
-    "model.dropout": Rule(lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    **{f"model.{name}": Rule(b.ok, b.text) for name, b in MODEL_BOUNDS.items()},
+    "model.n_layers": Rule(lambda v: MODEL_BOUNDS["n_layers"].ok(v) and v <= MAX_LAYERS,
+                           f"an integer in [1, {MAX_LAYERS}]"),
     "data.seed": SEED,
     "data.batch_size": at_least(1),
     "data.train_subset": at_least(1),

@@ -36,7 +36,8 @@ def test_print_config_bad_key_is_one_line_exit_2(capsys):
     assert err == ["ablate: unknown key 'model.n_head'; did you mean model.n_heads?"]
 
 
-@pytest.mark.parametrize("argv", [["keys"], ["train", "--print-config", "model.n_heads=8"], ["train", "--help"]])
+@pytest.mark.parametrize("argv", [["keys"], ["train", "--print-config", "model.n_heads=8"], ["train", "--help"],
+                                  ["studies"], ["tasks"]])
 def test_commands_that_need_no_torch_import_none(argv):
     """`ablate keys` and `--print-config` import no torch, Lightning or W&B (~6 s before issue 28)."""
     code = (f"import sys; from ablate.cli import main; code = main({argv!r}); "

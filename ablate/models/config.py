@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Any, Literal
 
 ACTIVATION_NAMES = ("relu", "gelu")
 NORM_NAMES = ("pre", "post", "none")
@@ -43,10 +45,40 @@ def _typed(field: str, value, kind: type, what: str) -> None:
         raise ValueError(f"{field}={value!r} is not allowed; expected {what}")
 
 
-def _at_least(field: str, value, low: int) -> None:
-    _typed(field, value, int, f"an integer >= {low}")
-    if value < low:
-        raise ValueError(f"{field}={value!r} is not allowed; expected an integer >= {low}")
+@dataclass(frozen=True)
+class Bound:
+    """What a numeric field allows: its type, `ok(value)` and the words for it. The one statement of each
+    bound: EncoderConfig checks it, and ablate.config's RULES (what `ablate keys` shows) read it from here."""
+
+    kind: type  # int or float
+    ok: Callable[[Any], bool]
+    text: str
+
+
+def at_least(low: int) -> Bound:
+    return Bound(int, lambda v: v >= low, f"an integer >= {low}")
+
+
+POSITIVE = Bound(float, lambda v: 0 < v < math.inf, "a finite number > 0")
+# Every numeric field of EncoderConfig (None passes where the field may be null: d_head, rnn_hidden).
+BOUNDS: dict[str, Bound] = {
+    "d_model": at_least(1),
+    "n_heads": at_least(1),
+    "d_head": at_least(1),
+    "n_layers": at_least(1),
+    "ffn_mult": at_least(0),
+    "temperature": POSITIVE,
+    "max_len": at_least(1),
+    "learned_std": POSITIVE,
+    "dropout": Bound(float, lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "rnn_hidden": at_least(1),
+}
+
+
+def _bounded(field: str, value, bound: Bound) -> None:
+    _typed(field, value, bound.kind, bound.text)
+    if not bound.ok(value):
+        raise ValueError(f"{field}={value!r} is not allowed; expected {bound.text}")
 
 
 # Toggles of the Transformer's parts: with arch=lstm/gru each must stay at its default (why, in words).
@@ -98,27 +130,19 @@ class EncoderConfig:
 
     def __post_init__(self) -> None:
         _choice("arch", self.arch, ARCH_NAMES)
-        _at_least("d_model", self.d_model, 1)
-        _at_least("n_heads", self.n_heads, 1)
-        if self.rnn_hidden is not None:
-            _at_least("rnn_hidden", self.rnn_hidden, 1)
+        for name, bound in BOUNDS.items():
+            if getattr(self, name) is not None:
+                _bounded(name, getattr(self, name), bound)
         if self.d_head is None:
             if self.d_model % self.n_heads and self.arch == "transformer":  # an RNN has no heads
                 raise ValueError(
                     f"n_heads={self.n_heads} does not divide d_model={self.d_model}; "
                     "choose n_heads that divides d_model or set d_head explicitly"
                 )
-        else:
-            _at_least("d_head", self.d_head, 1)
-        _at_least("n_layers", self.n_layers, 1)
-        _at_least("ffn_mult", self.ffn_mult, 0)
         _choice("activation", self.activation, ACTIVATION_NAMES)
         for name in ("qk_scale", "qk_reparam", "residual", "causal"):
             _typed(name, getattr(self, name), bool, "true or false")
         self._check_residual_around()
-        _typed("temperature", self.temperature, float, "a finite number > 0")
-        if not 0 < self.temperature < float("inf"):
-            raise ValueError(f"temperature={self.temperature!r} is not allowed; expected a finite number > 0")
         _choice("norm", self.norm, NORM_NAMES)
         _choice("pos_enc", self.pos_enc, POS_ENC_NAMES)
         if self.pos_enc == "rope" and self.head_dim % 2:
@@ -127,13 +151,6 @@ class EncoderConfig:
                 "choose an even d_head (or d_model / n_heads) or another pos_enc"
             )
         _choice("init", self.init, INIT_NAMES)
-        _at_least("max_len", self.max_len, 1)
-        _typed("learned_std", self.learned_std, float, "a finite number > 0")
-        if not 0 < self.learned_std < float("inf"):
-            raise ValueError(f"learned_std={self.learned_std!r} is not allowed; expected a finite number > 0")
-        _typed("dropout", self.dropout, float, "a number in [0, 1)")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout={self.dropout!r} is not allowed; expected a number in [0, 1)")
         self._check_arch()
         if self.qk_reparam and self.qk_scale:  # after the arch's check: an RNN has neither
             raise ValueError("qk_reparam=True needs qk_scale=False (it stands in for the 1/sqrt(d_head) scale, "
