@@ -17,8 +17,9 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -400,7 +401,8 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
         if not child:
             write_config(run_dir, C.to_dict(cfg))
             write_json(run_dir / SUMMARY, summary)
-        return _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started, log, callbacks)
+        return _fit(Attempt(cfg, run_dir, datamodule, task, summary, previous, resume_step, started, log,
+                            list(callbacks or [])))
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C (Lightning: exit 1), SIGTERM (Interrupted)
         if not child:
             how = f"signal {signal.Signals(err.signum).name}" if isinstance(err, Interrupted) else type(err).__name__
@@ -448,54 +450,90 @@ def learning_curve(path: Path) -> dict[str, float]:
     return {"val/acc_mean": sum(accs) / len(accs)} if accs else {}
 
 
-def _initial_only(cfg, run_dir, datamodule, task, summary, previous, started, log) -> dict[str, Any]:
+@dataclass
+class Attempt:
+    """One attempt at a run, as _train prepared it for _fit (or _initial_only): the summary it fills in and
+    writes, the summary an earlier attempt left (`previous`, {} for the first), where training resumes."""
+
+    cfg: C.Config
+    run_dir: Path
+    datamodule: Any
+    task: Any
+    summary: dict[str, Any]
+    previous: dict[str, Any]
+    resume_step: int | None
+    started: float
+    log: Callable[[str], None]
+    callbacks: list = field(default_factory=list)
+
+    def close(self, status: str, metrics: dict[str, Any], global_step: int, samples_per_s: float,
+              recorder=None, **extra: Any) -> dict[str, Any]:
+        """The summary's closing fields, one home for a trained run and an initial-only one: its status (and
+        `extra`, e.g. where it diverged), metrics, wall and probe time summed over the attempts, step, speed."""
+        s = self.summary
+        s.update(status=status, **extra)
+        s["metrics"] = metrics
+        s["wall_time_s"] = self.previous.get("wall_time_s", 0.0) + (time.time() - self.started)
+        s["train_samples_per_s"] = samples_per_s
+        s["global_step"] = global_step
+        if recorder is not None:
+            s["probes"] = recorder.scalars
+            s["probe_time_s"] = self.previous.get("probe_time_s", 0.0) + recorder.seconds
+        return s
+
+
+def _to_wandb(run, summary: dict[str, Any], log, probes: bool = False) -> None:
+    """The run's closing summary on W&B (every final metric, also those never logged as history: a sweep's
+    tune metric and the ref/ levels must be there for its dashboard and sweep page), then the run closed."""
+    import wandb
+
+    keys = ("status", "wall_time_s", "train_samples_per_s", "global_step", "attempts", "diverged_step")
+    run.summary.update({k: summary[k] for k in keys if k in summary and summary[k] == summary[k]})  # no NaN speed
+    run.summary.update({f"params/{k}": v for k, v in summary["params"].items()})
+    run.summary.update({"commit": summary["provenance"]["commit"]})
+    run.summary.update({**summary["metrics"], **(summary.get("probes", {}) if probes else {})})
+    where = _wandb_location()
+    wandb.finish()
+    if where:
+        log(where)
+
+
+def _initial_only(a: Attempt) -> dict[str, Any]:
     """trainer.max_steps=0: the model as initialised, measured by the probes at initialisation (with
     run.probes), nothing trained or tested. An initialisation study over a hundred seeds then costs
     no training (Q4's gradient and collapse probes)."""
     from .probing import ProbeRecorder, probe_batch, probe_permutation
 
-    summary["metrics"] = datamodule.reference_levels()
-    if cfg.run.probes:
-        batch = probe_batch(datamodule, cfg.run.probe_batch)
-        recorder = ProbeRecorder(run_dir, batch, probe_permutation(datamodule, batch[0].shape[1]))
-        recorder.initial(task.model)
-        summary["probes"] = recorder.scalars
-        summary["probe_time_s"] = previous.get("probe_time_s", 0.0) + recorder.seconds
-    summary.update(status="completed", global_step=0, train_samples_per_s=float("nan"),
-                   wall_time_s=previous.get("wall_time_s", 0.0) + (time.time() - started))
-    if cfg.tracking == "wandb" and not is_ddp_child():  # the same W&B run a trained one is, its summary only
-        import wandb
-
+    recorder = None
+    if a.cfg.run.probes:
+        batch = probe_batch(a.datamodule, a.cfg.run.probe_batch)
+        recorder = ProbeRecorder(a.run_dir, batch, probe_permutation(a.datamodule, batch[0].shape[1]))
+        recorder.initial(a.task.model)
+    summary = a.close("completed", a.datamodule.reference_levels(), 0, float("nan"), recorder)
+    if a.cfg.tracking == "wandb" and not is_ddp_child():  # the same W&B run a trained one is, its summary only
         from .tracking import wandb_logger
 
-        run = wandb_logger(run_dir, cfg).experiment
-        run.summary.update({**summary["metrics"], **summary.get("probes", {}), "status": "completed",
-                            "global_step": 0, "wall_time_s": summary["wall_time_s"],
-                            "commit": summary["provenance"]["commit"],
-                            **{f"params/{k}": v for k, v in summary["params"].items()}})
-        where = _wandb_location()
-        wandb.finish()
-        if where:
-            log(where)
+        _to_wandb(wandb_logger(a.run_dir, a.cfg).experiment, summary, a.log, probes=True)
     if not is_ddp_child():
-        write_json(run_dir / SUMMARY, summary)
+        write_json(a.run_dir / SUMMARY, summary)
     return summary
 
 
-def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started, log, callbacks) -> dict[str, Any]:
-    if cfg.trainer.max_steps == 0:
-        return _initial_only(cfg, run_dir, datamodule, task, summary, previous, started, log)
+def _fit(a: Attempt) -> dict[str, Any]:
+    if a.cfg.trainer.max_steps == 0:
+        return _initial_only(a)
+    cfg, run_dir, datamodule, task, log = a.cfg, a.run_dir, a.datamodule, a.task, a.log
     child = is_ddp_child()
     ckpt = run_dir / CKPT
     progress = not _progress_bar()  # logs and pipes get one line per epoch instead of the bar
-    loggers: list = [RunCSVLogger(run_dir, resume_step)]
+    loggers: list = [RunCSVLogger(run_dir, a.resume_step)]
     if cfg.tracking == "wandb":
         from .tracking import wandb_logger
 
         loggers.append(wandb_logger(run_dir, cfg))
     throughput = Throughput()
     last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=ProgressLines(log) if progress else None)
-    extra = [last, RngState(), DivergenceGuard(), throughput, *(callbacks or [])]
+    extra = [last, RngState(), DivergenceGuard(), throughput, *a.callbacks]
     recorder = None
     if cfg.run.probes:
         from .probing import ProbeRecorder, probe_batch, probe_permutation
@@ -504,13 +542,14 @@ def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started
         perm = probe_permutation(datamodule, batch[0].shape[1])
         recorder = ProbeRecorder(run_dir, batch, perm, cfg.run.probe_every)
         if not child:
-            recorder.restart_curve(resume_step)
+            recorder.restart_curve(a.resume_step)
         extra.append(recorder)
     trainer = _trainer(cfg, run_dir, loggers, extra)
     references = datamodule.reference_levels()  # the task's levels on its own sets: before training, so
     # a set the levels cannot be computed for fails the run before it has trained
+    status, diverged = "completed", {}
     try:
-        trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if resume_step is not None else None,
+        trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if a.resume_step is not None else None,
                     weights_only=True)
         metrics = {**last.metrics, **_scalars(trainer.callback_metrics)}
         if recorder is not None and trainer.is_global_zero:
@@ -521,35 +560,19 @@ def _fit(cfg, run_dir, datamodule, task, summary, previous, resume_step, started
         metrics.update(references)
         if not child and trainer.is_global_zero:
             metrics.update(learning_curve(run_dir / METRICS))
-        summary["status"] = "completed"
     except Diverged as err:
         metrics = dict(references)  # the task's levels hold for a run that diverged too: the reports count it at chance
-        summary.update(status="diverged", diverged_step=err.step, diverged_loss=str(err.loss))
+        status, diverged = "diverged", {"diverged_step": err.step, "diverged_loss": str(err.loss)}
         log(f"ablate: run diverged: {err}")
-    summary["metrics"] = {**metrics, **_scalars(trainer.callback_metrics)}
-    summary["wall_time_s"] = previous.get("wall_time_s", 0.0) + (time.time() - started)
-    summary["train_samples_per_s"] = throughput.samples_per_s
-    summary["global_step"] = trainer.global_step
-    if recorder is not None:
-        summary["probes"] = recorder.scalars
-        summary["probe_time_s"] = previous.get("probe_time_s", 0.0) + recorder.seconds
+    summary = a.close(status, {**metrics, **_scalars(trainer.callback_metrics)}, trainer.global_step,
+                      throughput.samples_per_s, recorder, **diverged)
     for logger in loggers:
         logger.finalize("success")
     if cfg.tracking == "wandb" and trainer.is_global_zero:
         import wandb
 
         if wandb.run is not None:
-            keys = ("status", "wall_time_s", "train_samples_per_s", "global_step", "attempts", "diverged_step")
-            wandb.run.summary.update({k: summary[k] for k in keys if k in summary})
-            wandb.run.summary.update({f"params/{k}": v for k, v in summary["params"].items()})
-            wandb.run.summary.update({"commit": summary["provenance"]["commit"]})
-            # every final metric, also those never logged as history (val/acc_mean, the ref/ levels): a sweep's
-            # tune metric must be on W&B for its dashboard and sweep page
-            wandb.run.summary.update(summary["metrics"])
-            where = _wandb_location()
-            wandb.finish()
-            if where:
-                log(where)
+            _to_wandb(wandb.run, summary, log)
     if not child and trainer.is_global_zero:
         write_json(run_dir / SUMMARY, summary)
     return summary
