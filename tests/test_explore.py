@@ -243,6 +243,27 @@ def test_export_holds_the_config_and_every_weight_as_float32(tmp_path):
         json.dumps(exported)  # plain JSON
 
 
+@needs_node
+def test_float16_weights_decode_exactly_and_cost_little(tmp_path):
+    """The page's float16 weights: forward.js decodes each to the float16 number itself (equal to PyTorch run
+    on the same rounded weights to 1e-4), and against the float32 model the logits move by little."""
+    cfg, model, ckpt = random_model(tmp_path, CONFIGS["tutorial"])
+    exported = export_model(ckpt, "float16")
+    assert {w["dtype"] for w in exported["weights"].values()} == {"float16"}
+    rounded = _model(cfg).eval()
+    rounded.load_state_dict({k: v.half().float() for k, v in model.state_dict().items()})
+    x = inputs(cfg, batch=4)
+    js = run_node(tmp_path, exported, [{"input": row.tolist()} for row in x])
+    d_logits, d_maps = diff(js, *torch_run(rounded, x))
+    drift, _ = diff(js, *torch_run(model, x))
+    print(f"float16 page: against PyTorch on the rounded weights logits {d_logits:.2e}, attention {d_maps:.2e}; "
+          f"against the float32 model logits {drift:.2e}")
+    assert d_logits < TOL and d_maps < TOL, (d_logits, d_maps)
+    assert 0 < drift < 0.05
+    with pytest.raises(ExploreError, match="precision 'int4' is not one of float32, float16"):
+        export_model(ckpt, "int4")
+
+
 # ---- bad input: exit 2, one line `ablate: problem; fix`, nothing written ----
 
 class Evil:
@@ -368,7 +389,7 @@ def test_page_is_one_self_contained_file(tmp_path, monkeypatch, capsys):
     models, images = _page_data(html)
     assert [m["name"] for m in models] == ["my-run", "my-run-2"]
     assert all("run.dir" not in m["config"] and "source" not in m for m in models)
-    assert models[0]["weights"] == export_model(run)["weights"]
+    assert models[0]["weights"] == export_model(run, "float16")["weights"]  # the page carries float16
     from ablate.data.mnist import MEAN, STD
 
     assert (images["mean"], images["std"]) == (MEAN, STD)
