@@ -182,7 +182,7 @@ def test_spotlight_paints_the_hovered_querys_attention_onto_the_rows(page, built
     cfg, model = built["runs"]["tutorial"]
     page.select_option("#image", "1")
     box = page.locator("#spot").bounding_box()
-    scale = box["height"] / 250
+    scale = box["height"] / 204
     page.mouse.move(box["x"] + 100 * scale, box["y"] + (4 + 9.5 * 7) * scale)  # row 9 of the spotlight
     view = _view(page, "spotlight")
     assert view["query"] == 9 and view["layer"] == 0
@@ -279,6 +279,7 @@ def test_tau_sharpens_rows_and_lowers_their_entropy(page, built):
         _, maps = model(_x(built)[None], return_attention=True)
     p = maps[0][0, 0].double()
     torch_rows = -(p * p.clamp_min(1e-300).log2()).sum(-1)
+    print(f"demo 3, row entropy: {_diff(before['rows'], torch_rows):.1e}")
     assert _diff(before["rows"], torch_rows) < TOL and before["max"] == pytest.approx(math.log2(28))
     page.focus("#tau")
     for _ in range(16):
@@ -356,6 +357,8 @@ def test_residual_pair_side_by_side_equals_pytorch(page, built):
         found = _torch_trace(model, _x(built))
         hidden = [found["in"]] + [found["out", i] for i in range(3)]
         norms = [h[0].norm(dim=-1).mean().item() for h in hidden]
+        print(f"demo 6, {view[side]['name']}: norms {_diff(view[side]['norms'], norms):.1e}, "
+              f"probabilities {_diff(view[side]['probabilities'], found['logits'].softmax(-1)):.1e}")
         assert _diff(view[side]["norms"], norms) < TOL
         assert _diff(view[side]["probabilities"], found["logits"].softmax(-1)) < TOL
         shown = page.locator(f"#norms-{side} .bv").all_text_contents()
@@ -378,6 +381,8 @@ def test_layernorm_view_equals_pytorch_and_dragging_a_component(page, built):
         norm = blocks_of(model)[1].norms[1]
         inp, out = found["norm", 1, 1]
         assert view["token"] == 7 and not view["edited"]
+        print(f"demo 7, {name}: LayerNorm input {_diff(view['input'], inp[0, 7]):.1e}, "
+              f"output {_diff(view['output'], out[0, 7]):.1e}")
         assert _diff(view["input"], inp[0, 7]) < TOL and _diff(view["output"], out[0, 7]) < TOL, name
         assert view["normHat"] == pytest.approx(8.0, abs=1e-3)  # sqrt(d_model)
         # drag component 10 up with the mouse: the output is torch's LayerNorm of the edited vector
@@ -392,6 +397,7 @@ def test_layernorm_view_equals_pytorch_and_dragging_a_component(page, built):
         assert view["edited"] and view["component"] == 10 and view["input"][10] > inp[0, 7, 10].item() + 0.5
         expected = F.layer_norm(torch.tensor(view["input"], dtype=torch.float64), (64,),
                                 norm.weight.detach().double(), norm.bias.detach().double())
+        print(f"demo 7, {name}: dragged LayerNorm output {_diff(view['output'], expected):.1e}")
         assert _diff(view["output"], expected) < TOL
         assert view["normHat"] == pytest.approx(8.0, abs=1e-3) and abs(sum(view["hat"])) < 1e-6
         # the keyboard: ArrowRight picks the next component, ArrowUp raises it by 0.25

@@ -206,10 +206,14 @@ function legend(cv, label) { // the weight scale: 0 .. 1, ticks where the square
     const x = L + Math.sqrt(v) * (W - 1);
     ctx.fillRect(x, 14, 1, 3); ctx.fillText(String(v), Math.min(Math.max(x, L + 6), L + W - 6), 22);
   }
-  ctx.textAlign = "left"; ctx.fillText(label, L, 31);
+  ctx.textAlign = "left"; ctx.fillText(label, L, 35);
 }
 const MAP = { left: 20, top: 14 };
-function ticksFor(n) { return n <= 10 ? [...Array(n).keys()] : [0, 7, 14, 21, n - 1].filter((v, i, a) => v < n && a.indexOf(v) === i); }
+function ticksFor(n) { // tick positions for n cells: every one up to 10, the rows' 0 7 14 21 27 up to 29, quarters beyond
+  if (n <= 10) return [...Array(n).keys()];
+  const ticks = n <= 29 ? [0, 7, 14, 21, n - 1] : [0, n >> 2, n >> 1, (3 * n) >> 2, n - 1];
+  return ticks.filter((v, i, a) => v < n && a.indexOf(v) === i);
+}
 function heatmap(cv, A, { hover = null, masked = false } = {}) {
   const T = A.length, ctx = canvasCtx(cv), cell = (cv.width - MAP.left - 2) / T;
   for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) {
@@ -251,7 +255,7 @@ function barChart(cv, values, { highlight = -1, range = null, colour = "#5b8fd6"
   for (const v of [lo, 0, hi]) ctx.fillText(fmt(v), CHART.left - 3, y(v));
   ctx.textAlign = "center";
   for (const i of [0, Math.floor((n - 1) / 2), n - 1]) if (i >= 0) ctx.fillText(String(i), CHART.left + (i + 0.5) * bw, cv.height - 6);
-  if (xlabel) { ctx.textAlign = "right"; ctx.fillText(xlabel, CHART.left + W, cv.height - 6); }
+  if (xlabel) { ctx.textAlign = "right"; ctx.fillText(`${xlabel} →`, CHART.left - 3, cv.height - 6); }
   return { lo, hi, bw };
 }
 function bars(el, values, labels, fmt, highlight) {
@@ -312,7 +316,7 @@ function drawSpotlight() {
       const v = 255 - Math.round(S.pixels[imageRowOf(r) * ROWS + x]);
       ctx.fillStyle = `rgb(${v},${v},${v})`; ctx.fillRect(L + x * c, top + r * c, c, c);
     }
-    ctx.fillStyle = weightColour(weights[r]).replace("rgb", "rgba").replace(")", ",0.75)");
+    ctx.fillStyle = weightColour(weights[r]).replace("rgb", "rgba").replace(")", ",0.6)");
     ctx.fillRect(L + 0, top + r * c, ROWS * c, c);
     ctx.fillStyle = weightColour(weights[r]); ctx.fillRect(barX, top + r * c + 1, Math.max(3, weights[r] * barW), c - 2);
   }
@@ -453,7 +457,7 @@ function drawPositions() {
   ctx.fillStyle = "#444"; ctx.textAlign = "center";
   const n = P.kind === "sinusoidal" ? T : cols, xs = P.kind === "sinusoidal" ? x : (c) => L + ((c + 0.5) * W) / cols;
   for (const v of ticksFor(n)) ctx.fillText(String(v), xs(v), cv.height - 8);
-  ctx.textAlign = "right"; ctx.fillText(P.kind === "sinusoidal" ? t("axis.position") : "dim / i", L + W, cv.height - 8);
+  ctx.textAlign = "right"; ctx.fillText(P.kind === "sinusoidal" ? t("axis.position") : P.kind === "rope" ? "i" : "dim", L - 4, cv.height - 8);
   const vc = $("posvec"), vctx = canvasCtx(vc), vw = (vc.width - L - 6) / cols;
   const vmax = P.kind === "learned" ? Math.max(...P.vector.map(Math.abs), 1e-12) : 1;
   P.vector.forEach((v, c) => {

@@ -19,6 +19,7 @@ __all__ = ["VIEWPORT", "chromium", "demo_screenshots", "screenshot"]
 WIDTHS = {1280: 900, 390: 844}  # width: height; 390 x 844 is a phone's viewport
 LANGS = ("en", "zh")
 DEMO_IMAGE, DEMO_QUERY = "7", 9  # the test set's first 7; the row where its top bar meets the stroke
+DEMO_MODELS = {5: "sinusoidal", 9: "residual-8"}  # the model each demo's screenshot shows; the tutorial's otherwise
 
 
 def _hover_first_map(tab) -> None:
@@ -47,7 +48,7 @@ def _small_png(png: Path) -> None:
 def demo_screenshots(page: Path, out: Path) -> dict[str, float]:
     """Every demo section of `page` in both languages at both widths, as out/<lang>-<width>-demo<n>.png (the
     digit 7, query row 9); returns the page's load times in seconds (DOMContentLoaded to the first render)
-    by `<lang>-<width>`. Raises RuntimeError when the page reaches beyond its file or logs an error."""
+    by `<lang>-<width>`. Demo 5 shows the sinusoidal model, demo 9 the 8-layer one, the others the tutorial's. Raises RuntimeError when the page reaches beyond its file or logs an error."""
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
@@ -71,6 +72,9 @@ def demo_screenshots(page: Path, out: Path) -> dict[str, float]:
                     tab.evaluate(f"""() => {{ const q = document.getElementById('query'); q.value = {DEMO_QUERY};
                                    q.dispatchEvent(new Event('input')); }}""")
                     for n in range(1, 10):
+                        pick = tab.locator(f"button.pick[data-pick='{DEMO_MODELS.get(n, 'tutorial')}']")
+                        if pick.count() and pick.first.get_attribute("aria-pressed") != "true":
+                            pick.first.click()
                         png = out / f"{lang}-{width}-demo{n}.png"
                         tab.locator(f"#s{n}").screenshot(path=str(png))
                         _small_png(png)
