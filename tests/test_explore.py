@@ -425,3 +425,27 @@ def test_page_bad_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys
 
     with pytest.raises(ExploreError, match="is not a whole IDX file"):
         mnist_test_images(tmp_path / "raw")
+
+
+# ---- the committed page: reports/explorer.html, so that the report's link works on a fresh clone ----
+
+COMMITTED = Path(__file__).resolve().parents[1] / "reports" / "explorer.html"
+
+
+def test_committed_page_holds_every_shipped_model_and_is_built_by_this_code():
+    """reports/explorer.html is committed (built by `make explore`): it must hold the shipped models, trained
+    (float16, with their test accuracy), stay under 8 MB, and equal what this version's page builder makes
+    of its own data, so a change to page.js, page.css, page.html, i18n.js or forward.js without a rebuild fails."""
+    from ablate.explore.page import build_page
+    from ablate.explore.shipped import SHIPPED
+
+    html = COMMITTED.read_text()
+    assert COMMITTED.stat().st_size < 8_000_000
+    models, images = _page_data(html)
+    assert [m["name"] for m in models] == list(SHIPPED)
+    for m in models:
+        assert {w["dtype"] for w in m["weights"].values()} == {"float16"}, m["name"]
+        assert m["global_step"] > 0 and 0.1 < m["metrics"]["test/acc"] <= 1, m["name"]
+    assert [im["label"] for im in images["images"]] == list(range(10))
+    assert build_page(models, images["images"], images["mean"], images["std"]) == html, \
+        "reports/explorer.html is stale: run `make explore` (it keeps the trained runs) and commit it"

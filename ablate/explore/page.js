@@ -376,7 +376,14 @@ function buildMaps(out) {
       c.width = c.height = MAP.left + 2 + A.length * 5;
       c.dataset.layer = l; c.dataset.head = h; c.setAttribute("role", "button");
       const toggle = () => { const k = `${l},${h}`; if (S.masked.has(k)) S.masked.delete(k); else S.masked.add(k); render(); };
-      c.addEventListener("click", toggle);
+      // a tap (touch, pen) toggles on pointerup, where it lifted without moving; the click that may follow is skipped
+      let down = null, tapped = 0;
+      c.addEventListener("pointerdown", (ev) => { down = ev.pointerType === "mouse" ? null : [ev.clientX, ev.clientY]; });
+      c.addEventListener("pointerup", (ev) => {
+        if (down && Math.hypot(ev.clientX - down[0], ev.clientY - down[1]) < 10) { tapped = performance.now(); toggle(); }
+        down = null;
+      });
+      c.addEventListener("click", () => { if (performance.now() - tapped > 800) toggle(); });
       c.addEventListener("keydown", (ev) => {
         if (ev.key === "Enter" || ev.key === " ") { toggle(); ev.preventDefault(); }
         if (ev.key === "ArrowDown" || ev.key === "ArrowUp") { setQuery(Math.max(0, Math.min(A.length - 1, S.query + (ev.key === "ArrowDown" ? 1 : -1)))); ev.preventDefault(); }
@@ -422,7 +429,7 @@ function drawPositions() {
   P.position = pos; P.vector = T && !off ? P.table[pos].slice() : [];
   $("poslegend").innerHTML = "";
   if (off) return;
-  const cv = $("posview"), ctx = canvasCtx(cv), L = 30, B = 18, W = cv.width - L - 6, H = cv.height - B - 6, cols = P.table[0].length;
+  const cv = $("posview"), ctx = canvasCtx(cv), L = 30, B = 30, W = cv.width - L - 6, H = cv.height - B - 6, cols = P.table[0].length;
   const x = (p) => L + ((p + 0.5) * W) / T;
   ctx.fillStyle = "#444";
   if (P.kind === "sinusoidal") {
@@ -456,8 +463,8 @@ function drawPositions() {
   }
   ctx.fillStyle = "#444"; ctx.textAlign = "center";
   const n = P.kind === "sinusoidal" ? T : cols, xs = P.kind === "sinusoidal" ? x : (c) => L + ((c + 0.5) * W) / cols;
-  for (const v of ticksFor(n)) ctx.fillText(String(v), xs(v), cv.height - 8);
-  ctx.textAlign = "right"; ctx.fillText(P.kind === "sinusoidal" ? t("axis.position") : P.kind === "rope" ? "i" : "dim", L - 4, cv.height - 8);
+  for (const v of ticksFor(n)) ctx.fillText(String(v), xs(v), cv.height - 20);
+  ctx.fillText(P.kind === "sinusoidal" ? t("axis.position") : P.kind === "rope" ? t("pe.freq") : t("pe.dim"), L + W / 2, cv.height - 7);
   const vc = $("posvec"), vctx = canvasCtx(vc), vw = (vc.width - L - 6) / cols;
   const vmax = P.kind === "learned" ? Math.max(...P.vector.map(Math.abs), 1e-12) : 1;
   P.vector.forEach((v, c) => {

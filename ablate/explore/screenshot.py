@@ -73,7 +73,7 @@ def demo_screenshots(page: Path, out: Path) -> dict[str, float]:
                                    q.dispatchEvent(new Event('input')); }}""")
                     for n in range(1, 10):
                         pick = tab.locator(f"button.pick[data-pick='{DEMO_MODELS.get(n, 'tutorial')}']")
-                        if pick.count() and pick.first.get_attribute("aria-pressed") != "true":
+                        if pick.count() and pick.first.is_visible() and pick.first.get_attribute("aria-pressed") != "true":
                             pick.first.click()
                         png = out / f"{lang}-{width}-demo{n}.png"
                         tab.locator(f"#s{n}").screenshot(path=str(png))
