@@ -38,7 +38,7 @@ def _small_png(png: Path) -> None:
     """Rewrite `png` with a 128-colour palette (a few times smaller; the page's flat colours survive)."""
     try:
         from PIL import Image
-    except ImportError:  # Pillow comes with the reports extra; without it the PNG stays as Chromium wrote it
+    except ImportError:  # Pillow comes with the explore extra; without it the PNG stays as Chromium wrote it
         return
     with Image.open(png) as image:
         small = image.convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
