@@ -15,7 +15,7 @@ const DATA = JSON.parse(document.getElementById("images").textContent); // {mean
 const ROWS = 28, $ = (id) => document.getElementById(id), $$ = (sel) => [...document.querySelectorAll(sel)];
 const S = { model: 0, pixels: new Float64Array(ROWS * ROWS), drawn: new Float64Array(ROWS * ROWS), label: null,
             tau: 1, qkScale: true, pe: true, masked: new Set(), perm: null, shuffles: 0, pos: 0, query: 14,
-            layer: 0, head: 0, lang: "en", lnWhich: "0,attn", lnEdit: null, lnComp: 0 };
+            layer: 0, head: 0, lang: "en", lnWhich: "0,attn", lnEdit: null, lnComp: 0, image: 0 };
 const hook = (window.ablateExplorer = { state: S, last: null, trace: null, positions: null, views: {},
                                         render: () => render(), t: (k, v) => t(k, v), setLang: (l) => setLang(l) });
 
@@ -153,6 +153,7 @@ function loadModel(i) {
 
 // ---- the input ----
 function loadImage(i) {
+  S.image++;
   if (i < 0) { S.pixels = Float64Array.from(S.drawn); S.label = null; return; } // "(drawn)" brings the drawing back
   const im = DATA.images[i];
   S.pixels = Float64Array.from(im.pixels); S.label = im.label;
@@ -294,13 +295,13 @@ function paint(ev) {
     const v = dr === 0 && dc === 0 ? 255 : (dr === 0 || dc === 0 ? 160 : 60), k = imageRowOf(rr) * ROWS + cc;
     S.pixels[k] = Math.max(S.pixels[k], v);
   }
-  S.drawn = Float64Array.from(S.pixels);
+  S.drawn = Float64Array.from(S.pixels); S.image++;
   $("image").value = -1; S.label = null; render();
 }
 $("digit").addEventListener("pointerdown", (ev) => { painting = ev.pointerId; $("digit").setPointerCapture(ev.pointerId); paint(ev); ev.preventDefault(); });
 $("digit").addEventListener("pointermove", (ev) => { if (painting === ev.pointerId) paint(ev); });
 for (const end of ["pointerup", "pointercancel"]) $("digit").addEventListener(end, () => { painting = null; });
-$("clear").addEventListener("click", () => { S.pixels.fill(0); S.drawn.fill(0); $("image").value = -1; S.label = null; render(); });
+$("clear").addEventListener("click", () => { S.pixels.fill(0); S.drawn.fill(0); S.image++; $("image").value = -1; S.label = null; render(); });
 
 // ---- demo 1: spotlight ----
 function headMap(l) { // the selected head's map, or the mean of the heads
@@ -475,9 +476,17 @@ function drawPositions() {
 }
 
 // ---- demo 6: residual stream, this model and a pair side by side ----
+const pairCache = new Map(); // model|permutation|image -> its forward pass: tau and masks do not touch the pair
+function pairForward(i) {
+  const key = `${i}|${S.perm}|${S.image}`;
+  if (!pairCache.has(key)) {
+    if (pairCache.size > 4) pairCache.clear();
+    pairCache.set(key, AblateForward.forward(MODELS[i], input(), S.perm ? { permute: S.perm.slice() } : {}));
+  }
+  return pairCache.get(key);
+}
 function residualColumn(i, normsEl, cosEl, predEl) {
-  const model = MODELS[i], o = S.perm ? { permute: S.perm.slice() } : {};
-  const out = AblateForward.forward(model, input(), o), p = softmax(out.logits), best = p.indexOf(Math.max(...p));
+  const model = MODELS[i], out = pairForward(i), p = softmax(out.logits), best = p.indexOf(Math.max(...p));
   const mean = out.residualNorms.map((n) => n.reduce((a, b) => a + b, 0) / n.length), cos = out.hiddenStates.map(AblateForward.meanTokenCosine);
   const names = layerNames(mean.length);
   bars($(normsEl), mean, names, (v) => v.toFixed(2), -1);
