@@ -243,6 +243,27 @@ def test_export_holds_the_config_and_every_weight_as_float32(tmp_path):
         json.dumps(exported)  # plain JSON
 
 
+@needs_node
+def test_float16_weights_decode_exactly_and_cost_little(tmp_path):
+    """The page's float16 weights: forward.js decodes each to the float16 number itself (equal to PyTorch run
+    on the same rounded weights to 1e-4), and against the float32 model the logits move by little."""
+    cfg, model, ckpt = random_model(tmp_path, CONFIGS["tutorial"])
+    exported = export_model(ckpt, "float16")
+    assert {w["dtype"] for w in exported["weights"].values()} == {"float16"}
+    rounded = _model(cfg).eval()
+    rounded.load_state_dict({k: v.half().float() for k, v in model.state_dict().items()})
+    x = inputs(cfg, batch=4)
+    js = run_node(tmp_path, exported, [{"input": row.tolist()} for row in x])
+    d_logits, d_maps = diff(js, *torch_run(rounded, x))
+    drift, _ = diff(js, *torch_run(model, x))
+    print(f"float16 page: against PyTorch on the rounded weights logits {d_logits:.2e}, attention {d_maps:.2e}; "
+          f"against the float32 model logits {drift:.2e}")
+    assert d_logits < TOL and d_maps < TOL, (d_logits, d_maps)
+    assert 0 < drift < 0.05
+    with pytest.raises(ExploreError, match="precision 'int4' is not one of float32, float16"):
+        export_model(ckpt, "int4")
+
+
 # ---- bad input: exit 2, one line `ablate: problem; fix`, nothing written ----
 
 class Evil:
@@ -368,7 +389,7 @@ def test_page_is_one_self_contained_file(tmp_path, monkeypatch, capsys):
     models, images = _page_data(html)
     assert [m["name"] for m in models] == ["my-run", "my-run-2"]
     assert all("run.dir" not in m["config"] and "source" not in m for m in models)
-    assert models[0]["weights"] == export_model(run)["weights"]
+    assert models[0]["weights"] == export_model(run, "float16")["weights"]  # the page carries float16
     from ablate.data.mnist import MEAN, STD
 
     assert (images["mean"], images["std"]) == (MEAN, STD)
@@ -404,3 +425,27 @@ def test_page_bad_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys
 
     with pytest.raises(ExploreError, match="is not a whole IDX file"):
         mnist_test_images(tmp_path / "raw")
+
+
+# ---- the committed page: reports/explorer.html, so that the report's link works on a fresh clone ----
+
+COMMITTED = Path(__file__).resolve().parents[1] / "reports" / "explorer.html"
+
+
+def test_committed_page_holds_every_shipped_model_and_is_built_by_this_code():
+    """reports/explorer.html is committed (built by `make explore`): it must hold the shipped models, trained
+    (float16, with their test accuracy), stay under 8 MB, and equal what this version's page builder makes
+    of its own data, so a change to page.js, page.css, page.html, i18n.js or forward.js without a rebuild fails."""
+    from ablate.explore.page import build_page
+    from ablate.explore.shipped import SHIPPED
+
+    html = COMMITTED.read_text()
+    assert COMMITTED.stat().st_size < 8_000_000
+    models, images = _page_data(html)
+    assert [m["name"] for m in models] == list(SHIPPED)
+    for m in models:
+        assert {w["dtype"] for w in m["weights"].values()} == {"float16"}, m["name"]
+        assert m["global_step"] > 0 and 0.1 < m["metrics"]["test/acc"] <= 1, m["name"]
+    assert [im["label"] for im in images["images"]] == list(range(10))
+    assert build_page(models, images["images"], images["mean"], images["std"]) == html, \
+        "reports/explorer.html is stale: run `make explore` (it keeps the trained runs) and commit it"

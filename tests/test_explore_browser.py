@@ -317,9 +317,11 @@ def test_page_equals_pytorch_for_every_shipped_model(shipped):
 
 def test_hover_highlights_the_query_row_and_the_screenshot(explorer, tmp_path):
     page = explorer["page"]
+    page.locator("canvas.map").first.scroll_into_view_if_needed()  # demo 4, below the fold
     box = page.locator("canvas.map").first.bounding_box()
-    page.mouse.move(box["x"] + 5, box["y"] + box["height"] * (10.5 / 28))
-    assert page.evaluate("window.ablateExplorer.state.hover") == 10
+    side = page.evaluate("document.querySelector('canvas.map').width")  # 14 px of ticks above 28 rows of 5 px
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + (14 + 10.5 * 5) * box["height"] / side)
+    assert page.evaluate("window.ablateExplorer.state.query") == 10
     png = tmp_path / "shot.png"
     page.screenshot(path=str(png))
     width, height = struct.unpack(">II", png.read_bytes()[16:24])  # the PNG's IHDR

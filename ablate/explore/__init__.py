@@ -1,7 +1,8 @@
 """The explorer: trained ablate models run in the browser (issue 15).
 
-`export_model` turns a run's checkpoint into plain data (config and float32 weights); `forward.js`, beside
-this file, computes the same encoder from that data in JavaScript. Layer: reads ablate.config,
+`export_model` turns a run's checkpoint into plain data (config and float32 or float16 weights); `forward.js`,
+beside this file, computes the same encoder from that data in JavaScript; page.html, page.css, i18n.js and
+page.js, beside it too, are the page that `page.build_page` fills with them. Layer: reads ablate.config,
 ablate.models, ablate.checkpoint, ablate.registry and ablate.fileio; never training, sweeps, results or
 reports.
 """

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..cliparse import OneLineParser
 from ..fileio import atomic_write
-from .export import ExploreError, export_model
+from .export import PRECISIONS, ExploreError, export_model
 
 
 def _name(source: Path, taken: set[str]) -> str:
@@ -44,18 +44,25 @@ def _page(sources: list[Path], models: list[dict]) -> str:
 def main(argv: list[str]) -> int:
     parser = OneLineParser(prog="ablate explore",
                                      description="trained models in the browser: one self-contained HTML page "
-                                                 "(--out) and/or their config and float32 weights as JSON (--json)")
+                                                 "(--out) and/or their config and weights as JSON (--json)")
     parser.add_argument("sources", type=Path, nargs="+", metavar="SOURCE", help="a run directory, or its last.ckpt")
     parser.add_argument("--out", type=Path, metavar="PAGE.html",
                         help="write the explorer page here (atomically): opens offline from the file")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the models as one JSON list here (atomically)")
+    parser.add_argument("--precision", choices=list(PRECISIONS), default=None,
+                        help="the weights' number format; default float16 on the page (half its size; the tests "
+                             "measure the cost in logits), float32 in --json")
     args = parser.parse_args(argv)
     if args.out is None and args.json is None:
         print("ablate: explore has nothing to write; give --out PAGE.html and/or --json PATH", file=sys.stderr)
         return 2
     try:
-        models = [dict(export_model(source), source=str(source)) for source in args.sources]
-        page = _page(args.sources, models) if args.out is not None else None
+        json_precision, page_precision = args.precision or "float32", args.precision or "float16"
+        models = [dict(export_model(source, json_precision), source=str(source)) for source in args.sources]
+        page = None
+        if args.out is not None:
+            same = page_precision == json_precision
+            page = _page(args.sources, models if same else [export_model(s, page_precision) for s in args.sources])
     except ExploreError as err:
         print(f"ablate: {err}", file=sys.stderr)
         return 2

@@ -12,8 +12,13 @@ meta-device build: no model is ever allocated), and returns a JSON-ready dict:
      "model": {d_model, n_heads, head_dim, n_layers, ffn_dim, activation, qk_scale, temperature,
                residual, norm, pos_enc, causal, max_len},   # what forward.js reads
      "config": {"model.d_model": 64, ..., "seed": 0},      # the run's flat config, as W&B shows it
-     "weights": {name: {"shape": [...], "b64": base64 of little-endian float32}},  # the model's state_dict
-     "params": total parameter count, "global_step": int}
+     "weights": {name: {"shape": [...], "dtype": "float32" | "float16",
+                        "b64": base64 of the little-endian numbers}},  # the model's state_dict
+     "params": total parameter count, "global_step": int,
+     "metrics": {"test/acc": ..., "test/acc_perm": ...}}  # from the run's summary.json; {} when absent
+
+`precision="float16"` halves the page (the explorer's default); float16 holds weights to 3 significant digits,
+and the tests measure what that costs in logits against the float32 model.
 
 forward.js computes the encoder from exactly this.
 """
@@ -27,7 +32,10 @@ from typing import Any
 from .. import limits
 from ..checkpoint import CheckpointError, fit_problem, load_checkpoint
 
-FORMAT, VERSION = "ablate-explore-model", 1
+FORMAT, VERSION = "ablate-explore-model", 2
+PRECISIONS = {"float32": "<f4", "float16": "<f2"}
+SUMMARY = "summary.json"  # beside last.ckpt in a run directory (ablate.rundir.SUMMARY)
+METRICS = ("test/acc", "test/acc_perm", "val/acc")  # what the page shows per model
 CKPT = "last.ckpt"  # what a run directory holds (ablate.rundir.CKPT; not imported: explore sits beside it)
 PREFIX = "model."  # the LightningModule keeps the nn.Module as `model`
 
@@ -79,20 +87,37 @@ def _size_keys(cfg) -> str:
     return ", ".join(f"{k}={values[k]}" for k in SIZE_KEYS if values[k] != defaults[k]) or "the default sizes"
 
 
-def _tensor(value) -> dict[str, Any]:
+def _tensor(value, precision: str) -> dict[str, Any]:
     import numpy as np
 
-    array = value.detach().cpu().float().numpy().astype("<f4", copy=False)
-    return {"shape": list(array.shape), "b64": base64.b64encode(np.ascontiguousarray(array).tobytes()).decode()}
+    array = value.detach().cpu().float().numpy().astype(PRECISIONS[precision])
+    return {"shape": list(array.shape), "dtype": precision,
+            "b64": base64.b64encode(np.ascontiguousarray(array).tobytes()).decode()}
 
 
-def export_model(source: Path) -> dict[str, Any]:
+def _metrics(path: Path) -> dict[str, float]:
+    """The run's test and validation accuracy from its summary.json (plain JSON), {} when there is none."""
+    import json
+    import math
+
+    try:
+        summary = json.loads((path.parent / SUMMARY).read_text())
+        metrics = summary["metrics"]
+        return {k: float(metrics[k]) for k in METRICS
+                if isinstance(metrics.get(k), (int, float)) and math.isfinite(metrics[k])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def export_model(source: Path, precision: str = "float32") -> dict[str, Any]:
     """The model of a run directory (or of a last.ckpt) as a JSON-ready dict (see the module docstring).
     ExploreError, one line, for a missing path or checkpoint, a checkpoint that is not an ablate run's,
     a config this version cannot build, a recurrent model (model.arch=lstm/gru: no attention to draw), or
     weights that do not fit it."""
     from ..config import ConfigError, flat, from_dict
 
+    if precision not in PRECISIONS:
+        raise ExploreError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}; choose one of them")
     path = checkpoint_path(source)
     try:
         ckpt = load_checkpoint(path)
@@ -143,7 +168,8 @@ def export_model(source: Path) -> dict[str, Any]:
     return {
         "format": FORMAT, "version": VERSION, "kind": kind, "sizes": sizes, "pooling": cfg.pooling,
         "model": _encoder_fields(cfg.model), "config": flat(cfg),
-        "weights": {name: _tensor(weights[name]) for name in expected},
+        "weights": {name: _tensor(weights[name], precision) for name in expected},
         "params": int(sum(t.numel() for t in expected.values())), "global_step": int(ckpt["global_step"]),
+        "metrics": _metrics(path),
     }
 

@@ -22,18 +22,25 @@
  * This file is a few hundred lines, has no dependencies, and is tested against PyTorch to 1e-4
  * (tests/test_explore.py, under node).
  *
- * Arithmetic is in float64 on float32 weights; PyTorch computes in float32, so results agree to ~1e-6.
+ * Weights come as float32 or float16 (decoded exactly); arithmetic is in float64; PyTorch computes in float32, so results agree to ~1e-6.
  *
  * Use: AblateForward.load(exported) once (decodes the weights), then
  *      AblateForward.forward(model, input, options) -> {logits, attention, residualNorms, hiddenStates, hidden}
  *   input    classify: T rows of in_features numbers (normalised pixels); tokens: T token ids
- *   options  {temperature, qkScale, headMask: [[layer, head], ...], posEnc: false, permute: [T indices]}
+ *   options  {temperature, qkScale, headMask: [[layer, head], ...], posEnc: false, permute: [T indices],
+ *             trace: true}
  *   logits   classify: n_classes numbers; tokens: T rows of n_out numbers
  *   attention[layer][head] a (T', T') matrix (T' = T + 1 with a [CLS] token), post-softmax
  *   residualNorms[l]  the L2 norm of every token's hidden state: l = 0 after the embedding (and input
  *                     positions), l = i + 1 after block i
  *   hiddenStates[l]   those hidden states themselves, (T', d) each (before a Pre-LN model's final norm)
  *   hidden            the tokens after the final norm, (T', d)
+ *   layerLogits[l]    classify: the model's readout (final norm, pooling, head) of hiddenStates[l], the logit
+ *                     lens; the last equals logits
+ *   trace             with options.trace only, per layer: heads[h] = {q, k, v (T', d_head; after RoPE),
+ *                     raw (q_i . k_j), scaled (raw * scale [+ ALiBi bias]: the softmax's input), scale},
+ *                     attnNorm / ffnNorm = {name, input, output} (each sub-layer's LayerNorm; null with
+ *                     norm=none) and ffnHidden (T', ffn_dim: the FFN's activations)
  *
  * and, for the page's views: meanTokenCosine(h) (ablate.probes' `cosine`: the mean cosine over the pairs of
  * distinct tokens, Dong et al. 2021), sinusoidal(T, d) (the added table) and ropeAngles(T, hs) (the angle
@@ -48,17 +55,33 @@
 
   const EPS = 1e-5; // nn.LayerNorm's default
 
-  function decode(b64) {
-    let bytes;
+  function bytesOf(b64) {
     if (typeof Buffer !== "undefined") {
       const buf = Buffer.from(b64, "base64");
-      bytes = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength).slice();
-    } else {
-      const bin = atob(b64);
-      bytes = new Uint8Array(bin.length);
-      for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+      return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength).slice();
     }
-    const view = new DataView(bytes.buffer);
+    const bin = atob(b64);
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return bytes;
+  }
+
+  /** IEEE 754 half (binary16) bits -> number: exact, every float16 is a float32. */
+  function half(h) {
+    const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, f = h & 0x3ff;
+    if (e === 0) return s * f * Math.pow(2, -24); // subnormal
+    if (e === 31) return f ? NaN : s * Infinity;
+    return s * (1 + f / 1024) * Math.pow(2, e - 15);
+  }
+
+  /** base64 of little-endian float32 (dtype "float32", the default) or float16 (dtype "float16") -> Float32Array. */
+  function decode(b64, dtype) {
+    const bytes = bytesOf(b64), view = new DataView(bytes.buffer);
+    if (dtype === "float16") {
+      const out = new Float32Array(bytes.byteLength / 2);
+      for (let i = 0; i < out.length; i++) out[i] = half(view.getUint16(2 * i, true));
+      return out;
+    }
     const out = new Float32Array(bytes.byteLength / 4);
     for (let i = 0; i < out.length; i++) out[i] = view.getFloat32(4 * i, true); // little-endian
     return out;
@@ -69,7 +92,7 @@
     if (exported.format !== "ablate-explore-model") throw new Error("not an ablate explorer model");
     const w = {};
     for (const [name, t] of Object.entries(exported.weights)) {
-      const data = decode(t.b64);
+      const data = decode(t.b64, t.dtype);
       const n = t.shape.reduce((a, b) => a * b, 1);
       if (data.length !== n) throw new Error(`weight ${name}: ${data.length} numbers for shape ${t.shape}`);
       w[name] = { shape: t.shape, data };
@@ -200,29 +223,33 @@
     const scale = (cfg.qk_scale ? 1 / Math.sqrt(hs) : 1) / cfg.temperature;
     const slopes = cfg.pos_enc === "alibi" ? alibiSlopes(H) : null;
     const merged = x.map(() => new Float64Array(inner));
-    const maps = [];
+    const maps = [], heads = [];
     for (let h = 0; h < H; h++) {
       const part = (which) => qkv.map((row) => row.slice(which * inner + h * hs, which * inner + (h + 1) * hs));
       let q = part(0), k = part(1);
       const v = part(2);
       if (cfg.pos_enc === "rope") { q = rope(q); k = rope(k); }
-      const A = [];
+      const A = [], raw = [], scaled = [];
       for (let i = 0; i < T; i++) {
-        const s = new Float64Array(T);
+        const s = new Float64Array(T), r = new Float64Array(T);
         let max = -Infinity;
         for (let j = 0; j < T; j++) {
-          if (cfg.causal && j > i) { s[j] = -Infinity; continue; }
+          if (cfg.causal && j > i) { s[j] = -Infinity; r[j] = NaN; continue; }
           let dot = 0;
           for (let c = 0; c < hs; c++) dot += q[i][c] * k[j][c];
+          r[j] = dot;
           s[j] = dot * scale + (slopes ? -slopes[h] * Math.abs(i - j) : 0);
           if (s[j] > max) max = s[j];
         }
+        if (opts.trace) { raw.push(Array.from(r)); scaled.push(Array.from(s)); }
         let sum = 0;
         for (let j = 0; j < T; j++) { s[j] = s[j] === -Infinity ? 0 : Math.exp(s[j] - max); sum += s[j]; }
         for (let j = 0; j < T; j++) s[j] /= sum;
         A.push(s);
       }
       maps.push(A);
+      if (opts.trace) heads.push({ q: q.map((row) => Array.from(row)), k: k.map((row) => Array.from(row)),
+                                   v: v.map((row) => Array.from(row)), raw, scaled, scale });
       if (opts.masked.has(`${layer},${h}`)) continue; // the head's output stays zero before W_O
       for (let i = 0; i < T; i++) {
         for (let c = 0; c < hs; c++) {
@@ -232,13 +259,13 @@
         }
       }
     }
-    return { y: linear(merged, w[prefix + "out.weight"], w[prefix + "out.bias"]), maps };
+    return { y: linear(merged, w[prefix + "out.weight"], w[prefix + "out.bias"]), maps, heads };
   }
 
   function feedForward(x, w, prefix, cfg) {
     const act = ACTIVATIONS[cfg.activation];
     const hidden = linear(x, w[prefix + "fc1.weight"], w[prefix + "fc1.bias"]).map((row) => row.map(act));
-    return linear(hidden, w[prefix + "fc2.weight"], w[prefix + "fc2.bias"]);
+    return { y: linear(hidden, w[prefix + "fc2.weight"], w[prefix + "fc2.bias"]), hidden };
   }
 
   /** x -> post_norm(skip(x) + f(pre_norm(x))), as ablate.models.block.SubLayer in eval. */
@@ -247,7 +274,24 @@
     const out = f(inp);
     const y = cfg.residual ? add(x, out.y) : out.y;
     const z = cfg.norm === "post" ? layerNorm(y, w[prefix + "post_norm.weight"], w[prefix + "post_norm.bias"]) : y;
-    return { x: z, maps: out.maps };
+    // the sub-layer's LayerNorm: what it read and what it wrote (Pre-LN: x -> LN(x); Post-LN: x + f(x) -> z)
+    const norm = cfg.norm === "pre" ? { name: prefix + "pre_norm", input: x, output: inp }
+      : cfg.norm === "post" ? { name: prefix + "post_norm", input: y, output: z } : null;
+    return { x: z, maps: out.maps, heads: out.heads, hidden: out.hidden, norm };
+  }
+
+  /** The model's own readout (pooling, then the head; a Pre-LN model's final norm first) applied to every
+   *  layer's hidden state h (T', d): the logit lens (nostalgebraist 2020). The last layer's is the model's logits. */
+  function readout(model, h, cfg) {
+    const w = model.w;
+    if (cfg.norm === "pre") h = layerNorm(h, w["encoder.final_norm.weight"], w["encoder.final_norm.bias"]);
+    let pooled;
+    if (model.pooling === "cls") pooled = h[0];
+    else {
+      pooled = new Float64Array(cfg.d_model);
+      for (const row of h) for (let i = 0; i < cfg.d_model; i++) pooled[i] += row[i] / h.length;
+    }
+    return Array.from(linear([pooled], w["head.weight"], w["head.bias"])[0]);
   }
 
   function norms(x) {
@@ -280,7 +324,7 @@
     if (opts.qkScale !== undefined) cfg.qk_scale = !!opts.qkScale;
     if (opts.posEnc === false) cfg.pos_enc = "none";
     const masked = new Set((opts.headMask || []).map(([l, h]) => `${l},${h}`));
-    return { cfg, masked, permute: opts.permute || null };
+    return { cfg, masked, permute: opts.permute || null, trace: !!opts.trace };
   }
 
   function forward(model, input, opts) {
@@ -299,16 +343,27 @@
       const table = w["encoder.pos_enc.weight"].data;
       x = x.map((row, t) => row.map((v, i) => v + table[t * cfg.d_model + i]));
     }
-    const attentionMaps = [], residualNorms = [norms(x)], hiddenStates = [x];
+    const attentionMaps = [], residualNorms = [norms(x)], hiddenStates = [x], layers = [];
+    const rows = (m) => m.map((row) => Array.from(row));
     for (let l = 0; l < cfg.n_layers; l++) {
       const p = `encoder.blocks.${l}.`;
       const a = subLayer(x, w, p + "attn.", cfg, (h) => attention(h, w, p + "attn.fn.", cfg, o, l));
       x = a.x;
       attentionMaps.push(a.maps);
-      if (cfg.ffn_dim > 0) x = subLayer(x, w, p + "ffn.", cfg, (h) => ({ y: feedForward(h, w, p + "ffn.fn.", cfg) })).x;
+      let f = null;
+      if (cfg.ffn_dim > 0) {
+        f = subLayer(x, w, p + "ffn.", cfg, (h) => feedForward(h, w, p + "ffn.fn.", cfg));
+        x = f.x;
+      }
       residualNorms.push(norms(x));
       hiddenStates.push(x);
+      if (o.trace) {
+        const norm = (n) => n && { name: n.name, input: rows(n.input), output: rows(n.output) };
+        layers.push({ heads: a.heads, attnNorm: norm(a.norm), ffnNorm: f && norm(f.norm),
+                      ffnHidden: f ? rows(f.hidden) : null });
+      }
     }
+    const layerLogits = model.kind === "classify" ? hiddenStates.map((h) => readout(model, h, cfg)) : null;
     if (cfg.norm === "pre") x = layerNorm(x, w["encoder.final_norm.weight"], w["encoder.final_norm.bias"]);
     let logits;
     if (model.kind === "classify") {
@@ -328,8 +383,10 @@
       residualNorms,
       hiddenStates: hiddenStates.map((h) => h.map((row) => Array.from(row))),
       hidden: x.map((row) => Array.from(row)),
+      layerLogits,
+      trace: o.trace ? { layers } : null,
     };
   }
 
-  return { load, forward, decode, erf, sinusoidal, ropeAngles, meanTokenCosine, alibiSlopes };
+  return { load, forward, decode, half, erf, sinusoidal, ropeAngles, meanTokenCosine, alibiSlopes, layerNorm };
 });

@@ -1,0 +1,648 @@
+/*
+ * The explorer page's script: the input column (model, image, drawing, permutation, query token) and the
+ * tutorial's nine demos, each drawn from one forward pass of forward.js over the trained weights.
+ *
+ * window.ablateExplorer holds what the page drew, so that tests read exactly that:
+ *   last       {logits, probabilities, attention, residualNorms, hiddenStates, tokenCosine, layerLogits, input, options}
+ *   trace      forward.js's per-layer trace of the current model (q, k, v, scores, LayerNorms, FFN activations)
+ *   positions  {kind, table, position, vector}: what pos_enc adds (or rotates by), positions x columns
+ *   views      {spotlight, qkv, entropy, residual, ln, ffn, lens}: the numbers behind each demo's drawing
+ *   state, render(), t(key, vars), setLang(lang)
+ */
+"use strict";
+const MODELS = JSON.parse(document.getElementById("models").textContent).map(AblateForward.load);
+const DATA = JSON.parse(document.getElementById("images").textContent); // {mean, std, images: [{index, label, pixels}]}
+const ROWS = 28, $ = (id) => document.getElementById(id), $$ = (sel) => [...document.querySelectorAll(sel)];
+const S = { model: 0, pixels: new Float64Array(ROWS * ROWS), drawn: new Float64Array(ROWS * ROWS), label: null,
+            tau: 1, qkScale: true, pe: true, masked: new Set(), perm: null, shuffles: 0, pos: 0, query: 14,
+            layer: 0, head: 0, lang: "en", lnWhich: "0,attn", lnEdit: null, lnComp: 0, image: 0 };
+const hook = (window.ablateExplorer = { state: S, last: null, trace: null, positions: null, views: {},
+                                        render: () => render(), t: (k, v) => t(k, v), setLang: (l) => setLang(l) });
+
+// ---- words ----
+function t(key, vars) {
+  let s = (I18N[S.lang] && I18N[S.lang][key]) ?? I18N.en[key] ?? key;
+  for (const [k, v] of Object.entries(vars || {})) s = s.split(`{${k}}`).join(String(v));
+  return s;
+}
+const FINDINGS = {
+  en: { q1: "q1--word-order-and-positional-encoding", q2: "q2--scaling-the-scores-by-d_k", q3: "q3--several-small-heads-or-one-big-one",
+        q4: "q4--residual-connections-and-deep-stacks", preln: "claim--pre-ln-vs-post-ln-as-depth-grows",
+        ffn: "claim--the-ffn-holds-about-23-of-the-parameters-and-stores-facts", tau: "claim--temperature-τ-moves-attention-between-selection-and-averaging" },
+  zh: { q1: "q1--词序与位置编码", q2: "q2--用-d_k-缩放分数", q3: "q3--多个小头还是一个大头", q4: "q4--残差连接与深层堆叠",
+        preln: "论断--随深度增加的-pre-ln-与-post-ln", ffn: "论断--ffn-约占参数的-23并存储事实", tau: "论断--温度-τ-在选择与平均之间移动注意力" },
+};
+function setLang(lang) {
+  S.lang = lang === "zh" ? "zh" : "en";
+  document.documentElement.lang = S.lang === "zh" ? "zh-CN" : "en";
+  $$("[data-i18n]").forEach((el) => { el.textContent = t(el.dataset.i18n); });
+  $$("[data-i18n-title]").forEach((el) => { el.title = t(el.dataset.i18nTitle); });
+  $$("[data-i18n-aria]").forEach((el) => el.setAttribute("aria-label", t(el.dataset.i18nAria)));
+  $$("a.findings").forEach((a) => { a.href = `${t("findingsFile")}#${FINDINGS[S.lang][a.dataset.find]}`; });
+  fillSelects();
+  render();
+}
+
+// ---- models and their controls ----
+const byName = (name) => MODELS.findIndex((m) => m.name === name);
+const pct = (v) => (100 * v).toFixed(1);
+function modelLabel(m) {
+  const acc = m.metrics && m.metrics["test/acc"] !== undefined ? ` · ${pct(m.metrics["test/acc"])} %` : "";
+  return `${m.name}${acc}`;
+}
+function fillSelects() {
+  const keepImage = $("image").value;
+  $("model").innerHTML = ""; $("image").innerHTML = "";
+  MODELS.forEach((m, i) => $("model").add(new Option(modelLabel(m), i)));
+  DATA.images.forEach((im, i) => $("image").add(new Option(t("digitOpt", im), i)));
+  $("image").add(new Option(t("drawn"), -1));
+  $("model").value = S.model; $("image").value = keepImage === "" ? (DATA.images.length ? 0 : -1) : keepImage;
+  for (const id of ["res-a", "res-b"]) {
+    const sel = $(id), keep = sel.value;
+    sel.innerHTML = "";
+    MODELS.forEach((m, i) => sel.add(new Option(m.name, i)));
+    const want = byName(id === "res-a" ? "residual-8" : "no-residual-8"); // demo 6's pair, when shipped
+    sel.value = keep !== "" ? keep : want >= 0 ? want : id === "res-a" ? 0 : MODELS.length - 1;
+  }
+  fillLayerControls();
+  fillHeadButtons();
+}
+function tokens() { return ROWS + (MODELS[S.model].pooling === "cls" ? 1 : 0); }
+function fillLayerControls() {
+  const m = MODELS[S.model].model;
+  $$(".ctl-layer").forEach((sel) => {
+    sel.innerHTML = "";
+    for (let l = 0; l < m.n_layers; l++) sel.add(new Option(String(l), l));
+    sel.value = S.layer;
+  });
+  $$(".ctl-head").forEach((sel) => {
+    sel.innerHTML = "";
+    if (!sel.dataset.nomean && m.n_heads > 1) sel.add(new Option(t("head.mean"), -1));
+    for (let h = 0; h < m.n_heads; h++) sel.add(new Option(String(h), h));
+    sel.value = sel.dataset.nomean ? Math.max(0, S.head) : S.head;
+  });
+  const ln = $("lnwhich"), keep = S.lnWhich;
+  ln.innerHTML = "";
+  if (m.norm !== "none") {
+    for (let l = 0; l < m.n_layers; l++) for (const part of m.ffn_dim > 0 ? ["attn", "ffn"] : ["attn"]) {
+      ln.add(new Option(`${t("layer")} ${l} · ${t((m.norm === "pre" ? "s7.pre." : "s7.") + part)}`, `${l},${part}`));
+    }
+    ln.value = keep; if (ln.value !== keep) { ln.value = "0,attn"; S.lnWhich = "0,attn"; }
+  }
+}
+function fillHeadButtons() {
+  const box = $("hbuttons");
+  box.innerHTML = "";
+  [1, 2, 4, 8].forEach((h) => {
+    const i = byName(h === 4 ? "tutorial" : `heads-${h}`);
+    if (i < 0) return;
+    const m = MODELS[i], b = document.createElement("button");
+    b.type = "button"; b.className = "pick"; b.dataset.pick = m.name;
+    const acc = m.metrics && m.metrics["test/acc"] !== undefined ? ` · ${pct(m.metrics["test/acc"])} %` : "";
+    b.textContent = `h = ${h} (d_k = ${m.model.head_dim})${acc}`;
+    box.appendChild(b);
+  });
+  bindPicks();
+}
+function bindPicks() {
+  $$("button.pick").forEach((b) => {
+    const i = byName(b.dataset.pick);
+    b.hidden = i < 0;
+    b.setAttribute("aria-pressed", String(i === S.model));
+    b.onclick = () => { if (i >= 0) { loadModel(i); render(); } };
+  });
+}
+function configTable(model) {
+  const m = model.model, yes = (v) => t(v ? "yes" : "no"), rows = [
+    ["cfg.d_model", m.d_model], ["cfg.heads", m.n_heads], ["cfg.d_head", m.head_dim], ["cfg.layers", m.n_layers],
+    ["cfg.ffn", m.ffn_dim > 0 ? `${m.ffn_dim} (${m.ffn_dim / m.d_model}× d_model)` : "0"], ["cfg.norm", t(`norm.${m.norm}`)],
+    ["cfg.residual", yes(m.residual)], ["cfg.pe", t(`pe.${m.pos_enc}`)], ["cfg.scale", yes(m.qk_scale)],
+    ["cfg.tau", m.temperature], ["cfg.pooling", t(`pool.${model.pooling}`)], ["cfg.params", model.params.toLocaleString("en")],
+  ];
+  const mt = model.metrics || {};
+  if (mt["test/acc"] !== undefined) rows.push(["cfg.acc", `${pct(mt["test/acc"])} %`]);
+  if (mt["test/acc_perm"] !== undefined) rows.push(["cfg.accPerm", `${pct(mt["test/acc_perm"])} %`]);
+  rows.push(["cfg.steps", model.global_step]);
+  const table = $("config");
+  table.innerHTML = "";
+  rows.forEach(([k, v]) => {
+    const tr = table.insertRow();
+    tr.dataset.key = k;
+    tr.insertCell().textContent = t(k); tr.insertCell().textContent = String(v);
+  });
+}
+
+function loadModel(i) {
+  // every inference override starts from the model's own config; the permutation and edits do not carry over
+  S.model = i;
+  const m = MODELS[i].model;
+  S.tau = m.temperature; S.qkScale = m.qk_scale; S.pe = m.pos_enc !== "none"; S.masked.clear();
+  S.perm = null; S.lnEdit = null;
+  S.layer = Math.min(S.layer, m.n_layers - 1); S.head = Math.min(S.head, m.n_heads - 1);
+  if (m.n_heads === 1) S.head = 0;
+  $("model").value = i;
+  $("tau").value = S.tau; $("sqrtdk").checked = S.qkScale; $("pe").checked = S.pe; $("pe").disabled = m.pos_enc === "none";
+  $("pename").textContent = t(`pe.${m.pos_enc}`);
+  const T = tokens();
+  $("pos").max = T - 1; S.pos = Math.min(S.pos, T - 1); $("pos").value = S.pos;
+  $("query").max = T - 1; S.query = Math.min(S.query, T - 1); $("query").value = S.query;
+  hook.positions = positionTable(MODELS[i], T);
+  fillLayerControls();
+  bindPicks();
+}
+
+// ---- the input ----
+function loadImage(i) {
+  S.image++;
+  if (i < 0) { S.pixels = Float64Array.from(S.drawn); S.label = null; return; } // "(drawn)" brings the drawing back
+  const im = DATA.images[i];
+  S.pixels = Float64Array.from(im.pixels); S.label = im.label;
+}
+function input() { // the normalised rows the model reads, as training fed them (in image order; forward.js permutes)
+  const rows = [];
+  for (let r = 0; r < ROWS; r++) rows.push(Array.from(S.pixels.subarray(r * ROWS, (r + 1) * ROWS),
+                                                     (p) => (p / 255 - DATA.mean) / DATA.std));
+  return rows;
+}
+function options() {
+  const o = { temperature: S.tau, qkScale: S.qkScale, headMask: [...S.masked].map((k) => k.split(",").map(Number)) };
+  if (!S.pe && MODELS[S.model].model.pos_enc !== "none") o.posEnc = false;
+  if (S.perm) o.permute = S.perm.slice();
+  return o;
+}
+function shuffle() { // a fixed sequence of permutations (mulberry32), so that a run of the page is repeatable
+  let a = (0x9e3779b9 * ++S.shuffles) >>> 0;
+  const rand = () => { a = (a + 0x6d2b79f5) >>> 0; let x = a; x = Math.imul(x ^ (x >>> 15), x | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61); return ((x ^ (x >>> 14)) >>> 0) / 4294967296; };
+  const p = [...Array(ROWS).keys()];
+  for (let i = ROWS - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [p[i], p[j]] = [p[j], p[i]]; }
+  return p;
+}
+const offset = () => (MODELS[S.model].pooling === "cls" ? 1 : 0);
+const imageRowOf = (displayRow) => (S.perm ? S.perm[displayRow] : displayRow); // the image row shown at a display row
+
+// ---- colours, legends, charts ----
+const INK = [28, 80, 190];
+function weightColour(v) { // attention weight 0..1 on a square-root scale: small weights stay visible, 1 is darkest
+  const a = Math.sqrt(Math.max(0, Math.min(1, v)));
+  return `rgb(${Math.round(255 - (255 - INK[0]) * a)},${Math.round(255 - (255 - INK[1]) * a)},${Math.round(255 - (255 - INK[2]) * a)})`;
+}
+function diverging(v) { // -1 blue, 0 white, +1 orange
+  const a = Math.min(1, Math.abs(v));
+  return v >= 0 ? `rgb(255,${Math.round(255 - 120 * a)},${Math.round(255 - 255 * a)})`
+                : `rgb(${Math.round(255 - 200 * a)},${Math.round(255 - 110 * a)},255)`;
+}
+function canvasCtx(cv) {
+  const ctx = cv.getContext("2d");
+  ctx.setTransform(1, 0, 0, 1, 0, 0); ctx.clearRect(0, 0, cv.width, cv.height);
+  ctx.font = "10px system-ui, sans-serif"; ctx.textBaseline = "middle";
+  return ctx;
+}
+function legend(cv, label) { // the weight scale: 0 .. 1, ticks where the square root puts them
+  const ctx = canvasCtx(cv), L = 8, W = cv.width - 16;
+  for (let x = 0; x < W; x++) { ctx.fillStyle = weightColour((x / (W - 1)) ** 2); ctx.fillRect(L + x, 2, 1, 12); }
+  ctx.strokeStyle = "#999"; ctx.strokeRect(L + 0.5, 2.5, W - 1, 12);
+  ctx.fillStyle = "#333"; ctx.textAlign = "center";
+  for (const v of [0, 0.05, 0.25, 0.5, 1]) {
+    const x = L + Math.sqrt(v) * (W - 1);
+    ctx.fillRect(x, 14, 1, 3); ctx.fillText(String(v), Math.min(Math.max(x, L + 6), L + W - 6), 22);
+  }
+  ctx.textAlign = "left"; ctx.fillText(label, L, 35);
+}
+const MAP = { left: 20, top: 14 };
+function ticksFor(n) { // tick positions for n cells: every one up to 10, the rows' 0 7 14 21 27 up to 29, quarters beyond
+  if (n <= 10) return [...Array(n).keys()];
+  const ticks = n <= 29 ? [0, 7, 14, 21, n - 1] : [0, n >> 2, n >> 1, (3 * n) >> 2, n - 1];
+  return ticks.filter((v, i, a) => v < n && a.indexOf(v) === i);
+}
+function heatmap(cv, A, { hover = null, masked = false } = {}) {
+  const T = A.length, ctx = canvasCtx(cv), cell = (cv.width - MAP.left - 2) / T;
+  for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) {
+    ctx.fillStyle = weightColour(A[i][j]); ctx.fillRect(MAP.left + j * cell, MAP.top + i * cell, cell + 0.5, cell + 0.5);
+  }
+  ctx.fillStyle = "#555";
+  for (const v of ticksFor(T)) {
+    ctx.textAlign = "center"; ctx.fillText(String(v), MAP.left + (v + 0.5) * cell, 6);
+    ctx.textAlign = "right"; ctx.fillText(String(v), MAP.left - 3, MAP.top + (v + 0.5) * cell);
+  }
+  if (hover !== null && hover < T) {
+    ctx.strokeStyle = "#e65c00"; ctx.lineWidth = 2; ctx.strokeRect(MAP.left + 1, MAP.top + hover * cell, T * cell - 2, cell);
+  }
+  if (masked) { ctx.fillStyle = "rgba(80,80,80,0.55)"; ctx.fillRect(MAP.left, MAP.top, T * cell, T * cell); }
+}
+function mapRowAt(cv, ev, T) { // the query row under a pointer on a heatmap canvas
+  const box = cv.getBoundingClientRect(), sy = cv.height / box.height, cell = (cv.width - MAP.left - 2) / T;
+  return Math.max(0, Math.min(T - 1, Math.floor(((ev.clientY - box.top) * sy - MAP.top) / cell)));
+}
+const CHART = { left: 36, right: 4, top: 6, bottom: 16 };
+/** Bars of `values` with a zero line, y ticks (min, 0, max) and x ticks (first, middle, last index). */
+function barChart(cv, values, { highlight = -1, range = null, colour = "#5b8fd6", xlabel = "" } = {}) {
+  const ctx = canvasCtx(cv), n = values.length, W = cv.width - CHART.left - CHART.right, H = cv.height - CHART.top - CHART.bottom;
+  const finite = values.filter(Number.isFinite);
+  let lo = range ? range[0] : Math.min(0, ...finite), hi = range ? range[1] : Math.max(0, ...finite);
+  if (hi - lo < 1e-12) hi = lo + 1;
+  const y = (v) => CHART.top + ((hi - v) / (hi - lo)) * H, bw = W / Math.max(1, n);
+  values.forEach((v, i) => {
+    if (!Number.isFinite(v)) return;
+    ctx.fillStyle = i === highlight ? "#e65c00" : colour;
+    const y0 = y(Math.max(lo, Math.min(hi, 0))), y1 = y(Math.max(lo, Math.min(hi, v)));
+    ctx.fillRect(CHART.left + i * bw + (bw > 3 ? 0.5 : 0), Math.min(y0, y1), Math.max(1, bw - (bw > 3 ? 1 : 0)), Math.max(1, Math.abs(y1 - y0)));
+  });
+  ctx.strokeStyle = "#888"; ctx.lineWidth = 1; ctx.beginPath();
+  ctx.moveTo(CHART.left, CHART.top); ctx.lineTo(CHART.left, CHART.top + H);
+  const yz = y(Math.max(lo, Math.min(hi, 0))); ctx.moveTo(CHART.left, yz); ctx.lineTo(CHART.left + W, yz); ctx.stroke();
+  ctx.fillStyle = "#444"; ctx.textAlign = "right";
+  const fmt = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
+  for (const v of [lo, 0, hi]) ctx.fillText(fmt(v), CHART.left - 3, y(v));
+  ctx.textAlign = "center";
+  for (const i of [0, Math.floor((n - 1) / 2), n - 1]) if (i >= 0) ctx.fillText(String(i), CHART.left + (i + 0.5) * bw, cv.height - 6);
+  if (xlabel) { ctx.textAlign = "right"; ctx.fillText(`${xlabel} →`, CHART.left - 3, cv.height - 6); }
+  return { lo, hi, bw };
+}
+function bars(el, values, labels, fmt, highlight) {
+  const max = Math.max(...values.map(Math.abs), 1e-12);
+  el.innerHTML = "";
+  values.forEach((v, i) => {
+    const row = Object.assign(document.createElement("div"), { className: "bar" + (i === highlight ? " best" : "") });
+    row.innerHTML = `<span class="bl"></span><span class="bt"><span class="bf"></span></span><span class="bv"></span>`;
+    row.children[0].textContent = labels[i];
+    row.children[1].firstChild.style.width = `${(100 * Math.abs(v)) / max}%`;
+    row.children[2].textContent = fmt(v);
+    el.appendChild(row);
+  });
+}
+const softmax = (z) => { const m = Math.max(...z), e = z.map((v) => Math.exp(v - m)), s = e.reduce((a, b) => a + b); return e.map((v) => v / s); };
+const layerNames = (n) => [...Array(n).keys()].map((l) => (l === 0 ? t("embedding") : t("afterLayer", { l: l - 1 })));
+
+// ---- the input column: digit (drawn as the model reads it), prediction ----
+const CELL = 8;
+function drawDigit() {
+  const ctx = canvasCtx($("digit"));
+  for (let r = 0; r < ROWS; r++) for (let c = 0; c < ROWS; c++) {
+    const v = 255 - Math.round(S.pixels[imageRowOf(r) * ROWS + c]);
+    ctx.fillStyle = `rgb(${v},${v},${v})`; ctx.fillRect(c * CELL, r * CELL, CELL, CELL);
+  }
+  const row = S.query - offset();
+  if (row >= 0) { ctx.strokeStyle = "#e65c00"; ctx.lineWidth = 2; ctx.strokeRect(1, row * CELL, ROWS * CELL - 2, CELL); }
+}
+let painting = null;
+function paint(ev) {
+  const cv = $("digit"), box = cv.getBoundingClientRect(), sx = cv.width / box.width, sy = cv.height / box.height;
+  const c = Math.floor(((ev.clientX - box.left) * sx) / CELL), r = Math.floor(((ev.clientY - box.top) * sy) / CELL);
+  for (let dr = -1; dr <= 1; dr++) for (let dc = -1; dc <= 1; dc++) {
+    const rr = r + dr, cc = c + dc;
+    if (rr < 0 || cc < 0 || rr >= ROWS || cc >= ROWS) continue;
+    const v = dr === 0 && dc === 0 ? 255 : (dr === 0 || dc === 0 ? 160 : 60), k = imageRowOf(rr) * ROWS + cc;
+    S.pixels[k] = Math.max(S.pixels[k], v);
+  }
+  S.drawn = Float64Array.from(S.pixels); S.image++;
+  $("image").value = -1; S.label = null; render();
+}
+$("digit").addEventListener("pointerdown", (ev) => { painting = ev.pointerId; $("digit").setPointerCapture(ev.pointerId); paint(ev); ev.preventDefault(); });
+$("digit").addEventListener("pointermove", (ev) => { if (painting === ev.pointerId) paint(ev); });
+for (const end of ["pointerup", "pointercancel"]) $("digit").addEventListener(end, () => { painting = null; });
+$("clear").addEventListener("click", () => { S.pixels.fill(0); S.drawn.fill(0); S.image++; $("image").value = -1; S.label = null; render(); });
+
+// ---- demo 1: spotlight ----
+function headMap(l) { // the selected head's map, or the mean of the heads
+  const maps = hook.last.attention[l];
+  if (S.head >= 0) return maps[Math.min(S.head, maps.length - 1)];
+  return maps[0].map((row, i) => row.map((_, j) => maps.reduce((s, A) => s + A[i][j], 0) / maps.length));
+}
+function drawSpotlight() {
+  const cv = $("spot"), ctx = canvasCtx(cv), A = headMap(S.layer), off = offset(), q = S.query;
+  const weights = A[q].slice(off), c = 7, L = 20, top = 4, barX = L + ROWS * c + 4, barW = cv.width - barX - 2;
+  for (let r = 0; r < ROWS; r++) {
+    for (let x = 0; x < ROWS; x++) {
+      const v = 255 - Math.round(S.pixels[imageRowOf(r) * ROWS + x]);
+      ctx.fillStyle = `rgb(${v},${v},${v})`; ctx.fillRect(L + x * c, top + r * c, c, c);
+    }
+    ctx.fillStyle = weightColour(weights[r]).replace("rgb", "rgba").replace(")", ",0.6)");
+    ctx.fillRect(L + 0, top + r * c, ROWS * c, c);
+    ctx.fillStyle = weightColour(weights[r]); ctx.fillRect(barX, top + r * c + 1, Math.max(3, weights[r] * barW), c - 2);
+  }
+  ctx.strokeStyle = "#999"; ctx.strokeRect(barX + 0.5, top, barW, ROWS * c);
+  ctx.fillStyle = "#555"; ctx.textAlign = "right";
+  for (const v of ticksFor(ROWS)) ctx.fillText(String(v + off), L - 3, top + (v + 0.5) * c);
+  if (q - off >= 0) { ctx.strokeStyle = "#e65c00"; ctx.lineWidth = 2; ctx.strokeRect(L + 1, top + (q - off) * c, ROWS * c - 2, c); }
+  legend($("spotlegend"), t("legend"));
+  hook.views.spotlight = { layer: S.layer, head: S.head, query: q, weights: off ? A[q].slice() : weights };
+}
+$("spot").addEventListener("pointermove", (ev) => {
+  const box = $("spot").getBoundingClientRect(), r = Math.floor((((ev.clientY - box.top) * $("spot").height) / box.height - 4) / 7);
+  if (r >= 0 && r < ROWS) setQuery(r + offset());
+});
+$("digit").addEventListener("pointermove", (ev) => {
+  if (painting !== null) return;
+  const box = $("digit").getBoundingClientRect(), r = Math.floor((((ev.clientY - box.top) * $("digit").height) / box.height) / CELL);
+  if (r >= 0 && r < ROWS && ev.pointerType === "mouse") setQuery(r + offset());
+});
+function setQuery(q) { if (q !== S.query) { S.query = q; $("query").value = q; draw(); } }
+
+// ---- demo 2: q, k, v and the scores ----
+function drawQKV() {
+  const l = S.layer, h = Math.max(0, S.head), q = S.query, H = hook.trace.layers[l].heads[h];
+  const soft = hook.last.attention[l][h][q];
+  barChart($("qv"), H.q[q]); barChart($("kv"), H.k[q]); barChart($("vv"), H.v[q]);
+  barChart($("rawv"), H.raw[q], { highlight: q, xlabel: "j" }); barChart($("scaledv"), H.scaled[q], { highlight: q, xlabel: "j" });
+  barChart($("softv"), soft, { highlight: soft.indexOf(Math.max(...soft)), range: [0, Math.max(...soft)], xlabel: "j" });
+  $("scaledcap").textContent = t("s2.scaled", { scale: H.scale.toPrecision(3) });
+  hook.views.qkv = { layer: l, head: h, query: q, q: H.q[q], k: H.k[q], v: H.v[q], raw: H.raw[q], scaled: H.scaled[q], softmax: soft, scale: H.scale };
+}
+
+// ---- demo 3: tau, entropy ----
+const entropy = (p) => -p.reduce((s, v) => s + (v > 0 ? v * Math.log2(v) : 0), 0);
+function drawTau() {
+  const l = S.layer, h = Math.max(0, S.head), A = hook.last.attention[l][h];
+  heatmap($("taumap"), A, { hover: S.query, masked: S.masked.has(`${l},${h}`) });
+  legend($("taulegend"), `${t("legend")} · ${t("map.axes")}`);
+  const rows = A.map(entropy), mean = rows.reduce((a, b) => a + b, 0) / rows.length;
+  barChart($("entropyv"), rows, { highlight: S.query, range: [0, Math.log2(A.length)], xlabel: "i" });
+  $("entropy").textContent = t("entropy", { i: S.query, h: rows[S.query].toFixed(3), m: mean.toFixed(3), max: Math.log2(A.length).toFixed(3) });
+  $("tauval").textContent = S.tau.toFixed(2);
+  hook.views.entropy = { layer: l, head: h, rows, mean, max: Math.log2(A.length) };
+}
+
+// ---- demo 4: every head of every layer, masking ----
+function buildMaps(out) {
+  const maps = $("maps");
+  maps.innerHTML = "";
+  out.attention.forEach((layer, l) => {
+    const row = document.createElement("div");
+    row.className = "layer";
+    row.appendChild(Object.assign(document.createElement("span"), { className: "lname", textContent: `${t("layer")} ${l}` }));
+    layer.forEach((A, h) => {
+      const fig = document.createElement("figure");
+      const c = Object.assign(document.createElement("canvas"), { className: "map", tabIndex: 0 });
+      c.width = c.height = MAP.left + 2 + A.length * 5;
+      c.dataset.layer = l; c.dataset.head = h; c.setAttribute("role", "button");
+      const toggle = () => { const k = `${l},${h}`; if (S.masked.has(k)) S.masked.delete(k); else S.masked.add(k); render(); };
+      // a tap (touch, pen) toggles on pointerup, where it lifted without moving; the click that may follow is skipped
+      let down = null, tapped = 0;
+      c.addEventListener("pointerdown", (ev) => { down = ev.pointerType === "mouse" ? null : [ev.clientX, ev.clientY]; });
+      c.addEventListener("pointerup", (ev) => {
+        if (down && Math.hypot(ev.clientX - down[0], ev.clientY - down[1]) < 10) { tapped = performance.now(); toggle(); }
+        down = null;
+      });
+      c.addEventListener("click", () => { if (performance.now() - tapped > 800) toggle(); });
+      c.addEventListener("keydown", (ev) => {
+        if (ev.key === "Enter" || ev.key === " ") { toggle(); ev.preventDefault(); }
+        if (ev.key === "ArrowDown" || ev.key === "ArrowUp") { setQuery(Math.max(0, Math.min(A.length - 1, S.query + (ev.key === "ArrowDown" ? 1 : -1)))); ev.preventDefault(); }
+      });
+      c.addEventListener("pointermove", (ev) => setQuery(mapRowAt(c, ev, A.length)));
+      fig.appendChild(c);
+      fig.appendChild(Object.assign(document.createElement("figcaption"), { textContent: `${t("head")} ${h}` }));
+      row.appendChild(fig);
+    });
+    maps.appendChild(row);
+  });
+}
+function drawMaps() {
+  $$("canvas.map").forEach((c) => {
+    const l = +c.dataset.layer, h = +c.dataset.head, k = `${l},${h}`;
+    heatmap(c, hook.last.attention[l][h], { hover: S.query, masked: S.masked.has(k) });
+    c.setAttribute("aria-pressed", String(S.masked.has(k)));
+    c.setAttribute("aria-label", `${t("layer")} ${l} ${t("head")} ${h}: ${t("mask")}`);
+    c.title = `${t("layer")} ${l} ${t("head")} ${h}: ${t("mask")}`;
+  });
+  legend($("maplegend"), `${t("legend")} · ${t("map.axes")}`);
+  $("masked").textContent = S.masked.size ? t("masked", { list: [...S.masked].map((k) => `L${k.replace(",", "H")}`).join(" ") }) : t("masked.none");
+}
+
+// ---- demo 5: positions ----
+function positionTable(model, T) {
+  const m = model.model;
+  if (m.pos_enc === "sinusoidal") return { kind: "sinusoidal", table: AblateForward.sinusoidal(T, m.d_model).map((r) => Array.from(r)) };
+  if (m.pos_enc === "rope") return { kind: "rope", table: AblateForward.ropeAngles(T, m.head_dim).map((r) => Array.from(r)) };
+  if (m.pos_enc === "learned") {
+    const data = model.w["encoder.pos_enc.weight"].data, d = m.d_model;
+    return { kind: "learned", table: Array.from({ length: Math.min(T, m.max_len) }, (_, p) => Array.from(data.subarray(p * d, (p + 1) * d))) };
+  }
+  return { kind: m.pos_enc, table: [] }; // none; alibi biases the scores, it adds no vector
+}
+const WAVE_COLOURS = ["#5b8fd6", "#e65c00", "#2a9d4b", "#9b59b6", "#c0392b", "#7f8c8d"];
+function drawPositions() {
+  const P = hook.positions, T = P.table.length, off = !S.pe || !T;
+  $("posbox").hidden = off; $("posoff").hidden = !off;
+  $("posoff").textContent = P.kind === "alibi" ? t("pe.alibinote") : P.kind === "none" ? t("pe.nonemodel") : t("pe.off");
+  $("pename").textContent = t(`pe.${MODELS[S.model].model.pos_enc}`);
+  const pos = Math.min(S.pos, Math.max(0, T - 1));
+  P.position = pos; P.vector = T && !off ? P.table[pos].slice() : [];
+  $("poslegend").innerHTML = "";
+  if (off) return;
+  const cv = $("posview"), ctx = canvasCtx(cv), L = 30, B = 30, W = cv.width - L - 6, H = cv.height - B - 6, cols = P.table[0].length;
+  const x = (p) => L + ((p + 0.5) * W) / T;
+  ctx.fillStyle = "#444";
+  if (P.kind === "sinusoidal") {
+    const picked = [0, 1, 4, 5, 16, 17].filter((i) => i < cols), y = (v) => 6 + ((1 - v) / 2) * H;
+    ctx.strokeStyle = "#bbb"; ctx.beginPath();
+    for (const v of [-1, 0, 1]) { ctx.moveTo(L, y(v)); ctx.lineTo(L + W, y(v)); }
+    ctx.stroke();
+    ctx.textAlign = "right"; for (const v of [-1, 0, 1]) ctx.fillText(String(v), L - 4, y(v));
+    picked.forEach((i, k) => {
+      ctx.strokeStyle = WAVE_COLOURS[k]; ctx.lineWidth = 1.5; ctx.beginPath();
+      P.table.forEach((row, p) => (p ? ctx.lineTo(x(p), y(row[i])) : ctx.moveTo(x(p), y(row[i]))));
+      ctx.stroke();
+      const key = document.createElement("span");
+      key.innerHTML = `<i style="background:${WAVE_COLOURS[k]}"></i>`;
+      key.append(`${i % 2 ? "cos" : "sin"} · dim ${i}`);
+      $("poslegend").appendChild(key);
+    });
+    ctx.strokeStyle = "#222"; ctx.lineWidth = 1; ctx.beginPath(); ctx.moveTo(x(pos), 6); ctx.lineTo(x(pos), 6 + H); ctx.stroke();
+    $("posnote").textContent = t("pe.waves", { dims: picked.join(", "), T });
+  } else {
+    const max = P.kind === "learned" ? Math.max(...P.table.flat().map(Math.abs), 1e-12) : 1, ch = H / T, cw = W / cols;
+    P.table.forEach((row, p) => row.forEach((v, c) => {
+      ctx.fillStyle = P.kind === "rope" ? `hsl(${(((v % (2 * Math.PI)) / (2 * Math.PI)) * 360).toFixed(1)},70%,60%)` : diverging(v / max);
+      ctx.fillRect(L + c * cw, 6 + p * ch, cw + 0.5, ch + 0.5);
+    }));
+    ctx.fillStyle = "#444"; ctx.textAlign = "right";
+    for (const p of ticksFor(T)) ctx.fillText(String(p), L - 4, 6 + (p + 0.5) * ch);
+    ctx.strokeStyle = "#222"; ctx.lineWidth = 1.5; ctx.strokeRect(L + 0.5, 6 + pos * ch, W - 1, ch);
+    $("posnote").textContent = P.kind === "rope" ? t("pe.rope", { hs: 2 * cols, T, n: cols })
+      : t("pe.learnednote", { T, d: cols, max: max.toFixed(2) });
+  }
+  ctx.fillStyle = "#444"; ctx.textAlign = "center";
+  const n = P.kind === "sinusoidal" ? T : cols, xs = P.kind === "sinusoidal" ? x : (c) => L + ((c + 0.5) * W) / cols;
+  for (const v of ticksFor(n)) ctx.fillText(String(v), xs(v), cv.height - 20);
+  ctx.fillText(P.kind === "sinusoidal" ? t("axis.position") : P.kind === "rope" ? t("pe.freq") : t("pe.dim"), L + W / 2, cv.height - 7);
+  const vc = $("posvec"), vctx = canvasCtx(vc), vw = (vc.width - L - 6) / cols;
+  const vmax = P.kind === "learned" ? Math.max(...P.vector.map(Math.abs), 1e-12) : 1;
+  P.vector.forEach((v, c) => {
+    vctx.fillStyle = P.kind === "rope" ? `hsl(${(((v % (2 * Math.PI)) / (2 * Math.PI)) * 360).toFixed(1)},70%,60%)` : diverging(v / vmax);
+    vctx.fillRect(L + c * vw, 0, vw + 0.5, vc.height);
+  });
+  $("posval").textContent = t("pos", { pos });
+}
+
+// ---- demo 6: residual stream, this model and a pair side by side ----
+const pairCache = new Map(); // model|permutation|image -> its forward pass: tau and masks do not touch the pair
+function pairForward(i) {
+  const key = `${i}|${S.perm}|${S.image}`;
+  if (!pairCache.has(key)) {
+    if (pairCache.size > 4) pairCache.clear();
+    pairCache.set(key, AblateForward.forward(MODELS[i], input(), S.perm ? { permute: S.perm.slice() } : {}));
+  }
+  return pairCache.get(key);
+}
+function residualColumn(i, normsEl, cosEl, predEl) {
+  const model = MODELS[i], out = pairForward(i), p = softmax(out.logits), best = p.indexOf(Math.max(...p));
+  const mean = out.residualNorms.map((n) => n.reduce((a, b) => a + b, 0) / n.length), cos = out.hiddenStates.map(AblateForward.meanTokenCosine);
+  const names = layerNames(mean.length);
+  bars($(normsEl), mean, names, (v) => v.toFixed(2), -1);
+  bars($(cosEl), cos, names, (v) => v.toFixed(3), -1);
+  $(predEl).textContent = t("pred", { best, p: pct(p[best]) }) + (S.label === null ? "" : t("predLabel", { label: S.label }));
+  return { name: model.name, norms: mean, cosine: cos, probabilities: p };
+}
+function drawResidual() {
+  const last = hook.last, mean = last.residualNorms.map((n) => n.reduce((a, b) => a + b, 0) / n.length), names = layerNames(mean.length);
+  bars($("norms"), mean, names, (v) => v.toFixed(2), -1);
+  bars($("cosine"), last.tokenCosine, names, (v) => v.toFixed(3), -1);
+  $("resname0").textContent = MODELS[S.model].name;
+  hook.views.residual = { a: residualColumn(+$("res-a").value, "norms-a", "cosine-a", "respred-a"),
+                          b: residualColumn(+$("res-b").value, "norms-b", "cosine-b", "respred-b") };
+}
+
+// ---- demo 7: LayerNorm ----
+function lnSource() {
+  const m = MODELS[S.model].model;
+  if (m.norm === "none") return null;
+  const [l, part] = S.lnWhich.split(",");
+  const layer = hook.trace.layers[+l], norm = part === "ffn" ? layer.ffnNorm : layer.attnNorm;
+  return norm && { key: `${S.model}|${S.lnWhich}|${S.query}`, norm };
+}
+function drawLN() {
+  const src = lnSource();
+  $("lnbox").hidden = !src; $("lnnone").hidden = !!src;
+  if (!src) { hook.views.ln = null; return; }
+  const w = MODELS[S.model].w, orig = src.norm.input[S.query];
+  const x = S.lnEdit && S.lnEdit.key === src.key ? S.lnEdit.vector : orig, d = x.length;
+  const [out] = AblateForward.layerNorm([Float64Array.from(x)], w[`${src.norm.name}.weight`], w[`${src.norm.name}.bias`]);
+  const mean = x.reduce((a, b) => a + b, 0) / d, centred = x.map((v) => v - mean);
+  const std = Math.sqrt(centred.reduce((a, v) => a + v * v, 0) / d), hat = centred.map((v) => v / Math.sqrt(std * std + 1e-5));
+  const norm = Math.sqrt(centred.reduce((a, v) => a + v * v, 0)), normHat = Math.sqrt(hat.reduce((a, v) => a + v * v, 0));
+  const lim = Math.max(3, 1.4 * Math.max(...orig.map(Math.abs)));
+  barChart($("lnin"), x, { highlight: S.lnComp, range: [-lim, lim] });
+  barChart($("lnhat"), hat); barChart($("lnout"), Array.from(out));
+  const mean2 = hat.reduce((a, b) => a + b, 0) / d;
+  $("lnstats").textContent = t("s7.stats", { mean: mean.toFixed(3), std: std.toFixed(3), norm: norm.toFixed(2), mean2: mean2.toFixed(3),
+                                             norm2: normHat.toFixed(2), sqrtd: Math.sqrt(d).toFixed(2) });
+  const cv = $("lnsphere"), ctx = canvasCtx(cv), R = Math.max(norm, Math.sqrt(d)), s = (cv.width / 2 - 8) / R;
+  ctx.strokeStyle = "#e65c00"; ctx.setLineDash([4, 3]); ctx.beginPath(); ctx.arc(cv.width / 2, cv.height / 2, Math.sqrt(d) * s, 0, 2 * Math.PI); ctx.stroke();
+  ctx.setLineDash([]); ctx.strokeStyle = "#1c50be"; ctx.beginPath(); ctx.arc(cv.width / 2, cv.height / 2, Math.max(1, norm * s), 0, 2 * Math.PI); ctx.stroke();
+  ctx.fillStyle = "#444"; ctx.textAlign = "center"; ctx.fillText(`√d = ${Math.sqrt(d).toFixed(1)}`, cv.width / 2, 10);
+  hook.views.ln = { name: src.norm.name, token: S.query, input: Array.from(x), hat, output: Array.from(out), mean, std, norm, normHat, edited: x !== orig, component: S.lnComp };
+}
+function lnSet(c, value) {
+  const src = lnSource();
+  if (!src) return;
+  if (!S.lnEdit || S.lnEdit.key !== src.key) S.lnEdit = { key: src.key, vector: src.norm.input[S.query].slice() };
+  S.lnComp = c; S.lnEdit.vector[c] = value; drawLN();
+}
+let lnDrag = null;
+function lnPointer(ev) {
+  const cv = $("lnin"), box = cv.getBoundingClientRect(), sx = cv.width / box.width, sy = cv.height / box.height;
+  const src = lnSource(); if (!src) return;
+  const orig = src.norm.input[S.query], d = orig.length, lim = Math.max(3, 1.4 * Math.max(...orig.map(Math.abs)));
+  const W = cv.width - CHART.left - CHART.right, H = cv.height - CHART.top - CHART.bottom;
+  const c = lnDrag !== null && lnDrag.c !== undefined ? lnDrag.c : Math.floor((((ev.clientX - box.left) * sx - CHART.left) / W) * d);
+  if (c < 0 || c >= d) return;
+  const v = lim - ((((ev.clientY - box.top) * sy) - CHART.top) / H) * 2 * lim;
+  lnDrag = { id: ev.pointerId, c };
+  lnSet(c, Math.max(-lim, Math.min(lim, v)));
+}
+$("lnin").addEventListener("pointerdown", (ev) => { lnDrag = { id: ev.pointerId }; $("lnin").setPointerCapture(ev.pointerId); lnPointer(ev); ev.preventDefault(); });
+$("lnin").addEventListener("pointermove", (ev) => { if (lnDrag && lnDrag.id === ev.pointerId) lnPointer(ev); });
+for (const end of ["pointerup", "pointercancel"]) $("lnin").addEventListener(end, () => { lnDrag = null; });
+$("lnin").addEventListener("keydown", (ev) => {
+  const view = hook.views.ln; if (!view) return;
+  const d = view.input.length, step = 0.25;
+  if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") { S.lnComp = (S.lnComp + (ev.key === "ArrowRight" ? 1 : d - 1)) % d; drawLN(); }
+  else if (ev.key === "ArrowUp" || ev.key === "ArrowDown") lnSet(S.lnComp, view.input[S.lnComp] + (ev.key === "ArrowUp" ? step : -step));
+  else return;
+  ev.preventDefault();
+});
+$("lnreset").addEventListener("click", () => { S.lnEdit = null; drawLN(); });
+$("lnwhich").addEventListener("change", () => { S.lnWhich = $("lnwhich").value; S.lnEdit = null; drawLN(); });
+
+// ---- demo 8: FFN ----
+function drawFFN() {
+  const layer = hook.trace.layers[S.layer], hidden = layer.ffnHidden;
+  if (!hidden) { canvasCtx($("ffnv")); $("ffnstats").textContent = t("s8.none"); hook.views.ffn = null; return; }
+  const h = hidden[S.query], active = h.filter((v) => v > 0).length, max = Math.max(...h);
+  barChart($("ffnv"), h, { highlight: h.indexOf(max), xlabel: "unit" });
+  $("ffnstats").textContent = t("s8.active", { k: active, n: h.length, max: max.toFixed(3) });
+  hook.views.ffn = { layer: S.layer, token: S.query, hidden: h, active };
+}
+
+// ---- demo 9: per-layer readout ----
+function drawLens() {
+  const probs = hook.last.layerLogits.map(softmax), n = probs.length, cv = $("lens");
+  cv.height = 16 + 18 * n;
+  const ctx = canvasCtx(cv), L = 96, cw = (cv.width - L - 4) / 10, ch = 18, names = layerNames(n);
+  ctx.fillStyle = "#444"; ctx.textAlign = "center";
+  for (let c = 0; c < 10; c++) ctx.fillText(String(c), L + (c + 0.5) * cw, 7);
+  const list = $("lenslist"); list.innerHTML = "";
+  const predictions = probs.map((p) => p.indexOf(Math.max(...p)));
+  probs.forEach((p, l) => {
+    ctx.fillStyle = "#444"; ctx.textAlign = "right"; ctx.fillText(names[l], L - 4, 16 + (l + 0.5) * ch);
+    p.forEach((v, c) => {
+      ctx.fillStyle = weightColour(v); ctx.fillRect(L + c * cw, 14 + l * ch, cw - 1, ch - 1);
+      ctx.fillStyle = Math.sqrt(v) > 0.6 ? "#fff" : "#333"; ctx.textAlign = "center";
+      ctx.fillText(v >= 0.995 ? "1" : v.toFixed(2).replace(/^0/, ""), L + (c + 0.5) * cw, 14 + (l + 0.5) * ch);
+    });
+    ctx.strokeStyle = "#e65c00"; ctx.lineWidth = 2; ctx.strokeRect(L + predictions[l] * cw + 1, 15 + l * ch, cw - 3, ch - 3);
+    list.appendChild(Object.assign(document.createElement("li"), { textContent: `${names[l]}: ${t("s9.pred", { c: predictions[l], p: pct(p[predictions[l]]) })}` }));
+  });
+  if (S.label !== null) { ctx.strokeStyle = "#2a9d4b"; ctx.lineWidth = 1; ctx.strokeRect(L + S.label * cw + 0.5, 13.5, cw, n * ch + 1); }
+  legend($("lenslegend"), t("s9.layer"));
+  hook.views.lens = { probabilities: probs, predictions };
+}
+
+// ---- the forward pass and every view ----
+function render() {
+  const model = MODELS[S.model], rows = input(), opts = options();
+  const out = AblateForward.forward(model, rows, Object.assign({ trace: true }, opts));
+  const probabilities = softmax(out.logits), best = probabilities.indexOf(Math.max(...probabilities));
+  const shapeChanged = !hook.last || hook.last.attention.length !== out.attention.length ||
+    hook.last.attention[0].length !== out.attention[0].length || hook.last.attention[0][0].length !== out.attention[0][0].length ||
+    hook.lang !== S.lang;
+  hook.trace = out.trace;
+  hook.last = { logits: out.logits, probabilities, attention: out.attention, residualNorms: out.residualNorms,
+                hiddenStates: out.hiddenStates, tokenCosine: out.hiddenStates.map(AblateForward.meanTokenCosine),
+                layerLogits: out.layerLogits, input: rows, options: opts };
+  if (shapeChanged) { buildMaps(out); hook.lang = S.lang; }
+  configTable(model);
+  $("permstate").textContent = S.perm ? t("perm.some", { perm: S.perm.join(" ") }) : t("perm.none");
+  $("pred").textContent = t("pred", { best, p: pct(probabilities[best]) }) + (S.label === null ? "" : t("predLabel", { label: S.label }));
+  bars($("probs"), probabilities, [...probabilities.keys()].map(String), (p) => p.toFixed(3), best);
+  drawResidual();
+  draw();
+}
+function draw() { // what depends on the query token, layer and head, not on the forward pass
+  $("queryval").textContent = S.query;
+  $$(".ctl-layer").forEach((s) => { s.value = S.layer; });
+  $$(".ctl-head").forEach((s) => { s.value = s.dataset.nomean ? Math.max(0, S.head) : S.head; });
+  drawDigit(); drawSpotlight(); drawQKV(); drawTau(); drawMaps(); drawPositions(); drawLN(); drawFFN(); drawLens();
+}
+
+$("model").addEventListener("change", () => { loadModel(+$("model").value); render(); });
+$("image").addEventListener("change", () => { loadImage(+$("image").value); render(); });
+$("tau").addEventListener("input", () => { S.tau = +$("tau").value; render(); });
+$("sqrtdk").addEventListener("change", () => { S.qkScale = $("sqrtdk").checked; render(); });
+$("pe").addEventListener("change", () => { S.pe = $("pe").checked; render(); });
+$("pos").addEventListener("input", () => { S.pos = +$("pos").value; drawPositions(); });
+$("query").addEventListener("input", () => setQuery(+$("query").value));
+$("permute").addEventListener("click", () => { S.perm = shuffle(); render(); });
+$("order").addEventListener("click", () => { S.perm = null; render(); });
+$("res-a").addEventListener("change", render); $("res-b").addEventListener("change", render);
+$$(".ctl-layer").forEach((s) => s.addEventListener("change", () => { S.layer = +s.value; draw(); }));
+$$(".ctl-head").forEach((s) => s.addEventListener("change", () => { S.head = +s.value; draw(); }));
+$("lang").addEventListener("click", () => setLang(S.lang === "en" ? "zh" : "en"));
+
+const asked = new URLSearchParams(location.search).get("lang") || location.hash.replace("#lang=", "");
+S.lang = asked === "zh" || asked === "en" ? asked : (navigator.language || "").toLowerCase().startsWith("zh") ? "zh" : "en";
+fillSelects();
+loadModel(0);
+if (DATA.images.length) loadImage(0); else $("image").value = -1;
+setLang(S.lang);
