@@ -226,10 +226,12 @@ TEXT: dict[str, tuple[str, str]] = {
     "html_notebooks": ("Notebooks", "笔记本"),
     "html_explorer": ("Explorer", "交互演示"),
     "html_explorer_text": (
-        "The tutorial's interactive demos on real trained models, in the browser: <code>make explore</code> "
-        'builds <a href="../explorer.html">reports/explorer.html</a>, one page that opens offline.',
-        "教程的交互演示，跑在真正训练过的模型上，直接在浏览器中打开：<code>make explore</code> 生成 "
-        '<a href="../explorer.html">reports/explorer.html</a>，一个离线即可打开的页面。'),
+        "The tutorial's nine interactive demos on real trained models, in the browser: "
+        '<a href="../explorer.html?lang=en">reports/explorer.html</a>, one page that opens offline (committed; '
+        "<code>make explore</code> rebuilds it).",
+        "教程的九个交互演示，跑在真正训练过的模型上，直接在浏览器中打开："
+        '<a href="../explorer.html?lang=zh">reports/explorer.html</a>，一个离线即可打开的页面'
+        "（已随仓库提交；<code>make explore</code> 会重新生成）。"),
 }
 
 
