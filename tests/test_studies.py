@@ -256,3 +256,15 @@ def test_ablate_tasks_lists_the_registry_with_the_sweeps_that_train_each_task():
     trained = {s for name in TASKS for s in re.findall(r"`(\w+)`", rows[name].split(" | ")[-1])}
     assert trained == SWEEP_FILES  # every sweep file trains a task the registry knows
     assert "`pos_enc_extrapolate`" in rows["lookup1"] and "`scaling`" in rows["histogram"]
+
+
+def test_the_explorers_links_to_the_answers_name_manifest_questions_with_pages():
+    """The explorer names each demo's answer by its question's key (page.js ANSWERS): each key is a manifest's,
+    and its findings pages exist beside the committed page, in both languages."""
+    source = (ROOT / "ablate" / "explore" / "page.js").read_text(encoding="utf-8")
+    answers = dict(re.findall(r'(\w+): "([\w-]+)"', re.search(r"const ANSWERS = \{([^}]*)\}", source).group(1)))
+    keys = {q.key for s in studies.load(SOURCES) for q in s.questions}
+    assert answers and set(answers.values()) <= keys
+    for key in answers.values():
+        assert (SOURCES / "findings" / f"{key}.md").is_file() and (SOURCES / "findings" / f"{key}.zh.md").is_file()
+    assert set(re.findall(r'data-find="(\w+)"', (ROOT / "ablate" / "explore" / "page.html").read_text())) <= set(answers)

@@ -25,20 +25,16 @@ function t(key, vars) {
   for (const [k, v] of Object.entries(vars || {})) s = s.split(`{${k}}`).join(String(v));
   return s;
 }
-const FINDINGS = {
-  en: { q1: "q1--word-order-and-positional-encoding", q2: "q2--scaling-the-scores-by-d_k", q3: "q3--several-small-heads-or-one-big-one",
-        q4: "q4--residual-connections-and-deep-stacks", preln: "claim--pre-ln-vs-post-ln-as-depth-grows",
-        ffn: "claim--the-ffn-holds-about-23-of-the-parameters-and-stores-facts", tau: "claim--temperature-τ-moves-attention-between-selection-and-averaging" },
-  zh: { q1: "q1--词序与位置编码", q2: "q2--用-d_k-缩放分数", q3: "q3--多个小头还是一个大头", q4: "q4--残差连接与深层堆叠",
-        preln: "论断--随深度增加的-pre-ln-与-post-ln", ffn: "论断--ffn-约占参数的-23并存储事实", tau: "论断--温度-τ-在选择与平均之间移动注意力" },
-};
+// Each demo's answer: its question's own page in the findings (reports/findings/<key>.md, .zh.md), named by the
+// question's key in its study manifest (reports/*.yaml; tests/test_explore_demos.py checks each key is there).
+const ANSWERS = { q1: "q1", q2: "q2", q3: "q3", q4: "q4", preln: "claim-norm", ffn: "claim-ffn", tau: "claim-temperature" };
 function setLang(lang) {
   S.lang = lang === "zh" ? "zh" : "en";
   document.documentElement.lang = S.lang === "zh" ? "zh-CN" : "en";
   $$("[data-i18n]").forEach((el) => { el.textContent = t(el.dataset.i18n); });
   $$("[data-i18n-title]").forEach((el) => { el.title = t(el.dataset.i18nTitle); });
   $$("[data-i18n-aria]").forEach((el) => el.setAttribute("aria-label", t(el.dataset.i18nAria)));
-  $$("a.findings").forEach((a) => { a.href = `${t("findingsFile")}#${FINDINGS[S.lang][a.dataset.find]}`; });
+  $$("a.findings").forEach((a) => { a.href = `findings/${ANSWERS[a.dataset.find]}${S.lang === "zh" ? ".zh" : ""}.md`; });
   fillSelects();
   render();
 }
