@@ -83,7 +83,7 @@ EXPLORE_MODELS ?= $(shell $(BIN)/python -m ablate.explore.shipped)
 EXPLORE_BUDGET ?= quick
 EXPLORE_RUNS ?= runs/explore
 EXPLORE_PAGE ?= reports/explorer.html
-explore: venv ## rebuild reports/explorer.html (committed: offline, self-contained) and its screenshot, training first any of its 13 models not in runs/explore (EXPLORE_BUDGET=quick)
+explore: venv ## rebuild reports/explorer.html (committed: offline, self-contained) and its screenshot, training first any of its 15 models (13 MNIST rows, 2 copy) not in runs/explore (EXPLORE_BUDGET=quick)
 	@set -e; for spec in $(EXPLORE_MODELS); do name=$${spec%%=*}; args=$${spec#*=}; \
 	  if [ -f $(EXPLORE_RUNS)/$$name/last.ckpt ]; then echo "$(EXPLORE_RUNS)/$$name: trained already, kept"; \
 	  else $(BIN)/ablate train budget=$(EXPLORE_BUDGET) tracking=none run.probes=false \
@@ -92,7 +92,7 @@ explore: venv ## rebuild reports/explorer.html (committed: offline, self-contain
 	@$(BIN)/python -m ablate.explore.screenshot $(EXPLORE_PAGE) $(dir $(EXPLORE_PAGE))figures/explorer.png \
 	  || echo "explore: no screenshot (Chromium or Playwright missing); the page is built"
 
-explore-shots: venv ## screenshots of the explorer's nine demos, English and Chinese, at 1280 and 390 px, into docs/explorer/ (needs chromium and fonts-noto-cjk)
+explore-shots: venv ## screenshots of the explorer's nine demos and demo 1's copy part (Q1), English and Chinese, at 1280 and 390 px, into docs/explorer/ (needs chromium and fonts-noto-cjk)
 	$(BIN)/python -m ablate.explore.screenshot $(EXPLORE_PAGE) --demos docs/explorer
 
 clean: ## remove the virtualenv and caches (keeps runs/ and data/)

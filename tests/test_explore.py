@@ -404,15 +404,24 @@ def test_page_bad_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys
     _, _, ckpt = random_model(tmp_path, {})
     tokens = tmp_path / "tokens"
     tokens.mkdir()
-    random_model(tokens, COPY)
+    random_model(tokens, {**COPY, "data.vocab": 4})
     out = tmp_path / "page.html"
     monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "nowhere"))
     cases = {
         "nothing to write": ([str(ckpt)], "give --out PAGE.html and/or --json PATH"),
         "no MNIST": ([str(ckpt), "--out", str(out)], "MNIST test files"),
-        "a token model": ([str(ckpt), str(tokens), "--out", str(out), "--json", str(tmp_path / "m.json")],
-                          "the page shows MNIST-row models only"),
+        "a copy model of too few tokens": ([str(ckpt), str(tokens), "--out", str(out), "--json", str(tmp_path / "m.json")],
+                                           "give one with data.vocab >= 6"),
     }
+    for name, overrides, words in (
+            ("histogram", {"data.task": "histogram", "data.vocab": 6, "data.length": 4}, "copy models only"),
+            ("reversed", {**COPY, "data.vocab": 6, "data.reverse": True}, "in-order copy models only"),
+            ("short", {**COPY, "data.vocab": 6, "model.max_len": 9}, "needs 13 positions"),
+            ("copy-alone", {**COPY, "data.vocab": 6}, "at least one MNIST-row model")):
+        (tmp_path / name).mkdir()
+        random_model(tmp_path / name, overrides)
+        sources = [str(tmp_path / name)] if name == "copy-alone" else [str(ckpt), str(tmp_path / name)]
+        cases[name] = ([*sources, "--out", str(out)], words)
     for what, (argv, words) in cases.items():
         assert cli(["explore", *argv]) == 2, what
         err = capsys.readouterr().err.strip()
@@ -449,3 +458,66 @@ def test_committed_page_holds_every_shipped_model_and_is_built_by_this_code():
     assert [im["label"] for im in images["images"]] == list(range(10))
     assert build_page(models, images["images"], images["mean"], images["std"]) == html, \
         "reports/explorer.html is stale: run `make explore` (it keeps the trained runs) and commit it"
+
+
+# ---- the committed page's copy models (demo 1's Q1 part): the tutorial's sentence, in order and reordered ----
+
+def _torch_of_page_model(m: dict) -> TokenModel:
+    """The PyTorch model of a page model: its config, its (float16) weights as float32."""
+    import base64
+
+    import numpy as np
+
+    from ablate.explore.export import PRECISIONS
+
+    cfg = _page_config(m)
+    model = TokenModel(cfg.model, m["sizes"]["n_tokens"], m["sizes"]["n_out"])
+    model.load_state_dict({name: torch.from_numpy(np.frombuffer(base64.b64decode(w["b64"]), PRECISIONS[w["dtype"]])
+                                                  .astype(np.float32).reshape(w["shape"]))
+                           for name, w in m["weights"].items()})
+    return model.eval()
+
+
+def _page_config(m: dict) -> C.Config:
+    return C.build({k: v for k, v in m["config"].items() if not k.startswith("run.") and k != "budget"}, machine=False)
+
+
+@needs_node
+def test_committed_copy_models_in_js_equal_pytorch_on_the_sentence(tmp_path):
+    """The page's two copy models on 猫坐在垫子上 and 垫子在猫坐上 (the report's copy inputs): node's forward.js equals
+    PyTorch on the page's own float16 weights to 1e-4; the learned-PE model copies both orders; the model without
+    positions obeys A(Px) = P·A(x)·Pᵀ on the page's numbers (every layer and head), and its prediction at the
+    blanks does not depend on the order."""
+    from ablate.data.copytask import CopyTask
+    from ablate.results.export import SENTENCE_PERM_WORDS, SENTENCE_WORDS, copy_input, sentence
+
+    models, _ = _page_data(COMMITTED.read_text())
+    copies = {m["name"]: m for m in models if m["kind"] == "tokens"}
+    assert set(copies) == {"copy", "copy-no-pe"}
+    words = sentence()
+    assert (list(SENTENCE_WORDS), list(SENTENCE_PERM_WORDS)) == (words["words"], words["perm_words"])
+    perm = [SENTENCE_WORDS.index(w) for w in SENTENCE_PERM_WORDS] + list(range(6, 13))  # P: position i reads x[perm[i]]
+    for name, m in copies.items():
+        task = CopyTask(_page_config(m).data)
+        vocab = m["config"]["data.vocab"]
+        assert (task.sep, task.blank) == (vocab, vocab + 1) and m["config"]["data.length"] == 6
+        xs = [copy_input(words["tokens"], vocab), copy_input(words["perm_tokens"], vocab)]
+        assert xs[1] == [xs[0][i] for i in perm]
+        model = _torch_of_page_model(m)
+        js = run_node(tmp_path, m, [{"input": x} for x in xs])
+        logits, maps = torch_run(model, torch.tensor(xs))
+        d_logits, d_maps = diff(js, logits, maps)
+        predicted = logits[:, 7:].argmax(-1).tolist()
+        print(f"{name}: logits {d_logits:.2e}, attention {d_maps:.2e}; test/acc {m['metrics']['test/acc']:.4f}; "
+              f"predicted {predicted}")
+        assert d_logits < TOL and d_maps < TOL, (name, d_logits, d_maps)
+        if name == "copy":
+            assert predicted == [words["tokens"], words["perm_tokens"]]
+            assert m["metrics"]["test/acc"] > 0.99
+        else:
+            A, B = (torch.tensor(r["attention"], dtype=torch.float64) for r in js)  # (L, H, T, T)
+            d_perm = (B - A[:, :, perm][:, :, :, perm]).abs().max().item()
+            print(f"{name}: max |A(Px) - P A(x) P^T| {d_perm:.2e}")
+            assert d_perm < 1e-9
+            assert predicted[0] == predicted[1] and len(set(predicted[0])) == 1  # every blank alike, either order
+            assert 0.2 < m["metrics"]["test/acc"] < 0.45  # the order-blind level (~30 %), not a copy

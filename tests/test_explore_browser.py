@@ -1,6 +1,6 @@
 """The explorer page in a real browser (Playwright driving the system's Chromium), loaded from a file with the
 network blocked: its logits and attention equal PyTorch's to 1e-4 for every shipped model's config (as is, tau,
-a masked head, no PE, permuted rows), and for the tutorial's model under every
+a masked head, no PE, permuted rows; the copy models on the tutorial's sentence in both orders), and for the tutorial's model under every
 control (tau slider, sqrt(d_k), a masked head, positional encoding off, permuted rows, a second model); the
 controls change the drawn attention as PyTorch says; the per-layer token cosine equals ablate.probes' and the
 position view shows the model's own sinusoidal table, RoPE angles or learned table; no request leaves the
@@ -26,7 +26,7 @@ from ablate.explore.images import normalisation
 from ablate.explore.page import build_page, page_model
 from ablate.explore.screenshot import VIEWPORT, chromium
 from ablate.explore.shipped import SHIPPED
-from ablate.models import SequenceClassifier
+from ablate.models import SequenceClassifier, TokenModel
 from ablate.models.positional import rope_angles, sinusoidal_table
 from ablate.probes import mean_token_cosine, sublayer_outputs
 from ablate.probes.common import blocks_of
@@ -64,17 +64,23 @@ def browser_context_args():
 
 
 def _model(tmp_path: Path, name: str, overrides: dict, seed: int):
-    """A random-init MNIST-rows model (every parameter moved off its init) saved as `ablate train` saves one."""
+    """A random-init MNIST-rows model (every parameter moved off its init) saved as `ablate train` saves one; a
+    copy-task config gives the copy task's TokenModel (data.vocab + 2 token ids in, data.vocab out)."""
     cfg = C.build({"tracking": "none", **overrides}, machine=False)
     torch.manual_seed(seed)
-    model = SequenceClassifier(cfg.model, 28, 10, cfg.pooling)
+    if cfg.data.task == "copy":
+        sizes = {"n_tokens": cfg.data.vocab + 2, "n_out": cfg.data.vocab}
+        model = TokenModel(cfg.model, sizes["n_tokens"], sizes["n_out"])
+    else:
+        sizes = {"in_features": 28, "n_classes": 10}
+        model = SequenceClassifier(cfg.model, 28, 10, cfg.pooling)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.1 * torch.randn_like(p))
     run = tmp_path / name
     run.mkdir()
     torch.save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}, "global_step": 7,
-                "hyper_parameters": {"config": C.to_dict(cfg), "in_features": 28, "n_classes": 10}}, run / "last.ckpt")
+                "hyper_parameters": {"config": C.to_dict(cfg), **sizes}}, run / "last.ckpt")
     return cfg, model.eval(), run
 
 
@@ -271,7 +277,8 @@ def test_page_equals_pytorch_for_every_shipped_model(shipped):
     page.select_option("#image", "2")
     x = (torch.tensor(images[2]["pixels"], dtype=torch.float32).reshape(28, 28) / 255 - shipped["mean"]) / shipped["std"]
     results = {}
-    for i, (cfg, model, run) in enumerate(runs):
+    rows = [run for run in runs if run[0].data.task == "mnist"]  # the input column's models; the copy ones: Q1
+    for i, (cfg, model, run) in enumerate(rows):
         page.select_option("#model", str(i))
         assert page.locator("canvas.map").count() == cfg.model.n_layers * cfg.model.n_heads, run.name
         last = _last(page)
@@ -307,6 +314,23 @@ def test_page_equals_pytorch_for_every_shipped_model(shipped):
         results.update({(run.name, k): v for k, v in found.items()})
         assert (maps[0] - base_maps[0]).abs().max() > 1e-3, run.name
         page.click("#order")
+
+    # the copy models: demo 1's Q1 part, the tutorial's sentence in both orders
+    from ablate.results.export import copy_input, sentence
+
+    words = sentence()
+    for i, (cfg, model, run) in enumerate(run for run in runs if run[0].data.task == "copy"):
+        page.click(f"#q1models button[data-q1model='{i}']")
+        for order, tokens in enumerate((words["tokens"], words["perm_tokens"])):
+            page.click(f"#q1order button[data-order='{order}']")
+            view = page.evaluate("window.ablateExplorer.views.q1")
+            assert view["model"] == run.name and view["input"] == copy_input(tokens, cfg.data.vocab)
+            with torch.no_grad():
+                logits, maps = model(torch.tensor([view["input"]]), return_attention=True)
+            results[run.name, f"sentence order {order}"] = (
+                (torch.tensor(view["logits"], dtype=torch.float64) - logits[0].double()).abs().max().item(),
+                max((torch.tensor(view["attention"][j], dtype=torch.float64) - m[0].double()).abs().max().item()
+                    for j, m in enumerate(maps)))
 
     for (name, what), (d_logits, d_maps) in results.items():
         print(f"{name}, {what}: logits {d_logits:.2e}, attention {d_maps:.2e}")

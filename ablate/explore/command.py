@@ -27,14 +27,44 @@ def _name(source: Path, taken: set[str]) -> str:
     return name
 
 
+# The copy models the page draws (demo 1's Q1 part): the tutorial's sentence 猫坐在垫子上 as token ids 0..5, then
+# SEP and six blanks (13 positions), copied in order at the blanks.
+SENTENCE_TOKENS = 6
+
+
+def page_problem(model: dict) -> str | None:
+    """Why the page cannot draw an exported model (`is ...; fix`), or None: MNIST-row classifiers, and copy
+    models that read the tutorial's six-token sentence (data.vocab >= 6, in order, a learned table long enough)."""
+    config, task = model["config"], model["config"].get("data.task")
+    if model["kind"] == "classify" and task == "mnist":
+        return None
+    if model["kind"] != "tokens" or task != "copy":
+        return (f"is a model of data.task={task}; the page shows MNIST-row models and copy models only "
+                "(export others with --json)")
+    seq_len = 2 * SENTENCE_TOKENS + 1  # the sentence, SEP, a blank per token (ablate.data.copytask)
+    if config.get("data.vocab", 0) < SENTENCE_TOKENS:
+        return (f"is a copy model of data.vocab={config.get('data.vocab')}; the page feeds it the tutorial's "
+                f"{SENTENCE_TOKENS}-token sentence (ids 0..{SENTENCE_TOKENS - 1}): give one with data.vocab >= "
+                f"{SENTENCE_TOKENS} (or export it with --json)")
+    if config.get("data.reverse"):
+        return ("is a copy model of data.reverse=true; the page shows in-order copy models only "
+                "(export it with --json)")
+    if model["model"]["pos_enc"] == "learned" and model["model"]["max_len"] < seq_len:
+        return (f"is a copy model with a learned table of model.max_len={model['model']['max_len']}; the page's "
+                f"sentence needs {seq_len} positions: give one with model.max_len >= {seq_len} (or export it with --json)")
+    return None
+
+
 def _page(sources: list[Path], models: list[dict]) -> str:
     from .images import mnist_test_images, normalisation
     from .page import build_page, page_model
 
     for source, model in zip(sources, models):
-        if model["kind"] != "classify" or model["config"].get("data.task") != "mnist":
-            raise ExploreError(f"{source} is a model of data.task={model['config'].get('data.task')}; the page shows "
-                               "MNIST-row models only (export others with --json)")
+        if problem := page_problem(model):
+            raise ExploreError(f"{source} {problem}")
+    if not any(model["kind"] == "classify" for model in models):
+        raise ExploreError("the page needs at least one MNIST-row model beside copy models (its demos read digits); "
+                           "add one, or export copy models alone with --json")
     taken: set[str] = set()
     named = [page_model(model, _name(source, taken)) for source, model in zip(sources, models)]
     mean, std = normalisation()

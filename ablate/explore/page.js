@@ -7,16 +7,24 @@
  *   trace      forward.js's per-layer trace of the current model (q, k, v, scores, LayerNorms, FFN activations)
  *   positions  {kind, table, position, vector}: what pos_enc adds (or rotates by), positions x columns
  *   views      {spotlight, qkv, entropy, residual, ln, ffn, lens}: the numbers behind each demo's drawing
- *   state, render(), t(key, vars), setLang(lang)
+ *   sentence   the tutorial's sentence as the copy models read it: {words, perm_words, tokens, perm_tokens, labels}
+ *              (the conventions of ablate.results.export.sentence)
+ *   views.q1   demo 1's copy part: {model, order, words, input, labels, layer, head, query, weights, attention,
+ *              logits, predicted, copied}
+ *   state, q1 (its state), render(), t(key, vars), setLang(lang)
  */
 "use strict";
-const MODELS = JSON.parse(document.getElementById("models").textContent).map(AblateForward.load);
+const ALL_MODELS = JSON.parse(document.getElementById("models").textContent).map(AblateForward.load);
+const MODELS = ALL_MODELS.filter((m) => m.kind === "classify"); // MNIST rows: the input column and the nine demos
+const TOKEN_MODELS = ALL_MODELS.filter((m) => m.kind === "tokens"); // copy models: demo 1's Q1 part
 const DATA = JSON.parse(document.getElementById("images").textContent); // {mean, std, images: [{index, label, pixels}]}
 const ROWS = 28, $ = (id) => document.getElementById(id), $$ = (sel) => [...document.querySelectorAll(sel)];
 const S = { model: 0, pixels: new Float64Array(ROWS * ROWS), drawn: new Float64Array(ROWS * ROWS), label: null,
             tau: 1, qkScale: true, pe: true, masked: new Set(), perm: null, shuffles: 0, pos: 0, query: 14,
             layer: 0, head: 0, lang: "en", lnWhich: "0,attn", lnEdit: null, lnComp: 0, image: 0 };
-const hook = (window.ablateExplorer = { state: S, last: null, trace: null, positions: null, views: {},
+// demo 1's Q1 part: the copy model, the word order (0: 猫坐在垫子上, 1: 垫子在猫坐上), layer, head (-1: mean), query
+const Q = { model: 0, order: 0, layer: 0, head: -1, query: 0 };
+const hook = (window.ablateExplorer = { state: S, q1: Q, last: null, trace: null, positions: null, views: {},
                                         render: () => render(), t: (k, v) => t(k, v), setLang: (l) => setLang(l) });
 
 // ---- words ----
@@ -62,6 +70,7 @@ function fillSelects() {
   }
   fillLayerControls();
   fillHeadButtons();
+  if (TOKEN_MODELS.length) q1Controls();
 }
 function tokens() { return ROWS + (MODELS[S.model].pooling === "cls" ? 1 : 0); }
 function fillLayerControls() {
@@ -595,6 +604,94 @@ function drawLens() {
   hook.views.lens = { probabilities: probs, predictions };
 }
 
+// ---- demo 1, Q1: word order on a copy model (猫坐在垫子上 <-> 垫子在猫坐上) ----
+// The tutorial's sentence as ablate.results.export feeds it to a copy model: one character per token, the id its
+// index in WORDS; the copy input is the tokens, SEP (= data.vocab), then a BLANK (= data.vocab + 1) per token,
+// as ablate.data.copytask builds it; the targets at the blanks are the tokens in order.
+const WORDS = ["猫", "坐", "在", "垫", "子", "上"], REORDERED = ["垫", "子", "在", "猫", "坐", "上"];
+const SENTENCE = { words: WORDS, perm_words: REORDERED, tokens: WORDS.map((w) => WORDS.indexOf(w)),
+                   perm_tokens: REORDERED.map((w) => WORDS.indexOf(w)),
+                   labels: [...WORDS, "SEP", ...WORDS.map(() => "_")] };
+hook.sentence = SENTENCE;
+const copyInput = (tokens, vocab) => [...tokens, vocab, ...tokens.map(() => vocab + 1)];
+const tokenWord = (id) => (id < WORDS.length ? WORDS[id] : `#${id}`);
+function q1Controls() {
+  const box = $("q1models");
+  box.innerHTML = "";
+  TOKEN_MODELS.forEach((m, i) => {
+    const b = document.createElement("button"), acc = m.metrics && m.metrics["test/acc"] !== undefined ? ` · ${pct(m.metrics["test/acc"])} %` : "";
+    b.type = "button"; b.dataset.q1model = i;
+    b.textContent = (m.model.pos_enc === "learned" ? t("q1.learned") : m.model.pos_enc === "none" ? t("q1.nope") : m.name) + acc;
+    b.setAttribute("aria-pressed", String(i === Q.model));
+    b.onclick = () => { q1Model(i); drawQ1(); };
+    box.appendChild(b);
+  });
+  const m = TOKEN_MODELS[Q.model].model;
+  $("q1layer").innerHTML = ""; $("q1head").innerHTML = "";
+  for (let l = 0; l < m.n_layers; l++) $("q1layer").add(new Option(String(l), l));
+  if (m.n_heads > 1) $("q1head").add(new Option(t("head.mean"), -1));
+  for (let h = 0; h < m.n_heads; h++) $("q1head").add(new Option(String(h), h));
+  $("q1layer").value = Q.layer; $("q1head").value = Q.head;
+  $$("#q1order button").forEach((b) => b.setAttribute("aria-pressed", String(+b.dataset.order === Q.order)));
+}
+function q1Model(i) {
+  Q.model = i;
+  const m = TOKEN_MODELS[i].model;
+  Q.layer = Math.min(Q.layer, m.n_layers - 1); Q.head = m.n_heads > 1 ? Math.min(Q.head, m.n_heads - 1) : 0;
+  q1Controls();
+}
+function q1Cell(row, label, cls) {
+  const c = Object.assign(document.createElement("div"), { className: "tok" + (cls ? ` ${cls}` : "") });
+  c.append(label); row.appendChild(c);
+  return c;
+}
+function drawQ1() {
+  if (!TOKEN_MODELS.length) { hook.views.q1 = null; return; }
+  const model = TOKEN_MODELS[Q.model], vocab = model.config["data.vocab"];
+  const words = Q.order ? SENTENCE.perm_words : SENTENCE.words, tokens = words.map((w) => WORDS.indexOf(w));
+  const x = copyInput(tokens, vocab), out = AblateForward.forward(model, x), T = x.length, L = tokens.length;
+  const maps = out.attention[Q.layer];
+  const A = Q.head >= 0 ? maps[Q.head] : maps[0].map((row, i) => row.map((_, j) => maps.reduce((s, M) => s + M[i][j], 0) / maps.length));
+  const q = Math.min(Q.query, T - 1), weights = A[q];
+  const labels = [...words, "SEP", ...words.map(() => "_")];
+  const inRow = $("q1in"); inRow.innerHTML = "";
+  labels.forEach((label, j) => {
+    const c = q1Cell(inRow, label, (j === q ? "q" : "") + (label === "SEP" ? " sep" : ""));
+    c.style.background = weightColour(weights[j]); c.style.color = Math.sqrt(weights[j]) > 0.6 ? "#fff" : "#222";
+    c.prepend(Object.assign(document.createElement("small"), { textContent: String(j) }));
+    c.appendChild(Object.assign(document.createElement("small"), { textContent: weights[j].toFixed(2) }));
+    c.dataset.pos = j; c.title = `${j} ${label}: ${weights[j].toFixed(3)}`;
+  });
+  const predicted = out.logits.map((row) => row.indexOf(Math.max(...row)));
+  const outRow = $("q1out"); outRow.innerHTML = "";
+  let copied = 0;
+  predicted.forEach((id, j) => {
+    if (j <= L) { q1Cell(outRow, "", "empty"); return; }
+    const right = id === tokens[j - L - 1]; copied += right;
+    const c = q1Cell(outRow, tokenWord(id), right ? "" : "wrong"); c.dataset.pos = j;
+  });
+  const written = predicted.slice(L + 1).map(tokenWord);
+  $("q1pred").textContent = `${t("q1.query", { i: q, tok: labels[q] })} · ${t("q1.pred", { words: written.join(""), k: copied, n: L })}`;
+  $("q1query").max = T - 1; $("q1query").value = q; $("q1queryval").textContent = q;
+  legend($("q1legend"), t("legend"));
+  hook.views.q1 = { model: model.name, order: Q.order, words, input: x, labels, layer: Q.layer, head: Q.head, query: q,
+                    weights: Array.from(weights), attention: out.attention, logits: out.logits, predicted: written, copied };
+}
+function q1Query(q) { if (q !== Q.query) { Q.query = q; drawQ1(); } }
+function q1At(ev) { const c = ev.target.closest(".tok"); if (c && c.dataset.pos !== undefined) q1Query(+c.dataset.pos); }
+for (const row of ["q1in", "q1out"]) {
+  $(row).addEventListener("pointermove", q1At);
+  $(row).addEventListener("pointerdown", q1At);
+}
+$("q1in").addEventListener("keydown", (ev) => {
+  const T = hook.views.q1 ? hook.views.q1.input.length : 13;
+  if (ev.key === "ArrowRight" || ev.key === "ArrowLeft") { q1Query((Q.query + (ev.key === "ArrowRight" ? 1 : T - 1)) % T); ev.preventDefault(); }
+});
+$("q1query").addEventListener("input", () => q1Query(+$("q1query").value));
+$("q1layer").addEventListener("change", () => { Q.layer = +$("q1layer").value; drawQ1(); });
+$("q1head").addEventListener("change", () => { Q.head = +$("q1head").value; drawQ1(); });
+$$("#q1order button").forEach((b) => b.addEventListener("click", () => { Q.order = +b.dataset.order; q1Controls(); drawQ1(); }));
+
 // ---- the forward pass and every view ----
 function render() {
   const model = MODELS[S.model], rows = input(), opts = options();
@@ -614,6 +711,7 @@ function render() {
   bars($("probs"), probabilities, [...probabilities.keys()].map(String), (p) => p.toFixed(3), best);
   drawResidual();
   draw();
+  drawQ1();
 }
 function draw() { // what depends on the query token, layer and head, not on the forward pass
   $("queryval").textContent = S.query;
@@ -638,6 +736,8 @@ $("lang").addEventListener("click", () => setLang(S.lang === "en" ? "zh" : "en")
 
 const asked = new URLSearchParams(location.search).get("lang") || location.hash.replace("#lang=", "");
 S.lang = asked === "zh" || asked === "en" ? asked : (navigator.language || "").toLowerCase().startsWith("zh") ? "zh" : "en";
+$("q1").hidden = !TOKEN_MODELS.length;
+Q.query = WORDS.length + 1; // the first blank (after the words and SEP): where the copy begins
 fillSelects();
 loadModel(0);
 if (DATA.images.length) loadImage(0); else $("image").value = -1;

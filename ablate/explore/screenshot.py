@@ -3,7 +3,11 @@ Chromium, every request that is not for a file aborted).
 
     python -m ablate.explore.screenshot PAGE.html PNG            1400 x 900, the first map hovered (`make explore`)
     python -m ablate.explore.screenshot PAGE.html --demos DIR    each of the nine demos, English and Chinese, at
-                                                                 1280 px and at 390 px (a phone): DIR/<lang>-<width>-demo<n>.png
+                                                                 1280 px and at 390 px (a phone): DIR/<lang>-<width>-demo<n>.png,
+                                                                 and demo 1's copy part (Q1, word order) twice:
+                                                                 DIR/<lang>-<width>-q1.png (learned positions, the
+                                                                 sentence in order) and -q1-nope.png (no positions,
+                                                                 垫子在猫坐上)
 """
 
 from __future__ import annotations
@@ -45,6 +49,20 @@ def _small_png(png: Path) -> None:
     small.save(png, optimize=True)
 
 
+def _q1_shots(tab, out: Path, stem: str) -> None:
+    """Demo 1's copy part: the learned-positions model on 猫坐在垫子上, then the model without positions on
+    垫子在猫坐上, the query on the first blank (where the copy begins) in both."""
+    for suffix, model, order in (("q1", 0, 0), ("q1-nope", 1, 1)):
+        buttons = tab.locator("#q1models button")
+        if model >= buttons.count():
+            continue
+        buttons.nth(model).click()
+        tab.click(f"#q1order button[data-order='{order}']")
+        png = out / f"{stem}-{suffix}.png"
+        tab.locator("#q1").screenshot(path=str(png))
+        _small_png(png)
+
+
 def demo_screenshots(page: Path, out: Path) -> dict[str, float]:
     """Every demo section of `page` in both languages at both widths, as out/<lang>-<width>-demo<n>.png (the
     digit 7, query row 9); returns the page's load times in seconds (DOMContentLoaded to the first render)
@@ -78,6 +96,8 @@ def demo_screenshots(page: Path, out: Path) -> dict[str, float]:
                         png = out / f"{lang}-{width}-demo{n}.png"
                         tab.locator(f"#s{n}").screenshot(path=str(png))
                         _small_png(png)
+                    if tab.locator("#q1").is_visible():
+                        _q1_shots(tab, out, f"{lang}-{width}")
                     context.close()
         finally:
             browser.close()
@@ -99,7 +119,7 @@ if __name__ == "__main__":
         except RuntimeError as err:
             print(f"ablate: {err}; the page must be self-contained and error-free", file=sys.stderr)
             sys.exit(1)
-        print(f"{args[2]}: 36 screenshots of {args[0]}; load "
+        print(f"{args[2]}: {len(list(Path(args[2]).glob('*.png')))} screenshots of {args[0]}; load "
               + ", ".join(f"{k} {v:.2f} s" for k, v in loads.items()), file=sys.stderr)
         sys.exit(0)
     if blocked := screenshot(Path(args[0]), Path(args[1])):

@@ -14,6 +14,9 @@ Each model serves the tutorial's demos it is named for; one model serves several
     unscaled-dk512  one head of d_k = 512 without 1/sqrt(d_k), one layer: why the scale exists
     residual-8, no-residual-8  eight blocks with and without skip connections (demo 6, side by side)
     ffn-1, ffn-8    FFN hidden width 1 x d and 8 x d (demo 8, with the tutorial's 2 x d)
+    copy, copy-no-pe   the tutorial's model on the copy task (data.task=copy) at data.length=6, so that the
+                    tutorial's sentence 猫坐在垫子上 (six tokens, ids 0..5 of data.vocab=10) is in distribution:
+                    with learned positions, and without any (order-blind: it can only guess); demo 1's Q1 part
 
 max_len=28: the learned table holds the 28 rows it is used for (at 512 it is a third of the tutorial's
 parameters, and would make the heads-h family unequal in size); rows 28..511 are never read on MNIST rows, so
@@ -24,6 +27,8 @@ budget's 4 (188 steps): at 4 one took over 10 minutes on this machine's 2 shared
 from __future__ import annotations
 
 ROWS = ["model.max_len=28"]
+# the copy task at the tutorial sentence's length: 6 tokens, SEP, 6 blanks = 13 positions, all the table needs
+COPY = ["data.task=copy", "data.length=6", "data.vocab=10", "model.max_len=13"]
 DEEP = ["trainer.max_epochs=2"]  # eight blocks: half the quick budget's epochs keeps a run within 10 minutes here
 
 SHIPPED: dict[str, list[str]] = {
@@ -40,6 +45,8 @@ SHIPPED: dict[str, list[str]] = {
     "no-residual-8": ["model.residual=false", "model.n_layers=8", *ROWS, *DEEP],
     "ffn-1": ["model.ffn_mult=1", *ROWS],
     "ffn-8": ["model.ffn_mult=8", *ROWS],
+    "copy": COPY,
+    "copy-no-pe": [*COPY, "model.pos_enc=none"],
 }
 
 
