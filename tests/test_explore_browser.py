@@ -11,7 +11,6 @@ Without Chromium (or Playwright) these tests skip, saying how to get it; with AB
 
 from __future__ import annotations
 
-import os
 import struct
 import subprocess
 import sys
@@ -24,38 +23,17 @@ from ablate import config as C
 from ablate.explore.export import export_model
 from ablate.explore.images import normalisation
 from ablate.explore.page import build_page, page_model
-from ablate.explore.screenshot import VIEWPORT, chromium
+from ablate.explore.screenshot import VIEWPORT
 from ablate.explore.shipped import SHIPPED
 from ablate.models import SequenceClassifier, TokenModel
 from ablate.models.positional import rope_angles, sinusoidal_table
 from ablate.probes import mean_token_cosine, sublayer_outputs
 from ablate.probes.common import blocks_of
 from ablate.probes.heads import masked_heads
+from tests.browser_gate import browser_type_launch_args, gate  # noqa: F401 (a fixture)
 
 TOL = 1e-4
-HOW = "`apt-get install chromium` (or set ABLATE_CHROMIUM) and `pip install pytest-playwright`"
-REQUIRED = os.environ.get("ABLATE_REQUIRE_BROWSER") == "1"
-
-
-def _browser_problem() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "Playwright is not installed"
-    if not chromium().exists():
-        return f"no Chromium at {chromium()}"
-    return None
-
-
-PROBLEM = _browser_problem()
-if PROBLEM and REQUIRED:
-    pytest.fail(f"ABLATE_REQUIRE_BROWSER=1 but {PROBLEM}; {HOW}", pytrace=False)
-pytestmark = pytest.mark.skipif(PROBLEM is not None, reason=f"{PROBLEM}: {HOW} to run the browser tests")
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args():
-    return {"executable_path": str(chromium()), "args": ["--no-sandbox"]}
+pytestmark = gate()
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 
 import pytest
@@ -23,42 +22,20 @@ from ablate import config as C
 from ablate.explore.export import export_model
 from ablate.explore.images import normalisation
 from ablate.explore.page import build_page, page_model
-from ablate.explore.screenshot import chromium
 from ablate.explore.shipped import SHIPPED
 from ablate.models import SequenceClassifier
 from ablate.probes.common import blocks_of
 from ablate.probes.heads import masked_heads
+from tests.browser_gate import browser_type_launch_args, gate  # noqa: F401 (a fixture)
 
 TOL = 1e-4
-HOW = "`apt-get install chromium` (or set ABLATE_CHROMIUM) and `pip install pytest-playwright`"
-REQUIRED = os.environ.get("ABLATE_REQUIRE_BROWSER") == "1"
-
-
-def _browser_problem() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "Playwright is not installed"
-    if not chromium().exists():
-        return f"no Chromium at {chromium()}"
-    return None
-
-
-PROBLEM = _browser_problem()
-if PROBLEM and REQUIRED:
-    pytest.fail(f"ABLATE_REQUIRE_BROWSER=1 but {PROBLEM}; {HOW}", pytrace=False)
-pytestmark = pytest.mark.skipif(PROBLEM is not None, reason=f"{PROBLEM}: {HOW} to run the browser tests")
+pytestmark = gate()
 
 # the shipped models the demos pick by name; residual-8/no-residual-8 at 3 layers keep the test quick
 NAMES = ["tutorial", "heads-1", "heads-2", "heads-8", "sinusoidal", "pre-ln", "residual-8", "no-residual-8",
          "ffn-1", "ffn-8"]
 SHALLOW = {"residual-8": {"model.n_layers": 3}, "no-residual-8": {"model.n_layers": 3}}
 ACCURACY = {"tutorial": 0.921, "heads-1": 0.873}  # written into the runs' summary.json: the page shows them
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args():
-    return {"executable_path": str(chromium()), "args": ["--no-sandbox"]}
 
 
 def _run(root, name: str, seed: int):

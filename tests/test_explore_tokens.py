@@ -10,7 +10,6 @@ failure instead."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -18,37 +17,15 @@ import torch
 
 from ablate.data.copytask import CopyTask
 from ablate.explore.page import build_page
-from ablate.explore.screenshot import chromium
 from ablate.results.export import copy_input, sentence
+from tests.browser_gate import browser_type_launch_args, gate  # noqa: F401 (a fixture)
 from tests.test_explore import COMMITTED, _page_config, _page_data, _torch_of_page_model
 
 TOL = 1e-4
-HOW = "`apt-get install chromium` (or set ABLATE_CHROMIUM) and `pip install pytest-playwright`"
-REQUIRED = os.environ.get("ABLATE_REQUIRE_BROWSER") == "1"
-
-
-def _browser_problem() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "Playwright is not installed"
-    if not chromium().exists():
-        return f"no Chromium at {chromium()}"
-    return None
-
-
-PROBLEM = _browser_problem()
-if PROBLEM and REQUIRED:
-    pytest.fail(f"ABLATE_REQUIRE_BROWSER=1 but {PROBLEM}; {HOW}", pytrace=False)
-pytestmark = pytest.mark.skipif(PROBLEM is not None, reason=f"{PROBLEM}: {HOW} to run the browser tests")
+pytestmark = gate()
 
 WORDS = sentence()
 PERM = [WORDS["words"].index(w) for w in WORDS["perm_words"]] + list(range(6, 13))  # position i reads x[PERM[i]]
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args():
-    return {"executable_path": str(chromium()), "args": ["--no-sandbox"]}
 
 
 @pytest.fixture(scope="module")
