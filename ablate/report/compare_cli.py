@@ -101,10 +101,21 @@ def table_states(S: Sweep) -> dict[str, tuple[str, str]]:
     return out
 
 
+def sweep_metric(name: str, sweeps: Path, S: Sweep) -> tuple[str, str, dict, str]:
+    """(the sweep file's metric and goal, its tune entry, the budget) of the exported sweep `S`; CompareError when
+    its table lacks the metric."""
+    from ..results.table import sweep_file_metric
+
+    metric, goal = sweep_file_metric(sweeps / f"{name}.yaml") or ("val/acc_best", "maximize")
+    if metric not in S.df.columns:
+        raise CompareError(f"the sweep's metric {metric} is not in its runs' table; name one of its columns "
+                           f"(e.g. val/acc_best) under `metric:` in {sweeps / (name + '.yaml')}")
+    return metric, goal, S.meta.get("tune") or {}, str(S.meta.get("budget") or "none").split(",")[0].strip()
+
+
 def from_data(name: str, sweeps: Path, out: Path, data: Path, baseline: str | None,
               log: Callable[[str], None], source: str = "") -> Report:
     """The report from an exported folder: its table, its meta.json entry, the runs its table holds."""
-    from ..results.table import sweep_file_metric
 
     S = Sweep(name, data)
     if not S.ready:
@@ -113,12 +124,7 @@ def from_data(name: str, sweeps: Path, out: Path, data: Path, baseline: str | No
     if not S.df["status"].isin(FINISHED).any():
         raise CompareError(f"no finished runs of sweep {name} in {data} (statuses: "
                            f"{', '.join(sorted(set(S.df['status'])))}); rerun the sweep and export it again")
-    metric, goal = sweep_file_metric(sweeps / f"{name}.yaml") or ("val/acc_best", "maximize")
-    if metric not in S.df.columns:
-        raise CompareError(f"the sweep's metric {metric} is not in its runs' table; name one of its columns "
-                           f"(e.g. val/acc_best) under `metric:` in {sweeps / (name + '.yaml')}")
-    tune = S.meta.get("tune") or {}
-    budget = str(S.meta.get("budget") or "none").split(",")[0].strip()
+    metric, goal, tune, budget = sweep_metric(name, sweeps, S)
     found = table_states(S)
     absent = ("not among W&B's runs; " if source.startswith("W&B") else
               "not in the exported table: never run, or left out by the export as unreadable; ")
@@ -145,7 +151,7 @@ def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: 
     """Check, export into a temporary folder (or read the exported folder `data`, or W&B's runs in project
     `wandb`), write the report (ablate.report.comparison.write)."""
     from ..results.export import export
-    from ..results.table import sweep_dir, sweep_file_metric
+    from ..results.table import sweep_dir
 
     parse_baseline(baseline)  # a malformed --baseline before any work
     check_out(out)
@@ -167,12 +173,7 @@ def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: 
         if not S.ready or not S.df["status"].isin(FINISHED).any():
             raise CompareError(f"no finished runs of sweep {name} under {where} (statuses: "
                                f"{', '.join(sorted(set(S.df['status']))) if S.ready else 'none'}); rerun the sweep")
-        metric, goal = sweep_file_metric(sweeps / f"{name}.yaml") or ("val/acc_best", "maximize")
-        if metric not in S.df.columns:
-            raise CompareError(f"the sweep's metric {metric} is not in its runs' table; name one of its columns "
-                               f"(e.g. val/acc_best) under `metric:` in {sweeps / (name + '.yaml')}")
-        tune = S.meta.get("tune") or {}
-        budget = str(S.meta.get("budget") or "none").split(",")[0].strip()
+        metric, goal, tune, budget = sweep_metric(name, sweeps, S)
         from ..results.export import defined_runs
 
         defined = defined_runs(name, sweeps).get(budget)
