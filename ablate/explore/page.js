@@ -90,7 +90,7 @@ function fillLayerControls() {
   ln.innerHTML = "";
   if (m.norm !== "none") {
     for (let l = 0; l < m.n_layers; l++) for (const part of m.ffn_dim > 0 ? ["attn", "ffn"] : ["attn"]) {
-      ln.add(new Option(`${t("layer")} ${l} · ${t((m.norm === "pre" ? "s7.pre." : "s7.") + part)}`, `${l},${part}`));
+      ln.add(new Option(`${t("layerN", { l })} · ${t((m.norm === "pre" ? "s7.pre." : "s7.") + part)}`, `${l},${part}`));
     }
     ln.value = keep; if (ln.value !== keep) { ln.value = "0,attn"; S.lnWhich = "0,attn"; }
   }
@@ -375,7 +375,7 @@ function buildMaps(out) {
   out.attention.forEach((layer, l) => {
     const row = document.createElement("div");
     row.className = "layer";
-    row.appendChild(Object.assign(document.createElement("span"), { className: "lname", textContent: `${t("layer")} ${l}` }));
+    row.appendChild(Object.assign(document.createElement("span"), { className: "lname", textContent: t("layerN", { l }) }));
     layer.forEach((A, h) => {
       const fig = document.createElement("figure");
       const c = Object.assign(document.createElement("canvas"), { className: "map", tabIndex: 0 });
@@ -407,8 +407,8 @@ function drawMaps() {
     const l = +c.dataset.layer, h = +c.dataset.head, k = `${l},${h}`;
     heatmap(c, hook.last.attention[l][h], { hover: S.query, masked: S.masked.has(k) });
     c.setAttribute("aria-pressed", String(S.masked.has(k)));
-    c.setAttribute("aria-label", `${t("layer")} ${l} ${t("head")} ${h}: ${t("mask")}`);
-    c.title = `${t("layer")} ${l} ${t("head")} ${h}: ${t("mask")}`;
+    c.setAttribute("aria-label", `${t("layerN", { l })} ${t("head")} ${h}${t("itemSep")}${t("mask")}`);
+    c.title = `${t("layerN", { l })} ${t("head")} ${h}${t("itemSep")}${t("mask")}`;
   });
   legend($("maplegend"), `${t("legend")} · ${t("map.axes")}`);
   $("masked").textContent = S.masked.size ? t("masked", { list: [...S.masked].map((k) => `L${k.replace(",", "H")}`).join(" ") }) : t("masked.none");
@@ -597,7 +597,7 @@ function drawLens() {
       ctx.fillText(v >= 0.995 ? "1" : v.toFixed(2).replace(/^0/, ""), L + (c + 0.5) * cw, 14 + (l + 0.5) * ch);
     });
     ctx.strokeStyle = "#e65c00"; ctx.lineWidth = 2; ctx.strokeRect(L + predictions[l] * cw + 1, 15 + l * ch, cw - 3, ch - 3);
-    list.appendChild(Object.assign(document.createElement("li"), { textContent: `${names[l]}: ${t("s9.pred", { c: predictions[l], p: pct(p[predictions[l]]) })}` }));
+    list.appendChild(Object.assign(document.createElement("li"), { textContent: `${names[l]}${t("itemSep")}${t("s9.pred", { c: predictions[l], p: pct(p[predictions[l]]) })}` }));
   });
   if (S.label !== null) { ctx.strokeStyle = "#2a9d4b"; ctx.lineWidth = 1; ctx.strokeRect(L + S.label * cw + 0.5, 13.5, cw, n * ch + 1); }
   legend($("lenslegend"), t("s9.layer"));
