@@ -11,6 +11,10 @@ import pytest
 
 from ablate.explore.page import build_page
 
+# the browser half: Chromium via Playwright, gated as the other browser modules are (tests/browser_gate.py)
+from tests.browser_gate import browser_type_launch_args, gate  # noqa: F401 - a fixture used by name
+from tests.test_explore_browser import _model, _opened, browser_context_args  # noqa: F401 - fixtures
+
 NAMES = ["<!--<script>", "</script><script>alert(1)</script>", "a&b>c", "line\u2028sep\u2029para", "plain"]
 
 
@@ -30,19 +34,7 @@ def test_embedded_json_escapes_markup_and_parses_back():
     assert json.loads(blocks["images"]) == {"mean": 0.13, "std": 0.31, "images": images}
 
 
-try:  # the browser half: the fixtures and the skip of tests/test_explore_browser.py (Chromium via Playwright)
-    from tests.test_explore_browser import (  # noqa: F401 - fixtures used by name
-        PROBLEM,
-        _model,
-        _opened,
-        browser_context_args,
-        browser_type_launch_args,
-    )
-except ImportError as err:  # pytest-playwright missing: the module above skips for the same reason
-    PROBLEM = str(err)
-
-
-@pytest.mark.skipif(PROBLEM is not None, reason=f"{PROBLEM}: see tests/test_explore_browser.py")
+@gate()
 @pytest.mark.slow
 def test_page_renders_a_model_named_like_markup(tmp_path, page):
     runs = (_model(tmp_path, "<!--<script>", {}, seed=0), _model(tmp_path, "plain", {}, seed=1))
