@@ -524,6 +524,7 @@ def _fit(a: Attempt) -> dict[str, Any]:
         return _initial_only(a)
     cfg, run_dir, datamodule, task, log = a.cfg, a.run_dir, a.datamodule, a.task, a.log
     child = is_ddp_child()
+    ours = not _distributed()  # the process group DDP is about to open is this run's to close
     ckpt = run_dir / CKPT
     progress = not _progress_bar()  # logs and pipes get one line per epoch instead of the bar
     loggers: list = [RunCSVLogger(run_dir, a.resume_step)]
@@ -575,4 +576,10 @@ def _fit(a: Attempt) -> dict[str, Any]:
             _to_wandb(wandb.run, summary, log)
     if not child and trainer.is_global_zero:
         write_json(run_dir / SUMMARY, summary)
-    return summary
+    if ours and _distributed():  # every rank is past its last collective. Lightning closes only NCCL's group
+        torch.distributed.destroy_process_group()  # (atexit); gloo's, left open, can abort a rank as it exits
+    return summary  # ("terminate called without an active exception", pytorch/pytorch#190489)
+
+
+def _distributed() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()

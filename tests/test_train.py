@@ -280,3 +280,28 @@ def test_ddp_two_cpu_processes_sync_metrics_and_make_one_wandb_run(tmp_path):
     x, y = dm.val_set.tensors()
     whole, ties, total = _whole_set_accuracy(task.model, x, y)
     assert_accuracy_close(s["metrics"]["val/acc"], whole, ties, total)
+
+
+def test_a_ddp_run_closes_the_process_group_it_opened(tmp_path):
+    """Lightning closes only NCCL's process group (at exit); gloo's, left open, can abort a rank while it
+    exits ("terminate called without an active exception", exit 134, after its run was recorded). A run
+    closes the group it opened; a group the caller opened is the caller's and stays."""
+    import torch.distributed as dist
+
+    from ablate import config as C
+    from ablate.train import train
+
+    items = [*TINY_COPY, "trainer.max_epochs=1", "run.probes=false", "trainer.accelerator=cpu",
+             "trainer.devices=1", "trainer.strategy=ddp", "trainer.threads=1"]
+    cfg = C.build(C.parse_overrides([*items, f"run.dir={tmp_path / 'a'}"]))
+    assert not dist.is_initialized()
+    assert train(cfg, log=lambda _: None)["status"] == "completed"
+    assert not dist.is_initialized()
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        cfg = C.build(C.parse_overrides([*items, f"run.dir={tmp_path / 'b'}"]))
+        assert train(cfg, log=lambda _: None)["status"] == "completed"
+        assert dist.is_initialized()
+    finally:
+        dist.destroy_process_group()
