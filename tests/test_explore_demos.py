@@ -26,10 +26,12 @@ from ablate.explore.shipped import SHIPPED
 from ablate.models import SequenceClassifier
 from ablate.probes.common import blocks_of
 from ablate.probes.heads import masked_heads
-from tests.browser_gate import browser_type_launch_args, gate  # noqa: F401 (a fixture)
+from tests import browser_gate
+from tests.browser_gate import browser_type_launch_args, gate, open_tab  # noqa: F401 (a fixture)
 
 TOL = 1e-4
 pytestmark = gate()
+desk, page = browser_gate.desk, browser_gate.page  # the desktop tab on this module's `built` page, reloaded per test
 
 # the shipped models the demos pick by name; residual-8/no-residual-8 at 3 layers keep the test quick
 NAMES = ["tutorial", "heads-1", "heads-2", "heads-8", "sinusoidal", "pre-ln", "residual-8", "no-residual-8",
@@ -68,40 +70,6 @@ def built(tmp_path_factory):
     html = root / "explorer.html"
     html.write_text(build_page([page_model(export_model(root / n), n) for n in NAMES], images, mean, std))
     return {"html": html, "runs": runs, "images": images, "mean": mean, "std": std}
-
-
-def _open(context, built, query: str = ""):
-    """A tab on the built page with the network blocked; its console errors and blocked requests are collected."""
-    tab = context.new_page()
-    tab.requests, tab.errors = [], []
-
-    def route(r):
-        if r.request.url.startswith(("file:", "data:")):
-            return r.continue_()
-        tab.requests.append(r.request.url)
-        return r.abort()
-
-    tab.route("**/*", route)
-    tab.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
-    tab.on("pageerror", lambda e: tab.errors.append(str(e)))
-    tab.goto(built["html"].as_uri() + query)
-    return tab
-
-
-@pytest.fixture(scope="module")
-def desk(browser, built):
-    """One 1280 x 900 tab for the module's desktop tests; each test starts from a reload."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
-    tab = _open(context, built)
-    yield tab
-    assert tab.requests == [] and tab.errors == [], (tab.requests, tab.errors)
-    context.close()
-
-
-@pytest.fixture
-def page(desk):
-    desk.reload()
-    return desk
 
 
 def _x(built, i: int = 1) -> torch.Tensor:
@@ -484,7 +452,7 @@ def _touch_drag(tab, points):
 def test_phone_390px_reflows_and_touch_draws_drags_and_masks(browser, built):
     context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True,
                                   device_scale_factor=2, locale="zh-CN")
-    tab = _open(context, built)
+    tab = open_tab(context, built["html"])
     try:
         assert tab.evaluate("document.documentElement.lang") == "zh-CN"  # the phone's language
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390

@@ -18,11 +18,13 @@ import torch
 from ablate.data.copytask import CopyTask
 from ablate.explore.page import build_page
 from ablate.results.export import copy_input, sentence
-from tests.browser_gate import browser_type_launch_args, gate  # noqa: F401 (a fixture)
+from tests import browser_gate
+from tests.browser_gate import browser_type_launch_args, gate, open_tab  # noqa: F401 (a fixture)
 from tests.test_explore import COMMITTED, _page_config, _page_data, _torch_of_page_model
 
 TOL = 1e-4
 pytestmark = gate()
+desk, page = browser_gate.desk, browser_gate.page  # the desktop tab on this module's `built` page, reloaded per test
 
 WORDS = sentence()
 PERM = [WORDS["words"].index(w) for w in WORDS["perm_words"]] + list(range(6, 13))  # position i reads x[PERM[i]]
@@ -37,38 +39,6 @@ def built(tmp_path_factory):
     html.write_text(build_page(keep, images["images"][:2], images["mean"], images["std"]))
     copies = {m["name"]: m for m in keep if m["kind"] == "tokens"}
     return {"html": html, "models": copies, "torch": {n: _torch_of_page_model(m) for n, m in copies.items()}}
-
-
-def _open(context, built):
-    tab = context.new_page()
-    tab.requests, tab.errors = [], []
-
-    def route(r):
-        if r.request.url.startswith(("file:", "data:")):
-            return r.continue_()
-        tab.requests.append(r.request.url)
-        return r.abort()
-
-    tab.route("**/*", route)
-    tab.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
-    tab.on("pageerror", lambda e: tab.errors.append(str(e)))
-    tab.goto(built["html"].as_uri())
-    return tab
-
-
-@pytest.fixture(scope="module")
-def desk(browser, built):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
-    tab = _open(context, built)
-    yield tab
-    assert tab.requests == [] and tab.errors == [], (tab.requests, tab.errors)
-    context.close()
-
-
-@pytest.fixture
-def page(desk):
-    desk.reload()
-    return desk
 
 
 def _q1(page):
@@ -200,7 +170,7 @@ def test_language_switch_changes_the_parts_labels(page):
 def test_phone_390px_does_not_scroll_sideways_and_a_tap_picks_the_query(browser, built):
     context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True,
                                   device_scale_factor=2, locale="zh-CN")
-    tab = _open(context, built)
+    tab = open_tab(context, built["html"])
     try:
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390
         tab.locator("#q1in").scroll_into_view_if_needed()
