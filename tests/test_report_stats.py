@@ -92,6 +92,12 @@ def test_the_bootstrap_is_deterministic():
     same = frame([0.923, 0.907, 0.898], [0.923, 0.907, 0.898], n_eval=10000)
     a, b = R.estimate(same, "test/acc", A), R.estimate(same, "test/acc", B_)
     assert (a.lo, a.hi) == (b.lo, b.hi)
+    # ... and in whatever order their rows come (a run folder, an exported table and W&B list them
+    # differently): the interval of the seeds reversed is the same
+    turned = frame([0.898, 0.907, 0.923], [0.923, 0.907, 0.898], n_eval=10000)
+    c, d = R.estimate(turned, "test/acc", A), R.estimate(turned, "test/acc", B_)
+    assert (c.lo, c.hi) == (d.lo, d.hi) == (a.lo, a.hi) and c.values != d.values
+    assert R.errorbar([0.61, 0.64, 0.58]) == R.errorbar([0.58, 0.64, 0.61])
 
 
 def test_effect_of_two_accuracies_is_welch_with_the_evaluation_sets_variance():
@@ -253,7 +259,8 @@ def test_errorbar_is_the_estimates_bootstrap_and_stays_in_range():
     values = [0.97, 1.0, 1.0, 0.99, 1.0]
     lo, hi = R.errorbar(values)
     assert 0.0 <= lo < hi <= 1.0
-    reps = S.bootstrap_means(np.array(values), None, S._rng("errorbar", tuple(values)))
+    ordered = sorted(values)  # resampled in sorted order
+    reps = S.bootstrap_means(np.array(ordered), None, S._rng("errorbar", tuple(ordered)))
     assert (lo, hi) == pytest.approx((np.percentile(reps, 2.5), 1.0))  # the replicates' percentiles, held in [0, 1]
     assert np.percentile(reps, 97.5) > 1.0  # the replicates themselves are not clipped (differences use them as drawn)
     assert R.errorbar([0.4]) == (0.4, 0.4) and R.ci95_errorbar is R.errorbar

@@ -198,8 +198,9 @@ def rows(df: pd.DataFrame, where: Mapping[str, Any] | None = None) -> pd.DataFra
 
 
 def _rng(*key: Any) -> np.random.Generator:
-    """A generator fixed by SEED and `key` (the metric, the values, n_eval): the same numbers on every
-    build, and for the same runs wherever they are quoted."""
+    """A generator fixed by SEED and `key` (the metric, the values sorted, n_eval): the same numbers on
+    every build, and for the same runs wherever they are quoted, in whatever order their rows came (a run
+    folder, an exported table and W&B list them differently)."""
     return np.random.default_rng([SEED, zlib.crc32(repr(key).encode())])
 
 
@@ -340,7 +341,8 @@ def from_values(metric: str, values, kind: str | None = None, *, n_eval: int | N
         return Estimate(metric, mean, std=std, **common)
     if kind in (ACCURACY, FRACTION, BOUNDED):
         # the stream is fixed by the data alone: the same runs get the same interval wherever they are quoted
-        reps = bootstrap_means(v, n_eval, _rng(metric, tuple(v), n_eval))
+        ordered = np.sort(v)  # resampled in one order, whatever the rows' order
+        reps = bootstrap_means(ordered, n_eval, _rng(metric, tuple(ordered), n_eval))
         mean = float(v.mean())
         lo, hi = bounded(reps, mean, bounds_of(metric) if kind == BOUNDED else (0.0, 1.0))  # never outside the range
         return Estimate(metric, mean, lo, hi, std=std, _replicates=reps, **common)
@@ -672,6 +674,7 @@ def errorbar(values) -> tuple[float, float]:
         m = float(v.mean()) if len(v) else math.nan
         return m, m
     bounds = (0.0, 1.0) if v.min() >= 0 and v.max() <= 1 else (0.0, math.inf) if v.min() >= 0 else None
+    v = np.sort(v)  # one interval for the same values in any order
     reps = bootstrap_means(v, None, _rng("errorbar", tuple(v)))
     return bounded(reps, float(v.mean()), bounds)
 
