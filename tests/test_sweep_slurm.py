@@ -155,8 +155,13 @@ def test_past_its_retries_an_interrupted_run_is_reported_and_the_same_command_re
     (["--partition", "gpu"], "ablate: --partition: only with --executor slurm or local; add --executor slurm "
                              "(or drop them)"),
     (["--executor", "local", "--workers", "2", "--runs-per-gpu", "2"],
-     "ablate: --workers --runs-per-gpu: only with --executor here; drop them (--max-jobs caps the jobs at once, "
-     "--gpus-per-job sets a job's GPUs)"),
+     "ablate: --workers: only with --executor here; drop them (--max-jobs caps the jobs at once, "
+     "--gpus-per-job sets a job's GPUs, --runs-per-gpu the runs on each)"),
+    (["--executor", "local", "--runs-per-gpu", "2"],
+     "ablate: --runs-per-gpu 2 packs runs onto a job's GPUs, but the jobs ask for none; add --gpus-per-job G "
+     "(or drop --runs-per-gpu)"),
+    (["--executor", "slurm", "--dry-run", "--gpus-per-job", "1", "--runs-per-gpu", "0"],
+     "ablate: --runs-per-gpu=0 is not allowed; expected an integer >= 1"),
 ])
 def test_bad_job_options_exit_2_in_one_line_before_any_work(tmp_path, capsys, argv, line):
     path = write(tmp_path, "bad", {"seed": {"values": [0]}})
@@ -182,6 +187,94 @@ def test_dry_run_prints_the_sbatch_parameters(tmp_path, capsys):
         assert line in out.splitlines(), out
     assert "6 runs, 3 jobs of 2" in out
     assert not (tmp_path / "runs").exists()
+
+
+def test_dry_run_of_gpu_jobs_says_how_they_are_packed_and_shares_the_cpus_out(tmp_path, capsys):
+    path = write(tmp_path, "pack", {"model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1, 2]}})
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--dry-run", "--gpus-per-job", "2",
+                           "--runs-per-gpu", "3", "--cpus-per-job", "12")
+    assert code == 0, err
+    assert "6 runs, 1 jobs of 6, 6 at once (2 GPU(s) x 3 run(s) per GPU, 2 thread(s) each)" in out
+    assert {"#SBATCH --gpus-per-node=2", "#SBATCH --cpus-per-task=12", "#SBATCH --array=0-0%1"} <= set(out.splitlines())
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--dry-run", "--gpus-per-job", "2",
+                           "--runs-per-gpu", "3", "--chunk", "4")  # a chunk given is kept
+    assert code == 0 and "6 runs, 2 jobs of 4, 6 at once (2 GPU(s) x 3 run(s) per GPU, 1 thread(s) each)" in out
+
+
+@pytest.mark.slow
+def test_a_gpu_job_trains_runs_per_gpu_of_its_runs_at_once_each_once(tmp_path, capsys, monkeypatch):
+    """`--gpus-per-job 1 --runs-per-gpu 2`: each job trains its two runs at once, each its own process with the
+    job's GPU, by the local runner inside the job. Tested on CPU: submitit's local executor hands a job
+    CUDA_VISIBLE_DEVICES=0 whatever the machine has, and the runs train on the CPU (accelerator cpu)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    path = write(tmp_path, "packed", {"model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1]},
+                                      "trainer.accelerator": {"value": "cpu"}, "data.n_train": {"value": 1024}})
+    code, out, err = sweep(capsys, str(path), "--executor", "local", "--gpus-per-job", "1", "--runs-per-gpu", "2",
+                           "--cpus-per-job", "2", "--max-jobs", "1")
+    assert code == 0, err
+    assert "4 to run as local jobs of 2 run(s), 2 at once (1 GPU(s) x 2 run(s) per GPU, 1 thread(s) each)" in err
+    assert err.count("submitted 2 runs as 1 jobs") == 2  # --max-jobs 1: one job, then the other
+    runs = spec.load(str(path)).runs
+    found = summaries(tmp_path, "packed")
+    assert set(found) == {r.run_id for r in runs}  # the local runner's ids, each trained once
+    assert all(s["status"] == "completed" and s["attempts"] == 1 for s in found.values())
+    logs = "".join(p.read_text() for p in (tmp_path / "runs" / ".submitit" / "packed").glob("*_log.out"))
+    assert logs.count("on 2 workers x 1 thread(s), GPUs 0 x2") == 2  # each job: its runs at once on its GPU
+
+    def span(run):  # from the run's config (written as it starts) to its summary (as it ends)
+        folder = tmp_path / "runs" / "packed" / run.run_id
+        return (folder / "config.yaml").stat().st_mtime, (folder / "summary.json").stat().st_mtime
+
+    (a0, a1), (b0, b1), (c0, c1), (d0, d1) = (span(r) for r in runs)  # chunks: runs 1-2, then 3-4 (--max-jobs 1)
+    assert a0 < b1 and b0 < a1 and c0 < d1 and d0 < c1  # a job's two runs overlap
+    assert max(a1, b1) <= min(c0, d0)  # one job at a time
+
+    here = tmp_path / "here"
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(here))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    code, _, err = sweep(capsys, str(path), "--workers", "1", "--threads", "1")
+    assert code == 0, err
+    for run_id, summary in found.items():  # the same numbers as one run at a time in this process's runner
+        again = read_summary(here / "packed" / run_id)
+        assert again["metrics"]["test/acc"] == summary["metrics"]["test/acc"], run_id
+        assert again["metrics"]["val/loss"] == summary["metrics"]["val/loss"], run_id
+
+
+@pytest.mark.slow
+def test_a_packed_job_stopped_by_sigterm_records_its_runs_interrupted_and_they_resume(tmp_path):
+    """SIGTERM to a job training two runs at once (a scheduler preempting it): both are recorded
+    `interrupted`, the job ends, and the command submits them again to resume from their last.ckpt."""
+    import signal
+
+    path = write(tmp_path, "prempt", {"data.n_train": {"value": 2048}, "trainer.max_epochs": {"value": 4},
+                                      "trainer.accelerator": {"value": "cpu"}, "seed": {"values": [0, 1]}})
+    runs = spec.load(str(path)).runs
+    folders = [tmp_path / "runs" / "prempt" / r.run_id for r in runs]
+    driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "local",
+                               "--gpus-per-job", "1", "--runs-per-gpu", "2", "--cpus-per-job", "2", "--retries", "1"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"})
+    lines = []
+    for line in driver.stderr:
+        lines.append(line)
+        if "jobs: local jobs " in line:
+            pid = int(line.split("jobs: local jobs ")[1].split()[0])
+            break
+    deadline = time.monotonic() + 180
+    while not all((f / "last.ckpt").exists() for f in folders) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGTERM)  # as a scheduler preempting the job
+    err = "".join(lines) + driver.communicate(timeout=300)[1]
+    assert driver.returncode == 0, err
+    assert "2 run(s) interrupted or killed before they finished; submitting them again" in err
+    for folder in folders:
+        summary = read_summary(folder)
+        assert summary["status"] == "completed" and summary["attempts"] == 2, summary
+    log = "".join(p.read_text() for p in (tmp_path / "runs" / ".submitit" / "prempt").glob("*_log.out"))
+    assert "2 run(s) of this job interrupted by SIGTERM; they resume when submitted again" in log
+    for folder in folders:  # each run's own log (the job's runner writes it there)
+        text = (folder / "train.log").read_text()
+        assert "run stopped (Interrupted)" in text and "from last.ckpt (step" in text, text
 
 
 # -- on the SLURM cluster --------------------------------------------------------------------------

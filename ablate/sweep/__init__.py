@@ -38,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
                    "(default 1; ignored without GPUs)")
     p.add_argument("--runs-per-gpu", type=int, metavar="N", help="runs at once on each GPU (group), each its own "
                    "process (default: what fits in the free GPU memory, at most one per core and 16; stated "
-                   "when the sweep starts; ignored without GPUs)")
+                   "when the sweep starts; ignored without GPUs). With --executor: on each of a job's "
+                   "--gpus-per-job GPUs (default 1)")
     p.add_argument("--wandb-sweep", action="store_true", help="register the file as a W&B sweep (online) and tag "
                    "every run with its id, so synced runs appear on W&B's sweep page; the id is kept for the "
                    "next call")
@@ -55,7 +56,8 @@ def parser() -> argparse.ArgumentParser:
     jobs.add_argument("--cpus-per-job", type=int, metavar="C", help=f"CPUs of a job, also its runs' threads (default {FLAGS['cpus_per_job']})")
     jobs.add_argument("--gpus-per-job", type=int, metavar="G", help=f"GPUs of a job (default {FLAGS['gpus_per_job']})")
     jobs.add_argument("--chunk", type=int, metavar="N", help=f"runs per job, trained one after the other (default {FLAGS['chunk']}; "
-                      "each job pays ~6 s of imports: raise it for short runs)")
+                      "each job pays ~6 s of imports: raise it for short runs); a job of GPUs trains "
+                      "--gpus-per-job x --runs-per-gpu of them at once (the default chunk then)")
     jobs.add_argument("--max-jobs", type=int, metavar="J", help="jobs at once (the array's %%J; default: the "
                       "scheduler's choice, local: one per core)")
     jobs.add_argument("--retries", type=int, metavar="R", help="submissions again of a run whose job was preempted, "
@@ -101,10 +103,14 @@ def _run(args: argparse.Namespace, out, err) -> int:
         per_gpu = args.runs_per_gpu or 1
 
         def expand():
+            if args.executor != "here":  # a job's CPUs shared out between the runs it trains at once
+                from .executor import options_of
+
+                default = options_of(args).threads
+            else:
+                default = runner.default_threads(args.workers, gpus, args.gpus_per_run, per_gpu)
             return load(args.file, budget=args.budget, tracking=args.tracking, threads=args.threads,
-                        seed=args.sweep_seed,
-                        default_threads=args.cpus_per_job or FLAGS["cpus_per_job"] if args.executor != "here" else
-                        runner.default_threads(args.workers, gpus, args.gpus_per_run, per_gpu))
+                        seed=args.sweep_seed, default_threads=default)
 
         sweep = expand()
         for note in sweep.notes:
@@ -147,15 +153,15 @@ def _jobs(args: argparse.Namespace, sweep, out, err) -> int:
     from . import executor as E
     from . import runner
 
+    here_only = {"--wandb-sweep": args.wandb_sweep or None, "--max-runs": args.max_runs, "--workers": args.workers,
+                 "--gpus-per-run": args.gpus_per_run}
+    if given := [flag for flag, value in here_only.items() if value is not None]:
+        raise E.SweepError(f"{' '.join(given)}: only with --executor here; drop them (--max-jobs caps the jobs "
+                           "at once, --gpus-per-job sets a job's GPUs, --runs-per-gpu the runs on each)")
     options = E.options_of(args)
     E.check(options, args.dry_run)
     E.check_runs(sweep)
     runner.check_runs_folder(sweep)
-    here_only = {"--wandb-sweep": args.wandb_sweep or None, "--max-runs": args.max_runs, "--workers": args.workers,
-                 "--gpus-per-run": args.gpus_per_run, "--runs-per-gpu": args.runs_per_gpu}
-    if given := [flag for flag, value in here_only.items() if value is not None]:
-        raise E.SweepError(f"{' '.join(given)}: only with --executor here; drop them (--max-jobs caps the jobs "
-                           "at once, --gpus-per-job sets a job's GPUs)")
     if args.dry_run:
         return E.dry_run(sweep, options, out)
     runner.check_data([r for r in sweep.runs if not runner.finished(r)])

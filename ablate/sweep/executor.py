@@ -13,8 +13,14 @@ SIGTERM: preempted, timed out, scancel; or its job died): those are submitted ag
 times, and resume from their last.ckpt. A tuned sweep's stage 2 runs are submitted in the round after
 their variant's stage 1 has finished.
 
+A job of GPUs (`--gpus-per-job G`) trains G x `--runs-per-gpu N` runs of its chunk at once (the chunk is
+G x N runs unless `--chunk` says otherwise): the local runner inside the job (`run_packed`), each run its
+own process with its slot's CUDA_VISIBLE_DEVICES, the job's CPUs shared out between them. The tutorial's
+models use a sliver of a data-centre GPU; one run per job would leave most of it idle.
+
 `--executor local` runs the same jobs as processes on this machine (submitit's LocalExecutor), with no
-scheduler: what the tests of this module run where SLURM is not installed.
+scheduler: what the tests of this module run where SLURM is not installed. (Its jobs all see GPUs
+0..G-1: submitit's local executor does not share GPUs out between concurrent jobs.)
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -54,15 +61,30 @@ class Options:
     chunk: int = 1  # runs per job
     max_jobs: int | None = None  # jobs at once (the array's %N; local: processes at once)
     retries: int = 2  # how often an unfinished run is submitted again
+    runs_per_gpu: int = 1  # runs at once on each of a job's GPUs (the local runner's --runs-per-gpu)
+
+    @property
+    def slots(self) -> int:
+        """Runs a job trains at once: one without GPUs, else G GPUs x N runs per GPU."""
+        return max(1, self.gpus_per_job * self.runs_per_gpu)
+
+    @property
+    def threads(self) -> int:
+        """Each run's torch threads: the job's CPUs shared out between the runs it trains at once."""
+        return max(1, self.cpus_per_job // self.slots)
 
 
 def check(options: Options, dry_run: bool = False) -> None:
     """SweepError (exit 2, one line) for options that cannot work, before anything is submitted."""
     for name, value, low in (("--time", options.time, 1), ("--cpus-per-job", options.cpus_per_job, 1),
                              ("--gpus-per-job", options.gpus_per_job, 0), ("--chunk", options.chunk, 1),
-                             ("--max-jobs", options.max_jobs, 1), ("--retries", options.retries, 0)):
+                             ("--max-jobs", options.max_jobs, 1), ("--retries", options.retries, 0),
+                             ("--runs-per-gpu", options.runs_per_gpu, 1)):
         if value is not None and value < low:
             raise SweepError(f"{name}={value} is not allowed; expected an integer >= {low}")
+    if options.runs_per_gpu > 1 and not options.gpus_per_job:
+        raise SweepError(f"--runs-per-gpu {options.runs_per_gpu} packs runs onto a job's GPUs, but the jobs ask for "
+                         "none; add --gpus-per-job G (or drop --runs-per-gpu)")
     try:
         import submitit  # noqa: F401
     except ImportError:
@@ -126,11 +148,14 @@ def job_env(options: Options) -> dict[str, str]:
             "MKL_NUM_THREADS": threads, "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true")}
 
 
-def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int) -> list[str]:
+def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs_per_gpu: int = 1) -> list[str]:
     """In the job: train each configuration in turn (finished ones are skipped by `train` itself). SIGTERM
     (preemption, time limit, scancel) and SIGUSR2 (submitit's warning before the time limit) stop it: the
-    run is recorded `interrupted` and the process exits 143, to be submitted again and resume."""
+    run is recorded `interrupted` and the process exits 143, to be submitted again and resume. A job of
+    GPUs trains several at once instead (`run_packed`)."""
     os.environ.update(env)
+    if os.environ.get("CUDA_VISIBLE_DEVICES") and (runs_per_gpu > 1 or len(R.visible_gpus()) > 1):
+        return run_packed(commands, runs_per_gpu)
     from .. import config as C
     from ..train import Interrupted, RunBusy, train
 
@@ -157,6 +182,29 @@ def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int) -> l
             print(f"ablate: {type(err).__name__}: {err}", flush=True)
             statuses.append("failed")
     return statuses
+
+
+def run_packed(commands: list[list[str]], runs_per_gpu: int) -> list[str]:
+    """In a job of GPUs: the chunk's runs through the local runner, `runs_per_gpu` at once on each GPU the
+    job sees, each in its own process (one crash or out-of-memory error ends one run), with the runner's
+    exactly-once rules. SIGTERM or SIGUSR2 stops every run (recorded `interrupted`) and the job exits 143."""
+    from .. import config as C
+    from ..train import Interrupted
+
+    runs = []
+    for i, command in enumerate(commands):
+        cfg = C.build(C.parse_overrides(command))
+        runs.append(Run(index=i + 1, params={}, cfg=cfg, run_id=C.run_id(cfg)))
+    sweep = Sweep(name=runs[0].cfg.run.group, path=Path(), method="grid", spec={}, runs=runs, varying=[])
+    signal.signal(signal.SIGUSR2, R._raise_interrupt)  # the runner itself takes SIGTERM
+    runner = R.Runner(sweep, threads=max(r.cfg.trainer.threads or 1 for r in runs), gpus=R.visible_gpus(),
+                      runs_per_gpu=runs_per_gpu, stream=sys.stdout)
+    report = runner.run()
+    if report.interrupted:
+        print(f"ablate: {len(report.outcomes.get('interrupted', []))} run(s) of this job interrupted by "
+              f"{signal.Signals(report.signal).name}; they resume when submitted again", flush=True)
+        raise Interrupted(signal.SIGTERM)
+    return [_status(run) or "failed" for run in runs]
 
 
 def _run_of(cfg) -> Run:
@@ -196,7 +244,8 @@ class Dispatch:
             self.say(stages.describe())
         todo = [r for r in first if _status(r) not in FINISHED]
         self.say(f"{report.total} runs, {sum(report.skipped.values())} finished before, {len(todo)} to run as "
-                 f"{self.options.executor} jobs of {self.options.chunk} run(s) -> {runs_root() / self.sweep.name}")
+                 f"{self.options.executor} jobs of {self.options.chunk} run(s){packing(self.options)} -> "
+                 f"{runs_root() / self.sweep.name}")
         old_term = signal.signal(signal.SIGTERM, R._raise_interrupt) if R._main_thread() else None
         try:
             while True:
@@ -252,7 +301,7 @@ class Dispatch:
             executor = _executor(self.options, self.folder, self.sweep.name, len(wave))
             try:
                 jobs = executor.map_array(run_chunk, [[items(r) for r in c] for c in wave], [env] * len(wave),
-                                          [self.options.cpus_per_job] * len(wave))
+                                          [self.options.threads] * len(wave), [self.options.runs_per_gpu] * len(wave))
             except Exception as err:  # sbatch refused the array (a limit of the partition, the account)
                 text = [line for line in str(err).splitlines() if line.strip()]
                 raise SweepError(f"the scheduler refused the jobs: {text[-1] if text else type(err).__name__}; "
@@ -324,17 +373,31 @@ def dry_run(sweep: Sweep, options: Options, out: TextIO) -> int:
         todo = [r for r in (stages.stage1 if stages else sweep.runs) if _status(r) not in FINISHED]
         jobs = max(1, math.ceil(len(todo) / options.chunk))
         folder = runs_root().resolve() / JOBS_FOLDER / sweep.name
-        out.write(f"sbatch parameters of the first array ({len(todo)} runs, {jobs} jobs of {options.chunk}):\n")
+        out.write(f"sbatch parameters of the first array ({len(todo)} runs, {jobs} jobs of {options.chunk}"
+                  f"{packing(options)}):\n")
         for line in sbatch_lines(options, folder, sweep.name, jobs):
             out.write(line + "\n")
     return code
 
 
+def packing(options: Options) -> str:
+    """', N at once (G GPUs x R runs per GPU, T thread(s) each)' for a job of several slots, else ''."""
+    if options.slots == 1:
+        return ""
+    return (f", {options.slots} at once ({options.gpus_per_job} GPU(s) x {options.runs_per_gpu} run(s) per GPU, "
+            f"{options.threads} thread(s) each)")
+
+
 # The job flags of `ablate sweep` (--time, --chunk, ...): Options' fields, their defaults the fields' own
-FLAGS = {f.name: f.default for f in fields(Options) if f.name != "executor"}
+# (--runs-per-gpu is the local runner's flag too)
+FLAGS = {f.name: f.default for f in fields(Options) if f.name not in ("executor", "runs_per_gpu")}
 
 
 def options_of(args: Any) -> Options:
-    """Options from parsed arguments (None: the field's default)."""
-    return Options(executor=args.executor, **{k: v if (v := getattr(args, k)) is not None else FLAGS[k]
-                                              for k in FLAGS})
+    """Options from parsed arguments (None: the field's default; --chunk: as many runs as a job trains at
+    once, at least the default)."""
+    given = {k: v if (v := getattr(args, k)) is not None else FLAGS[k] for k in FLAGS}
+    options = Options(executor=args.executor, runs_per_gpu=args.runs_per_gpu or 1, **given)
+    if args.chunk is None:
+        options = replace(options, chunk=max(FLAGS["chunk"], options.slots))
+    return options
