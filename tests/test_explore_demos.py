@@ -121,6 +121,38 @@ def _torch_trace(model, x):
     return found
 
 
+def test_the_digit_is_drawn_by_keyboard_as_by_pointer(page):
+    """Arrows move the pen, Space or Enter paints, Shift + an arrow paints as it moves: the same cells
+    clicked with the mouse give the same pixels, and the blue pen is shown only while the canvas has focus."""
+    pixels = "Array.from(window.ablateExplorer.state.pixels)"
+    page.click("#clear")
+    page.focus("#digit")
+    page.keyboard.press("Space")  # the pen starts at row 14, column 14
+    for _ in range(3):
+        page.keyboard.press("Shift+ArrowRight")  # a stroke to column 17
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")  # moved without painting
+    page.keyboard.press("Enter")  # row 12, column 17
+    keyboard = page.evaluate(pixels)
+    grid = [keyboard[r * 28:(r + 1) * 28] for r in range(28)]
+    assert [grid[14][c] for c in range(13, 19)] == [160, 255, 255, 255, 255, 160]
+    assert grid[12][17] == 255 and grid[13][17] == 160 and grid[11][17] == 160 and grid[12][15] == 0
+    assert sum(v > 0 for v in keyboard) == 3 * 6 + 3 * 3 - 3  # the stroke's 3 x 6 cells, the dot's 3 x 3 (3 shared)
+    assert page.input_value("#image") == "-1" and page.evaluate("window.ablateExplorer.last.input") != [0] * 784
+    # the pen's outline at row 12, column 17 (x = column)
+    pen = "Array.from(document.getElementById('digit').getContext('2d').getImageData(17 * 8 + 1, 12 * 8 + 1, 1, 1).data)"
+    assert page.evaluate(pen)[:3] == [0x1F, 0x6F, 0xD1]  # the pen, drawn while the canvas has focus
+    page.focus("#clear")
+    assert page.evaluate(pen)[:3] != [0x1F, 0x6F, 0xD1]
+
+    page.click("#clear")
+    box = page.locator("#digit").bounding_box()
+    scale = box["width"] / 224
+    for r, c in ((14, 14), (14, 15), (14, 16), (14, 17), (12, 17)):
+        page.mouse.click(box["x"] + (c * 8 + 4) * scale, box["y"] + (r * 8 + 4) * scale)
+    assert page.evaluate(pixels) == keyboard
+
+
 # ---- demo 1: spotlight ----
 
 def test_spotlight_paints_the_hovered_querys_attention_onto_the_rows(page, built):

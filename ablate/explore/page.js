@@ -19,7 +19,7 @@ const MODELS = ALL_MODELS.filter((m) => m.kind === "classify"); // MNIST rows: t
 const TOKEN_MODELS = ALL_MODELS.filter((m) => m.kind === "tokens"); // copy models: demo 1's Q1 part
 const DATA = JSON.parse(document.getElementById("images").textContent); // {mean, std, images: [{index, label, pixels}]}
 const ROWS = 28, $ = (id) => document.getElementById(id), $$ = (sel) => [...document.querySelectorAll(sel)];
-const S = { model: 0, pixels: new Float64Array(ROWS * ROWS), drawn: new Float64Array(ROWS * ROWS), label: null,
+const S = { model: 0, pixels: new Float64Array(ROWS * ROWS), drawn: new Float64Array(ROWS * ROWS), label: null, pen: [14, 14],
             tau: 1, qkScale: true, pe: true, masked: new Set(), perm: null, shuffles: 0, pos: 0, query: 14,
             layer: 0, head: 0, lang: "en", lnWhich: "0,attn", lnEdit: null, lnComp: 0, image: 0 };
 // demo 1's Q1 part: the copy model, the word order (0: 猫坐在垫子上, 1: 垫子在猫坐上), layer, head (-1: mean), query
@@ -289,11 +289,16 @@ function drawDigit() {
   }
   const row = S.query - offset();
   if (row >= 0) { ctx.strokeStyle = "#e65c00"; ctx.lineWidth = 2; ctx.strokeRect(1, row * CELL, ROWS * CELL - 2, CELL); }
+  if (document.activeElement === $("digit")) { // the keyboard's pen
+    const [r, c] = S.pen; ctx.strokeStyle = "#1f6fd1"; ctx.lineWidth = 2; ctx.strokeRect(c * CELL + 1, r * CELL + 1, CELL - 2, CELL - 2);
+  }
 }
 let painting = null;
 function paint(ev) {
   const cv = $("digit"), box = cv.getBoundingClientRect(), sx = cv.width / box.width, sy = cv.height / box.height;
-  const c = Math.floor(((ev.clientX - box.left) * sx) / CELL), r = Math.floor(((ev.clientY - box.top) * sy) / CELL);
+  paintAt(Math.floor(((ev.clientY - box.top) * sy) / CELL), Math.floor(((ev.clientX - box.left) * sx) / CELL));
+}
+function paintAt(r, c) { // the brush at row r (as shown), column c: the cell, its neighbours fainter
   for (let dr = -1; dr <= 1; dr++) for (let dc = -1; dc <= 1; dc++) {
     const rr = r + dr, cc = c + dc;
     if (rr < 0 || cc < 0 || rr >= ROWS || cc >= ROWS) continue;
@@ -306,6 +311,18 @@ function paint(ev) {
 $("digit").addEventListener("pointerdown", (ev) => { painting = ev.pointerId; $("digit").setPointerCapture(ev.pointerId); paint(ev); ev.preventDefault(); });
 $("digit").addEventListener("pointermove", (ev) => { if (painting === ev.pointerId) paint(ev); });
 for (const end of ["pointerup", "pointercancel"]) $("digit").addEventListener(end, () => { painting = null; });
+// by keyboard: the arrows move the pen (blue), Space or Enter paints, Shift + an arrow paints as it moves
+const PEN_MOVES = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+$("digit").addEventListener("keydown", (ev) => {
+  const move = PEN_MOVES[ev.key];
+  if (move) {
+    S.pen = [Math.max(0, Math.min(ROWS - 1, S.pen[0] + move[0])), Math.max(0, Math.min(ROWS - 1, S.pen[1] + move[1]))];
+    if (ev.shiftKey) paintAt(...S.pen); else drawDigit();
+  } else if (ev.key === " " || ev.key === "Enter") paintAt(...S.pen);
+  else return;
+  ev.preventDefault();
+});
+for (const what of ["focus", "blur"]) $("digit").addEventListener(what, () => drawDigit());
 $("clear").addEventListener("click", () => { S.pixels.fill(0); S.drawn.fill(0); S.image++; $("image").value = -1; S.label = null; render(); });
 
 // ---- demo 1: spotlight ----
