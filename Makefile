@@ -27,8 +27,8 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 
 venv: $(VENV)/.installed ## create the virtualenv and install ablate (+ dev, reports extras)
 
-test: venv ## run the test suite (what CI runs)
-	$(BIN)/python -m pytest -q
+test: venv ## run the test suite (what CI runs; its 25 slowest tests listed at the end, to keep CI near 30 min)
+	$(BIN)/python -m pytest -q --durations=25
 
 lint: venv ## ruff check
 	$(BIN)/ruff check ablate tests
