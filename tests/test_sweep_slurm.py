@@ -198,22 +198,24 @@ def test_dry_run_of_gpu_jobs_says_how_they_are_packed_and_shares_the_cpus_out(tm
     assert {"#SBATCH --gpus-per-node=2", "#SBATCH --cpus-per-task=12", "#SBATCH --array=0-0%1"} <= set(out.splitlines())
     code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--dry-run", "--gpus-per-job", "2",
                            "--runs-per-gpu", "3", "--chunk", "4")  # a chunk given is kept
-    assert code == 0 and "6 runs, 2 jobs of 4, 6 at once (2 GPU(s) x 3 run(s) per GPU, 1 thread(s) each)" in out
+    assert code == 0 and "6 runs, 2 jobs of 4, 4 at once (2 GPU(s) x 3 run(s) per GPU, 1 thread(s) each on 1 CPU(s): " \
+        "raise --cpus-per-job)" in out  # at most the chunk at once; too few CPUs for them said
 
 
 @pytest.mark.slow
 def test_a_gpu_job_trains_runs_per_gpu_of_its_runs_at_once_each_once(tmp_path, capsys, monkeypatch):
     """`--gpus-per-job 1 --runs-per-gpu 2`: each job trains its two runs at once, each its own process with the
     job's GPU, by the local runner inside the job. Tested on CPU: submitit's local executor hands a job
-    CUDA_VISIBLE_DEVICES=0 whatever the machine has, and the runs train on the CPU (accelerator cpu)."""
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    CUDA_VISIBLE_DEVICES=0 whatever the machine has, and the runs train on the CPU (accelerator cpu). Its
+    jobs run one at a time by default (they would all get GPU 0)."""
     path = write(tmp_path, "packed", {"model.n_heads": {"values": [1, 2]}, "seed": {"values": [0, 1]},
-                                      "trainer.accelerator": {"value": "cpu"}, "data.n_train": {"value": 1024}})
+                                      "trainer.accelerator": {"value": "cpu"}, "data.n_train": {"value": 2048},
+                                      "trainer.max_epochs": {"value": 2}})
     code, out, err = sweep(capsys, str(path), "--executor", "local", "--gpus-per-job", "1", "--runs-per-gpu", "2",
-                           "--cpus-per-job", "2", "--max-jobs", "1")
+                           "--cpus-per-job", "2")
     assert code == 0, err
     assert "4 to run as local jobs of 2 run(s), 2 at once (1 GPU(s) x 2 run(s) per GPU, 1 thread(s) each)" in err
-    assert err.count("submitted 2 runs as 1 jobs") == 2  # --max-jobs 1: one job, then the other
+    assert err.count("submitted 2 runs as 1 jobs") == 2  # one job, then the other
     runs = spec.load(str(path)).runs
     found = summaries(tmp_path, "packed")
     assert set(found) == {r.run_id for r in runs}  # the local runner's ids, each trained once
@@ -225,13 +227,12 @@ def test_a_gpu_job_trains_runs_per_gpu_of_its_runs_at_once_each_once(tmp_path, c
         folder = tmp_path / "runs" / "packed" / run.run_id
         return (folder / "config.yaml").stat().st_mtime, (folder / "summary.json").stat().st_mtime
 
-    (a0, a1), (b0, b1), (c0, c1), (d0, d1) = (span(r) for r in runs)  # chunks: runs 1-2, then 3-4 (--max-jobs 1)
+    (a0, a1), (b0, b1), (c0, c1), (d0, d1) = (span(r) for r in runs)  # chunks: runs 1-2, then 3-4
     assert a0 < b1 and b0 < a1 and c0 < d1 and d0 < c1  # a job's two runs overlap
     assert max(a1, b1) <= min(c0, d0)  # one job at a time
 
     here = tmp_path / "here"
     monkeypatch.setenv("ABLATE_RUNS_DIR", str(here))
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     code, _, err = sweep(capsys, str(path), "--workers", "1", "--threads", "1")
     assert code == 0, err
     for run_id, summary in found.items():  # the same numbers as one run at a time in this process's runner
@@ -240,10 +241,30 @@ def test_a_gpu_job_trains_runs_per_gpu_of_its_runs_at_once_each_once(tmp_path, c
         assert again["metrics"]["val/loss"] == summary["metrics"]["val/loss"], run_id
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc), as SLURM's signal to a job step reaches each of them."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 @pytest.mark.slow
-def test_a_packed_job_stopped_by_sigterm_records_its_runs_interrupted_and_they_resume(tmp_path):
-    """SIGTERM to a job training two runs at once (a scheduler preempting it): both are recorded
-    `interrupted`, the job ends, and the command submits them again to resume from their last.ckpt."""
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGUSR2"])
+def test_a_packed_job_signalled_as_slurm_does_records_its_runs_interrupted_and_they_resume(tmp_path, signame):
+    """SIGTERM (preemption, time limit, scancel) or SIGUSR2 (submitit's warning before the time limit) sent,
+    as SLURM does, to every process of a job training two runs at once: the job's runner, its forkserver
+    and the runs. Both runs are recorded `interrupted` (none killed unrecorded), the job ends, and the
+    command submits them again to resume from their last.ckpt."""
     import signal
 
     path = write(tmp_path, "prempt", {"data.n_train": {"value": 2048}, "trainer.max_epochs": {"value": 4},
@@ -252,28 +273,32 @@ def test_a_packed_job_stopped_by_sigterm_records_its_runs_interrupted_and_they_r
     folders = [tmp_path / "runs" / "prempt" / r.run_id for r in runs]
     driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "local",
                                "--gpus-per-job", "1", "--runs-per-gpu", "2", "--cpus-per-job", "2", "--retries", "1"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"})
-    lines = []
-    for line in driver.stderr:
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines, pid = [], None
+    for line in driver.stderr:  # the job's pid is its local job id
         lines.append(line)
         if "jobs: local jobs " in line:
             pid = int(line.split("jobs: local jobs ")[1].split()[0])
             break
+    assert pid is not None, "".join(lines) + driver.communicate(timeout=60)[1]
     deadline = time.monotonic() + 180
     while not all((f / "last.ckpt").exists() for f in folders) and time.monotonic() < deadline:
         time.sleep(0.05)
-    os.kill(pid, signal.SIGTERM)  # as a scheduler preempting the job
+    assert all(read_summary(f)["status"] == "running" for f in folders)
+    for process in _descendants(pid):  # the job (below submitit's local controller), its forkserver, the runs
+        try:
+            os.kill(process, getattr(signal, signame))
+        except ProcessLookupError:
+            pass
     err = "".join(lines) + driver.communicate(timeout=300)[1]
     assert driver.returncode == 0, err
     assert "2 run(s) interrupted or killed before they finished; submitting them again" in err
+    log = "".join(p.read_text() for p in (tmp_path / "runs" / ".submitit" / "prempt").glob("*_log.out"))
+    assert "2 run(s) of this job interrupted (preempted, timed out or cancelled)" in log
     for folder in folders:
         summary = read_summary(folder)
         assert summary["status"] == "completed" and summary["attempts"] == 2, summary
-    log = "".join(p.read_text() for p in (tmp_path / "runs" / ".submitit" / "prempt").glob("*_log.out"))
-    assert "2 run(s) of this job interrupted by SIGTERM; they resume when submitted again" in log
-    for folder in folders:  # each run's own log (the job's runner writes it there)
-        text = (folder / "train.log").read_text()
+        text = (folder / "train.log").read_text()  # each run's own log (the job's runner writes it there)
         assert "run stopped (Interrupted)" in text and "from last.ckpt (step" in text, text
 
 

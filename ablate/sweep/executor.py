@@ -69,17 +69,29 @@ class Options:
         return max(1, self.gpus_per_job * self.runs_per_gpu)
 
     @property
+    def at_once(self) -> int:
+        """Runs a job trains at once: its slots, or its chunk where that is smaller."""
+        return max(1, min(self.slots, self.chunk))  # (a chunk < 1 is refused by `check`)
+
+    @property
     def threads(self) -> int:
         """Each run's torch threads: the job's CPUs shared out between the runs it trains at once."""
-        return max(1, self.cpus_per_job // self.slots)
+        return max(1, self.cpus_per_job // self.at_once)
+
+
+def local_cap(options: Options) -> int:
+    """--executor local's jobs at once without --max-jobs: one per core, each core taken by one run; one job
+    when they ask for GPUs (submitit's local executor gives every job the same GPUs 0..G-1)."""
+    if options.gpus_per_job:
+        return 1
+    return max(1, R.cpu_count() // options.at_once)
 
 
 def check(options: Options, dry_run: bool = False) -> None:
     """SweepError (exit 2, one line) for options that cannot work, before anything is submitted."""
     for name, value, low in (("--time", options.time, 1), ("--cpus-per-job", options.cpus_per_job, 1),
                              ("--gpus-per-job", options.gpus_per_job, 0), ("--chunk", options.chunk, 1),
-                             ("--max-jobs", options.max_jobs, 1), ("--retries", options.retries, 0),
-                             ("--runs-per-gpu", options.runs_per_gpu, 1)):
+                             ("--max-jobs", options.max_jobs, 1), ("--retries", options.retries, 0)):
         if value is not None and value < low:
             raise SweepError(f"{name}={value} is not allowed; expected an integer >= {low}")
     if options.runs_per_gpu > 1 and not options.gpus_per_job:
@@ -148,14 +160,15 @@ def job_env(options: Options) -> dict[str, str]:
             "MKL_NUM_THREADS": threads, "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true")}
 
 
-def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs_per_gpu: int = 1) -> list[str]:
+def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs_per_gpu: int = 1,
+              gpus: int = 0) -> list[str]:
     """In the job: train each configuration in turn (finished ones are skipped by `train` itself). SIGTERM
     (preemption, time limit, scancel) and SIGUSR2 (submitit's warning before the time limit) stop it: the
     run is recorded `interrupted` and the process exits 143, to be submitted again and resume. A job of
-    GPUs trains several at once instead (`run_packed`)."""
+    `gpus` GPUs that trains more than one run at once (Options.slots) runs `run_packed` instead."""
     os.environ.update(env)
-    if os.environ.get("CUDA_VISIBLE_DEVICES") and (runs_per_gpu > 1 or len(R.visible_gpus()) > 1):
-        return run_packed(commands, runs_per_gpu)
+    if gpus * runs_per_gpu > 1 and len(commands) > 1:
+        return run_packed(commands, runs_per_gpu, gpus)
     from .. import config as C
     from ..train import Interrupted, RunBusy, train
 
@@ -184,25 +197,39 @@ def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs
     return statuses
 
 
-def run_packed(commands: list[list[str]], runs_per_gpu: int) -> list[str]:
+def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[str]:
     """In a job of GPUs: the chunk's runs through the local runner, `runs_per_gpu` at once on each GPU the
     job sees, each in its own process (one crash or out-of-memory error ends one run), with the runner's
-    exactly-once rules. SIGTERM or SIGUSR2 stops every run (recorded `interrupted`) and the job exits 143."""
+    exactly-once rules. SIGTERM or SIGUSR2 stops every run (recorded `interrupted`) and the job exits 143.
+
+    SLURM signals every process of the job, not only this one: the forkserver and the runs it forks are
+    started with both signals ignored (kept across exec and fork), so the forkserver outlives them and
+    never takes its runs down with it (they die with it), and a run ends through this runner's SIGTERM
+    or its own (`train` takes SIGTERM itself: recorded `interrupted`), never killed unrecorded."""
     from .. import config as C
     from ..train import Interrupted
+    from . import worker
 
+    visible = R.visible_gpus()
+    if not visible:
+        raise RuntimeError(f"the job asked for {gpus} GPU(s) but sees none (CUDA_VISIBLE_DEVICES unset and "
+                         "torch counts no device); its runs were not started and are submitted again")
     runs = []
     for i, command in enumerate(commands):
         cfg = C.build(C.parse_overrides(command))
         runs.append(Run(index=i + 1, params={}, cfg=cfg, run_id=C.run_id(cfg)))
     sweep = Sweep(name=runs[0].cfg.run.group, path=Path(), method="grid", spec={}, runs=runs, varying=[])
-    signal.signal(signal.SIGUSR2, R._raise_interrupt)  # the runner itself takes SIGTERM
-    runner = R.Runner(sweep, threads=max(r.cfg.trainer.threads or 1 for r in runs), gpus=R.visible_gpus(),
+    for signum in (signal.SIGTERM, signal.SIGUSR2):
+        signal.signal(signum, signal.SIG_IGN)
+    worker.forkserver()  # started now, ignoring both, as are the runs it forks until `train` takes SIGTERM
+    for signum in (signal.SIGTERM, signal.SIGUSR2):  # the runner stops its runs on either
+        signal.signal(signum, R._raise_interrupt)
+    runner = R.Runner(sweep, threads=max(r.cfg.trainer.threads or 1 for r in runs), gpus=visible,
                       runs_per_gpu=runs_per_gpu, stream=sys.stdout)
     report = runner.run()
     if report.interrupted:
-        print(f"ablate: {len(report.outcomes.get('interrupted', []))} run(s) of this job interrupted by "
-              f"{signal.Signals(report.signal).name}; they resume when submitted again", flush=True)
+        print(f"ablate: {len(report.outcomes.get('interrupted', []))} run(s) of this job interrupted (preempted, "
+              "timed out or cancelled); they resume when submitted again", flush=True)
         raise Interrupted(signal.SIGTERM)
     return [_status(run) or "failed" for run in runs]
 
@@ -295,13 +322,15 @@ class Dispatch:
             self.tries[run.run_id] = self.tries.get(run.run_id, 0) + 1
         self.folder.mkdir(parents=True, exist_ok=True)
         env = job_env(self.options)
-        cap = self.options.max_jobs or (R.cpu_count() if self.options.executor == "local" else len(chunks))
+        cap = self.options.max_jobs or (local_cap(self.options) if self.options.executor == "local" else len(chunks))
         waves = [chunks] if self.options.executor == "slurm" else [chunks[i:i + cap] for i in range(0, len(chunks), cap)]
         for wave in waves:  # slurm: one array, the scheduler keeps to --max-jobs; local: cap processes at once
             executor = _executor(self.options, self.folder, self.sweep.name, len(wave))
             try:
-                jobs = executor.map_array(run_chunk, [[items(r) for r in c] for c in wave], [env] * len(wave),
-                                          [self.options.threads] * len(wave), [self.options.runs_per_gpu] * len(wave))
+                n = len(wave)
+                jobs = executor.map_array(run_chunk, [[items(r) for r in c] for c in wave], [env] * n,
+                                          [self.options.threads] * n, [self.options.runs_per_gpu] * n,
+                                          [self.options.gpus_per_job] * n)
             except Exception as err:  # sbatch refused the array (a limit of the partition, the account)
                 text = [line for line in str(err).splitlines() if line.strip()]
                 raise SweepError(f"the scheduler refused the jobs: {text[-1] if text else type(err).__name__}; "
@@ -382,10 +411,11 @@ def dry_run(sweep: Sweep, options: Options, out: TextIO) -> int:
 
 def packing(options: Options) -> str:
     """', N at once (G GPUs x R runs per GPU, T thread(s) each)' for a job of several slots, else ''."""
-    if options.slots == 1:
+    if options.at_once == 1:
         return ""
-    return (f", {options.slots} at once ({options.gpus_per_job} GPU(s) x {options.runs_per_gpu} run(s) per GPU, "
-            f"{options.threads} thread(s) each)")
+    short = f" on {options.cpus_per_job} CPU(s): raise --cpus-per-job" if options.cpus_per_job < options.at_once else ""
+    return (f", {options.at_once} at once ({options.gpus_per_job} GPU(s) x {options.runs_per_gpu} run(s) per GPU, "
+            f"{options.threads} thread(s) each{short})")
 
 
 # The job flags of `ablate sweep` (--time, --chunk, ...): Options' fields, their defaults the fields' own
