@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -48,3 +50,20 @@ def train_arch_sweep(root, name: str, fixed: dict, arches: list[str]):
         for run in spec.load(str(sweeps / f"{name}.yaml"), budget="smoke").runs:
             assert train(run.cfg, log=lambda _line: None)["status"] == "completed"
     return runs / name
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc): what SLURM's signal to a job step reaches besides it."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -38,7 +38,7 @@ TINY = {
 
 
 # the module-wide forkserver and the isolated runs folder, network and W&B mode
-from .sweep_fixtures import forkserver, isolated  # noqa: E402, F401
+from .sweep_fixtures import descendants, forkserver, isolated  # noqa: E402, F401
 
 
 def write(tmp_path: Path, name: str, parameters: dict, **top) -> Path:
@@ -694,6 +694,32 @@ def test_a_train_log_that_is_a_link_is_never_written_through_and_fails_its_run_w
     if devices == 1:
         assert cli.main(["sweep", str(path)]) == 0
         assert read_summary(root / linked.run_id)["status"] == "completed"
+
+
+@pytest.mark.slow
+def test_sigterm_to_every_process_of_the_sweep_leaves_each_run_recorded_interrupted(tmp_path):
+    """As SLURM ends a job (preemption, time limit, scancel): SIGTERM to the runner, its forkserver and
+    every run at once, not only to the runner. Each run records itself `interrupted`, none is left
+    `running` or failed, and the command exits 143."""
+    path = write(tmp_path, "slurmterm", {**TINY, "data.n_train": {"value": 2048}, "trainer.max_epochs": {"value": 20},
+                                         "trainer.ckpt_every_n_steps": {"value": 4}, "seed": {"values": [0, 1]}})
+    root = tmp_path / "runs" / "slurmterm"
+    driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--workers", "2"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(list(root.glob("*/last.ckpt"))) < 2 and time.monotonic() < deadline and driver.poll() is None:
+        time.sleep(0.05)
+    assert len(list(root.glob("*/last.ckpt"))) == 2, driver.communicate(timeout=60)[1]
+    for pid in [driver.pid, *descendants(driver.pid)]:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    err = driver.communicate(timeout=120)[1]
+    assert driver.returncode == 143, err
+    found = statuses(tmp_path, "slurmterm")
+    assert len(found) == 2 and all(s["status"] == "interrupted" for s in found.values()), (found, err)
+    assert all(s["interrupted_by"] == "signal SIGTERM" for s in found.values())
 
 
 def test_a_run_stopped_by_sigterm_is_interrupted_and_resumable_not_failed(tmp_path, capsys):

@@ -21,6 +21,7 @@ from ablate.rundir import read_summary
 from ablate.sweep import main as sweep_main
 from ablate.sweep import spec
 from tests import slurm_cluster
+from tests.sweep_fixtures import descendants
 
 TINY = {
     "data.task": {"value": "copy"}, "data.vocab": {"value": 6}, "data.length": {"value": 4},
@@ -241,23 +242,6 @@ def test_a_gpu_job_trains_runs_per_gpu_of_its_runs_at_once_each_once(tmp_path, c
         assert again["metrics"]["val/loss"] == summary["metrics"]["val/loss"], run_id
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (from /proc), as SLURM's signal to a job step reaches each of them."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGUSR2"])
 def test_a_packed_job_signalled_as_slurm_does_records_its_runs_interrupted_and_they_resume(tmp_path, signame):
@@ -285,7 +269,7 @@ def test_a_packed_job_signalled_as_slurm_does_records_its_runs_interrupted_and_t
     while not all((f / "last.ckpt").exists() for f in folders) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(read_summary(f)["status"] == "running" for f in folders)
-    for process in _descendants(pid):  # the job (below submitit's local controller), its forkserver, the runs
+    for process in descendants(pid):  # the job (below submitit's local controller), its forkserver, the runs
         try:
             os.kill(process, getattr(signal, signame))
         except ProcessLookupError:

@@ -202,10 +202,9 @@ def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[
     job sees, each in its own process (one crash or out-of-memory error ends one run), with the runner's
     exactly-once rules. SIGTERM or SIGUSR2 stops every run (recorded `interrupted`) and the job exits 143.
 
-    SLURM signals every process of the job, not only this one: the forkserver and the runs it forks are
-    started with both signals ignored (kept across exec and fork), so the forkserver outlives them and
-    never takes its runs down with it (they die with it), and a run ends through this runner's SIGTERM
-    or its own (`train` takes SIGTERM itself: recorded `interrupted`), never killed unrecorded."""
+    SLURM signals every process of the job, not only this one: the forkserver and its runs ignore SIGUSR2
+    (worker.forkserver; by default it would end them unrecorded), and a run ends through this runner's
+    SIGTERM or its own (`train` takes SIGTERM itself: recorded `interrupted`)."""
     from .. import config as C
     from ..train import Interrupted
     from . import worker
@@ -219,9 +218,7 @@ def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[
         cfg = C.build(C.parse_overrides(command))
         runs.append(Run(index=i + 1, params={}, cfg=cfg, run_id=C.run_id(cfg)))
     sweep = Sweep(name=runs[0].cfg.run.group, path=Path(), method="grid", spec={}, runs=runs, varying=[])
-    for signum in (signal.SIGTERM, signal.SIGUSR2):
-        signal.signal(signum, signal.SIG_IGN)
-    worker.forkserver()  # started now, ignoring both, as are the runs it forks until `train` takes SIGTERM
+    worker.forkserver()  # started before the handlers: it and its runs ignore both signals
     for signum in (signal.SIGTERM, signal.SIGUSR2):  # the runner stops its runs on either
         signal.signal(signum, R._raise_interrupt)
     runner = R.Runner(sweep, threads=max(r.cfg.trainer.threads or 1 for r in runs), gpus=visible,

@@ -162,9 +162,17 @@ def forkserver():
     env = {**FORKSERVER_ENV, "TMPDIR": _TMPDIR, TMPDIR_KEY: _TMPDIR}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    # SLURM signals every process of a job step (preemption, time limit, scancel: SIGTERM; submitit's
+    # --signal: SIGUSR2, whose default action ends a process): the server starts with both ignored, kept
+    # across its exec and by the runs it forks, so neither it nor a run dies of them unrecorded; a run
+    # takes SIGTERM itself once `train` starts (recorded `interrupted`), and its runner stops it on either
+    held = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGTERM, signal.SIGUSR2)} \
+        if threading.current_thread() is threading.main_thread() else {}
     try:
         server.ensure_running()
     finally:
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
