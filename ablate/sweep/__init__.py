@@ -21,7 +21,7 @@ import sys
 
 from ..budgets import NAMES as BUDGETS
 from ..cliparse import OneLineParser
-from .executor import EXECUTORS, FLAGS
+from .executor import EXECUTORS, FLAGS, options_of
 
 
 def parser() -> argparse.ArgumentParser:
@@ -104,8 +104,6 @@ def _run(args: argparse.Namespace, out, err) -> int:
 
         def expand():
             if args.executor != "here":  # a job's CPUs shared out between the runs it trains at once
-                from .executor import options_of
-
                 default = options_of(args).threads
             else:
                 default = runner.default_threads(args.workers, gpus, args.gpus_per_run, per_gpu)

@@ -212,11 +212,8 @@ def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[
     visible = R.visible_gpus()
     if not visible:
         raise RuntimeError(f"the job asked for {gpus} GPU(s) but sees none (CUDA_VISIBLE_DEVICES unset and "
-                         "torch counts no device); its runs were not started and are submitted again")
-    runs = []
-    for i, command in enumerate(commands):
-        cfg = C.build(C.parse_overrides(command))
-        runs.append(Run(index=i + 1, params={}, cfg=cfg, run_id=C.run_id(cfg)))
+                           "torch counts no device); its runs were not started and are submitted again")
+    runs = [replace(_run_of(C.build(C.parse_overrides(command))), index=i + 1) for i, command in enumerate(commands)]
     sweep = Sweep(name=runs[0].cfg.run.group, path=Path(), method="grid", spec={}, runs=runs, varying=[])
     worker.forkserver()  # started before the handlers: it and its runs ignore both signals
     for signum in (signal.SIGTERM, signal.SIGUSR2):  # the runner stops its runs on either
