@@ -8,7 +8,6 @@ YAML scalars; each is converted by its field's type, and anything unknown or ill
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 import hashlib
@@ -344,7 +343,9 @@ NOT_IDENTITY = ("run.dir", "run.group", "run.project", "run.name", "run.sweep_id
                 "trainer.log_every_n_steps")
 
 
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
+    """A dataclass's resolved field types; cached, since resolving them was most of a sweep's expansion."""
     return typing.get_type_hints(cls)
 
 
@@ -589,11 +590,16 @@ def check_machine(cfg: Config) -> None:
                               "install it or choose another")
     if t.strategy.startswith("fsdp") and not limits.trains_on_gpu(t.accelerator):
         raise ConfigError(f"trainer.strategy={t.strategy!r} runs on GPUs only; choose another strategy")
-    values, defaults = flat(cfg), flat(Config())
+    values, defaults = flat(cfg), _default_values()
     named = [f"{k}={values[k]}" for k in SIZE_KEYS if values[k] != defaults[k]]
     problem = limits.check_fits(cfg, ", ".join(named) or "the default sizes")
     if problem:
         raise ConfigError(problem)
+
+
+@functools.cache
+def _default_values() -> dict[str, Any]:
+    return flat(Config())
 
 
 def field_help(cls: type) -> dict[str, str]:
@@ -635,8 +641,19 @@ def key_table() -> list[tuple[str, str, str, str]]:
     return rows
 
 
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
 def to_dict(cfg: Config) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """{section: {field: value}, top-level field: value}. Every value is a plain scalar, so a shallow walk
+    equals dataclasses.asdict, whose deep copies were most of a sweep's expansion."""
+    out: dict[str, Any] = {}
+    for name in _names(type(cfg)):
+        value = getattr(cfg, name)
+        out[name] = {k: getattr(value, k) for k in _names(type(value))} if name in SECTIONS else value
+    return out
 
 
 def flat(cfg: Config) -> dict[str, Any]:
