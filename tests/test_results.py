@@ -687,3 +687,18 @@ def test_the_primary_runs_summary_counts_the_chosen_rate_only():
     # a: the three runs at 0.01 (mean 0.9917 > 0.5); b: its one run
     assert got == {"runs": 4, "median_gain": 0.005, "solved": 0.5}
     assert primary_runs(df.drop(columns=["val/gain_last_epoch"])) is None
+
+
+@pytest.mark.parametrize(("a", "b", "equal"), [
+    (1, True, False), (0, False, False), (True, np.True_, True), ("true", True, True),  # a bool is no number
+    ("0.001", 0.001, True), ("1e-3", np.float64(0.001), True), (0.0003, 0.00030000000000000003, True),
+    (8, 8.0, True), (np.int64(8), 8, True), ("8", 8, True), (0.001, 0.0011, False),
+    ("none", "none", True), ("rope", "sinusoidal", False),  # names stay names: pos_enc=none is no null
+    (None, float("nan"), True), (pd.NA, None, True), ("null", None, True), (None, 0, False), (None, "none", False),
+])
+def test_same_is_one_rule_for_a_value_from_a_table_a_config_or_a_command_line(a, b, equal):
+    """The one `same` that the results, the comparison report and the figures match values with (four
+    private copies disagreed on `same(1, True)` and `same('0.001', 0.001)`); symmetric."""
+    from ablate.results.stats import same
+
+    assert same(a, b) is equal and same(b, a) is equal

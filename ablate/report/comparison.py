@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..results.stats import same
 from . import stats as St
 from .data import Sweep
 from .solve import paired, time_to_solve
@@ -96,16 +97,6 @@ def _show(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _same(a: Any, b: Any) -> bool:
-    """A table value against one typed on the command line or a config default: as numbers where both are."""
-    if isinstance(a, (bool, np.bool_)) or isinstance(b, (bool, np.bool_)) or str(b).lower() in ("true", "false"):
-        return str(a).lower() == str(b).lower()
-    try:
-        return math.isclose(float(a), float(b), rel_tol=1e-9)
-    except (TypeError, ValueError):
-        return str(a) == str(b)
-
-
 def parse_baseline(text: str | None) -> dict[str, str] | None:
     if not text:
         return None
@@ -150,7 +141,7 @@ def choose_baseline(variants: list[Variant], asked: dict[str, str] | None, defau
         if unknown:
             raise CompareError(f"--baseline names {unknown[0]}, which the sweep does not vary; its variants vary "
                                f"{', '.join(variants[0].where) or 'nothing'}")
-        hits = [v for v in variants if all(_same(v.where[k], value) for k, value in asked.items())]
+        hits = [v for v in variants if all(same(v.where[k], value) for k, value in asked.items())]
         if not hits:
             raise CompareError(f"--baseline {','.join(f'{k}={v}' for k, v in asked.items())} matches no variant; "
                                f"the variants are: {'; '.join(v.label for v in variants)}")
@@ -158,7 +149,7 @@ def choose_baseline(variants: list[Variant], asked: dict[str, str] | None, defau
             raise CompareError(f"--baseline matches {len(hits)} variants ({'; '.join(v.label for v in hits)}); "
                                "name a value for every key that varies")
         return hits[0]
-    at_defaults = [v for v in variants if all(k in defaults and _same(val, defaults[k]) for k, val in v.where.items())]
+    at_defaults = [v for v in variants if all(k in defaults and same(val, defaults[k]) for k, val in v.where.items())]
     return at_defaults[0] if at_defaults else variants[0]
 
 
@@ -167,7 +158,7 @@ def choose_baseline(variants: list[Variant], asked: dict[str, str] | None, defau
 
 def _n_eval_shared(a: Variant, b: Variant) -> bool:
     """Both arms are scored on one evaluation set: no data.* setting differs between them."""
-    return all(_same(a.where[k], b.where[k]) for k in a.where if k.startswith("data."))
+    return all(same(a.where[k], b.where[k]) for k in a.where if k.startswith("data."))
 
 
 def _not_testable(df: pd.DataFrame, metric: str, a: Variant, b: Variant, ea: St.Estimate, eb: St.Estimate) -> str:

@@ -35,6 +35,7 @@ import matplotlib
 import numpy as np
 
 from ..registry import TASKS as REGISTRY
+from ..results.stats import same
 from .data import figures_dir
 
 DPI = 110
@@ -89,23 +90,13 @@ LABELS: dict[str, dict[Any, str]] = {
 DASHES: dict[str, dict[Any, Any]] = {"model.causal": {False: "", True: (5, 2, 1, 2)}}
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Values equal as a table holds them: True == np.True_, 8 == 8.0 == np.int64(8), "none" == "none";
-    a bool never equals a number."""
-    if isinstance(a, (bool, np.bool_)) or isinstance(b, (bool, np.bool_)):
-        return isinstance(a, (bool, np.bool_)) and isinstance(b, (bool, np.bool_)) and bool(a) == bool(b)
-    if isinstance(a, (int, float, np.number)) and isinstance(b, (int, float, np.number)):
-        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
-    return a == b
-
-
 def _present(values: Iterable[Any] | None) -> list[Any]:
     """The distinct values of `values` (a column, a list), in first-seen order, missing values dropped."""
     out: list[Any] = []
     for v in values if values is not None else []:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             continue
-        if not any(_same(v, seen) for seen in out):
+        if not any(same(v, seen) for seen in out):
             out.append(v)
     return out
 
@@ -123,8 +114,8 @@ def order(key: str, values: Iterable[Any] | None = None, labels: Mapping[Any, st
         out = known
     else:
         present = _present(values)
-        ranked = [v for k in known for v in present if _same(v, k)]
-        out = ranked + sorted((v for v in present if not any(_same(v, r) for r in ranked)), key=_sort_key)
+        ranked = [v for k in known for v in present if same(v, k)]
+        out = ranked + sorted((v for v in present if not any(same(v, r) for r in ranked)), key=_sort_key)
         if all(_sort_key(v)[0] == 0 for v in out):  # numbers (heads, layers, d_k): by value
             out = sorted(out, key=_sort_key)
     return [_label(labels, v) for v in out] if labels is not None else out
@@ -134,7 +125,7 @@ def _label(labels: Mapping[Any, str] | None, value: Any) -> Any:
     if labels is None:
         return value
     for k, name in labels.items():
-        if _same(k, value):
+        if same(k, value):
             return name
     return value
 
@@ -147,7 +138,7 @@ def palette(key: str, values: Iterable[Any] | None = None, labels: Mapping[Any, 
     out: dict[Any, str] = {}
     spare = iter(SPARE * 4)
     for v in order(key, values):
-        colour = next((c for k, c in table.items() if _same(k, v)), None)
+        colour = next((c for k, c in table.items() if same(k, v)), None)
         out[_label(labels, v)] = colour if colour is not None else next(spare)
     return out
 

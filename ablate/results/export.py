@@ -160,7 +160,7 @@ def _missing(v: Any) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
-def _same(a: Any, b: Any) -> bool:
+def _identical(a: Any, b: Any) -> bool:
     """Equal value and type, or both missing: what a CSV round trip must keep."""
     if _missing(a) or _missing(b):
         return _missing(a) and _missing(b)
@@ -192,7 +192,7 @@ def tidy(df: pd.DataFrame) -> tuple[str, dict[str, str]]:
     for column in out.columns:
         original = [v.item() if isinstance(v, np.generic) else v for v in out[column].tolist()]
         read = [v.item() if isinstance(v, np.generic) else v for v in back[column].tolist()]
-        if not all(_same(a, b) for a, b in zip(original, read)):
+        if not all(_identical(a, b) for a, b in zip(original, read)):
             kind = _kind(original)
             if kind:
                 dtypes[column] = kind

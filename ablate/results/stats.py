@@ -48,11 +48,40 @@ class ResultsError(ValueError):
     """No runs to tabulate, or a request the table cannot answer; the message says what to do."""
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal values of a key; floats within rounding (a CSV round trip may print 0.0003 as 0.00030000000000000003)."""
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        return bool(np.isclose(a, b, rtol=1e-9, atol=0.0))
-    return a == b
+def _scalar(v: Any) -> Any:
+    """A value as `same` compares it: numpy scalars as Python's, missing values as None, and a string that
+    spells a boolean, null or a number (a command line's `0.001`, `true`) as that value."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, str):
+        text = v.strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+        if text in ("null", "~"):
+            return None
+        try:
+            v = float(text) if text not in ("nan", "inf", "-inf", "infinity", "-infinity") else v
+        except ValueError:
+            return v
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether `a` and `b` are one value of a key, wherever they come from (a table cell, a config default, a
+    command line, a sweep file). The rule: numpy scalars are Python's; a string that spells a boolean, null or
+    a number is that value ('0.001' is 0.001, 'true' is True); missing (None, NaN, pd.NA) equals missing only;
+    a boolean equals a boolean only (True is not 1); numbers are equal within a relative 1e-9 (a CSV round
+    trip may print 0.0003 as 0.00030000000000000003); anything else by ==."""
+    a, b = _scalar(a), _scalar(b)
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+    return bool(a == b)
 
 
 def _worst(maximize: bool) -> float:
@@ -242,7 +271,7 @@ def best_lr(
     stage 1 is not finished yet (no choice) is chosen by the rule above, on the rows it has."""
     if tuned_key(df) == lr_key:
         chosen = df[f"{TUNED}{lr_key}"]
-        at = pd.Series([_same(v, c) for v, c in zip(df[lr_key], chosen)], index=df.index, dtype=bool)
+        at = pd.Series([same(v, c) for v, c in zip(df[lr_key], chosen)], index=df.index, dtype=bool)
         pending = chosen.isna()
         if not pending.any():
             return df[at]
@@ -302,7 +331,7 @@ def tuned(
         for k, v in zip(variant, row):
             mine = mine[mine[k].astype(object).map(repr) == repr(v)]
         for v in values:
-            runs = mine[[_same(x, v) for x in mine[key]]]
+            runs = mine[[same(x, v) for x in mine[key]]]
             finished = runs["status"].isin(("completed", "diverged"))
             if runs.empty or not finished.all() or runs["seed"].nunique() < n_tune:
                 mean = np.nan  # not every tune seed has finished at this value yet

@@ -71,7 +71,7 @@ from ..runfiles import (
 from ..sweep.tune import Tune, TuneError, parse_tune, score, stage1_seeds
 from ..sweep.tune import choose as choose_value
 from ..yamlfile import YamlFileError, read_yaml
-from .stats import CORRUPT, METRIC, ResultsError, _same, swept_keys  # noqa: F401 - the table's rules, import-clean
+from .stats import CORRUPT, METRIC, ResultsError, same, swept_keys  # noqa: F401 - the table's rules, import-clean
 from .stats import swept as swept_of
 
 PARAMS = ("attention", "ffn", "recurrent", "embedding", "other", "total")
@@ -415,7 +415,7 @@ def tuned_choices(df: pd.DataFrame, tune: Tune, swept: list[str]) -> tuple[pd.Se
         rows = df.loc[index]
         scores: dict[Any, list[float]] = {}
         for value in tune.values:
-            at = rows[[_same(v, value) for v in rows[tune.key]]]
+            at = rows[[same(v, value) for v in rows[tune.key]]]
             for seed in tune_seeds(tune, budgets[index[0]]):
                 run = at[seeds[at.index] == seed]
                 if run.empty or run["status"].iloc[0] not in FINISHED:
