@@ -377,7 +377,7 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
         summary = read_summary(run_dir)
         log(f"ablate: {run_dir} already {summary['status']}; not run again (delete it to re-run)")
         return summary
-    started = time.time()
+    started = time.monotonic()  # durations only: a clock set back must not make them negative
     previous: dict[str, Any] = {}
     try:
         ckpt = run_dir / CKPT
@@ -408,7 +408,7 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
             how = f"signal {signal.Signals(err.signum).name}" if isinstance(err, Interrupted) else type(err).__name__
             with _signals_held():  # a second SIGTERM or Ctrl-C must not cut the recording short
                 status = _record(run_dir, log, status="interrupted", interrupted_by=how,
-                                 wall_time_s=previous.get("wall_time_s", 0.0) + (time.time() - started))
+                                 wall_time_s=previous.get("wall_time_s", 0.0) + (time.monotonic() - started))
             err.ablate_recorded = status or ""  # type: ignore[union-attr]
         raise
     except Exception as err:
@@ -473,7 +473,7 @@ class Attempt:
         s = self.summary
         s.update(status=status, **extra)
         s["metrics"] = metrics
-        s["wall_time_s"] = self.previous.get("wall_time_s", 0.0) + (time.time() - self.started)
+        s["wall_time_s"] = self.previous.get("wall_time_s", 0.0) + (time.monotonic() - self.started)
         s["train_samples_per_s"] = samples_per_s
         s["global_step"] = global_step
         if recorder is not None:

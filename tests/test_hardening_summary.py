@@ -52,3 +52,25 @@ def test_ablate_train_sets_a_20_gb_summary_aside_and_runs(tmp_path, capsys):
     (aside,) = folder.glob("summary.json.corrupt-*")
     assert aside.stat().st_size == HUGE
     assert f"{folder / 'summary.json'} is {HUGE:,} bytes, far more than a run writes; set aside" in err
+
+
+def test_a_clock_set_back_during_a_run_leaves_its_wall_time_positive(tmp_path, monkeypatch):
+    """The machine's clock stepped back two days mid-run (NTP, a VM restored) recorded wall_time_s =
+    -172,742 in summary.json, the results and compare: durations are read off a monotonic clock."""
+    import time
+
+    import pytorch_lightning as pl
+
+    from ablate import config as C
+    from ablate.train import train
+
+    wall = time.time
+
+    class StepBack(pl.Callback):
+        def on_train_batch_end(self, *args):
+            monkeypatch.setattr(time, "time", lambda: wall() - 172_742)
+
+    cfg = C.build(C.parse_overrides([*TINY, f"run.dir={tmp_path / 'run'}"]))
+    summary = train(cfg, log=lambda *a: None, callbacks=[StepBack()])
+    assert summary["status"] == "completed" and 0 < summary["wall_time_s"] < 600
+    assert read_summary(tmp_path / "run")["wall_time_s"] == summary["wall_time_s"]

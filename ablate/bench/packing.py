@@ -65,9 +65,9 @@ def _worker(steps: int, warmup: int, batch_size: int, device: str, threads: int)
     train(warmup)
     print("ready", flush=True)
     sys.stdin.readline()
-    start = time.time()
+    start = time.monotonic()
     train(steps)
-    end = time.time()
+    end = time.monotonic()
     memory = torch.cuda.max_memory_reserved(dev) / 1e6 if dev.type == "cuda" else 0.0
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     print(json.dumps({"start": start, "end": end, "steps": steps, "memory_mb": memory, "device": name}), flush=True)

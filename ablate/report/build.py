@@ -422,7 +422,7 @@ def to_html(nb, title: str) -> str:
 
 
 def build_one(name: str, source: Path, env: dict[str, str], html_dir: Path, figures: Path, timeout: int) -> Built:
-    started = time.time()
+    started = time.monotonic()
     nb = read_notebook(source / f"{name}.py")
     for stale in figures.glob(f"{figure_prefix(name)}*.png"):
         stale.unlink()
@@ -439,7 +439,7 @@ def build_one(name: str, source: Path, env: dict[str, str], html_dir: Path, figu
     atomic_write(page, to_html(nb, name))
     for a in answers:
         a["notebook"] = name
-    return Built(name, answers, error, page, time.time() - started)
+    return Built(name, answers, error, page, time.monotonic() - started)
 
 
 def build(

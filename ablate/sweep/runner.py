@@ -279,7 +279,7 @@ class Stages:
 class Active:
     run: Run
     slot: int
-    spawned_at: float  # time.time() just before the process was started
+    spawned_at: float  # time.monotonic() as the process started (one clock machine-wide)
     process: Any = None  # multiprocessing Process (forked) or subprocess.Popen (DDP)
     conn: Any = None
     forked_s: float | None = None  # until the worker process runs
@@ -385,7 +385,7 @@ class Runner:
     # -- starting and ending one run -------------------------------------------------------------
     def _start(self, run: Run, slot: int) -> Active:
         env = _env(run.cfg.trainer.threads, self.plan.slots[slot])
-        active = Active(run=run, slot=slot, spawned_at=time.time())
+        active = Active(run=run, slot=slot, spawned_at=time.monotonic())
         directory = run_dir(run)
         directory.mkdir(parents=True, exist_ok=True)  # a full or read-only runs folder stops the sweep here
         if forked(run):

@@ -262,7 +262,7 @@ def _first_step_callback(conn, spawned_at: float):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             if not self.sent:
                 self.sent = True
-                _send(conn, ("started", time.time() - spawned_at))
+                _send(conn, ("started", time.monotonic() - spawned_at))
 
     return FirstStep()
 
@@ -392,7 +392,7 @@ def _redirect_output(path: Path) -> None:
 
 def run_forked(cfg, env: dict[str, str], cwd: str, conn, spawned_at: float) -> None:
     """Entry point of a run forked from the forkserver (multiprocessing target)."""
-    _send(conn, ("forked", time.time() - spawned_at))
+    _send(conn, ("forked", time.monotonic() - spawned_at))
     die_with_parent()
     _watch_runner()
     os.chdir(cwd)
