@@ -37,7 +37,8 @@ class RunDirError(ValueError):
 
 
 def runs_root() -> Path:
-    return Path(os.environ.get("ABLATE_RUNS_DIR", "runs"))
+    """$ABLATE_RUNS_DIR, else ./runs; an empty one is unset (as ABLATE_DATA_DIR), not the working directory."""
+    return Path(os.environ.get("ABLATE_RUNS_DIR") or "runs").expanduser()
 
 
 def run_dir_for(cfg) -> Path:

@@ -104,3 +104,16 @@ def test_a_sweep_removes_what_a_killed_runner_and_its_server_left(tmp_path):
     assert done.returncode == 0, done.stderr
     assert ours(temp) == ["ablate-sweep-alive", "ablate-sweep-elsewhere", "ablate-sweep-unknown",
                           "pymp-ablate-sweep-alive", "pymp-ablate-sweep-elsewhere"]
+
+
+def test_an_empty_runs_dir_variable_is_unset_not_the_working_directory(tmp_path, monkeypatch, capsys):
+    """ABLATE_RUNS_DIR="" wrote runs into the working directory (<group>/<run id> beside the user's files);
+    an empty value now means unset, as an empty ABLATE_DATA_DIR already did: ./runs."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ABLATE_RUNS_DIR", "")
+    assert cli.main(["train", *TINY, "run.group=empty"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert Path(summary["run_dir"]).resolve().parent == tmp_path / "runs" / "empty"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
