@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -71,7 +70,11 @@ def _chosen(name: str):
 @pytest.fixture(scope="module")
 def offline_record(tmp_path_factory):
     """One real smoke run per distinct configuration (tracking=wandb, WANDB_MODE=offline, 64 training
-    examples), trained in a subprocess and read back with ablate.tracking.offline_run_record."""
+    examples), trained in a process of its own as `ablate sweep` trains one (forked from the runner's
+    forkserver, which has imported torch, Lightning and W&B once), and read back with
+    ablate.tracking.offline_run_record."""
+    from ablate.sweep import worker
+
     root = tmp_path_factory.mktemp("dashboard_runs")
     records: dict[str, dict] = {}
 
@@ -80,17 +83,20 @@ def offline_record(tmp_path_factory):
         if run.run_id not in records:
             run_dir = root / run.run_id
             cfg = C.build({"run.dir": str(run_dir), "data.train_subset": 64, "trainer.threads": 1}, base=run.cfg)
-            code = ("import json, sys; from ablate import config as C; from ablate.train import train; "
-                    "train(C.from_dict(json.loads(sys.argv[1])), log=lambda *a: None)")
             env = {**os.environ, "WANDB_MODE": "offline", "ABLATE_DATA_DIR": DATA, "WANDB_SILENT": "true",
                    "HOME": str(root), "WANDB_DIR": str(run_dir)}
-            done = subprocess.run([sys.executable, "-c", code, json.dumps(C.to_dict(cfg))], env=env, cwd=root,
-                                  capture_output=True, text=True, timeout=600)
-            assert done.returncode == 0, done.stderr[-3000:]
+            ctx = worker.forkserver()
+            reader, writer = ctx.Pipe(duplex=False)
+            process = ctx.Process(target=worker.run_forked, args=(cfg, env, str(root), writer, time.time()))
+            process.start()
+            writer.close()
+            process.join(600)
+            assert process.exitcode == worker.OK, (run_dir / worker.LOG).read_text()[-3000:]
             records[run.run_id] = offline_run_record(run_dir)
         return records[run.run_id]
 
-    return record
+    yield record
+    worker.stop_forkserver()
 
 
 @pytest.mark.slow
