@@ -18,17 +18,28 @@ help: ## list the targets
 	@echo "  sweep-<name>     run sweeps/<name>.yaml (BUDGET=<budget>, default quick; ablate sweep --help lists them): $(SWEEPS)"
 	@echo "  results-<name>   print the results table of a sweep"
 
+# --no-compile: Python compiles a module when it is first imported, instead of pip compiling all of torch
+# and its CUDA stack at install (about 20 s of CI's install)
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[dev,reports]'
+	$(BIN)/pip install -q --no-compile $(TORCH_SPEC)
+	$(BIN)/pip install -q --no-compile -c $(CONSTRAINTS) -e '.[dev,reports]'
 	touch $@
 
 venv: $(VENV)/.installed ## create the virtualenv and install ablate (+ dev, reports extras)
 
-test: venv ## run the test suite (what CI runs; its 25 slowest tests listed at the end, to keep CI near 30 min)
-	$(BIN)/python -m pytest -q --durations=25
+# pytest-xdist workers for make test and make coverage (auto: one per core, at most 8); 0 runs the tests in one process
+TEST_WORKERS ?= auto
+
+test: venv ## run the test suite on every core (what CI runs): its wall time and 25 slowest tests at the end
+	@start=$$(date +%s); $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 8 --durations=25; status=$$?; \
+	  echo "make test: $$(( $$(date +%s) - start )) s wall time"; exit $$status
+
+coverage: venv ## make test under coverage.py: line coverage of ablate/ (subprocesses included), per file and in all
+	rm -f .coverage .coverage.*
+	COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 8 --cov=ablate --cov-report= ; \
+	  status=$$?; $(BIN)/coverage combine --append -q 2>/dev/null; $(BIN)/coverage report; exit $$status
 
 lint: venv ## ruff check
 	$(BIN)/ruff check ablate tests
@@ -96,6 +107,6 @@ explore-shots: venv ## screenshots of the explorer's nine demos and demo 1's cop
 	$(BIN)/python -m ablate.explore.screenshot $(EXPLORE_PAGE) --demos docs/explorer
 
 clean: ## remove the virtualenv and caches (keeps runs/ and data/)
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info .coverage .coverage.*
 
-.PHONY: help venv test lint train bench sweeps report report-export report-build report-shots bench-attention explore explore-shots clean
+.PHONY: help venv test coverage lint train bench sweeps report report-export report-build report-shots bench-attention explore explore-shots clean
