@@ -109,19 +109,26 @@ def _check_rules(obj: Any, section: str) -> None:
 
 NAME_FORBIDDEN = '/\\#?%:'  # W&B's project-name rule; '/' and '\\' also keep it one folder
 NAME_MAX = 128  # W&B's longest project and group name
+# A name becomes a folder and file names (runs/<group>/, reports/data/<group>_curves.csv, compare/<group>/):
+# 255 bytes each at most on every common file system, so a name leaves room for the longest suffix
+NAME_BYTES = 200
 RUN_NAME_TEXT = f"one line of at most {NAME_MAX} printable characters (empty: derived)"
 SWEEP_ID_TEXT = f"a W&B sweep id: at most {NAME_MAX} letters, digits, - or _ (empty: none)"
 
 
 def _check_name(key: str, value: str, what: str) -> None:
     """run.group and run.project name a folder under the runs directory and a W&B group/project."""
-    bad = (not value or len(value) > NAME_MAX or value in (".", "..") or value != value.strip()
-           or any(c in NAME_FORBIDDEN or not c.isprintable() for c in value))
-    if bad:
-        raise ConfigError(
-            f"{key}={_shown(value)} is not allowed; expected {what}: 1-{NAME_MAX} printable characters, "
-            f"none of {' '.join(NAME_FORBIDDEN)}, not . or .., no space at either end"
-        )
+    problem = name_problem(value)
+    if problem:
+        raise ConfigError(f"{key}={_shown(value)} is not allowed; expected {what}: {problem}")
+
+
+def name_problem(value: str) -> str | None:
+    """What a run group, project or sweep name must be, where `value` is not it; None where it is."""
+    bad = (not value or len(value) > NAME_MAX or len(value.encode()) > NAME_BYTES or value in (".", "..")
+           or value != value.strip() or any(c in NAME_FORBIDDEN or not c.isprintable() for c in value))
+    return (f"1-{NAME_MAX} printable characters ({NAME_BYTES} bytes in UTF-8: a Chinese character is 3), "
+            f"none of {' '.join(NAME_FORBIDDEN)}, not . or .., no space at either end") if bad else None
 
 
 def _check_path(key: str, value: str | None) -> None:

@@ -256,3 +256,18 @@ def test_on_a_terminal_the_bar_is_redrawn_in_place():
     assert "started   a seed=0" not in text  # a start shows in the bar, not as a line
     assert text.count("\n") == 4  # the header and the three ends stay; the bar never adds a line
 
+
+
+@pytest.mark.parametrize(("stem", "words"), [
+    (" lead", "no space at either end"),  # was run as group "lead": runs in lead/, `results ' lead'` found none
+    ("猫坐在垫子上" * 13 + "猫坐在垫子", "200 bytes in UTF-8"),  # 83 characters, 249 bytes: `compare` could not
+    # name its files ("file name too long")
+], ids=["a leading space", "83 Chinese characters"])
+def test_a_sweep_file_whose_name_cannot_be_its_group_is_refused_in_one_line(stem, words, tmp_path, capsys):
+    path = tmp_path / f"{stem}.yaml"
+    path.write_text(yaml.safe_dump({**HEADER, "method": "grid", "parameters": {"seed": {"values": [0]}}}))
+    for dry in (["--dry-run"], []):
+        assert cli.main(["sweep", str(path), *dry]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and words in err and "rename the file" in err, err
+    assert not (tmp_path / "runs").exists()

@@ -418,6 +418,10 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
     random. Raises SweepError (bad file) or ConfigError (a configuration that does not build)."""
     path = resolve(name_or_path)
     name = path.stem
+    problem = C.name_problem(name)
+    if problem:  # the name is the runs' group: refused as it is, never stripped or cut to another
+        raise SweepError(f"{path}: the sweep's name {name!r} (the file's stem) is not allowed; expected "
+                         f"{problem}; rename the file")
     spec = read(path)
     check_top_level(path, spec)
     method = spec["method"]
