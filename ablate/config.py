@@ -442,10 +442,11 @@ def flatten_overrides(mapping: dict, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in mapping.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict) and key in SECTIONS:
-            out.update(flatten_overrides(v, key + "."))
-        else:
-            out[key] = v
+        inner = flatten_overrides(v, key + ".") if isinstance(v, dict) and key in SECTIONS else {key: v}
+        for name, value in inner.items():
+            if name in out:  # `model: {n_heads: 2}` and `model.n_heads: 4`: neither may silently win
+                raise ConfigError(f"{name} is given twice, nested under {name.split('.')[0]}: and dotted; keep one")
+            out[name] = value
     return out
 
 
@@ -474,7 +475,10 @@ def load_yaml_overrides(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"override file {str(path)!r} must hold a mapping of key: value")
-    return flatten_overrides(data)
+    try:
+        return flatten_overrides(data)
+    except ConfigError as err:
+        raise ConfigError(f"override file {str(path)!r}: {err}") from None
 
 
 # What the machine of a W&B agent sets without editing the sweep file (whose values make the agent's command

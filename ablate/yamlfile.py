@@ -2,8 +2,8 @@
 
 Override files and sweep files are small mappings of plain scalars. Anything else is refused with
 a `YamlFileError` naming the file and the fix, before it can cost memory or a traceback: a file
-that is not there, is too big, is not UTF-8 text (a binary file), has a syntax error, or uses
-aliases (`*name`, the "billion laughs" expansion: 700 bytes of nested aliases expand to gigabytes
+that is not there, is too big, is not UTF-8 text (a binary file), has a syntax error, gives a key twice in
+one mapping, or uses aliases (`*name`, the "billion laughs" expansion: 700 bytes of nested aliases expand to gigabytes
 when the result is walked).
 """
 
@@ -21,14 +21,35 @@ class YamlFileError(ValueError):
     """A YAML file that cannot be used; the message names the file, the problem and the fix."""
 
 
+class _Duplicate(yaml.constructor.ConstructorError):
+    def __init__(self, key: Any, first: int, again: int):
+        super().__init__(None, None, "duplicate key")
+        self.key, self.first, self.again = key, first, again
+
+
 class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases: anchors are harmless alone, an alias is what expands."""
+    """SafeLoader that refuses aliases (anchors are harmless alone, an alias is what expands) and a key
+    given twice in one mapping (YAML keeps the last silently: a swept parameter fixed again further down,
+    or a second `parameters:` block, ran another grid than the file shows)."""
 
     def compose_node(self, parent, index):  # type: ignore[override]
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(None, None, "uses an alias (*name)", event.start_mark)
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[override]
+        lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in lines:
+                    raise _Duplicate(key, lines[key], line)
+                lines[key] = line
+            except TypeError:  # an unhashable key: the base class says so
+                break
+        return super().construct_mapping(node, deep)
 
 
 def read_yaml(path: str | Path, what: str = "file") -> Any:
@@ -49,6 +70,9 @@ def read_yaml(path: str | Path, what: str = "file") -> Any:
         raise YamlFileError(f"{name} contains NUL bytes (a binary file?); give a YAML text file")
     try:
         return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+    except _Duplicate as err:
+        raise YamlFileError(f"{name} gives {err.key!r} twice, at lines {err.first} and {err.again} (YAML would keep "
+                            "the second alone); keep one") from None
     except yaml.composer.ComposerError as err:
         if err.problem == "uses an alias (*name)":
             line = err.problem_mark.line + 1 if err.problem_mark else "?"

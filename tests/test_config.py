@@ -85,6 +85,20 @@ def test_malformed_yaml_file(tmp_path):
         build(str(tmp_path / "missing.yaml"))
 
 
+@pytest.mark.parametrize(("text", "words"), [
+    ("model:\n  n_heads: 2\nmodel.n_heads: 4\n", "model.n_heads is given twice, nested under model: and dotted"),
+    ("seed: 1\nseed: 2\n", "gives 'seed' twice, at lines 1 and 2"),
+    ("model:\n  n_heads: 2\n  n_heads: 4\n", "gives 'n_heads' twice, at lines 2 and 3"),
+])
+def test_an_override_file_giving_a_key_twice_is_refused_naming_both(tmp_path, text, words):
+    """The last of two silently won (issue 41, item 5); now neither does."""
+    f = tmp_path / "twice.yaml"
+    f.write_text(text)
+    with pytest.raises(C.ConfigError) as err:
+        build(str(f))
+    assert words in str(err.value) and str(f) in str(err.value) and "\n" not in str(err.value)
+
+
 def test_run_id_depends_on_what_is_computed_only():
     a = build("model.n_heads=8")
     assert C.run_id(a) == C.run_id(build("model.n_heads=8.0", "run.dir=/elsewhere", "tracking=none"))

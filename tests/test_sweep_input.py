@@ -95,6 +95,15 @@ MALFORMED = {
                   "uses a YAML alias"),
     "too big": (b"# " + b"x" * (1 << 20) + b"\n", "bytes, over the 1,048,576 allowed"),
     "not a mapping": (b"- grid\n- random\n", "must hold a mapping"),
+    # a key given twice: YAML keeps the last alone, so another grid ran than the file shows (issue 41, item 5)
+    "a swept parameter fixed again": (b"program: ablate\nmethod: grid\nparameters:\n  seed: {values: [0, 1]}\n"
+                                      b"  model.n_heads: {values: [1, 2]}\n  seed: {value: 0}\n",
+                                      "gives 'seed' twice, at lines 4 and 6"),
+    "a second parameters block": (b"program: ablate\nmethod: grid\nparameters:\n  seed: {values: [0, 1]}\n"
+                                  b"parameters:\n  model.n_heads: {values: [1, 2]}\n",
+                                  "gives 'parameters' twice, at lines 3 and 5"),
+    "value beside values": ({**HEADER, "method": "grid", "parameters": {"seed": {"values": [0, 1], "value": 0}}},
+                            "gives both value and values"),
 }
 
 

@@ -160,6 +160,8 @@ def check_parameter(path: Path, name: str, p: Any, method: str) -> None:
     if "parameters" in p:
         raise SweepError(f"{where}: nested parameters are not ablate train keys; "
                          "write dotted names instead, e.g. model.n_heads: {values: [1, 4]}")
+    if "value" in p and "values" in p:  # W&B's grid takes values and drops value; random refuses the pair
+        raise SweepError(f"{where} gives both value and values; keep values to sweep it, or value to fix it")
     if "values" in p:
         values = p["values"]
         if not isinstance(values, list):
