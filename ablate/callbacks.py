@@ -25,8 +25,8 @@ from .fileio import atomic_write
 
 
 class Diverged(RuntimeError):
-    def __init__(self, step: int, loss: float):
-        super().__init__(f"loss became {loss} at step {step}")
+    def __init__(self, step: int, loss: float, what: str = "loss"):
+        super().__init__(f"{what} became {loss} at step {step}")
         self.step, self.loss = step, loss
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
+from .callbacks import Diverged
 from .fileio import atomic_write
 from .probes import (
     accuracy_by_position,
@@ -32,6 +33,7 @@ from .probes import (
     order_sensitivity,
     periodic_part,
     periodic_probes,
+    probe_mode,
     run_probes,
 )
 
@@ -112,9 +114,22 @@ class ProbeRecorder(pl.Callback):
     def _measure(self, model, point: str, trainer: pl.Trainer | None, **kw) -> dict[str, float]:
         started = time.perf_counter()
         try:
+            self._finite(model, trainer.global_step if trainer is not None else 0)
             return self._measure_now(model, point, trainer, **kw)
         finally:
             self.seconds += time.perf_counter() - started
+
+    def _finite(self, model, step: int) -> None:
+        """Raise Diverged where the model is no longer finite: a weight, or its output on the probe batch.
+        The probes run after an optimiser step that the loss guard only sees at the next one, and a
+        non-finite model broke them with a traceback (recorded `failed`, which a tuned sweep reruns forever)."""
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            raise Diverged(step, float("nan"), "a weight")
+        with probe_mode(model), torch.no_grad():
+            x = self.batch[0].to(next(model.parameters()).device)
+            out = model(x[:1])
+        if not bool(torch.isfinite(out).all()):
+            raise Diverged(step, float("nan"), "the model's output")
 
     def _measure_now(self, model, point: str, trainer: pl.Trainer | None, **kw) -> dict[str, float]:
         device = next(model.parameters()).device

@@ -504,12 +504,16 @@ def _initial_only(a: Attempt) -> dict[str, Any]:
     no training (Q4's gradient and collapse probes)."""
     from .probing import ProbeRecorder, probe_batch, probe_permutation
 
-    recorder = None
+    recorder, status, diverged = None, "completed", {}
     if a.cfg.run.probes:
         batch = probe_batch(a.datamodule, a.cfg.run.probe_batch)
         recorder = ProbeRecorder(a.run_dir, batch, probe_permutation(a.datamodule, batch[0].shape[1]))
-        recorder.initial(a.task.model)
-    summary = a.close("completed", a.datamodule.reference_levels(), 0, float("nan"), recorder)
+        try:
+            recorder.initial(a.task.model)
+        except Diverged as err:  # a model non-finite as initialised (e.g. model.temperature=1e-300)
+            status, diverged = "diverged", {"diverged_step": err.step, "diverged_loss": str(err.loss)}
+            a.log(f"ablate: run diverged: {err}")
+    summary = a.close(status, a.datamodule.reference_levels(), 0, float("nan"), recorder, **diverged)
     if a.cfg.tracking == "wandb" and not is_ddp_child():  # the same W&B run a trained one is, its summary only
         from .tracking import wandb_logger
 

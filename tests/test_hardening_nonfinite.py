@@ -102,3 +102,21 @@ def test_the_runner_does_not_choose_on_a_non_finite_stage_1_run(tmp_path, monkey
     problem = plant_csv(smallest, "nan")
     assert load("tuned", sweeps=sweeps).set_index("run_dir").loc[str(smallest), "error"] == problem
     assert stages.decide(variant) is None
+
+
+@pytest.mark.parametrize("extra", [
+    ["optim.lr=1e12", "model.norm=none", "run.probes=true", "run.probe_every=1"],  # weights blown by one step
+    ["model.temperature=1e-300", "run.probes=true", "run.probe_every=1"],  # non-finite scores as built
+    ["model.temperature=1e-300", "run.probes=true", "trainer.max_steps=0"],  # an initialisation-only run
+], ids=["weights blow up between probes", "non-finite at init", "non-finite at init, init only"])
+def test_a_model_gone_non_finite_is_diverged_wherever_the_probes_see_it(extra, tmp_path):
+    """The periodic probe ran after the optimiser step that made the weights non-finite, before the loss guard
+    saw it, and crashed (`max(): Expected reduction dim`): the run was recorded `failed`, and a tuned sweep
+    reran it on every rerun, never reaching stage 2 (issue 41, item 1)."""
+    from ablate import config as C
+    from ablate.train import train
+
+    cfg = C.build(C.parse_overrides([*TINY, *extra, f"run.dir={tmp_path / 'run'}"]))
+    summary = train(cfg, log=lambda *a: None)
+    assert summary["status"] == "diverged" and read_summary(tmp_path / "run")["status"] == "diverged"
+    assert summary["diverged_step"] >= 0 and not math.isfinite(float(summary["diverged_loss"]))
