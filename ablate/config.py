@@ -594,6 +594,10 @@ def check_machine(cfg: Config) -> None:
         if int(t.devices) > count:
             raise ConfigError(f"trainer.devices={t.devices} is more than the {count} GPU(s) this machine has; "
                               f"use trainer.devices={count} or auto")
+    ranks = limits.cpu_ranks(cfg)
+    if ranks > limits.cores():  # every rank a process busy on a core of its own: more only contend
+        raise ConfigError(f"trainer.devices={t.devices} on the CPU starts {ranks} processes on the "
+                          f"{limits.cores()} core(s) this process may use; use trainer.devices={limits.cores()} or fewer")
     for key, name in (("trainer.strategy", t.strategy), ("trainer.precision", t.precision)):
         package = next((p for prefix, p in PACKAGES.items() if name.startswith(prefix)), None)
         if package and importlib.util.find_spec(package) is None:
@@ -690,6 +694,22 @@ def from_dict(data: dict[str, Any]) -> Config:
 # keeps its id (a sweep finds it again instead of running it twice).
 IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None, "model.residual_around": "both",
                      "model.qk_reparam": False, "trainer.num_nodes": 1}
+
+
+def with_added_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's flat config as it would be written today: a key added after the run was made (IDENTITY_DEFAULTS)
+    and absent from its config holds its default, which is what the run computed. So everywhere runs are read
+    (the table, W&B's runs, compare, export) an old run and a new one of one configuration are one variant."""
+    missing = {k: v for k, v in IDENTITY_DEFAULTS.items() if k not in config}
+    if not missing:
+        return config
+    merged, order = {**config, **missing}, _key_order()
+    return {k: merged[k] for k in sorted(merged, key=lambda k: order.get(k, len(order)))}  # as written today
+
+
+@functools.cache
+def _key_order() -> dict[str, int]:
+    return {k: i for i, k in enumerate(flat(Config()))}
 
 
 def run_id(cfg: Config) -> str:

@@ -138,6 +138,41 @@ def test_folders_without_a_summary_are_skipped(root, tmp_path):
     assert len(load("s", root=tmp_path)) == 2
 
 
+def test_a_copied_run_folder_is_no_extra_seed_and_is_named(root, tmp_path):
+    """`cp -r <id> <id>.bak` made a third seed of a two-seed variant in `results --aggregate` (issue 41,
+    item 9): a folder whose run is not its name is a copy, left out of the table with a warning."""
+    from ablate.results import aggregate, commit_warnings
+
+    dirs = run_dirs(root)
+    for d in dirs:
+        shutil.copytree(d, tmp_path / "c" / d.name)
+    shutil.copytree(dirs[0], tmp_path / "c" / f"{dirs[0].name}.bak")
+    df = load("c", root=tmp_path)
+    assert len(df) == 6 and df.attrs["copies"] == [f"{dirs[0].name}.bak"]
+    assert aggregate(df, by=["model.n_heads"])["test/acc_n"].tolist() == [3, 3]
+    assert any(f"{dirs[0].name}.bak" in line and "copies" in line for line in commit_warnings(df))
+
+
+def test_runs_made_before_a_key_was_added_are_the_same_variant(root, tmp_path):
+    """Runs whose config.yaml predates model.arch, rnn_hidden, residual_around, qk_reparam and
+    trainer.num_nodes: the runner reuses them (their id is kept), and the table reads the missing keys
+    as their defaults, so `results --aggregate` shows 2 variants of 3 seeds, not 4 of 1 or 2 (issue 41)."""
+    from ablate import config as C
+
+    added = C.IDENTITY_DEFAULTS
+    for i, d in enumerate(run_dirs(root)):
+        shutil.copytree(d, tmp_path / "o" / d.name)
+        if i % 2:  # every other run, as a sweep resumed after the keys came
+            cfg = yaml.safe_load((d / "config.yaml").read_text())
+            for key in added:
+                section, name = key.split(".")
+                del cfg[section][name]
+            (tmp_path / "o" / d.name / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    df = load("o", root=tmp_path)
+    assert swept_keys(df) == ["model.n_heads", "seed"] and set(df["model.arch"]) == {"transformer"}
+    assert aggregate(df)["test/acc_n"].tolist() == [3, 3]
+
+
 def test_failed_running_and_other_commit_rows(root, tmp_path):
     dirs = run_dirs(root)
     for d in dirs[:4]:
@@ -546,7 +581,10 @@ def test_wandb_states_config_forms_and_summary_names():
     df = load_wandb("g", "team/p", api=ListApi(runs)).set_index("run_id")
     assert df["status"].to_dict() == {"a": "completed", "b": "diverged", "c": "failed", "d": "failed", "e": "running", "f": "completed"}
     assert df["model.n_heads"].to_dict() == {"a": 2, "b": 4, "c": 8, "d": 2, "e": 2, "f": 2}
-    assert list(df.columns[:3]) == ["model.n_heads", "seed", "status"]  # W&B's and Lightning's keys dropped
+    # W&B's and Lightning's keys dropped; the keys added since these runs at their defaults (issue 41)
+    assert list(df.columns[:6]) == ["model.arch", "model.n_heads", "model.qk_reparam", "model.residual_around",
+                                    "model.rnn_hidden", "trainer.num_nodes"]
+    assert list(df.columns[6:8]) == ["seed", "status"] and set(df["model.arch"]) == {"transformer"}
     assert df.loc["a", "params/total"] == 10 and df.loc["b", "params/total"] == 12 and df.loc["b", "diverged_step"] == 7
     assert df.loc["a", "probe/final/x"] == 1.0 and "probe/final/attention" not in df.columns and "epoch" not in df.columns
     assert df.loc["a", "wall_time_s"] == 3 and df["commit_mismatch"].to_dict() == {k: k == "f" for k in df.index}

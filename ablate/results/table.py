@@ -56,7 +56,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import SECTIONS, all_keys, flatten_overrides
+from ..config import SECTIONS, all_keys, flatten_overrides, with_added_keys
 from ..csvcells import safe_frame
 from ..fileio import atomic_write
 from ..rundir import CONFIG, METRICS, SUMMARY, runs_root
@@ -213,7 +213,11 @@ def read_run(run_dir: Path) -> RunRecord | None:
     provenance = summary.get("provenance") if isinstance(summary.get("provenance"), dict) else {}
     # a run that failed early has no probes in its summary; probes.json holds the init ones
     probes = summary.get("probes") if isinstance(summary.get("probes"), dict) else probes_file
-    config = flatten_overrides(raw_config) if raw_config else {}  # {'model.n_heads': 4, ..., 'seed': 0}
+    try:  # {'model.n_heads': 4, ..., 'seed': 0}, with the keys added since the run at their defaults
+        config = with_added_keys(flatten_overrides(raw_config)) if raw_config else {}
+    except ValueError as err:  # a config.yaml giving a key both nested and dotted
+        problems.append(f"{CONFIG} {err}")
+        config = {}
     if (bad := config_keys_problem(config)) is not None:
         problems.append(f"{CONFIG} {bad}")
         config = {k: v for k, v in config.items() if k in KNOWN_KEYS and not isinstance(v, (dict, list))}
@@ -275,17 +279,30 @@ def load(
     (root: $ABLATE_RUNS_DIR, default ./runs). `sweeps`: where <name>.yaml may list swept keys.
     `only`: keep these run ids only (swept keys and the reference commit are computed on them)."""
     where = sweep_dir(name, root)
-    records = []
+    records: list = []
+    copies: list[str] = []
     if where.is_dir():
         for run_dir in sorted(p for p in where.iterdir() if p.is_dir()):
             if only is not None and run_dir.name not in only:
                 continue
             record = read_run(run_dir)
             if record is not None:
-                records.append(record)
+                records.append((run_dir.name, record))
+        # Two folders holding one run (`cp -r <id> <id>.bak`): the one named as the runner names it is the run,
+        # the other a copy, not another seed
+        named = {record.run_id for folder, record in records if folder == record.run_id}
+        seen: set[str] = set()
+        for folder, record in records:
+            if record.run_id in seen or (record.run_id in named and folder != record.run_id):
+                copies.append(folder)
+            else:
+                seen.add(record.run_id)
+        records = [record for folder, record in records if folder not in copies]
     if not records:
         raise no_runs(str(where), name)
-    return from_records(records, name=name, source=str(where), sweep_file=Path(sweeps) / f"{name}.yaml")
+    df = from_records(records, name=name, source=str(where), sweep_file=Path(sweeps) / f"{name}.yaml")
+    df.attrs["copies"] = copies
+    return df
 
 
 # ------------------------------------------------------------------ records -> DataFrame
@@ -531,6 +548,11 @@ def commit_warnings(df: pd.DataFrame) -> list[str]:
     """Lines for the CLI's stderr: runs whose files are broken (corrupt_warnings), rows at another
     commit than the rest, rows from a modified tree."""
     out = corrupt_warnings(df)
+    if df.attrs.get("copies"):
+        copies = df.attrs["copies"]
+        out.append(f"{len(copies)} folder(s) of {df.attrs.get('source', 'the sweep')} hold a run whose id is not "
+                   f"the folder's name ({', '.join(copies[:3])}{', ...' if len(copies) > 3 else ''}): copies, left "
+                   "out of the table; remove them or move them out of the runs folder")
     if "commit_mismatch" in df.columns and df["commit_mismatch"].any():
         n = int(df["commit_mismatch"].sum())
         ref = df.attrs.get("reference_commit") or reference_commit(df)

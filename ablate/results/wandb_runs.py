@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from ..budgets import NAMES as BUDGET_NAMES
-from ..config import SECTIONS, all_keys, flatten_overrides
+from ..config import SECTIONS, all_keys, flatten_overrides, with_added_keys
 from .table import METRIC, PARAMS, ResultsError, RunRecord, eval_sizes, from_records, no_runs
 
 STATES = {
@@ -56,6 +56,9 @@ def run_config(raw: dict[str, Any]) -> dict[str, Any]:
     if not any(k in config for k in known) and isinstance(config.get("config"), dict):
         config = flatten_overrides(config["config"])  # only the Lightning hparams were logged
     ours = [k for k in config if k in known or k.split(".", 1)[0] in SECTIONS]
+    if ours:
+        config = with_added_keys({k: config[k] for k in ours})
+        ours = list(config)
     order = {k: i for i, k in enumerate(known)}
     return {k: config[k] for k in sorted(ours, key=lambda k: order.get(k, len(order)))}
 
