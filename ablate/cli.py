@@ -72,6 +72,11 @@ def cmd_train(argv: list[str]) -> int:
         cfg = C.build({**overrides, **agent}, machine=not show)  # --print-config: no torch (train checks the machine)
     except C.ConfigError as err:
         return fail(str(err))
+    if cfg.tracking == "wandb" and not show:
+        from .tracking import online_problem
+
+        if problem := online_problem():
+            return fail(problem)
     if os.environ.get("WANDB_SWEEP_ID"):
         for line in _agent_lines(agent, overrides, cfg.run.group):
             print(f"ablate: W&B agent: {line}", file=sys.stderr)

@@ -8,6 +8,7 @@ mode is decided before any W&B call: WANDB_MODE wins if set; otherwise online ne
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import netrc
@@ -56,6 +57,22 @@ def wandb_mode(timeout: float = 3.0) -> str:
     return "online" if host_answers(os.environ.get("WANDB_BASE_URL", DEFAULT_HOST), timeout) else "offline"
 
 
+def online_problem(timeout: float = 3.0) -> str | None:
+    """Where WANDB_MODE=online is asked and cannot work here, the one line saying why and what to do; else None.
+    Asked before any work: without it, a run without a key failed after ~20 s, and without the network wandb
+    waited ~100 s and then failed, each with a traceback (issue 41)."""
+    if os.environ.get("WANDB_MODE", "").strip().lower() != "online":
+        return None
+    if not _api_key():
+        return ("WANDB_MODE=online but no W&B API key is set (WANDB_API_KEY or ~/.netrc); run `wandb login`, or "
+                "set WANDB_MODE=offline and upload later with `ablate sync`")
+    host = os.environ.get("WANDB_BASE_URL", DEFAULT_HOST)
+    if not host_answers(host, timeout):
+        return (f"WANDB_MODE=online but {host} does not answer within {timeout:g} s; check the network, or set "
+                "WANDB_MODE=offline and upload later with `ablate sync`")
+    return None
+
+
 def short(value: Any) -> str:
     """A config value as a run name shows it, exactly: floats in the shorter of decimal and scientific
     notation (0.0003 -> 3e-4, 0.01 stays 0.01; 3.0000001e-4 is not rounded to 3e-4), False, 512."""
@@ -87,6 +104,19 @@ def derived_name(cfg) -> str:
     return " ".join([*(parts or ["tutorial"]), seed])
 
 
+TAG_MAX = 64  # W&B refuses a longer tag: wandb.init fails, and with it every run of the sweep
+
+
+def tag(kind: str, value: str) -> str:
+    """`kind:value`, cut to W&B's TAG_MAX where longer, with a digest of the whole value at its end, so that two
+    long names sharing their first 50 characters keep two tags."""
+    text = f"{kind}:{value}"
+    if len(text) <= TAG_MAX:
+        return text
+    digest = hashlib.sha256(value.encode()).hexdigest()[:8]
+    return f"{text[:TAG_MAX - len(digest) - 1]}~{digest}"
+
+
 def run_fields(cfg) -> dict[str, Any]:
     """What W&B shows of a run besides its metrics: id (the run id), name, group (the sweep and its
     budget: budgets never mix in a group), job_type, tags, and the flat config, once."""
@@ -97,7 +127,7 @@ def run_fields(cfg) -> dict[str, Any]:
         "name": cfg.run.name or derived_name(cfg),
         "group": f"{cfg.run.group}-{cfg.budget}",
         "job_type": "train" if cfg.run.group == "train" else "sweep",
-        "tags": [f"budget:{cfg.budget}", f"task:{cfg.data.task}", f"sweep:{cfg.run.group}"],
+        "tags": [tag("budget", cfg.budget), tag("task", cfg.data.task), tag("sweep", cfg.run.group)],
         "config": flat(cfg),
     }
 

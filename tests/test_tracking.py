@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 import ablate.config as C
 from ablate import cli
@@ -214,3 +215,49 @@ def test_a_run_without_a_usable_home_keeps_wandb_core_quiet(tmp_path, home):
     logs = list((tmp_path / "tmp").glob("ablate-wandb-*/*/wandb/logs/core-debug-*.log"))
     assert len(logs) == 1  # W&B's own log, where it can be read, not on stderr
     assert not (ROOT / ".wandb_cache").exists()
+
+
+def test_a_sweep_name_longer_than_a_wandb_tag_trains_and_keeps_its_tags_apart(tmp_path):
+    """run.group of 59-122 characters made the tag `sweep:<group>` longer than W&B's 64, and wandb.init
+    failed every run with a 50-line traceback (issue 41, item 10). A long tag is cut with a digest of the
+    whole name, so two names that share their start keep two tags."""
+    from ablate.tracking import TAG_MAX
+
+    long = "ablation-of-the-feed-forward-width-at-every-depth-and-head-count-" * 2  # 130 characters
+    long = long[:120]
+    cut = run_fields(C.build(C.parse_overrides([*ARGS, f"run.group={long}"])))["tags"]
+    other = run_fields(C.build(C.parse_overrides([*ARGS, f"run.group={long[:-1]}x"])))["tags"]
+    assert max(map(len, cut)) == TAG_MAX and cut[2].startswith("sweep:ablation-of") and cut[2] != other[2]
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "HOME": str(tmp_path),
+           "WANDB_SILENT": "true", "ABLATE_RUNS_DIR": str(tmp_path / "runs")}
+    done = subprocess.run([sys.executable, "-m", "ablate.cli", "train", *ARGS, f"run.group={long}",
+                           f"run.dir={tmp_path / 'run'}", "run.probe_every=0"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert offline_run_record(tmp_path / "run")["tags"] == cut
+
+
+@pytest.mark.parametrize("case", ["no key", "no answer"])
+def test_wandb_online_that_cannot_work_is_one_line_before_any_work(case, tmp_path, monkeypatch, capsys):
+    """WANDB_MODE=online without credentials failed after ~20 s, and without the network waited ~100 s, each
+    with a traceback (issue 41, item 11): now exit 2 at once, one line, nothing written, for train and sweep."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("NETRC", str(home / ".netrc"))
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    if case == "no answer":
+        monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+        monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
+    sweep = tmp_path / "online.yaml"
+    sweep.write_text(yaml.safe_dump({"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"],
+                                     "method": "grid", "parameters": {"tracking": {"value": "wandb"},
+                                                                      "seed": {"values": [0]}}}))
+    for argv in (["train", *ARGS], ["sweep", str(sweep), "--budget", "smoke"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "WANDB_MODE=online but" in err and "WANDB_MODE=offline" in err, err
+        assert ("no W&B API key" in err) == (case == "no key")
+    assert not (tmp_path / "runs").exists()

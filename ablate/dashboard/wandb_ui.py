@@ -108,9 +108,11 @@ def upload_figures(spec: dict[str, Any], report: dict[str, Any]) -> str:
     its run name."""
     import wandb
 
+    from ..tracking import tag
+
     name = f"{spec['sweep']} figures"
     run = wandb.init(entity=spec["entity"], project=spec["project"], name=name, job_type="report",
-                     group=f"{spec['sweep']}-figures", tags=[f"sweep:{spec['sweep']}"])
+                     group=f"{spec['sweep']}-figures", tags=[tag("sweep", spec["sweep"])])
     run.log({f"figures/{Path(f).stem}": wandb.Image(str(Path(report["reports"]) / f)) for f in report["figures"]})
     run.finish()
     return name

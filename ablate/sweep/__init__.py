@@ -111,6 +111,11 @@ def _run(args: argparse.Namespace, out, err) -> int:
                         seed=args.sweep_seed, default_threads=default)
 
         sweep = expand()
+        if not args.dry_run and any(r.cfg.tracking == "wandb" for r in sweep.runs):
+            from ..tracking import online_problem
+
+            if problem := online_problem():
+                raise SweepError(problem)
         for note in sweep.notes:
             print(f"note: {note}", file=err)
         if args.wandb_sweep:
