@@ -241,3 +241,25 @@ def test_probe_refuses_sizes_that_are_not_positive_integers_in_one_line(tmp_path
     assert cli.main(["probe", str(run)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "holds a config this version cannot build" in line
+
+
+def test_cpu_ranks_are_bounded_by_the_cores_and_counted_in_the_memory(monkeypatch):
+    """trainer.devices on the CPU was bounded by neither: 10 ranks ran on 2 cores, and 4 ranks used 4.4 GB
+    against a 162 MB estimate (issue 41, item 12). Now more ranks than cores is refused, and each rank's
+    process and copy of the data count in the memory check."""
+    from ablate import config as C
+
+    monkeypatch.setattr(limits, "cores", lambda: 2)
+    cpu = {"trainer.accelerator": "cpu", "trainer.strategy": "ddp", "data.task": "copy"}
+    with pytest.raises(C.ConfigError, match=r"trainer.devices=3 on the CPU starts 3 processes on the 2 core\(s\) "
+                                            r"this process may use; use trainer.devices=2 or fewer"):
+        C.build({**cpu, "trainer.devices": "3"})
+    one = limits.estimate(C.build({**cpu, "trainer.devices": "1"}))
+    need_one = one.data_bytes + one.device_bytes
+    monkeypatch.setattr(limits, "host_limit", lambda **_: limits.HostLimit(
+        need_one + limits.RANK_PROCESS_BYTES, "this machine has available"))
+    C.build({**cpu, "trainer.devices": "1"})  # one rank fits
+    with pytest.raises(C.ConfigError, match=r"the run needs about .* \(2 processes, each data .* and about 1.1 GB "
+                                            r"of Python, torch and Lightning"):
+        C.build({**cpu, "trainer.devices": "2"})
+    assert C.build({**cpu, "trainer.devices": "2", "trainer.num_nodes": 2}).trainer.devices == "2"  # srun's ranks
