@@ -182,10 +182,13 @@ def _trainer(cfg: C.Config, run_dir: Path, loggers: list, callbacks: list):
 
     t = cfg.trainer
     strategy: Any = t.strategy
-    if t.strategy == "ddp" and (t.accelerator == "cpu" or not torch.cuda.is_available()):
+    if t.strategy == "ddp":
         from pytorch_lightning.strategies import DDPStrategy
 
-        strategy = DDPStrategy(process_group_backend="gloo")
+        # broadcast_buffers=False: the model's buffers (positional tables) are constants, the same on every rank;
+        # broadcasting them is a collective on every forward, which evaluation's uneven shards would hang on
+        gloo = t.accelerator == "cpu" or not torch.cuda.is_available()
+        strategy = DDPStrategy(process_group_backend="gloo" if gloo else None, broadcast_buffers=False)
     environment = _cluster_environment()
     return pl.Trainer(
         max_epochs=t.max_epochs,

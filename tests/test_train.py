@@ -282,6 +282,34 @@ def test_ddp_two_cpu_processes_sync_metrics_and_make_one_wandb_run(tmp_path):
     assert_accuracy_close(s["metrics"]["val/acc"], whole, ties, total)
 
 
+def test_ddp_evaluates_every_example_once_when_the_ranks_do_not_divide_the_sets(tmp_path):
+    """65 validation and 65 test sequences on 2 ranks (33 and 32: two batches of 32 on one rank, one on the
+    other): Lightning's sampler padded rank 1 with a repeated example, so the recorded accuracies were not
+    the sets' (3 ranks on 101 sequences: 0.11520 recorded, 0.11262 true; issue 41, item 3, and issue 42)."""
+    import subprocess
+    import sys
+
+    from ablate.data import build_datamodule
+    from ablate.tasks import CopyTokens
+
+    d = tmp_path / "uneven"
+    env = {**os.environ, "ABLATE_PROGRESS": "0"}
+    cmd = [sys.executable, "-m", "ablate", "train", *TINY_COPY, "data.n_val=65", "data.n_test=65",
+           "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", f"run.dir={d}", "trainer.threads=1"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    s = read_summary(d)
+    task = CopyTokens.load_from_checkpoint(d / "last.ckpt").eval()
+    dm = build_datamodule(task.cfg.data)
+    dm.setup("fit")
+    dm.setup("test")
+    for split, data in (("val", dm.val_set), ("test", dm.test_set)):
+        x, y = data.tensors()
+        assert len(x) == 65
+        whole, ties, total = _whole_set_accuracy(task.model, x, y)
+        assert_accuracy_close(s["metrics"][f"{split}/acc"], whole, ties, total)
+
+
 def test_a_ddp_run_closes_the_process_group_it_opened(tmp_path):
     """Lightning closes only NCCL's process group (at exit); gloo's, left open, can abort a rank while it
     exits ("terminate called without an active exception", exit 134, after its run was recorded). A run
