@@ -6,6 +6,7 @@ Bad input exits with status 2 and one line naming the problem and the fix, befor
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from .cliparse import OneLineParser
@@ -110,9 +111,13 @@ def cmd_train(argv: list[str]) -> int:
                     err.code)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C (Lightning turns it into exit 1 during fit)
         return fail(_interrupted("interrupted", err, run_dir_for(cfg)), 130)
-    except OSError as err:
-        return fail(f"cannot write the run into {run_dir_for(cfg)}: {err}; free some space or make the folder "
-                    "writable (or choose another with ABLATE_RUNS_DIR or run.dir), then run the same command again", 1)
+    except OSError as err:  # a full disk is the machine's state (1); a folder that cannot be written, the user's (2)
+        import errno
+
+        full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+        fix = "free some space" if full else "make the folder writable (or choose another with ABLATE_RUNS_DIR or run.dir)"
+        return fail(f"cannot write the run into {run_dir_for(cfg)}: {err}; {fix}, then run the same command again",
+                    1 if full else 2)
     if is_ddp_child():
         return 0
     metrics = {k: round(v, 4) for k, v in summary.get("metrics", {}).items() if k.startswith(("test/", "val/"))}
@@ -344,6 +349,21 @@ def main(argv: list[str] | None = None) -> int:
     global _command_line
     _command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not _command_line:  # called from Python (the tests, a notebook): the caller handles what comes
+        return _main(argv)
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit: a reader gone meanwhile is the BrokenPipeError below
+        return code
+    except KeyboardInterrupt:  # Ctrl-C before a run had started (while torch imports): no traceback of it
+        print(f"ablate {argv[0] if argv else ''}: interrupted".replace(" :", ":"), file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `ablate -h | head -3`: the reader has gone; say nothing more to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if argv else 2

@@ -61,3 +61,23 @@ def test_every_lazy_model_name_loads():
     for name, module in models.LAZY.items():
         assert getattr(models, name) is getattr(__import__(f"ablate.models{module}", fromlist=[name]), name)
     assert sorted(models.__all__) == sorted(models.LAZY)
+
+
+def test_ctrl_c_while_starting_and_a_closed_pipe_are_one_line_or_none(tmp_path):
+    """Ctrl-C in the first seconds of `ablate train` (torch still importing) printed a 29-94-line traceback,
+    and `ablate keys | head -3` a BrokenPipeError's (issue 41's rough edges; issue 43, item 8)."""
+    import os
+    import signal
+    import time
+
+    env = {**os.environ, "ABLATE_RUNS_DIR": str(tmp_path / "runs")}
+    started = subprocess.Popen([sys.executable, "-m", "ablate.cli", "train", "data.task=copy", "budget=smoke"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(1.0)  # importing torch and Lightning: no run has started yet
+    started.send_signal(signal.SIGINT)
+    out, err = started.communicate(timeout=120)
+    assert started.returncode == 130 and out == "" and err.strip() == "ablate train: interrupted", err[-2000:]
+    assert not (tmp_path / "runs").exists()
+    piped = subprocess.run(f"{sys.executable} -m ablate.cli keys | head -3", shell=True, capture_output=True,
+                           text=True, env=env, timeout=60)
+    assert piped.returncode == 0 and len(piped.stdout.splitlines()) == 3 and piped.stderr == "", piped.stderr

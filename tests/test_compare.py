@@ -147,6 +147,23 @@ def test_an_unknown_sweep_or_one_without_runs_is_refused(swept, tmp_path, capsys
     assert not (tmp_path / "reports").exists()
 
 
+def test_a_sweep_file_edited_since_its_runs_is_refused_not_reported_with_the_old_grid(swept, tmp_path, capsys):
+    """After the file was edited (another grid, none of whose runs exist yet), compare reported the old grid's
+    runs as this sweep's (exit 0, "runs: 0 (); 4 in the tables below"; issue 41, item 7)."""
+    root = swept[0]
+    edited = tmp_path / "sweeps"
+    edited.mkdir()
+    (edited / f"{NAME}.yaml").write_text(yaml.safe_dump(
+        {**SWEEP, "parameters": {**SWEEP["parameters"], "model.dropout": {"values": [0.2, 0.3]}}}, sort_keys=False))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ABLATE_RUNS_DIR", str(root / "runs"))
+        mp.chdir(tmp_path)
+        assert cli.main(["compare", str(edited / f"{NAME}.yaml"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none of the 11 runs under" in err[0] and "edited since they ran" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 def test_compare_names_its_inputs_in_meta_like_the_report(swept):
     """The page says what varies, the budget, seeds, commit and the runs' status counts."""
     root = swept[0]

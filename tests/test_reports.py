@@ -922,6 +922,34 @@ def test_an_os_error_names_the_folder_it_came_from(tmp_path, monkeypatch, capsys
         assert err.startswith(f"ablate: cannot export into {data}: ") and "free some space" in err
 
 
+@pytest.mark.parametrize(("command", "code", "status", "fix"), [
+    ("build", errno.ENOSPC, 1, "free some space"), ("build", errno.EROFS, 2, "make it writable"),
+    ("compare", errno.ENOSPC, 1, "free some space"), ("compare", errno.EACCES, 2, "make it writable"),
+])
+def test_a_report_or_comparison_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys, command, code,
+                                                                   status, fix):
+    """A full disk during `report build` or `compare --out`, and either in a read-only checkout, ended in a
+    21-58-line traceback (issue 41, item 13): one line naming the folder, the file and the fix; a full disk
+    is the machine's state (exit 1), a folder that cannot be written the user's to fix (exit 2). Simulated
+    in-process: tests run as root, which neither a full disk nor a read-only folder stops in a test."""
+    import ablate.report.build as B
+    import ablate.report.compare_cli as K
+    from ablate import cli
+
+    failing = tmp_path / "out" / "figures" / "q1_sentence.png"
+
+    def refuse(*args, **kwargs):
+        raise OSError(code, os.strerror(code), str(failing))
+
+    monkeypatch.setattr(B if command == "build" else K, "build" if command == "build" else "run", refuse)
+    argv = (["report", "build", "--data", str(FIXTURE), "--out", str(tmp_path / "out")] if command == "build"
+            else ["compare", "heads", "--out", str(tmp_path / "out")])
+    assert cli.main(argv) == status
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"ablate: cannot write into {tmp_path / 'out'} (")
+    assert str(failing) in err and fix in err and "Traceback" not in err
+
+
 # ------------------------------------------------------------------ FINDINGS.md / FINDINGS.zh.md from payloads
 
 

@@ -43,6 +43,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def cannot_write(err: OSError, where: str | Path) -> tuple[str, int]:
+    """The one line, and the exit status, for an OSError writing into `where`: a full disk is the machine's
+    state (1: free space and run it again), a folder that cannot be written is the user's to fix (2)."""
+    import errno
+
+    full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+    what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
+    fix = "free some space" if full else "make it writable or choose another with --out"
+    return f"cannot write into {where} ({what}); {fix}, then run the same command again", 1 if full else 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.step in ("export", "all"):
@@ -78,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         except BuildError as err:
             print(f"ablate: {err}", file=sys.stderr)
             return 2
+        except OSError as err:  # a full disk, a read-only checkout: one line, not a traceback (issue 41)
+            line, code = cannot_write(err, args.out)
+            print(f"ablate: {line}", file=sys.stderr)
+            return code
         failed = [b for b in built if not b.ok]
         for b in failed:
             print(f"ablate: notebook {b.name} failed: {b.error} (see {b.html})", file=sys.stderr)

@@ -163,9 +163,17 @@ def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: 
     if wandb is not None:
         return from_wandb(name, sweeps, out, wandb, baseline, log, api)
     where = sweep_dir(name, runs)
-    if not _finished_runs(where):
+    present = _finished_runs(where)
+    if not present:
         raise CompareError(f"no finished runs of sweep {name} under {where}; run `ablate sweep "
                            f"{sweeps / (name + '.yaml')}` first (or give --runs DIR)")
+    from ..results.export import defined_runs
+
+    defined = defined_runs(name, sweeps)
+    if defined and not any(ids & set(present) for ids, _ in defined.values()):  # the file edited since they ran
+        raise CompareError(f"none of the {len(present)} runs under {where} is one {sweeps / (name + '.yaml')} "
+                           "defines now (was the file edited since they ran?); run `ablate sweep "
+                           f"{sweeps / (name + '.yaml')}` first, or restore the file they ran from")
     with tempfile.TemporaryDirectory(prefix="ablate-compare-") as tmp:
         said: list[str] = []
         export([name], runs=runs, data=Path(tmp), sweeps=sweeps, log=said.append, warn=said.append)
@@ -174,10 +182,8 @@ def run(name: str, sweeps: Path, out: Path, runs: Path | None = None, baseline: 
             raise CompareError(f"no finished runs of sweep {name} under {where} (statuses: "
                                f"{', '.join(sorted(set(S.df['status']))) if S.ready else 'none'}); rerun the sweep")
         metric, goal, tune, budget = sweep_metric(name, sweeps, S)
-        from ..results.export import defined_runs
-
-        defined = defined_runs(name, sweeps).get(budget)
-        found = states(where, defined[0] if defined else None)
+        at_budget = defined.get(budget)
+        found = states(where, at_budget[0] if at_budget else None)
         missing = missing_runs(name, sweeps, set(found), budget, bool(tune.get("key")))
         return write(S, out, metric, goal, baseline, found, missing,
                      [s.removeprefix("ablate report export: ") for s in said], log=log)
@@ -188,12 +194,19 @@ def main(argv: list[str] | None = None) -> int:
     from ..results.table import sweep_arg
 
     args = parser().parse_args(argv)
+    out = Path(args.out) if args.out else Path("reports") / "compare"
     try:
         name, sweeps = sweep_arg(args.name)
-        out = Path(args.out) if args.out else Path("reports") / "compare" / name
+        out = Path(args.out) if args.out else out / name
         run(name, sweeps, out, runs=Path(args.runs) if args.runs else None, baseline=args.baseline,
             data=Path(args.data) if args.data else None, wandb=args.wandb)
     except (ResultsError, CompareError, DataFileError) as err:
         print(f"ablate: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a full disk, a read-only checkout: one line, not a traceback (issue 41)
+        from .cli import cannot_write
+
+        line, code = cannot_write(err, out)
+        print(f"ablate: {line}", file=sys.stderr)
+        return code
     return 0
