@@ -116,6 +116,7 @@ def read_metrics_rows(path: Path) -> list[dict[str, str]] | None:
     if not header or header[0] != "step":
         raise RunFileError(path.name, f"has no `step` column first (header {','.join(header)[:60]!r})")
     out = []
+    last: tuple[float, str] | None = None  # the latest step so far: rows go forward (a resume drops what follows)
     for number, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
             raise RunFileError(path.name, f"line {number} has {len(row)} of {len(header)} fields (truncated?)")
@@ -125,6 +126,11 @@ def read_metrics_rows(path: Path) -> list[dict[str, str]] | None:
                     float(cell)
                 except ValueError:
                     raise RunFileError(path.name, f"line {number}: {name} = {cell[:20]!r} is not a number") from None
+        if row[0]:
+            if last is not None and float(row[0]) < last[0]:
+                raise RunFileError(path.name, f"line {number}: step {row[0]} comes after step {last[1]} (rows out of "
+                                              "order: written by something else, or edited)")
+            last = (float(row[0]), row[0])
         out.append(dict(zip(header, row)))
     return out
 

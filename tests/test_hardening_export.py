@@ -381,3 +381,27 @@ def test_a_folder_exported_before_files_were_recorded_is_still_read(tmp_path):
     (legacy / "meta.json").write_text(json.dumps(meta))
     check_folder(legacy)
     assert len(R.table("heads", legacy)) == meta["sweeps"]["heads"]["runs"]
+
+
+def test_a_second_export_into_a_folder_being_written_is_refused_in_one_line(here):
+    """Two `report export`s into one folder at once both exited 0, and one sweep's export was lost (issue 41,
+    item 8). The first holds the folder (an flock on it, as long as it writes); the second is refused with one
+    line (ExportError: the CLI's exit 2) before it writes anything; once the first is done the same call works."""
+    import fcntl
+    import os
+
+    from ablate.results.export import ExportError
+
+    runs, data, sweeps = here
+    data.mkdir()
+    first = os.open(data, os.O_RDONLY | os.O_DIRECTORY)  # what a running export holds
+    fcntl.flock(first, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        with pytest.raises(ExportError, match=r"^another `ablate report export` is writing into .* now; wait for it "
+                                              r"to end, then run this one again$"):
+            export(["tiny"], runs=runs, data=data, sweeps=sweeps, log=quiet)
+        assert list(data.iterdir()) == []
+    finally:
+        os.close(first)
+    export(["tiny"], runs=runs, data=data, sweeps=sweeps, log=quiet)
+    assert (data / "tiny.csv").is_file() and (data / "meta.json").is_file()

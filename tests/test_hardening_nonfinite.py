@@ -120,3 +120,17 @@ def test_a_model_gone_non_finite_is_diverged_wherever_the_probes_see_it(extra, t
     summary = train(cfg, log=lambda *a: None)
     assert summary["status"] == "diverged" and read_summary(tmp_path / "run")["status"] == "diverged"
     assert summary["diverged_step"] >= 0 and not math.isfinite(float(summary["diverged_loss"]))
+
+
+def test_a_metrics_csv_with_a_row_out_of_order_is_corrupt(runs):
+    """A metrics.csv whose steps go back (a row moved by hand, or appended by something else) was read as a
+    learning curve (issue 41's rough edges); it is now `corrupt`, with the line that goes back."""
+    run = by_status(runs, "completed")[0]
+    lines = (run / "metrics.csv").read_text().splitlines()
+    rows = [i for i, line in enumerate(lines[1:], 1) if line.split(",")[0]]
+    first, later = rows[0], rows[-1]
+    lines[first], lines[later] = lines[later], lines[first]
+    (run / "metrics.csv").write_text("\n".join(lines) + "\n")
+    table = load("hard").set_index("run_dir")
+    assert table.loc[str(run), "status"] == "corrupt"
+    assert "metrics.csv line" in table.loc[str(run), "error"] and "out of order" in table.loc[str(run), "error"]

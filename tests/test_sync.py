@@ -105,6 +105,21 @@ def test_a_linked_offline_run_is_never_listed_and_one_line_names_it(tmp_path, ca
     assert "/etc" not in captured.out
 
 
+def test_a_run_whose_wandb_is_a_file_is_named_not_skipped_silently(tmp_path, capsys):
+    """`ablate sync` passed over a run whose `wandb` was a file without a word (issue 41's rough edges)."""
+    folder = tmp_path / "runs" / "odd"
+    real = folder / "0000real" / "wandb" / "offline-run-20260101_000000-0000real"
+    real.mkdir(parents=True)
+    (real / "run-0000real.wandb").write_bytes(b"")
+    (folder / "0000file").mkdir()
+    (folder / "0000file" / "wandb").write_text("not W&B's folder")
+    assert cli.main(["sync", "odd", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [f"offline   {real}", "1 of 1 offline runs of odd to upload"]
+    assert captured.err.splitlines() == [f"ablate sync odd: skipped 1 run(s) whose wandb is a file, not W&B's "
+                                         f"folder: {folder / '0000file' / 'wandb'}"]
+
+
 def test_a_missing_runs_folder_says_run_the_sweep_first(tmp_path, capsys):
     assert cli.main(["sync", "nope"]) == 2  # no runs folder at all
     err = capsys.readouterr().err.strip()

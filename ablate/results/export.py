@@ -66,7 +66,9 @@ behind and writes such a sweep again from its runs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import io
 import json
 import math
@@ -936,18 +938,42 @@ def export(
     sweep's CSV, NPZ, curves and meta.json entry are written together, so every sweep's files stay in step.
     `studies`: the folder of the study manifests that say which extra arrays a sweep keeps (default
     ablate.studies.studies_dir(); a sweep no manifest describes keeps none)."""
-    from ..studies import StudyError, load, of_sweep
+    from ..studies import StudyError, load
 
     data = Path(data)
     try:
         known = load(studies)
     except StudyError as err:
         raise ExportError(str(err)) from None
-    try:
-        meta = read_meta(data)
-    except DataFileError as err:
-        raise ExportError(str(err)) from None
     data.mkdir(parents=True, exist_ok=True)
+    with _exporting(data):
+        try:
+            meta = read_meta(data)
+        except DataFileError as err:
+            raise ExportError(str(err)) from None
+        return _export(data, meta, known, names, runs, sweeps, log, budget, replace, warn)
+
+
+@contextlib.contextmanager
+def _exporting(data: Path):
+    """One export at a time into `data`: an exclusive flock on the folder itself (no file is added to it;
+    the OS releases it when the process dies, even by kill -9). Two at once both exited 0 and one sweep's
+    export was lost, after which readers refused the folder (issue 41)."""
+    fd = os.open(data, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ExportError(f"another `ablate report export` is writing into {data} now; wait for it to end, "
+                              "then run this one again") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _export(data: Path, meta: dict[str, Any], known, names, runs, sweeps, log, budget, replace, warn) -> dict[str, str]:
+    from ..studies import of_sweep
+
     clean_staging(data)  # what an export killed part way left behind
     broken = out_of_step(data, meta)
     names = list(names) if names else sweep_names(sweeps)

@@ -43,6 +43,15 @@ def sweep_name(text: str) -> str:
     return path.stem if path.suffix in (".yaml", ".yml") else text
 
 
+def not_folders(folder: Path) -> list[Path]:
+    """The runs of the sweep whose `wandb` is there but is no folder (a file in its place): nothing to upload
+    there, and a user who asked to sync them is told so, not left to wonder (issue 41)."""
+    if not folder.is_dir():
+        return []
+    return [p / "wandb" for p in sorted(folder.iterdir())
+            if p.is_dir() and not p.is_symlink() and (p / "wandb").exists() and not (p / "wandb").is_dir()]
+
+
 def offline_runs(folder: Path, skip: Callable[[Path], None] = lambda path: None) -> list[Path]:
     """Every offline W&B run directory under the sweep's runs, in run order (one per run id; a
     resumed run may have several). A symbolic link (a run folder, its `wandb` folder or an
@@ -100,6 +109,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if links:
         err.write(f"ablate sync {name}: skipped {len(links)} symbolic link(s), not runs of this sweep: "
                   f"{', '.join(map(str, links))}\n")
+    if files := not_folders(folder):
+        err.write(f"ablate sync {name}: skipped {len(files)} run(s) whose wandb is a file, not W&B's folder: "
+                  f"{', '.join(map(str, files))}\n")
     if not runs:
         err.write(f"ablate: no offline W&B runs under {folder} (its runs used tracking=none, or logged online); "
                   "nothing to upload\n")
