@@ -96,7 +96,8 @@ EXPLORE_RUNS ?= runs/explore
 EXPLORE_PAGE ?= reports/explorer.html
 explore: venv ## rebuild reports/explorer.html (committed: offline, self-contained) and its screenshot, training first any of its 15 models (13 MNIST rows, 2 copy) not in runs/explore (EXPLORE_BUDGET=quick)
 	@set -e; for spec in $(EXPLORE_MODELS); do name=$${spec%%=*}; args=$${spec#*=}; \
-	  if [ -f $(EXPLORE_RUNS)/$$name/last.ckpt ]; then echo "$(EXPLORE_RUNS)/$$name: trained already, kept"; \
+	  if grep -qs '"status": "completed"' $(EXPLORE_RUNS)/$$name/summary.json; then \
+	    echo "$(EXPLORE_RUNS)/$$name: trained already, kept"; \
 	  else $(BIN)/ablate train budget=$(EXPLORE_BUDGET) tracking=none run.probes=false \
 	    run.dir=$(EXPLORE_RUNS)/$$name $${args//+/ }; fi; done
 	$(BIN)/ablate explore $(foreach spec,$(EXPLORE_MODELS),$(EXPLORE_RUNS)/$(firstword $(subst =, ,$(spec)))) --out $(EXPLORE_PAGE)

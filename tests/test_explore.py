@@ -289,8 +289,14 @@ def _bad_sources(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     broken["model"]["pos_enc"] = "wobbly"
     torch.save({"state_dict": state, "global_step": 0,
                 "hyper_parameters": {"config": broken, "in_features": ROWS, "n_classes": CLASSES}}, badcfg)
+    # a run stopped part way (issue 41: its half-trained model reached the page): its summary says so
+    half = tmp_path / "half-trained"
+    half.mkdir()
+    shutil.copy(tmp_path / "last.ckpt", half / "last.ckpt")
+    (half / "summary.json").write_text(json.dumps({"status": "interrupted", "global_step": 16}))
     return {
         "missing": (tmp_path / "no-such-run", "does not exist"),
+        "an interrupted run": (half, "is a run that is interrupted, not completed"),
         "no checkpoint": (tmp_path / "empty-run", "holds no last.ckpt"),
         "garbage": (garbage, "truncated"),
         "not ablate's": (foreign, "not a checkpoint of an ablate run"),

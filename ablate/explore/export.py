@@ -109,6 +109,21 @@ def _metrics(path: Path) -> dict[str, float]:
         return {}
 
 
+def _status(path: Path) -> str | None:
+    """The status summary.json beside the checkpoint records ('unreadable' for a file that cannot be read);
+    None where there is none (a checkpoint handed on its own)."""
+    import json
+
+    summary = path.parent / SUMMARY
+    if not summary.exists():
+        return None
+    try:
+        status = json.loads(summary.read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return "unreadable"
+    return status if isinstance(status, str) else "unreadable"
+
+
 def export_model(source: Path, precision: str = "float32") -> dict[str, Any]:
     """The model of a run directory (or of a last.ckpt) as a JSON-ready dict (see the module docstring).
     ExploreError, one line, for a missing path or checkpoint, a checkpoint that is not an ablate run's,
@@ -119,6 +134,9 @@ def export_model(source: Path, precision: str = "float32") -> dict[str, Any]:
     if precision not in PRECISIONS:
         raise ExploreError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}; choose one of them")
     path = checkpoint_path(source)
+    if (status := _status(path)) not in (None, "completed"):  # a checkpoint of an unfinished run is a half-trained model
+        raise ExploreError(f"{path.parent} is a run that is {status}, not completed (its summary.json says so); "
+                           "finish it first (the same `ablate train` command resumes it) or give a completed run")
     try:
         ckpt = load_checkpoint(path)
     except CheckpointError as err:
