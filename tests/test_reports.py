@@ -950,6 +950,64 @@ def test_a_report_or_comparison_that_cannot_be_written_is_one_line(tmp_path, mon
     assert str(failing) in err and fix in err and "Traceback" not in err
 
 
+FIGURE_NOTEBOOK = """# %% [markdown]
+# # Q9 · A notebook with a figure
+
+# %%
+from IPython.display import display
+
+from ablate import report as R
+from ablate.report.answers import ANSWER_MIME
+
+fig, ax = R.subplots()
+ax.plot([0, 1], [0, LEVEL])
+R.savefig(fig, "claims_level")
+
+# %% tags=["answer"]
+payload = {"key": "q9", "title": "Q9", "question": "?", "status": "answered", "plain": {"en": "A", "zh": "A"},
+           "verdict": "agrees", "checks": [], "figure": "claims_level.png", "sweeps": []}
+display({"text/markdown": "A", ANSWER_MIME: payload}, raw=True)
+"""
+
+
+def test_a_build_stopped_before_its_page_keeps_the_old_figures(tmp_path, monkeypatch):
+    """A full disk while `report build` wrote a notebook's page left its new figures beside the old page
+    (issue 41, item 13): the figures now wait in a folder of their own until the page is written, and a
+    build stopped before that leaves the old page's figures as they were and no folder behind."""
+    import ablate.report.build as B
+
+    src, data, out = tmp_path / "src", tmp_path / "data", tmp_path / "out"
+    src.mkdir()
+    data.mkdir()
+    (src / "claims.yaml").write_text("order: 1\nquestions:\n- {key: q9, title: Q9, title_zh: Q9, question: '?', "
+                                     "question_zh: '?', sweeps: [temperature]}\n")
+    (src / "claims.py").write_text(FIGURE_NOTEBOOK.replace("LEVEL", "1"))
+    (b,) = B.build(src, data, out, only=["claims"], log=quiet)
+    assert b.error is None, b.error
+    figures = out / "figures"
+    before = {p.name: p.read_bytes() for p in figures.iterdir()}
+    assert sorted(before) == ["claims_level.png", "claims_level.zh.png"]
+
+    (src / "claims.py").write_text(FIGURE_NOTEBOOK.replace("LEVEL", "2"))  # another figure, same names
+    real = B.atomic_write
+
+    def full_disk(path, *args, **kwargs):
+        if Path(path).suffix == ".html":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(B, "atomic_write", full_disk)
+    with pytest.raises(OSError):
+        B.build(src, data, out, only=["claims"], log=quiet)
+    assert {p.name: p.read_bytes() for p in figures.iterdir()} == before
+    assert sorted(p.name for p in out.iterdir()) == ["build", "figures"]  # no staging folder left
+
+    monkeypatch.setattr(B, "atomic_write", real)
+    (b,) = B.build(src, data, out, only=["claims"], log=quiet)
+    after = {p.name: p.read_bytes() for p in figures.iterdir()}
+    assert b.error is None and sorted(after) == sorted(before) and after != before
+
+
 # ------------------------------------------------------------------ FINDINGS.md / FINDINGS.zh.md from payloads
 
 

@@ -32,6 +32,7 @@ import html
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -422,21 +423,32 @@ def to_html(nb, title: str) -> str:
 
 
 def build_one(name: str, source: Path, env: dict[str, str], html_dir: Path, figures: Path, timeout: int) -> Built:
+    """Execute notebook `name` and write its page. Its figures are saved into a folder beside `figures` and
+    moved in (replacing the notebook's old ones) only once its page is written: a build stopped part way (a
+    full disk, Ctrl-C) leaves the old page with its old figures, never new figures without their page."""
     started = time.monotonic()
     nb = read_notebook(source / f"{name}.py")
-    for stale in figures.glob(f"{figure_prefix(name)}*.png"):
-        stale.unlink()
-    error = execute(nb, source, env, timeout)
-    answers, stray = answers_of(nb)
-    if error is None and stray:
-        error = stray
-    if error is None and not answers:
-        error = "no Answer: no cell tagged `answer` showed one"
-    if error is None and [a.get("key") for a in answers] != (want := expected_keys(source, name)):
-        error = (f"its Answers are {', '.join(str(a.get('key')) for a in answers)}, its manifest {name}.yaml "
-                 f"lists {', '.join(want)}: answer each of the manifest's questions once, in its order")
-    page = html_dir / f"{name}.html"
-    atomic_write(page, to_html(nb, name))
+    staging = figures.parent / f".{figures.name}-{name}.partial"
+    shutil.rmtree(staging, ignore_errors=True)  # what a build stopped part way left behind
+    staging.mkdir()
+    try:
+        error = execute(nb, source, {**env, FIGURES_ENV: str(staging)}, timeout)
+        answers, stray = answers_of(nb)
+        if error is None and stray:
+            error = stray
+        if error is None and not answers:
+            error = "no Answer: no cell tagged `answer` showed one"
+        if error is None and [a.get("key") for a in answers] != (want := expected_keys(source, name)):
+            error = (f"its Answers are {', '.join(str(a.get('key')) for a in answers)}, its manifest {name}.yaml "
+                     f"lists {', '.join(want)}: answer each of the manifest's questions once, in its order")
+        page = html_dir / f"{name}.html"
+        atomic_write(page, to_html(nb, name))
+        for stale in figures.glob(f"{figure_prefix(name)}*.png"):
+            stale.unlink()
+        for new in sorted(staging.iterdir()):
+            os.replace(new, figures / new.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     for a in answers:
         a["notebook"] = name
     return Built(name, answers, error, page, time.monotonic() - started)
