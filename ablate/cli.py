@@ -345,19 +345,33 @@ COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": c
             "report": cmd_report, "studies": cmd_studies, "tasks": cmd_tasks, "compare": cmd_compare, "explore": cmd_explore, "sync": cmd_sync, "dashboard": cmd_dashboard}
 
 
+class _Terminated(BaseException):
+    """SIGTERM outside a run's or a sweep's own handling (while starting up): one line, exit 143."""
+
+
 def main(argv: list[str] | None = None) -> int:
     global _command_line
     _command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if not _command_line:  # called from Python (the tests, a notebook): the caller handles what comes
         return _main(argv)
+    import signal
+
+    def terminate(signum, frame):  # replaced by a run's and a sweep's own handlers while they work
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, terminate)
+    said = f"ablate {argv[0] if argv else ''}".rstrip()
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, not at exit: a reader gone meanwhile is the BrokenPipeError below
         return code
     except KeyboardInterrupt:  # Ctrl-C before a run had started (while torch imports): no traceback of it
-        print(f"ablate {argv[0] if argv else ''}: interrupted".replace(" :", ":"), file=sys.stderr)
+        print(f"{said}: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:  # SIGTERM there: exit 143 as before, now saying why
+        print(f"{said}: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except BrokenPipeError:  # `ablate -h | head -3`: the reader has gone; say nothing more to it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
