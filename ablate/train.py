@@ -399,6 +399,9 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
             "params": parameter_groups(task.model),
             "provenance": provenance(cfg.trainer.accelerator),
             "attempts": previous.get("attempts", 0) + 1,
+            # each earlier attempt's: a resumed run may have been trained by other code, threads or machines
+            **({"earlier_provenance": [*previous.get("earlier_provenance", []), previous["provenance"]]}
+               if isinstance(previous.get("provenance"), dict) else {}),
             **({"launch": launch} if launch else {}),  # the other ranks wait for it (_wait_for_rank0)
         }
         if not child:

@@ -86,11 +86,15 @@ def test_kill_9_in_epoch_3_resumes_from_the_end_of_epoch_2_with_identical_number
     assert read_summary(cut)["status"] == "running"  # kill -9 leaves no word: not finished, so resumed
     assert _ckpt_step(cut) == 2 * EPOCH
     assert max(int(r["step"]) for r in rows(cut)) > 2 * EPOCH  # rows of epoch 3 were written, to be dropped
+    first = read_summary(cut)["provenance"]
     line, err = _resume(cut, capsys)
     assert f"ablate: resuming {cut} from last.ckpt (step {2 * EPOCH})" in err.splitlines()
     assert line["status"] == "completed"
     resumed = read_summary(cut)
     assert resumed["attempts"] == 2 and resumed["global_step"] == 4 * EPOCH
+    # both attempts' commit, threads and machine, not only the last one's (issue 41's rough edges)
+    assert resumed["earlier_provenance"] == [first] and resumed["provenance"]["time"] >= first["time"]
+    assert {"commit", "threads", "host"} <= set(first)
     assert rows(cut) == rows(tmp_path / "full")
     assert resumed["metrics"] == full["metrics"]
     assert resumed["probes"] == full["probes"]
