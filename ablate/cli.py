@@ -236,6 +236,7 @@ def cmd_probe(argv: list[str]) -> int:
     if args.batch < 1:
         return fail(f"--batch={args.batch} is not allowed; expected an integer >= 1")
     from .data import DataError
+    from .limits import eval_chunk
     from .probes import format_probes, not_applicable
     from .probing import ProbeRecorder, probe_batch, probe_permutation
     from .tasks import CheckpointError, load_task
@@ -252,7 +253,8 @@ def cmd_probe(argv: list[str]) -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:  # the run directory itself is left as it is
-        named = ProbeRecorder(Path(tmp), batch, perm).final(None, task.model, datamodule, not args.no_expensive)
+        named = ProbeRecorder(Path(tmp), batch, perm, chunk=eval_chunk(task.cfg)).final(None, task.model, datamodule,
+                                                                                 not args.no_expensive)
     scalars = {k.removeprefix("probe/final/"): v for k, v in named.items()}
     print(json.dumps(scalars, indent=1) if args.json else format_probes(scalars, not_applicable(task.model)))
     return 0

@@ -49,6 +49,10 @@ RNN_SAVED = {"lstm": (18, 8), "gru": (9, 1)}
 # 1.38 to 1.63 (dropout masks, the head's share generous), as the Transformer's (1.59 to 1.63 at dropout 0.1)
 RNN_TOLERANCE = (1.0, 1.75)
 EVAL_CHUNK = 1000  # largest evaluation batch the probes use (ablate.probing); loaders use batch_size
+# what one such chunk may take at once: fewer examples per chunk where they are long (a copy of length 255
+# needs 13 MB an example, so 1000 of them refused every such run whatever its batch size). The sweeps'
+# largest is 3.7 GB (recall_transformer_256), so every sweep keeps chunks of EVAL_CHUNK and its numbers.
+EVAL_BYTES = 4 * 10**9
 GB = 1e9
 
 
@@ -174,11 +178,18 @@ def _per_example(cfg: Config) -> tuple[int, int]:
     return m.n_layers * (attention + feed_forward) + head, attention + feed_forward + head + m.n_layers * scores
 
 
+def eval_chunk(cfg: Config) -> int:
+    """Examples per chunk of the probes' passes over a whole split: EVAL_CHUNK, or fewer where one chunk would
+    take more than EVAL_BYTES (at least one)."""
+    _, evaluate = _per_example(cfg)
+    return max(1, min(EVAL_CHUNK, EVAL_BYTES // (FLOAT * evaluate)))
+
+
 def activation_bytes(cfg: Config) -> int:
     """One training batch kept for backward, or one no-grad evaluation chunk: the larger."""
     train, evaluate = _per_example(cfg)
     batch = min(cfg.data.batch_size, _train_examples(cfg))
-    return FLOAT * max(batch * train, max(EVAL_CHUNK, cfg.data.batch_size) * evaluate)
+    return FLOAT * max(batch * train, max(eval_chunk(cfg), cfg.data.batch_size) * evaluate)
 
 
 def data_bytes(cfg: Config) -> int:

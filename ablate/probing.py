@@ -26,6 +26,7 @@ import torch
 
 from .callbacks import Diverged
 from .fileio import atomic_write
+from .limits import EVAL_CHUNK
 from .probes import (
     accuracy_by_position,
     attention_maps,
@@ -70,9 +71,10 @@ def heatmap(attention: np.ndarray, scale: int = 4) -> np.ndarray:
 class ProbeRecorder(pl.Callback):
     """Runs the probes at init, every `every` steps, and (via `final`) at the end; writes and logs them."""
 
-    def __init__(self, run_dir: Path, batch, permutation: torch.Tensor, every: int = 0):
+    def __init__(self, run_dir: Path, batch, permutation: torch.Tensor, every: int = 0, chunk: int = EVAL_CHUNK):
         self.run_dir = Path(run_dir)
         self.batch, self.permutation, self.every = batch, permutation, every
+        self.chunk = chunk  # examples per pass of the final probes over a split (ablate.limits.eval_chunk)
         self.scalars: dict[str, float] = {}
         self.arrays: dict[str, np.ndarray] = {}
         self.seconds = 0.0  # spent probing (summary.json: probe_time_s)
@@ -232,17 +234,17 @@ class ProbeRecorder(pl.Callback):
         kw: dict[str, Any] = {}
         if expensive:
             x, y = datamodule.val_set.tensors()
-            kw = {"expensive": True, "val_loader": _chunks(x[:EXPENSIVE_EXAMPLES], y[:EXPENSIVE_EXAMPLES], 512)}
+            kw = {"expensive": True, "val_loader": _chunks(x[:EXPENSIVE_EXAMPLES], y[:EXPENSIVE_EXAMPLES], min(512, self.chunk))}
         named = self._measure(model, "final", trainer, **kw)
         if datamodule.kind == "tokens":  # where the errors sit: one pass over the test set, cheap
             started = time.perf_counter()
-            by_position = accuracy_by_position(model, _chunks(*datamodule.test_set.tensors(), 1000))
+            by_position = accuracy_by_position(model, _chunks(*datamodule.test_set.tensors(), self.chunk))
             self.seconds += time.perf_counter() - started
             self.arrays["final/acc_by_position"] = by_position
             self._write()
         if expensive and datamodule.kind == "classify":
             started = time.perf_counter()
-            order = order_sensitivity(model, _chunks(*datamodule.test_set.tensors(), 1000), self.permutation)
+            order = order_sensitivity(model, _chunks(*datamodule.test_set.tensors(), self.chunk), self.permutation)
             self.seconds += time.perf_counter() - started
             extra = {f"probe/final/test_{k}": v for k, v in order.items()}
             self.scalars.update(extra)

@@ -37,6 +37,7 @@ from .callbacks import (
     Throughput,
 )
 from .checkpoint import CheckpointError, fit_problem, load_checkpoint
+from .limits import eval_chunk
 from .rundir import (
     CKPT,
     CONFIG,
@@ -513,7 +514,8 @@ def _initial_only(a: Attempt) -> dict[str, Any]:
     recorder, status, diverged = None, "completed", {}
     if a.cfg.run.probes:
         batch = probe_batch(a.datamodule, a.cfg.run.probe_batch)
-        recorder = ProbeRecorder(a.run_dir, batch, probe_permutation(a.datamodule, batch[0].shape[1]))
+        recorder = ProbeRecorder(a.run_dir, batch, probe_permutation(a.datamodule, batch[0].shape[1]),
+                                 chunk=eval_chunk(a.cfg))
         try:
             recorder.initial(a.task.model)
         except Diverged as err:  # a model non-finite as initialised (e.g. model.temperature=1e-300)
@@ -551,7 +553,7 @@ def _fit(a: Attempt) -> dict[str, Any]:
 
         batch = probe_batch(datamodule, cfg.run.probe_batch)
         perm = probe_permutation(datamodule, batch[0].shape[1])
-        recorder = ProbeRecorder(run_dir, batch, perm, cfg.run.probe_every)
+        recorder = ProbeRecorder(run_dir, batch, perm, cfg.run.probe_every, eval_chunk(cfg))
         if not child:
             recorder.restart_curve(a.resume_step)
         extra.append(recorder)

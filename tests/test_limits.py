@@ -91,3 +91,41 @@ def test_too_big_for_this_machine_exits_2_before_anything_is_written(items, key,
                                      (2.91e12, "2,910 GB"), (4e41, "4e+32 GB")])
 def test_sizes_read_well(n, text):
     assert limits.size(n) == text
+
+
+def test_long_sequences_are_probed_in_smaller_chunks_so_the_batch_size_counts():
+    """A copy of length 255 was refused at every batch size (issue 41's rough edges): the estimate held 1000
+    such sequences at once for the probes' passes (25 GB). Their chunks now hold at most EVAL_BYTES, so a
+    small batch fits in 16 GB and a larger batch needs more."""
+    small, large = (C.build({"data.task": "copy", "data.length": 255, "data.batch_size": b}, machine=False)
+                    for b in (1, 1024))
+    assert 1 <= limits.eval_chunk(small) < limits.EVAL_CHUNK
+    assert limits.activation_bytes(small) <= limits.EVAL_BYTES < limits.activation_bytes(large)
+    assert limits.check_fits(small, "data.length=255", host=16 * 10**9) is None
+    assert limits.check_fits(large, "data.length=255", host=16 * 10**9) is not None
+    assert limits.eval_chunk(C.build({"data.task": "copy"}, machine=False)) == limits.EVAL_CHUNK
+
+
+def test_the_final_probes_pass_over_a_split_in_the_estimated_chunks(tmp_path, monkeypatch):
+    """What the estimate counts is what the probes do: with EVAL_BYTES cut so that 7 test sequences fit in a
+    chunk, a run's final probes read the test set 7 at a time."""
+    import ablate.probing as P
+    from ablate.train import train
+
+    cfg = C.build(C.parse_overrides(["data.task=copy", "data.vocab=6", "data.length=4", "data.n_train=64",
+                                     "data.n_val=32", "data.n_test=20", "data.batch_size=32", "model.d_model=16",
+                                     "model.n_heads=2", "trainer.max_epochs=1", "tracking=none",
+                                     f"run.dir={tmp_path / 'run'}"]))
+    _, evaluate = limits._per_example(cfg)
+    monkeypatch.setattr(limits, "EVAL_BYTES", 7 * limits.FLOAT * evaluate)
+    assert limits.eval_chunk(cfg) == 7
+    sizes: list[int] = []
+    chunks = P._chunks
+
+    def spied(x, y, size):
+        sizes.append(size)
+        return chunks(x, y, size)
+
+    monkeypatch.setattr(P, "_chunks", spied)
+    assert train(cfg, log=lambda *a: None)["status"] == "completed"
+    assert sizes and set(sizes) == {7}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ablate import cli
+from ablate import cli, limits
 from ablate import config as C
 from ablate.budgets import BUDGETS, SMOKE_SEEDS
 from ablate.rundir import read_summary
@@ -139,6 +139,8 @@ def test_every_sweep_file_expands_and_every_config_builds(path, budget):
     assert set(raw["parameters"]) <= set(C.all_keys())
     sweep = spec.load(str(path), budget=budget)  # builds every expanded config
     assert {r.cfg.run.group for r in sweep.runs} == {path.stem}
+    # the probes read a whole split EVAL_CHUNK sequences at a time in every sweep (limits.EVAL_BYTES)
+    assert {limits.eval_chunk(r.cfg) for r in sweep.runs} == {limits.EVAL_CHUNK}
     seeds = {r.cfg.seed for r in sweep.runs}
     n_seeds = len(raw["parameters"]["seed"]["values"])
     if (budget or raw["parameters"]["budget"]["value"]) == "smoke":
