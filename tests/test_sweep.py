@@ -432,6 +432,38 @@ def test_a_worker_killed_by_a_signal_is_recorded_failed(tmp_path, capsys):
     assert "1 of 1 runs failed" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_forkserver_stops_the_sweep_in_one_line_and_loses_no_run(tmp_path, capsys):
+    """kill -9 of the forkserver (or the OOM killer choosing it) took its runs with it, and the runner recorded
+    them `failed`: "worker process exited with status 255 before recording a result", "no error recorded"
+    (issue 41's rough edges). They are now interrupted, the sweep stops saying why, and the same command
+    finishes them, resuming the one that had a checkpoint."""
+    params = {**TINY, "data.n_train": {"value": 2048}, "trainer.max_epochs": {"value": 6},
+              "trainer.ckpt_every_n_steps": {"value": 8}, "seed": {"values": [0, 1]}}
+    path = write(tmp_path, "server", params)
+    root = tmp_path / "runs" / "server"
+    proc = _sweep_process(path, tmp_path, "--workers", "2")
+    deadline = time.monotonic() + 90
+    while not list(root.glob("*/last.ckpt")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    checkpointed = {p.parent.name for p in root.glob("*/last.ckpt")}
+    servers = [p for p in _descendants(proc.pid) if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()
+               and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(proc.pid)]  # not its runs
+    assert checkpointed and len(servers) == 1
+    os.kill(servers[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    result = json.loads(out.strip().splitlines()[-1])
+    assert proc.returncode == 1 and result["failed"] == 0 and result["interrupted"] >= 1, err[-3000:]
+    assert f"the forkserver that starts its runs (process {servers[0]}) died" in err.splitlines()[-1]
+    assert "failed" not in {s["status"] for s in statuses(tmp_path, "server").values() if s}
+
+    assert cli.main(["sweep", str(path)]) == 0  # the same command again
+    runs = statuses(tmp_path, "server")
+    assert len(runs) == 2 and {s["status"] for s in runs.values()} == {"completed"}
+    assert all(runs[name]["attempts"] == 2 for name in checkpointed)
+
+
 def test_ctrl_c_stops_the_workers_and_leaves_the_run_to_resume(tmp_path, capsys):
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
     path = write(tmp_path, "intr", {**TINY, "data.n_train": {"value": 2048}, "trainer.max_epochs": {"value": 20},

@@ -581,6 +581,8 @@ class Runner:
                     del self.active[rid]
                     free.append(active.slot)
                     ended.append((active, code))
+                if any(forked(a.run) for a, _ in ended) and (server := worker.forkserver_died()) is not None:
+                    ended = self._server_lost(server, ended, report, progress)
                 for active, code in ended:  # before the next runs start: a full disk stops them
                     try:
                         self._finish(active, code, report, progress)
@@ -638,6 +640,35 @@ class Runner:
             report.forked_s.append(active.forked_s)
             report.first_step_s.append(active.first_step_s)
         progress.finish(active.run.run_id, outcome, self._label(active.run) + (f": {note}" if note else ""))
+
+    def _server_lost(self, server: int, ended: list[tuple[Active, int]], report: Report,
+                     progress: Progress) -> list[tuple[Active, int]]:
+        """The forkserver died (kill -9, the OOM killer): every run it forked looks ended with status 255, and
+        its end can no longer be read. Its runs die with it (die_with_parent), as after a kill -9: they resume
+        from their checkpoints. Each is made sure to have stopped (SIGTERM, SIGKILL after 30 s) and is counted
+        as what it recorded, else interrupted, never failed with an error of the runner's making; the sweep
+        stops, saying so in one line. Returns the ended runs that were not forked (DDP), finished as usual."""
+        lost = [a for a, _ in ended if forked(a.run)] + [a for a in self.active.values() if forked(a.run)]
+        for active in lost:
+            if worker.running(active.process.pid):
+                os.kill(active.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for active in lost:
+            while worker.running(active.process.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if worker.running(active.process.pid):
+                os.kill(active.process.pid, signal.SIGKILL)
+            if active.conn is not None:
+                active.conn.close()
+            self.active.pop(active.run.run_id, None)
+            status = (read_summary(run_dir(active.run)) or {}).get("status")
+            outcome = status if status in FINISHED else "interrupted"
+            report.outcomes.setdefault(outcome, []).append(active.run)
+            note = "" if status in FINISHED else ": stopped with the forkserver; run the same command again to resume it"
+            progress.finish(active.run.run_id, outcome, self._label(active.run) + note)
+        self.stop = self.stop or (f"the forkserver that starts its runs (process {server}) died (killed?); its "
+                                  f"{len(lost)} run(s) were stopped, none is lost: run the same command again to go on")
+        return [(a, code) for a, code in ended if not forked(a.run)]
 
     def _stop_all(self, report: Report, progress: Progress) -> None:
         for active in self.active.values():  # SIGTERM: a worker dies at once (its DDP ranks with it)

@@ -192,6 +192,32 @@ def forkserver_running() -> bool:
     return getattr(server._forkserver, "_forkserver_pid", None) is not None
 
 
+def forkserver_died() -> int | None:
+    """The process id of this process's forkserver if it has died (kill -9, the OOM killer), else None. It
+    is left to be reaped by multiprocessing, which starts a new one when asked for the next run."""
+    from multiprocessing import forkserver as server
+
+    pid = getattr(server._forkserver, "_forkserver_pid", None)
+    if pid is None:
+        return None
+    try:
+        ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped already
+        return pid
+    return pid if ended is not None else None
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie does not: it has ended, its parent has not reaped it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: whether a signal could reach it
+        return _alive(pid)
+
+
 def stop_forkserver() -> None:
     """Stop the forkserver at once (it may still be importing): after bad input nothing is left
     running, after a sweep the command exits without waiting for the server's own shutdown."""
