@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scistats
 
-from .stats import ACCURACY, FRACTION, LOG, Effect, _format, _lang, _t975, effect, estimate, rows
+from ..results.stats import t_quantile_975
+from .stats import ACCURACY, FRACTION, LOG, Effect, _format, _lang, effect, estimate, rows
 
 EXACT_LIMIT = 200_000  # splits of the pooled runs enumerated for an exact p-value; above it, the normal approximation
 
@@ -246,7 +247,7 @@ def paired(df: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Mapping[str, 
     mean, se, dof = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(len(d)), float(len(d) - 1)
     p = float(scistats.ttest_rel(np.log([xa[k] for k in keys]) if log else [xa[k] for k in keys],
                                  np.log([xb[k] for k in keys]) if log else [xb[k] for k in keys]).pvalue)
-    half = _t975(dof) * se
+    half = t_quantile_975(dof) * se
     if log:
         return Effect(ea, eb, math.exp(mean), math.exp(mean - half), math.exp(mean + half), p, "paired", None, se, dof)
     lo, hi = mean - half, mean + half

@@ -49,6 +49,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scistats
 
+from ..results.stats import t_quantile_975
+
 B = 4000  # bootstrap replicates
 SEED = 14  # the bootstrap's fixed seed (mixed with the data, so two variants draw independent streams)
 ACCURACY, FRACTION, BOUNDED, LOG, LINEAR = "accuracy", "fraction", "bounded", "log", "linear"
@@ -243,10 +245,6 @@ def bounded(reps: np.ndarray, mean: float, bounds: tuple[float, float] | None) -
     return lo, hi
 
 
-def _t975(dof: float) -> float:
-    return float(scistats.t.ppf(0.975, dof)) if dof >= 1 else math.nan
-
-
 @dataclass(frozen=True)
 class Estimate:
     """A metric over the seeds of one variant: mean with its 95 % interval [lo, hi], n runs with a value.
@@ -347,7 +345,7 @@ def from_values(metric: str, values, kind: str | None = None, *, n_eval: int | N
         lo, hi = bounded(reps, mean, bounds_of(metric) if kind == BOUNDED else (0.0, 1.0))  # never outside the range
         return Estimate(metric, mean, lo, hi, std=std, _replicates=reps, **common)
     x = np.log(v) if kind == LOG else v
-    m, half = float(x.mean()), _t975(n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
+    m, half = float(x.mean()), t_quantile_975(n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
     if kind == LOG:
         return Estimate(metric, math.exp(m), math.exp(m - half), math.exp(m + half), std=std, **common)
     return Estimate(metric, m, m - half, m + half, std=std, **common)
@@ -540,13 +538,13 @@ def effect(a: Estimate, b: Estimate) -> Effect:
         if a.n < 2 or b.n < 2:
             return Effect(a, b, ratio)
         d, se, dof, p = _welch(np.log(a.values), np.log(b.values))
-        half = _t975(dof) * se if se > 0 else 0.0
+        half = t_quantile_975(dof) * se if se > 0 else 0.0
         return Effect(a, b, ratio, math.exp(d - half), math.exp(d + half), p, "welch", None, se, dof)
     diff = a.mean - b.mean
     if a.n < 2 or b.n < 2:
         return Effect(a, b, diff)
     d, se, dof, p = _welch(np.asarray(a.values), np.asarray(b.values), _eval_var(a), _eval_var(b))
-    half = _t975(dof) * se if se > 0 else 0.0
+    half = t_quantile_975(dof) * se if se > 0 else 0.0
     lo, hi = diff - half, diff + half
     if a.kind in (ACCURACY, FRACTION):  # a difference of two proportions lies in [-1, 1]
         lo, hi = max(lo, -1.0), min(hi, 1.0)

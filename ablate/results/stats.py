@@ -8,9 +8,8 @@ the table: `df.attrs["swept_keys"]` (load() computes them; ablate.report.data.ta
 meta.json), else the column order of the table's format.
 
 The interval is Student's t: mean +- t_{0.975, n-1} * std / sqrt(n), std with ddof=1 (n = 3 seeds:
-t = 4.303, so the half-width is 2.48 standard deviations). The quantiles for 1..30 degrees of freedom
-are tabulated, beyond that the Cornish-Fisher expansion in the normal quantile (Hill 1970, Comm. ACM
-13(10)) is within 1e-6 of the exact value.
+t = 4.303, so the half-width is 2.48 standard deviations), the quantile scipy's (`t_quantile_975`, the
+reports' too).
 
 A tuned sweep (a `tuned.<key>` column, see ablate.sweep.tune) is read at each variant's chosen value:
 `best_lr` returns those rows (every seed), `aggregate(df)` gives one row per variant at it, with the
@@ -159,30 +158,14 @@ def tuned_key(df: pd.DataFrame) -> str | None:
 def curve_column(metric: str, key: str, value) -> str:
     return f"tune/{metric}@{key}={value:g}" if isinstance(value, float) else f"tune/{metric}@{key}={value}"
 
-# t_{0.975, dof} for dof = 1..30
-T975 = (
-    12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
-    2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
-    2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272,
-)  # fmt: skip
-Z975 = 1.959963984540054
-
-
 def t_quantile_975(dof: float) -> float:
-    """The 0.975 quantile of Student's t with `dof` degrees of freedom (NaN for dof < 1)."""
+    """The 0.975 quantile of Student's t with `dof` degrees of freedom (scipy's; NaN for dof < 1). The one
+    t-quantile of ablate: the tables' intervals and the reports' tests both use it."""
     if not dof >= 1:
         return math.nan
-    dof = int(dof)
-    if dof <= len(T975):
-        return T975[dof - 1]
-    z, v = Z975, float(dof)
-    return (
-        z
-        + (z**3 + z) / (4 * v)
-        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
-    )
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, dof))
 
 
 def _metrics(df: pd.DataFrame, metrics: Sequence[str] | None) -> list[str]:
