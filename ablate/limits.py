@@ -133,6 +133,8 @@ def _buffer_floats(cfg: Config) -> int:
         return 2 * m.max_len * m.d_model
     if m.pos_enc == "rope":
         return 2 * 2 * m.max_len * (m.head_dim // 2)  # cos and sin
+    if m.pos_enc == "alibi":
+        return 2 * m.n_heads  # one slope per head, shared by the layers
     return 0
 
 

@@ -129,3 +129,40 @@ def test_the_final_probes_pass_over_a_split_in_the_estimated_chunks(tmp_path, mo
     monkeypatch.setattr(P, "_chunks", spied)
     assert train(cfg, log=lambda *a: None)["status"] == "completed"
     assert sizes and set(sizes) == {7}
+
+
+def _model_values() -> list[tuple[str, object]]:
+    """Every value of every `model.*` key with a closed set of them (Literal or bool), read from the config's
+    own types: a value added to the model joins this list, and the tests below, by itself."""
+    import typing
+    from dataclasses import fields
+
+    section = C.SECTIONS["model"]
+    hints = C._hints(section)
+    out: list[tuple[str, object]] = []
+    for f in fields(section):
+        tp = hints[f.name]
+        values = typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else (True, False) if tp is bool else ()
+        out += [(f"model.{f.name}", v) for v in values]
+    return out
+
+
+# a value that the config accepts only with another (its ConfigError says which)
+COMPANIONS = {("model.qk_reparam", True): {"model.qk_scale": False}}
+
+
+@pytest.mark.parametrize("task", ["mnist", "copy"])
+@pytest.mark.parametrize(("key", "value"), _model_values(), ids=lambda v: str(v))
+def test_the_estimate_counts_the_built_model_for_every_value_of_every_model_key(task, key, value):
+    """The closed forms of limits.py state the architecture a second time; this holds them to the model for
+    every value of every model key (a norm or a block added to the model without its count here fails, naming
+    the value), parameters and the buffers the estimate counts (positional tables: twice, with temporaries)."""
+    cfg = C.build({"data.task": task, key: value, **COMPANIONS.get((key, value), {})}, machine=False)
+    config = C.to_dict(cfg)
+    task_cls = ClassifyRows if task == "mnist" else CopyTokens
+    sizes = {"in_features": 28, "n_classes": 10} if task == "mnist" else {"n_tokens": cfg.data.vocab + 2,
+                                                                          "n_out": cfg.data.vocab}
+    model = task_cls(config, **sizes).model
+    assert limits.parameter_count(cfg) == sum(p.numel() for p in model.parameters()), f"{key}={value}"
+    tables = sum(b.numel() for b in model.buffers())
+    assert limits._buffer_floats(cfg) == 2 * tables, f"{key}={value}: buffers {dict((n, b.shape) for n, b in model.named_buffers())}"
