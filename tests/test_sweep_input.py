@@ -280,3 +280,13 @@ def test_a_sweep_file_whose_name_cannot_be_its_group_is_refused_in_one_line(stem
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and words in err and "rename the file" in err, err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("command", ["sweep", "results", "compare"])
+def test_a_sweep_file_name_longer_than_the_file_system_allows_is_one_line(command, tmp_path, capsys):
+    """A sweep named by 84 Chinese characters (252 bytes, and '.yaml': over 255) cannot exist; `ablate sweep`
+    printed a 30-line OSError ("File name too long") and `compare` blamed the output folder."""
+    path = tmp_path / ("猫坐在垫子上" * 14 + ".yaml")
+    assert cli.main([command, str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no sweep file" in err and "File name too long" in err, err

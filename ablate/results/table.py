@@ -259,7 +259,11 @@ def sweep_arg(text: str) -> tuple[str, Path]:
     with sweeps/NAME.yaml; a path to a sweep file is its stem (as `ablate sweep` names it), with the file's
     folder. A name that leaves the runs folder is refused (sweep_dir)."""
     if text.endswith((".yaml", ".yml")):
-        if not Path(text).is_file():
+        try:
+            there = Path(text).is_file()
+        except OSError as err:  # a name longer than the file system allows: no such file can exist
+            raise ResultsError(f"no sweep file {text!r} ({err.strerror}); give a shorter name") from None
+        if not there:
             raise ResultsError(f"no sweep file {text!r}; give a sweep's name or the path of its .yaml file")
         name, sweeps = Path(text).stem, Path(text).parent
     else:

@@ -94,8 +94,11 @@ class Sweep:
 def resolve(name_or_path: str) -> Path:
     """A path to a .yaml file, or a bare name found as sweeps/NAME.yaml (here or in the repository)."""
     path = Path(name_or_path)
-    if path.is_file():
-        return path
+    try:
+        if path.is_file():
+            return path
+    except OSError as err:  # a name longer than the file system allows: no such file can exist
+        raise SweepError(f"no sweep file {name_or_path!r} ({err.strerror}); give a shorter name") from None
     if path.suffix == "" and len(path.parts) == 1:
         repo = Path(__file__).resolve().parents[2] / SWEEPS_DIR
         for folder in (SWEEPS_DIR, repo):
