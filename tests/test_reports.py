@@ -1279,3 +1279,33 @@ def test_tables_show_no_row_index():
     assert "<th>task</th>" in page and "<th" not in page.split("<tbody>")[1] and "<td>2</td>" not in page
     with pd.option_context("display.max_rows", 10):
         assert table_html(pd.DataFrame({"x": range(100)})).count("<tr>") == 11  # 10 rows and the "..." row
+
+
+CONTRACT_NOTEBOOK = """# %% [markdown]
+# # Q9 · the answer cell's contract
+
+# %%
+from ablate import report as R
+
+Q = R.question("q9")
+
+# %% TAGS
+Q.answer(plain=("A.", "甲。"), outcome=("B.", "乙。"), changes=("C.", "丙。")MECHANISM)
+"""
+
+
+@pytest.mark.parametrize(("tags", "mechanism", "error"), [
+    (' tags=["answer"]', "", "TypeError: Q.answer: missing mechanism= (each an (English, Chinese) pair)"),
+    ("", ', mechanism=("D.", "丁。")', "1 Answer(s) in cells not tagged `answer`"),
+], ids=["a pair missing", "no tag"])
+def test_an_answer_cell_that_breaks_the_contract_fails_its_build_in_one_line(tmp_path, tags, mechanism, error):
+    """The answer cell's contract (README, Adding a question): the tag, and the four (English, Chinese) pairs
+    Q.answer requires. Breaking either fails that notebook's build with one line naming it (issue 38)."""
+    src, data = tmp_path / "src", tmp_path / "data"
+    src.mkdir()
+    data.mkdir()
+    (src / "claims.yaml").write_text("order: 1\nquestions:\n- {key: q9, title: Q9, title_zh: Q9, question: '?', "
+                                     "question_zh: '?', sweeps: [temperature]}\n")
+    (src / "claims.py").write_text(CONTRACT_NOTEBOOK.replace(" TAGS", tags).replace("MECHANISM", mechanism))
+    (b,) = build(src, data, tmp_path / "out", only=["claims"], log=quiet)
+    assert b.error is not None and b.error.endswith(error) and "\n" not in b.error, b.error
