@@ -11,7 +11,7 @@ import sys
 
 from .cliparse import OneLineParser
 
-USAGE = """usage: ablate <command> [args]
+USAGE = """usage: ablate <command> [args]    (ablate --version: the installed version)
 
 commands:
   train [key=value ...] [file.yaml] [--print-config]
@@ -212,6 +212,10 @@ def _interrupted(how: str, err: BaseException, run_dir) -> str:
 def cmd_keys(argv: list[str]) -> int:
     from . import config as C
 
+    if argv in (["-h"], ["--help"]):
+        print("usage: ablate keys\n\nEvery configuration key: its default, what it allows and what it does "
+              "(set one with key=value).")
+        return 0
     if argv:
         return fail(f"`ablate keys` takes no arguments, got {' '.join(argv)!r}; run `ablate keys`")
     rows = [("key", "default", "allowed", "description"), *C.key_table()]
@@ -347,10 +351,6 @@ COMMANDS = {"train": cmd_train, "keys": cmd_keys, "probe": cmd_probe, "bench": c
             "report": cmd_report, "studies": cmd_studies, "tasks": cmd_tasks, "compare": cmd_compare, "explore": cmd_explore, "sync": cmd_sync, "dashboard": cmd_dashboard}
 
 
-class _Terminated(BaseException):
-    """SIGTERM outside a run's or a sweep's own handling (while starting up): one line, exit 143."""
-
-
 def main(argv: list[str] | None = None) -> int:
     global _command_line
     _command_line = argv is None
@@ -359,11 +359,16 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     import signal
 
-    def terminate(signum, frame):  # replaced by a run's and a sweep's own handlers while they work
-        raise _Terminated
+    said = f"ablate {argv[0] if argv else ''}".rstrip()
+
+    def terminate(signum, frame):
+        """SIGTERM before a run or a sweep has its own handler: what the default action did (end at once, exit
+        143: nothing is recorded yet), saying so. Not an exception: one raised while an import runs a finalizer
+        is swallowed, and the command went on."""
+        os.write(2, f"{said}: terminated (SIGTERM)\n".encode())
+        os._exit(128 + signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, terminate)
-    said = f"ablate {argv[0] if argv else ''}".rstrip()
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, not at exit: a reader gone meanwhile is the BrokenPipeError below
@@ -371,9 +376,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before a run had started (while torch imports): no traceback of it
         print(f"{said}: interrupted", file=sys.stderr)
         return 130
-    except _Terminated:  # SIGTERM there: exit 143 as before, now saying why
-        print(f"{said}: terminated (SIGTERM)", file=sys.stderr)
-        return 128 + signal.SIGTERM
     except BrokenPipeError:  # `ablate -h | head -3`: the reader has gone; say nothing more to it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -383,6 +385,14 @@ def _main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if argv else 2
+    if argv in (["--version"], ["-V"]):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"ablate {version('ablate')}")
+        except PackageNotFoundError:  # a checkout on sys.path, not installed
+            print("ablate (not installed: run `make venv` or `pip install -e .`)")
+        return 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         return fail(f"unknown command {command!r}; choose one of {', '.join(COMMANDS)}")

@@ -37,7 +37,7 @@ def test_print_config_bad_key_is_one_line_exit_2(capsys):
 
 
 @pytest.mark.parametrize("argv", [["keys"], ["train", "--print-config", "model.n_heads=8"], ["train", "--help"],
-                                  ["studies"], ["tasks"]])
+                                  ["studies"], ["tasks"], ["--version"], ["keys", "--help"]])
 def test_commands_that_need_no_torch_import_none(argv):
     """`ablate keys` and `--print-config` import no torch, Lightning or W&B (~6 s before issue 28)."""
     code = (f"import sys; from ablate.cli import main; code = main({argv!r}); "
@@ -99,3 +99,12 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     piped = subprocess.run(f"{sys.executable} -m ablate.cli keys | head -3", shell=True, capture_output=True,
                            text=True, timeout=60)
     assert piped.returncode == 0 and len(piped.stdout.splitlines()) == 3 and piped.stderr == "", piped.stderr
+
+
+def test_version_and_keys_help(capsys):
+    """`ablate --version` and `ablate keys --help` were errors (issue 43, item 8)."""
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0 and capsys.readouterr().out == f"ablate {version('ablate')}\n"
+    assert main(["keys", "--help"]) == 0 and capsys.readouterr().out.startswith("usage: ablate keys")
+    assert main(["keys", "extra"]) == 2
