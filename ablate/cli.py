@@ -396,7 +396,35 @@ def _main(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         return fail(f"unknown command {command!r}; choose one of {', '.join(COMMANDS)}")
-    return COMMANDS[command](rest)
+    try:
+        return COMMANDS[command](rest)
+    except ModuleNotFoundError as err:  # an optional package not installed: say which extra brings it
+        top = (err.name or "").split(".")[0]
+        if not top or top == "ablate":
+            raise
+        return fail(missing_package(top, command))
+
+
+DISTRIBUTIONS = {"PIL": "pillow", "yaml": "pyyaml"}  # import names that are not their package's name
+
+
+def missing_package(module: str, command: str) -> str:
+    """The line for `ablate <command>` stopped by a package that is not installed: the extra of ablate's that
+    brings it, read from the installed package's own metadata (pyproject.toml's optional-dependencies)."""
+    import re
+    from importlib.metadata import PackageNotFoundError, requires
+
+    wanted = DISTRIBUTIONS.get(module, module).lower().replace("_", "-")
+    try:
+        specs = requires("ablate") or []
+    except PackageNotFoundError:
+        specs = []
+    extras = sorted({m.group(2) for spec in specs
+                     if (m := re.match(r"([A-Za-z0-9_.-]+).*extra == \"([^\"]+)\"", spec))
+                     and m.group(1).lower().replace("_", "-") == wanted})
+    fix = f"pip install 'ablate[{extras[0]}]'" if extras else f"pip install {wanted}"
+    return (f"`ablate {command}` needs the Python package {wanted}, which is not installed; {fix} "
+            "(`make venv` installs every extra)")
 
 
 if __name__ == "__main__":

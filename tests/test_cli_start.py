@@ -108,3 +108,13 @@ def test_version_and_keys_help(capsys):
     assert main(["--version"]) == 0 and capsys.readouterr().out == f"ablate {version('ablate')}\n"
     assert main(["keys", "--help"]) == 0 and capsys.readouterr().out.startswith("usage: ablate keys")
     assert main(["keys", "extra"]) == 2
+
+
+def test_a_command_whose_extra_is_not_installed_names_the_extra(tmp_path, monkeypatch, capsys):
+    """`pip install .` then `ablate report build` ended in a ModuleNotFoundError traceback (issue 43, item 4):
+    one line names the package and the extra of ablate's that brings it (read from the installed metadata)."""
+    monkeypatch.setitem(sys.modules, "nbclient", None)  # as if not installed: importing it fails
+    assert main(["report", "build", "--data", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("ablate: `ablate report` needs the Python package nbclient, which is not installed; "
+                   "pip install 'ablate[reports]' (`make venv` installs every extra)")
