@@ -147,13 +147,46 @@ class LastCheckpoint(Checkpoint):
         self.metrics = dict(checkpoint.get("callback_metrics", {}))
 
 
-class ProgressLines:
-    """One line per epoch through `log` (where there is no progress bar: logs, pipes, sweep workers),
-    once the epoch's checkpoint is saved: epoch, step, losses, val/acc, time since this attempt began."""
+class ProgressLines(pl.Callback):
+    """Where there is no progress bar (logs, pipes, sweep workers), lines through `log` that say the run is
+    alive: one as training starts (where, on what, how many steps), one per epoch once its checkpoint is
+    saved (epoch, step, losses, val/acc, time since this attempt began), and one at least every `every_s`
+    seconds in between, with the time left at this attempt's pace. A first epoch of 12 minutes printed
+    nothing before (issue 43)."""
 
-    def __init__(self, log) -> None:
+    every_s = 30.0
+
+    def __init__(self, log, run_dir: Path | str = "") -> None:
         self.say = log
-        self.started = time.monotonic()
+        self.run_dir = run_dir
+        self.started = self.last = time.monotonic()
+        self.first_step: int | None = None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.started = self.last = time.monotonic()
+        self.first_step = trainer.global_step
+        if trainer.is_global_zero:
+            per_epoch, epochs = trainer.num_training_batches, trainer.max_epochs
+            where = f" {self.run_dir}" if self.run_dir else ""
+            resumed = f", from step {trainer.global_step}" if trainer.global_step else ""
+            self.say(f"ablate: training{where} on {pl_module.device}: {epochs} epoch(s) of {per_epoch} steps"
+                     f"{resumed}")
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module, outputs, batch, batch_idx) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_s or not trainer.is_global_zero:
+            return
+        self.last = now
+        per_epoch = trainer.num_training_batches
+        total = per_epoch * trainer.max_epochs if trainer.max_steps < 0 else trainer.max_steps
+        done = trainer.global_step - (self.first_step or 0)
+        left = (now - self.started) / done * (total - trainer.global_step) if done > 0 else None
+        parts = [f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}",
+                 f"step {trainer.global_step}/{total} ({batch_idx + 1}/{per_epoch} of this epoch)"]
+        loss = trainer.callback_metrics.get("train/loss")
+        parts += [f"train/loss {float(loss):.4f}"] if loss is not None else []
+        parts.append(f"{now - self.started:.0f} s" + (f", about {left:.0f} s left" if left is not None else ""))
+        self.say("ablate: " + "  ".join(parts))
 
     def __call__(self, trainer: pl.Trainer) -> None:
         m = trainer.callback_metrics

@@ -545,8 +545,9 @@ def _fit(a: Attempt) -> dict[str, Any]:
 
         loggers.append(wandb_logger(run_dir, cfg))
     throughput = Throughput()
-    last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=ProgressLines(log) if progress else None)
-    extra = [last, RngState(), DivergenceGuard(), throughput, *a.callbacks]
+    lines = ProgressLines(log, run_dir) if progress else None
+    last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=lines)
+    extra = [last, RngState(), DivergenceGuard(), throughput, *([lines] if lines else []), *a.callbacks]
     recorder = None
     if cfg.run.probes:
         from .probing import ProbeRecorder, probe_batch, probe_permutation

@@ -44,6 +44,22 @@ def rows(run_dir) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def test_a_run_says_it_is_alive_where_there_is_no_progress_bar(tmp_path, monkeypatch):
+    """A first epoch of 12 minutes printed nothing in a log (issue 43, item 2): a line as training starts
+    (where, on what, how many steps) and then one at least every ProgressLines.every_s seconds (0 here: every
+    step) with the step, the epoch's share and the time left, besides the epoch lines."""
+    from ablate.callbacks import ProgressLines
+
+    monkeypatch.setattr(ProgressLines, "every_s", 0.0)
+    said: list[str] = []
+    run(*TINY_COPY, f"run.dir={tmp_path / 'r'}", log=said.append)
+    assert said[0] == f"ablate: training {tmp_path / 'r'} on cpu: 2 epoch(s) of 8 steps"
+    beats = [line for line in said if "of this epoch" in line]
+    assert len(beats) == 16 and beats[0].startswith("ablate: epoch 1/2  step 1/16 (1/8 of this epoch)")
+    assert "s left" in beats[1] and beats[-1].startswith("ablate: epoch 2/2  step 16/16 (8/8 of this epoch)")
+    assert sum(line.startswith("ablate: epoch ") and "val/acc" in line for line in said) == 2
+
+
 def test_run_directory_holds_everything(tmp_path):
     s = run(*TINY_COPY, f"run.dir={tmp_path / 'r'}")
     d = tmp_path / "r"
