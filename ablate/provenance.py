@@ -7,8 +7,6 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-import torch
-
 PACKAGES = ("torch", "torchvision", "pytorch-lightning", "torchmetrics", "wandb", "ablate")
 
 
@@ -39,6 +37,8 @@ def versions() -> dict[str, str | None]:
 
 
 def device_info(accelerator: str) -> dict[str, object]:
+    import torch  # here: the commit (git_state, other_code) is read without it, by the sweep runner too
+
     cuda = torch.cuda.is_available() and accelerator in ("auto", "gpu", "cuda")
     return {
         "device": torch.cuda.get_device_name(0) if cuda else f"cpu ({platform.processor() or platform.machine()})",
@@ -56,3 +56,23 @@ def provenance(accelerator: str) -> dict[str, object]:
 
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return {**git_state(), "versions": versions(), **device_info(accelerator), "time": when}
+
+
+def other_code(summaries: list[dict]) -> tuple[list[str], str | None]:
+    """The commits, other than the checkout's now, that made these finished runs (their summary.json's
+    provenance), and the commit now (None outside git). A finished run is not run again, so a result made
+    by older code is kept silently unless someone says so (issue 43)."""
+    now = _git("rev-parse", "HEAD")
+    made = {(s.get("provenance") or {}).get("commit") for s in summaries}
+    return sorted(c for c in made if isinstance(c, str) and now and c != now), now
+
+
+def other_code_note(summaries: list[dict]) -> str | None:
+    """One sentence naming the runs among `summaries` that other code made, or None."""
+    others, now = other_code(summaries)
+    if not others:
+        return None
+    count = sum((s.get("provenance") or {}).get("commit") in others for s in summaries)
+    return (f"{count} of them made by other code (commit {', '.join(c[:10] for c in others[:3])}"
+            f"{', ...' if len(others) > 3 else ''}; the code is now at {now[:10]}): kept, not rerun; move their "
+            "folders aside to rerun them")

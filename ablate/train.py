@@ -350,6 +350,16 @@ def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, 
         return _train(cfg, log, callbacks)
 
 
+def _already(run_dir: Path, summary: dict[str, Any]) -> str:
+    """The line for a run finished before: not run again, and which code made it when that is not today's."""
+    from .provenance import other_code
+
+    others, now = other_code([summary])
+    note = (f"; it was made by other code (commit {others[0][:10]}; the code is now at {now[:10]}): move the "
+            "folder aside to rerun it") if others else " (delete it to re-run)"
+    return f"ablate: {run_dir} already {summary['status']}; not run again{note}"
+
+
 def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
     import pytorch_lightning as pl
 
@@ -365,7 +375,7 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
         check_run_dir(run_dir, C.run_id(cfg))
         if is_finished(run_dir):
             summary = read_summary(run_dir)
-            log(f"ablate: {run_dir} already {summary['status']}; not run again (delete it to re-run)")
+            log(_already(run_dir, summary))
             return summary
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
@@ -379,7 +389,7 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
     if not child and is_finished(run_dir):  # another process finished it while this one prepared
         lock.release()
         summary = read_summary(run_dir)
-        log(f"ablate: {run_dir} already {summary['status']}; not run again (delete it to re-run)")
+        log(_already(run_dir, summary))
         return summary
     started = time.monotonic()  # durations only: a clock set back must not make them negative
     previous: dict[str, Any] = {}

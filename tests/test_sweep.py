@@ -949,3 +949,24 @@ def test_runs_per_gpu_packs_the_workers_onto_the_visible_gpus_and_says_so(tmp_pa
     assert cli.main(["sweep", str(path), "--workers", "5", "--runs-per-gpu", "2"]) == 2
     assert "ablate: --workers=5 needs 3 GPUs at 2 runs per GPU but 2 are visible; use --workers 4 or fewer" \
         in capsys.readouterr().err
+
+
+def test_runs_finished_by_other_code_are_named_when_the_sweep_runs_again(tmp_path, capsys):
+    """A sweep run again after a code change reused every finished run silently (issue 43, item 5): it now
+    says how many were made by other code, and which commit."""
+    from ablate.provenance import git_state
+    from ablate.rundir import write_json
+
+    if git_state()["commit"] is None:
+        pytest.skip("not a git checkout: no commit to compare")
+    path = write(tmp_path, "stale", {**TINY, "seed": {"values": [0, 1]}})
+    assert cli.main(["sweep", str(path)]) == 0
+    capsys.readouterr()
+    old = tmp_path / "runs" / "stale" / sorted(statuses(tmp_path, "stale"))[0]
+    summary = read_summary(old)
+    summary["provenance"]["commit"] = "0" * 40
+    write_json(old / "summary.json", summary)
+    assert cli.main(["sweep", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "ablate sweep stale: of the 2 runs finished before, 1 of them made by other code (commit 0000000000;" in err
+    assert read_summary(old)["provenance"]["commit"] == "0" * 40  # kept, not rerun

@@ -60,6 +60,29 @@ def test_a_run_says_it_is_alive_where_there_is_no_progress_bar(tmp_path, monkeyp
     assert sum(line.startswith("ablate: epoch ") and "val/acc" in line for line in said) == 2
 
 
+def test_a_run_finished_by_other_code_is_kept_and_named(tmp_path):
+    """A finished run is not run again; one made by another commit was kept silently (issue 43, item 5): the
+    line says which commit made it and which the code is at now."""
+    from ablate.provenance import git_state
+    from ablate.rundir import write_json
+
+    now = git_state()["commit"]
+    if now is None:
+        pytest.skip("not a git checkout: no commit to compare")
+    d = tmp_path / "r"
+    run(*TINY_COPY, f"run.dir={d}")
+    said: list[str] = []
+    run(*TINY_COPY, f"run.dir={d}", log=said.append)
+    assert said == [f"ablate: {d} already completed; not run again (delete it to re-run)"]
+    summary = read_summary(d)
+    summary["provenance"]["commit"] = "0" * 40
+    write_json(d / "summary.json", summary)
+    said.clear()
+    run(*TINY_COPY, f"run.dir={d}", log=said.append)
+    assert said == [f"ablate: {d} already completed; not run again; it was made by other code (commit 0000000000; "
+                    f"the code is now at {now[:10]}): move the folder aside to rerun it"]
+
+
 def test_run_directory_holds_everything(tmp_path):
     s = run(*TINY_COPY, f"run.dir={tmp_path / 'r'}")
     d = tmp_path / "r"

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import config as C
+from ..provenance import other_code_note
 from ..rundir import FINISHED, LOCK, METRICS, SUMMARY, read_summary, runs_root
 from ..runfiles import RunFileError, nonfinite_cell, nonfinite_metric, read_metrics_rows
 from . import gpus as G
@@ -514,12 +515,14 @@ class Runner:
         total = len(first) + (stages.stage2_total if stages else 0)
         report = Report(total=total, stages=stages)
         todo: list[Run] = []
+        before: list[dict] = []  # the summaries of the runs finished before
 
         def take(runs) -> None:
             """Queue the runs not finished yet; count the finished ones as skipped, by status."""
             for run in runs:
                 if finished(run):
-                    status = read_summary(run_dir(run))["status"]
+                    before.append(read_summary(run_dir(run)))
+                    status = before[-1]["status"]
                     report.skipped[status] = report.skipped.get(status, 0) + 1
                 else:
                     todo.append(run)
@@ -550,6 +553,8 @@ class Runner:
         progress.say(f"ablate sweep {self.sweep.name}: {total} runs, {done_before} finished before, "
                      f"{len(todo)} to run" + (f" ({later} left for later)" if later else "")
                      + f"{plan_note} -> {where}")
+        if before and (note := other_code_note(before)):
+            progress.say(f"ablate sweep {self.sweep.name}: of the {done_before} runs finished before, {note}")
         if stages:
             progress.say(f"ablate sweep {self.sweep.name}: {stages.describe()}")
             for name in decided:
