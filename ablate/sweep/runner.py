@@ -586,7 +586,9 @@ class Runner:
                     del self.active[rid]
                     free.append(active.slot)
                     ended.append((active, code))
-                if any(forked(a.run) for a, _ in ended) and (server := worker.forkserver_died()) is not None:
+                # a forked run "exits" LOST when its forkserver's status pipe closes: give the server time to end
+                lost = any(forked(a.run) and code == worker.LOST for a, code in ended)
+                if lost and (server := worker.forkserver_died(wait=5.0)) is not None:
                     ended = self._server_lost(server, ended, report, progress)
                 for active, code in ended:  # before the next runs start: a full disk stops them
                     try:

@@ -192,19 +192,29 @@ def forkserver_running() -> bool:
     return getattr(server._forkserver, "_forkserver_pid", None) is not None
 
 
-def forkserver_died() -> int | None:
-    """The process id of this process's forkserver if it has died (kill -9, the OOM killer), else None. It
-    is left to be reaped by multiprocessing, which starts a new one when asked for the next run."""
+LOST = 255  # the exit status multiprocessing gives a forked run whose forkserver closed its status pipe
+
+
+def forkserver_died(wait: float = 0.0) -> int | None:
+    """The process id of this process's forkserver if it has died (kill -9, the OOM killer), else None;
+    waiting up to `wait` seconds for it to end (a dying process closes its pipes before it can be waited
+    for). It is left to be reaped by multiprocessing, which starts a new one when asked for the next run."""
     from multiprocessing import forkserver as server
 
     pid = getattr(server._forkserver, "_forkserver_pid", None)
     if pid is None:
         return None
-    try:
-        ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:  # reaped already
-        return pid
-    return pid if ended is not None else None
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped already
+            return pid
+        if ended is not None:
+            return pid
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
 
 
 def running(pid: int) -> bool:
