@@ -178,7 +178,8 @@ class ProgressLines(pl.Callback):
             return
         self.last = now
         per_epoch = trainer.num_training_batches
-        total = per_epoch * trainer.max_epochs if trainer.max_steps < 0 else trainer.max_steps
+        total = per_epoch * trainer.max_epochs
+        total = min(total, trainer.max_steps) if trainer.max_steps >= 0 else total
         done = trainer.global_step - (self.first_step or 0)
         left = (now - self.started) / done * (total - trainer.global_step) if done > 0 else None
         parts = [f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}",

@@ -111,13 +111,14 @@ def cmd_train(argv: list[str]) -> int:
                     err.code)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C (Lightning turns it into exit 1 during fit)
         return fail(_interrupted("interrupted", err, run_dir_for(cfg)), 130)
-    except OSError as err:  # a full disk is the machine's state (1); a folder that cannot be written, the user's (2)
-        import errno
+    except BrokenPipeError:
+        raise
+    except OSError as err:  # a folder that cannot be written is the user's to fix (2); the rest the machine's (1)
+        from .report.cli import write_fix
 
-        full = err.errno in (errno.ENOSPC, errno.EDQUOT)
-        fix = "free some space" if full else "make the folder writable (or choose another with ABLATE_RUNS_DIR or run.dir)"
+        fix, code = write_fix(err, "make the folder writable (or choose another with ABLATE_RUNS_DIR or run.dir)")
         return fail(f"cannot write the run into {run_dir_for(cfg)}: {err}; {fix}, then run the same command again",
-                    1 if full else 2)
+                    code)
     if is_ddp_child():
         return 0
     metrics = {k: round(v, 4) for k, v in summary.get("metrics", {}).items() if k.startswith(("test/", "val/"))}
@@ -365,8 +366,12 @@ def main(argv: list[str] | None = None) -> int:
         """SIGTERM before a run or a sweep has its own handler: what the default action did (end at once, exit
         143: nothing is recorded yet), saying so. Not an exception: one raised while an import runs a finalizer
         is swallowed, and the command went on."""
-        os.write(2, f"{said}: terminated (SIGTERM)\n".encode())
-        os._exit(128 + signal.SIGTERM)
+        try:
+            os.write(2, f"{said}: terminated (SIGTERM)\n".encode())
+        except OSError:  # stderr gone (a closed pipe): exit all the same
+            pass
+        finally:
+            os._exit(128 + signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, terminate)
     try:
@@ -376,9 +381,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before a run had started (while torch imports): no traceback of it
         print(f"{said}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `ablate -h | head -3`: the reader has gone; say nothing more to it
+    except BrokenPipeError:  # `ablate keys | head -3`: the reader of stdout has gone; say nothing more to it
+        if not _stdout_gone():  # another pipe broke (a log, a worker's): not ours to hide
+            raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return 128 + signal.SIGPIPE  # as a command killed by SIGPIPE (git, seq): its output was cut short
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (poll says POLLERR on its write end)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _main(argv: list[str]) -> int:

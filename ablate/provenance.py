@@ -59,12 +59,15 @@ def provenance(accelerator: str) -> dict[str, object]:
 
 
 def other_code(summaries: list[dict]) -> tuple[list[str], str | None]:
-    """The commits, other than the checkout's now, that made these finished runs (their summary.json's
-    provenance), and the commit now (None outside git). A finished run is not run again, so a result made
+    """The commits whose package differs from the checkout's now that made these finished runs (their
+    summary.json's provenance), and the commit now (None outside git). A finished run is not run again, so a result made
     by older code is kept silently unless someone says so (issue 43)."""
     now = _git("rev-parse", "HEAD")
     made = {(s.get("provenance") or {}).get("commit") for s in summaries}
-    return sorted(c for c in made if isinstance(c, str) and now and c != now), now
+    # other code: the package differs between the two commits (a commit of README or tests changes no run);
+    # `git diff --quiet` exits 1 for a difference, 128 for a commit this clone does not have: either way None
+    return sorted(c for c in made if isinstance(c, str) and now and c != now
+                  and _git("diff", "--quiet", c, now, "--", ".") is None), now
 
 
 def other_code_note(summaries: list[dict]) -> str | None:

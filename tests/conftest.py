@@ -10,6 +10,8 @@ no MNIST/raw/ files it skips, saying so, unless ABLATE_REQUIRE_MNIST=1 (.ci/run 
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,13 @@ def pytest_xdist_make_scheduler(config, log):
 
     config.option.loadscopereorder = False
     return Grouped(config, log)
+
+
+@pytest.fixture
+def short_tmp():
+    """A temporary folder with a short path, for a TMPDIR that multiprocessing's forkserver binds its Unix
+    socket in: an AF_UNIX path holds at most 107 bytes, and under xdist a test's tmp_path
+    (/tmp/pytest-of-root/pytest-104/popen-gw1/<test name>0/) can leave too few ("AF_UNIX path too long")."""
+    folder = Path(tempfile.mkdtemp(prefix="ablate-t-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

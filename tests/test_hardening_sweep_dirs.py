@@ -48,11 +48,10 @@ def test_a_runs_folder_that_is_a_file_is_bad_input_before_any_work(dry, which, t
 
 
 @pytest.mark.slow
-def test_a_sweep_killed_with_sigkill_leaves_no_temporary_folders(tmp_path):
+def test_a_sweep_killed_with_sigkill_leaves_no_temporary_folders(tmp_path, short_tmp):
     """The runner's own multiprocessing folder (pymp-*) and the forkserver's (ablate-sweep-*) go even when
     the runner is killed with SIGKILL: the forkserver, which outlives it, removes both."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = short_tmp  # TMPDIR: the forkserver binds a Unix socket in it
     path = tiny_sweep(tmp_path, "killed", **{"data.n_train": 4096, "trainer.max_epochs": 50})
     env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TEMP", "TMP")}
     env.update(ABLATE_RUNS_DIR=str(tmp_path / "runs"), TMPDIR=str(temp), ABLATE_PROGRESS="0")
@@ -78,11 +77,10 @@ def ours(temp: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_sweep_removes_what_a_killed_runner_and_its_server_left(tmp_path):
+def test_a_sweep_removes_what_a_killed_runner_and_its_server_left(tmp_path, short_tmp):
     """kill -9 of a sweep's process group leaves its folders; the next sweep removes those whose runner
     is gone, never one whose runner still runs (nor a folder it cannot tell the runner of)."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = short_tmp  # TMPDIR: the forkserver binds a Unix socket in it
     dead = subprocess.Popen(["true"])  # a pid that has ended
     dead.wait()
     from ablate.sweep.worker import pid_namespace

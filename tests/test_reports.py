@@ -925,6 +925,7 @@ def test_an_os_error_names_the_folder_it_came_from(tmp_path, monkeypatch, capsys
 @pytest.mark.parametrize(("command", "code", "status", "fix"), [
     ("build", errno.ENOSPC, 1, "free some space"), ("build", errno.EROFS, 2, "make it writable"),
     ("compare", errno.ENOSPC, 1, "free some space"), ("compare", errno.EACCES, 2, "make it writable"),
+    ("build", errno.EIO, 1, "fix that"),  # neither the user's folder nor a full disk: the machine's state
 ])
 def test_a_report_or_comparison_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys, command, code,
                                                                    status, fix):

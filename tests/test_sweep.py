@@ -779,11 +779,10 @@ def test_a_run_stopped_by_sigterm_is_interrupted_and_resumable_not_failed(tmp_pa
 
 
 @pytest.mark.slow
-def test_a_sweep_leaves_nothing_in_the_temporary_folder(tmp_path):
+def test_a_sweep_leaves_nothing_in_the_temporary_folder(tmp_path, short_tmp):
     """W&B makes wandb-media and wandb-artifacts folders when it is imported (the forkserver imports
     it for the runs); the sweep's own temporary folder holds them and goes at the end."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = short_tmp  # TMPDIR: the forkserver binds a Unix socket in it
     path = write(tmp_path, "clean", TINY)
     env = {**os.environ, "ABLATE_RUNS_DIR": str(tmp_path / "runs"), "TMPDIR": str(temp)}
     done = subprocess.run([sys.executable, "-m", "ablate", "sweep", str(path)], env=env, cwd=tmp_path,

@@ -43,15 +43,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def cannot_write(err: OSError, where: str | Path) -> tuple[str, int]:
-    """The one line, and the exit status, for an OSError writing into `where`: a full disk is the machine's
-    state (1: free space and run it again), a folder that cannot be written is the user's to fix (2)."""
+def write_fix(err: OSError, writable: str) -> tuple[str, int]:
+    """What to do about an OSError writing somewhere, and the exit status: a folder that cannot be written is
+    the user's to fix (2: `writable` says how), a full disk or any other failure the machine's state (1)."""
     import errno
 
-    full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space", 1
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return writable, 2
+    return "fix that", 1
+
+
+def cannot_write(err: OSError, where: str | Path) -> tuple[str, int]:
+    """The one line, and the exit status (write_fix), for an OSError writing into `where`."""
     what = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
-    fix = "free some space" if full else "make it writable or choose another with --out"
-    return f"cannot write into {where} ({what}); {fix}, then run the same command again", 1 if full else 2
+    fix, code = write_fix(err, "make it writable or choose another with --out")
+    return f"cannot write into {where} ({what}); {fix}, then run the same command again", code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         except BuildError as err:
             print(f"ablate: {err}", file=sys.stderr)
             return 2
+        except BrokenPipeError:  # `ablate report build | head`: the reader has gone (ablate.cli says so)
+            raise
         except OSError as err:  # a full disk, a read-only checkout: one line, not a traceback (issue 41)
             line, code = cannot_write(err, args.out)
             print(f"ablate: {line}", file=sys.stderr)

@@ -203,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ResultsError, CompareError, DataFileError) as err:
         print(f"ablate: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise
     except OSError as err:  # a full disk, a read-only checkout: one line, not a traceback (issue 41)
         from .cli import cannot_write
 

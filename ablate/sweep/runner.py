@@ -24,6 +24,7 @@ after run; a run stopped by SIGTERM is interrupted (it resumes), not failed.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -654,17 +655,21 @@ class Runner:
         its end can no longer be read. Its runs die with it (die_with_parent), as after a kill -9: they resume
         from their checkpoints. Each is made sure to have stopped (SIGTERM, SIGKILL after 30 s) and is counted
         as what it recorded, else interrupted, never failed with an error of the runner's making; the sweep
-        stops, saying so in one line. Returns the ended runs that were not forked (DDP), finished as usual."""
-        lost = [a for a, _ in ended if forked(a.run)] + [a for a in self.active.values() if forked(a.run)]
+        stops, saying so in one line. Returns the other ended runs (DDP runs, forked runs that ended for reasons
+        of their own), to be finished as usual."""
+        lost = ([a for a, code in ended if forked(a.run) and code == worker.LOST]
+                + [a for a in self.active.values() if forked(a.run)])
         for active in lost:
-            if worker.running(active.process.pid):
-                os.kill(active.process.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):  # it may end (and be reaped) meanwhile
+                if worker.running(active.process.pid):
+                    os.kill(active.process.pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
         for active in lost:
             while worker.running(active.process.pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if worker.running(active.process.pid):
-                os.kill(active.process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                if worker.running(active.process.pid):
+                    os.kill(active.process.pid, signal.SIGKILL)
             if active.conn is not None:
                 active.conn.close()
             self.active.pop(active.run.run_id, None)
@@ -675,7 +680,7 @@ class Runner:
             progress.finish(active.run.run_id, outcome, self._label(active.run) + note)
         self.stop = self.stop or (f"the forkserver that starts its runs (process {server}) died (killed?); its "
                                   f"{len(lost)} run(s) were stopped, none is lost: run the same command again to go on")
-        return [(a, code) for a, code in ended if not forked(a.run)]
+        return [(a, code) for a, code in ended if a not in lost]  # ended for reasons of their own: as usual
 
     def _stop_all(self, report: Report, progress: Progress) -> None:
         for active in self.active.values():  # SIGTERM: a worker dies at once (its DDP ranks with it)
