@@ -328,8 +328,8 @@ class Config:
             raise ConfigError(f"run.group is {len(self.run.group)} characters, too long for its W&B group "
                               f"'<group>-{self.budget}' (at most {NAME_MAX}); use at most "
                               f"{NAME_MAX - len(self.budget) - 1} characters")
-        need = self.data.seq_len() + (1 if self.pooling == "cls" else 0)
-        if self.model.pos_enc == "learned" and self.model.max_len < need:
+        need = self.longest
+        if self.model.pos_enc == "learned" and self.encoder.max_len < need:
             raise ConfigError(
                 f"model.max_len={self.model.max_len} is shorter than the longest sequence ({need}) "
                 f"of data.task={self.data.task}; set model.max_len={need} or more"
@@ -339,6 +339,17 @@ class Config:
         if task_spec(self.data.task).kind != "classify" and self.pooling != "mean":
             raise ConfigError(f"pooling applies to tasks with one label per sequence (data.task=mnist) only; "
                               f"leave pooling=mean for data.task={self.data.task}")
+
+    @property
+    def longest(self) -> int:
+        """The longest sequence the encoder reads: the task's, and a CLS token with pooling=cls."""
+        return self.data.seq_len() + (1 if self.pooling == "cls" else 0)
+
+    @property
+    def encoder(self) -> EncoderConfig:
+        """The model the task builds: `model`, with max_len=None sized to `longest` (a learned table of
+        exactly the positions the task reads, as the tutorial's torch.randn(1, 28, 64))."""
+        return self.model if self.model.max_len is not None else replace(self.model, max_len=self.longest)
 
 
 # data.* keys that belong to some task (the registry's `keys`); the rest (seed, batch_size,
@@ -693,7 +704,7 @@ def from_dict(data: dict[str, Any]) -> Config:
 # Keys added after runs existed, left out of the identity at these defaults: every run made before them
 # keeps its id (a sweep finds it again instead of running it twice).
 IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None, "model.residual_around": "both",
-                     "model.qk_reparam": False, "trainer.num_nodes": 1}
+                     "model.qk_reparam": False, "trainer.num_nodes": 1, "model.rnn_init": "default"}
 
 
 def with_added_keys(config: dict[str, Any]) -> dict[str, Any]:
@@ -714,7 +725,8 @@ def _key_order() -> dict[str, int]:
 
 def run_id(cfg: Config) -> str:
     """A stable id from the type-converted config (budget included; where/how it is recorded excluded)."""
-    identity = {k: v for k, v in flat(cfg).items()
+    resolved = cfg if cfg.encoder is cfg.model else replace(cfg, model=cfg.encoder)  # max_len=None: the table built
+    identity = {k: v for k, v in flat(resolved).items()
                 if k not in NOT_IDENTITY and not (k in IDENTITY_DEFAULTS and v == IDENTITY_DEFAULTS[k])}
     blob = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]

@@ -92,7 +92,8 @@ def rnn_hidden(m) -> int:
     operations at any size, where matched_hidden counts hidden sizes one by one on a model it builds."""
     if m.rnn_hidden is not None:
         return m.rnn_hidden
-    target = transformer_encoder_params(dataclasses.replace(m, arch="transformer", n_heads=1, pos_enc="none"))
+    target = transformer_encoder_params(dataclasses.replace(m, arch="transformer", rnn_init="default", n_heads=1,
+                                                            pos_enc="none"))
     a, b, g = 2 * m.n_layers - 1, m.d_model + 2 * m.n_layers, GATES[m.arch]
     h = max(1, (math.isqrt(b * b + 4 * a * (target // g)) - b) // (2 * a))  # the root of a h^2 + b h = target / g
     while h > 1 and rnn_params(m.arch, m.d_model, h, m.n_layers) > target:
@@ -110,7 +111,7 @@ def _recurrent(cfg: Config) -> bool:
 def parameter_count(cfg: Config, sizes: dict[str, int] | None = None) -> int:
     """Parameters of the model `ablate.tasks` builds for `cfg`: input embedding, encoder, head. `sizes`: the
     model sizes (in_features/n_classes or n_tokens/n_out) a checkpoint saved, else those `cfg.data` gives."""
-    m, data = cfg.model, cfg.data
+    m, data = cfg.encoder, cfg.data
     d = m.d_model
     if _recurrent(cfg):  # the LSTM/GRU stack in the encoder's place; the head reads its hidden size
         out = rnn_hidden(m)
@@ -128,7 +129,7 @@ def parameter_count(cfg: Config, sizes: dict[str, int] | None = None) -> int:
 
 def _buffer_floats(cfg: Config) -> int:
     """Positional tables held as buffers (built with about as much again in temporaries)."""
-    m = cfg.model
+    m = cfg.encoder
     if m.pos_enc == "sinusoidal":
         return 2 * m.max_len * m.d_model
     if m.pos_enc == "rope":

@@ -32,7 +32,7 @@ ROWS = 28
 
 
 def _cfg(**kw) -> EncoderConfig:
-    return EncoderConfig(**{**dict(d_model=16, n_heads=2, n_layers=2, dropout=0.0), **kw})
+    return EncoderConfig(**{**dict(d_model=16, n_heads=2, n_layers=2, dropout=0.0, max_len=ROWS), **kw})
 
 
 @pytest.mark.parametrize("norm", ["pre", "post", "none"])

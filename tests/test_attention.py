@@ -54,6 +54,7 @@ def test_fused_and_explicit_paths_agree(
         pos_enc=pos_enc,
         norm=norm,
         residual=residual,
+        max_len=7,
         dropout=0.1,  # eval() must switch it off on both paths
     )
     enc = Encoder(cfg).eval()
@@ -227,7 +228,7 @@ def _perm_error(cfg: EncoderConfig, seed: int = 0) -> tuple[float, float, float]
 
 
 def _perm_cfg(**kw) -> EncoderConfig:
-    base = dict(d_model=16, n_heads=4, n_layers=2, dropout=0.0, causal=False, pos_enc="none")
+    base = dict(d_model=16, n_heads=4, n_layers=2, dropout=0.0, causal=False, pos_enc="none", max_len=16)
     base.update(kw)
     return EncoderConfig(**base)
 
@@ -339,14 +340,14 @@ def _sdpa_calls(monkeypatch) -> list[dict]:
     return calls
 
 
-UNBIASED = [p for p in POS_ENCODINGS if isinstance(build_positional(EncoderConfig(pos_enc=p)).scores, NoScoreBias)]
+UNBIASED = [p for p in POS_ENCODINGS if isinstance(build_positional(EncoderConfig(pos_enc=p, max_len=8)).scores, NoScoreBias)]
 
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("pos_enc", UNBIASED)
 def test_without_a_score_bias_the_fused_call_is_the_plain_one(pos_enc, causal, monkeypatch):
     calls = _sdpa_calls(monkeypatch)
-    cfg = EncoderConfig(d_model=8, n_heads=2, n_layers=2, pos_enc=pos_enc, causal=causal)
+    cfg = EncoderConfig(d_model=8, n_heads=2, n_layers=2, pos_enc=pos_enc, causal=causal, max_len=5)
     Encoder(cfg)(torch.randn(2, 5, 8))
     assert len(calls) == 2
     for kw in calls:

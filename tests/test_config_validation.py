@@ -87,7 +87,7 @@ def test_bad_config_raises_value_error_naming_field_value_and_allowed(case):
     ],
 )
 def test_good_configs_build(overrides):
-    cfg = EncoderConfig(**overrides)
+    cfg = EncoderConfig(**{"max_len": 8, **overrides})
     assert Encoder(cfg) is not None
     for key, value in overrides.items():
         assert getattr(cfg, key) == value
@@ -158,6 +158,8 @@ BAD_VALUES = [
     ("model.n_heads", "0", ()),
     ("model.arch", "rnn", ()),
     ("model.rnn_hidden", "0", ()),
+    ("model.rnn_init", "orthogonal", ("model.arch=lstm",)),
+    ("model.rnn_init", "chrono", ()),  # a Transformer has no forget gate
     ("model.d_head", "0", ()),
     ("model.n_layers", "0", ()),
     ("model.n_layers", "1e30", ()),

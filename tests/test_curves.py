@@ -68,7 +68,7 @@ def test_one_hot_fraction_largest_weight_and_entropy_of_known_rows():
 
 def _model(seed: int = 0) -> tuple[SequenceClassifier, tuple[torch.Tensor, torch.Tensor]]:
     torch.manual_seed(seed)
-    model = SequenceClassifier(EncoderConfig(d_model=32, n_heads=4, n_layers=3, dropout=0.1), 28, 10)
+    model = SequenceClassifier(EncoderConfig(d_model=32, n_heads=4, n_layers=3, dropout=0.1, max_len=28), 28, 10)
     x, y = torch.randn(16, 7, 28), torch.randint(0, 10, (16,))
     return model, (x, y)
 

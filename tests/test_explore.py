@@ -57,8 +57,8 @@ def _config(overrides: dict) -> C.Config:
 
 def _model(cfg: C.Config) -> torch.nn.Module:
     if task_spec(cfg.data.task).kind == "classify":
-        return SequenceClassifier(cfg.model, ROWS, CLASSES, cfg.pooling)
-    return TokenModel(cfg.model, TOKENS, TOKENS)
+        return SequenceClassifier(cfg.encoder, ROWS, CLASSES, cfg.pooling)
+    return TokenModel(cfg.encoder, TOKENS, TOKENS)
 
 
 def _sizes(model: torch.nn.Module) -> dict[str, int]:
@@ -107,7 +107,7 @@ def inputs(cfg: C.Config, batch: int = 3, seed: int = 1) -> torch.Tensor:
     return torch.randint(0, TOKENS, (batch, 12), generator=g)
 
 
-COPY = {"data.task": "copy", "data.vocab": TOKENS - 2, "data.length": 4}
+COPY = {"data.task": "copy", "data.vocab": TOKENS - 2, "data.length": 6}  # 13 positions: the page's sentence
 CONFIGS = {
     "tutorial": {},  # learned positions, Post-LN, ReLU, 2 layers, mean pooling
     "none-pre-gelu-1layer": {"model.pos_enc": "none", "model.norm": "pre", "model.activation": "gelu",
@@ -422,7 +422,7 @@ def test_page_bad_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys
     for name, overrides, words in (
             ("histogram", {"data.task": "histogram", "data.vocab": 6, "data.length": 4}, "copy models only"),
             ("reversed", {**COPY, "data.vocab": 6, "data.reverse": True}, "in-order copy models only"),
-            ("short", {**COPY, "data.vocab": 6, "model.max_len": 9}, "needs 13 positions"),
+            ("short", {**COPY, "data.vocab": 6, "data.length": 4}, "needs 13 positions"),
             ("copy-alone", {**COPY, "data.vocab": 6}, "at least one MNIST-row model")):
         (tmp_path / name).mkdir()
         random_model(tmp_path / name, overrides)
@@ -477,7 +477,7 @@ def _torch_of_page_model(m: dict) -> TokenModel:
     from ablate.explore.export import PRECISIONS
 
     cfg = _page_config(m)
-    model = TokenModel(cfg.model, m["sizes"]["n_tokens"], m["sizes"]["n_out"])
+    model = TokenModel(cfg.encoder, m["sizes"]["n_tokens"], m["sizes"]["n_out"])
     model.load_state_dict({name: torch.from_numpy(np.frombuffer(base64.b64decode(w["b64"]), PRECISIONS[w["dtype"]])
                                                   .astype(np.float32).reshape(w["shape"]))
                            for name, w in m["weights"].items()})

@@ -48,10 +48,10 @@ def _model(tmp_path: Path, name: str, overrides: dict, seed: int):
     torch.manual_seed(seed)
     if cfg.data.task == "copy":
         sizes = {"n_tokens": cfg.data.vocab + 2, "n_out": cfg.data.vocab}
-        model = TokenModel(cfg.model, sizes["n_tokens"], sizes["n_out"])
+        model = TokenModel(cfg.encoder, sizes["n_tokens"], sizes["n_out"])
     else:
         sizes = {"in_features": 28, "n_classes": 10}
-        model = SequenceClassifier(cfg.model, 28, 10, cfg.pooling)
+        model = SequenceClassifier(cfg.encoder, 28, 10, cfg.pooling)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -65,7 +65,7 @@ def _model(tmp_path: Path, name: str, overrides: dict, seed: int):
 def _variant(model, cfg, **fields):
     import dataclasses
 
-    twin = SequenceClassifier(dataclasses.replace(cfg.model, **fields), 28, 10, cfg.pooling)
+    twin = SequenceClassifier(dataclasses.replace(cfg.encoder, **fields), 28, 10, cfg.pooling)
     twin.load_state_dict(model.state_dict(), strict=False)  # pos_enc=none has no table
     return twin.eval()
 

@@ -45,7 +45,7 @@ def _run(root, name: str, seed: int):
                  **C.parse_overrides(SHIPPED[name]), **SHALLOW.get(name, {})}
     cfg = C.build(overrides, machine=False)
     torch.manual_seed(seed)
-    model = SequenceClassifier(cfg.model, 28, 10, cfg.pooling)
+    model = SequenceClassifier(cfg.encoder, 28, 10, cfg.pooling)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -228,7 +228,7 @@ def test_qkv_and_scores_equal_pytorch_under_the_controls(page, built):
         assert (view["layer"], view["head"], view["query"]) == (1, 2, 5)
         twin = SequenceClassifier(C.build({"tracking": "none", "budget": "quick", "run.probes": "false",
                                            **C.parse_overrides(SHIPPED["tutorial"]), "model.temperature": tau},
-                                          machine=False).model, 28, 10, cfg.pooling)
+                                          machine=False).encoder, 28, 10, cfg.pooling)
         twin.load_state_dict(model.state_dict())
         found = _torch_trace(twin.eval(), x)
         attn = blocks_of(twin)[1].attention

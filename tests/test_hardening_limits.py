@@ -167,7 +167,7 @@ def test_explore_json_refuses_a_huge_config_before_building(tmp_path):
     assert done.returncode == 2, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr[-3000:]
-    assert "model.d_model=65536, model.n_layers=64" in lines[0] and "2,199,105,503,242 parameters" in lines[0]
+    assert "model.d_model=65536, model.n_layers=64" in lines[0] and "2,199,073,783,818 parameters" in lines[0]
     assert not (tmp_path / "out.json").exists()
 
 
@@ -179,7 +179,7 @@ def test_probe_refuses_a_huge_config_before_building(tmp_path):
     assert done.returncode == 2, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr[-3000:]
-    assert "model.d_model=65536, model.n_layers=64" in lines[0] and "2,199,105,503,242 parameters" in lines[0]
+    assert "model.d_model=65536, model.n_layers=64" in lines[0] and "2,199,073,783,818 parameters" in lines[0]
 
 
 def test_explore_checks_the_fit_on_the_meta_device(tmp_path, monkeypatch):
@@ -220,7 +220,7 @@ def test_checkpoint_problem_in_numbers(tmp_path):
     cfg = C.build({"tracking": "none", **HUGE}, machine=False)
     small = limits.HostLimit(8 * GB, "this machine has available")
     problem = limits.checkpoint_problem(cfg, {"in_features": 28, "n_classes": 10}, "model.d_model=65536", small)
-    assert problem == ("its config builds a model of about 8,796 GB (2,199,105,503,242 parameters; "
+    assert problem == ("its config builds a model of about 8,796 GB (2,199,073,783,818 parameters; "
                        "model.d_model=65536), over the 8 GB this machine has available")
     tutorial = C.build({"tracking": "none"}, machine=False)
     assert limits.checkpoint_problem(tutorial, {"in_features": 28, "n_classes": 10}, "", small) is None

@@ -148,7 +148,8 @@ def _model_values() -> list[tuple[str, object]]:
 
 
 # a value that the config accepts only with another (its ConfigError says which)
-COMPANIONS = {("model.qk_reparam", True): {"model.qk_scale": False}}
+COMPANIONS = {("model.qk_reparam", True): {"model.qk_scale": False},
+              **{("model.rnn_init", v): {"model.arch": "lstm"} for v in ("forget1", "chrono")}}
 
 
 @pytest.mark.parametrize("task", ["mnist", "copy"])

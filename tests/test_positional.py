@@ -199,7 +199,7 @@ def test_rope_is_applied_to_queries_and_keys_not_values():
     from ablate.models import MultiHeadAttention, Positional
 
     torch.manual_seed(5)
-    cfg = EncoderConfig(d_model=8, n_heads=2, n_layers=1, pos_enc="rope", dropout=0.0)
+    cfg = EncoderConfig(d_model=8, n_heads=2, n_layers=1, pos_enc="rope", max_len=6, dropout=0.0)
     rope = RoPE(cfg.head_dim, cfg.max_len)
     attn = MultiHeadAttention(cfg, Positional(qk=rope))
     x = torch.randn(2, 6, 8)

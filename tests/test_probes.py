@@ -51,7 +51,7 @@ ROWS = 28  # MNIST: 28 rows of 28 pixels
 
 
 def _config(**kw) -> EncoderConfig:
-    base = dict(d_model=32, n_heads=4, n_layers=2, pos_enc="none", dropout=0.0)
+    base = dict(d_model=32, n_heads=4, n_layers=2, pos_enc="none", dropout=0.0, max_len=ROWS)
     base.update(kw)
     return EncoderConfig(**base)
 
@@ -220,7 +220,7 @@ def test_probe_logits_match_the_models_own_attention(pos_enc):
 
 def _deep(norm: str, residual: bool, seed: int) -> tuple[dict, dict]:
     torch.manual_seed(seed)
-    model = SequenceClassifier(EncoderConfig(n_layers=16, norm=norm, residual=residual), ROWS, 10)
+    model = SequenceClassifier(EncoderConfig(n_layers=16, norm=norm, residual=residual, max_len=ROWS), ROWS, 10)
     x, y = _rows(64, seed)  # with 16 rows, seed 3 of 0..19 inverts the grad_ratio order; 64: none
     return token_collapse(model, x), gradient_flow(model, (x, y))
 

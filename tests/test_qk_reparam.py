@@ -130,7 +130,7 @@ def test_init_is_the_scaled_models_draw_times_c():
     """The same random numbers as the scaled model: W_Q, W_K, b_Q, b_K times c exactly, every other
     parameter equal to the bit (SplitQKV draws nothing of its own), and the same count."""
     for init in ("default", "xavier", "unit", "small"):
-        cfg = dict(d_model=16, n_heads=2, d_head=64, n_layers=2, init=init)
+        cfg = dict(d_model=16, n_heads=2, d_head=64, n_layers=2, init=init, max_len=8)
         torch.manual_seed(0)
         scaled = TokenModel(EncoderConfig(**cfg), n_tokens=8, n_out=6)
         torch.manual_seed(0)
@@ -167,9 +167,9 @@ def test_the_optimiser_steps_w_q_and_w_k_at_lr_times_c_with_eps_over_c():
 
 def test_projections_name_the_same_rows_in_both_layouts():
     torch.manual_seed(0)
-    fused = TokenModel(EncoderConfig(d_model=16, n_heads=2, d_head=8, qk_scale=False), 8, 6).encoder.blocks[0].attention
+    fused = TokenModel(EncoderConfig(d_model=16, n_heads=2, d_head=8, qk_scale=False, max_len=8), 8, 6).encoder.blocks[0].attention
     torch.manual_seed(0)
-    split = TokenModel(EncoderConfig(d_model=16, n_heads=2, d_head=8, qk_scale=False, qk_reparam=True), 8, 6)
+    split = TokenModel(EncoderConfig(d_model=16, n_heads=2, d_head=8, qk_scale=False, qk_reparam=True, max_len=8), 8, 6)
     split = split.encoder.blocks[0].attention
     assert isinstance(split.qkv, SplitQKV) and isinstance(fused.qkv, torch.nn.Linear)
     c = 8**-0.25
@@ -218,9 +218,9 @@ def test_what_breaks_the_equality_is_refused_in_one_line(overrides, needles):
 
 
 def test_run_ids_of_existing_configs_are_unchanged():
-    old = ("data.task=copy", "model.pos_enc=none", "budget=quick", "seed=3", "optim.lr=0.001")
+    old = ("data.task=copy", "model.pos_enc=none", "budget=quick", "seed=3", "optim.lr=0.001", "model.max_len=512")
     build = lambda *items: C.build(C.parse_overrides(list(items)))  # noqa: E731
-    assert C.run_id(build("model.qk_reparam=false")) == "bfbc209f3f36"
+    assert C.run_id(build("model.qk_reparam=false", "model.max_len=512")) == "bfbc209f3f36"
     assert C.run_id(build(*old, "model.qk_reparam=false")) == "1e9176e96fdb"
     assert C.run_id(build(*old, "model.qk_scale=false", "model.qk_reparam=true")) != C.run_id(
         build(*old, "model.qk_scale=false"))

@@ -131,9 +131,10 @@ def test_the_dotted_key_reaches_the_model_and_is_refused_there_too():
 
 def test_run_ids_of_existing_configs_are_unchanged():
     """The pinned ids of tests/test_config.py: the new key at its default leaves them as they were."""
-    old = ("data.task=copy", "model.pos_enc=none", "budget=quick", "seed=3", "optim.lr=0.001")
+    old = ("data.task=copy", "model.pos_enc=none", "budget=quick", "seed=3", "optim.lr=0.001", "model.max_len=512")
     build = lambda *items: C.build(C.parse_overrides(list(items)))  # noqa: E731
-    assert C.run_id(build()) == C.run_id(build("model.residual_around=both")) == "bfbc209f3f36"
+    wide = "model.max_len=512"  # the default these ids were made with (tests/test_config.py)
+    assert C.run_id(build(wide)) == C.run_id(build(wide, "model.residual_around=both")) == "bfbc209f3f36"
     assert C.run_id(build(*old, "model.residual_around=both")) == "1e9176e96fdb"
     ids = {C.run_id(build(*old, f"model.residual_around={a}")) for a in ("both", "attention", "ffn")}
     assert len(ids) == 3

@@ -266,7 +266,7 @@ def test_probes_of_an_rnn_measure_its_hidden_states_and_leave_attention_out(arch
     assert "attention" not in arrays
     assert arrays["resid_norm"].shape == (2,) and arrays["cosine"].shape == (2,)
     assert not_applicable(model) == NOT_APPLICABLE_TO_RNN
-    assert not_applicable(TokenModel(EncoderConfig(d_model=16, n_heads=2), 8, 6)) == ()
+    assert not_applicable(TokenModel(EncoderConfig(d_model=16, n_heads=2, max_len=8), 8, 6)) == ()
     # periodic probes: the same part, measured alone
     assert periodic_probes(model, (x, y)) == periodic_part({k: scalars[k] for k in periodic_probes(model, (x, y))})
 

@@ -73,9 +73,9 @@ def _shapes(cfg, kind: str, sizes: dict[str, int]) -> dict[str, Any]:
 
     with torch.device("meta"):
         if kind == "classify":
-            model = SequenceClassifier(cfg.model, sizes["in_features"], sizes["n_classes"], cfg.pooling)
+            model = SequenceClassifier(cfg.encoder, sizes["in_features"], sizes["n_classes"], cfg.pooling)
         else:
-            model = TokenModel(cfg.model, sizes["n_tokens"], sizes["n_out"])
+            model = TokenModel(cfg.encoder, sizes["n_tokens"], sizes["n_out"])
     return model.state_dict()
 
 
@@ -185,7 +185,7 @@ def export_model(source: Path, precision: str = "float32") -> dict[str, Any]:
                            "give a last.ckpt written by `ablate train` with this version")
     return {
         "format": FORMAT, "version": VERSION, "kind": kind, "sizes": sizes, "pooling": cfg.pooling,
-        "model": _encoder_fields(cfg.model), "config": flat(cfg),
+        "model": _encoder_fields(cfg.encoder), "config": flat(cfg),
         "weights": {name: _tensor(weights[name], precision) for name in expected},
         "params": int(sum(t.numel() for t in expected.values())), "global_step": int(ckpt["global_step"]),
         "metrics": _metrics(path),

@@ -18,33 +18,29 @@ Each model serves the tutorial's demos it is named for; one model serves several
                     tutorial's sentence 猫坐在垫子上 (six tokens, ids 0..5 of data.vocab=10) is in distribution:
                     with learned positions, and without any (order-blind: it can only guess); demo 1's Q1 part
 
-max_len=28: the learned table holds the 28 rows it is used for (at 512 it is a third of the tutorial's
-parameters, and would make the heads-h family unequal in size); rows 28..511 are never read on MNIST rows, so
-the model computes the same function. The two eight-block models train for 2 epochs instead of the quick
-budget's 4 (188 steps): at 4 one took over 10 minutes on this machine's 2 shared cores.
+The two eight-block models train for 2 epochs instead of the quick budget's 4 (188 steps): at 4 one took over 10 minutes on this machine's 2 shared cores.
 """
 
 from __future__ import annotations
 
-ROWS = ["model.max_len=28"]
-# the copy task at the tutorial sentence's length: 6 tokens, SEP, 6 blanks = 13 positions, all the table needs
-COPY = ["data.task=copy", "data.length=6", "data.vocab=10", "model.max_len=13"]
+# the copy task at the tutorial sentence's length: 6 tokens, SEP, 6 blanks = 13 positions (the table's rows)
+COPY = ["data.task=copy", "data.length=6", "data.vocab=10"]
 DEEP = ["trainer.max_epochs=2"]  # eight blocks: half the quick budget's epochs keeps a run within 10 minutes here
 
 SHIPPED: dict[str, list[str]] = {
-    "tutorial": ROWS,
-    "heads-1": ["model.n_heads=1", *ROWS],
-    "heads-2": ["model.n_heads=2", *ROWS],
-    "heads-8": ["model.n_heads=8", *ROWS],
+    "tutorial": [],
+    "heads-1": ["model.n_heads=1"],
+    "heads-2": ["model.n_heads=2"],
+    "heads-8": ["model.n_heads=8"],
     "no-pe": ["model.pos_enc=none"],
     "sinusoidal": ["model.pos_enc=sinusoidal"],
     "rope": ["model.pos_enc=rope"],
-    "pre-ln": ["model.norm=pre", *ROWS],
-    "unscaled-dk512": ["model.qk_scale=false", "model.n_heads=1", "model.d_head=512", "model.n_layers=1", *ROWS],
-    "residual-8": ["model.n_layers=8", *ROWS, *DEEP],
-    "no-residual-8": ["model.residual=false", "model.n_layers=8", *ROWS, *DEEP],
-    "ffn-1": ["model.ffn_mult=1", *ROWS],
-    "ffn-8": ["model.ffn_mult=8", *ROWS],
+    "pre-ln": ["model.norm=pre"],
+    "unscaled-dk512": ["model.qk_scale=false", "model.n_heads=1", "model.d_head=512", "model.n_layers=1"],
+    "residual-8": ["model.n_layers=8", *DEEP],
+    "no-residual-8": ["model.residual=false", "model.n_layers=8", *DEEP],
+    "ffn-1": ["model.ffn_mult=1"],
+    "ffn-8": ["model.ffn_mult=8"],
     "copy": COPY,
     "copy-no-pe": [*COPY, "model.pos_enc=none"],
 }

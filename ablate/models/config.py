@@ -16,6 +16,7 @@ POS_ENC_NAMES = ("none", "sinusoidal", "learned", "rope", "alibi")  # positional
 INIT_NAMES = ("default", "xavier", "small", "unit")  # attention.INITS
 RNN_CELL_NAMES = ("lstm", "gru")  # rnn.RNN_CELLS
 ARCH_NAMES = ("transformer", *RNN_CELL_NAMES)
+RNN_INIT_NAMES = ("default", "forget1", "chrono")  # rnn.RNN_INITS
 # Positional schemes an RNN can take: those added to the input; rope and alibi act on attention scores.
 RNN_POS_ENC = ("none", "sinusoidal", "learned")
 
@@ -60,7 +61,7 @@ def at_least(low: int) -> Bound:
 
 
 POSITIVE = Bound(float, lambda v: 0 < v < math.inf, "a finite number > 0")
-# Every numeric field of EncoderConfig (None passes where the field may be null: d_head, rnn_hidden).
+# Every numeric field of EncoderConfig (None passes where the field may be null: d_head, max_len, rnn_hidden).
 BOUNDS: dict[str, Bound] = {
     "d_model": at_least(1),
     "n_heads": at_least(1),
@@ -123,10 +124,12 @@ class EncoderConfig:
     pos_enc: Literal[POS_ENC_NAMES] = option("learned", "positional encoding (each scheme: models/positional.py)")
     causal: bool = option(False, "each position attends only to itself and earlier ones")
     init: Literal[INIT_NAMES] = option("default", "Q/K/V/O init; unit: W_Q, W_K ~ N(0, 1/d_model), unit-variance q, k (models/attention.py)")
-    max_len: int = option(512, "longest sequence the learned table holds")
+    max_len: int | None = option(None, "longest sequence the positional table holds; None: the task's longest (ablate.config)")
     learned_std: float = option(1.0, "learned positions start N(0, learned_std^2): the tutorial's torch.randn; 0.02 is BERT's")
     dropout: float = option(0.1, "PyTorch's placement: attention weights, both sub-layer outputs, FFN hidden; RNN: between layers")
     rnn_hidden: int | None = option(None, "arch=lstm/gru: hidden size; None = the size whose parameters match the Transformer's")
+    rnn_init: Literal[RNN_INIT_NAMES] = option("default", "arch=lstm: gate biases; forget1: forget bias 1 (Gers et al. 2000), "
+                                                           "chrono: b_f ~ log U(1, max_len - 1), b_i = -b_f (Tallec & Ollivier 2018)")
 
     def __post_init__(self) -> None:
         _choice("arch", self.arch, ARCH_NAMES)
@@ -172,6 +175,10 @@ class EncoderConfig:
         """An RNN has no attention, FFN, norms or residuals: a toggle of those set away from its default
         would be silently ignored, so it is refused; so are score-level positions (rope, alibi) and
         rnn_hidden on a Transformer."""
+        _choice("rnn_init", self.rnn_init, RNN_INIT_NAMES)
+        if self.rnn_init != "default" and self.arch != "lstm":  # the forget gate is the LSTM's
+            raise ValueError(f"rnn_init={self.rnn_init!r} sets an LSTM's forget gate and does not apply to "
+                             f"arch={self.arch!r}; leave rnn_init=default or choose arch=lstm")
         if self.arch == "transformer":
             if self.rnn_hidden is not None:
                 raise ValueError(f"rnn_hidden={self.rnn_hidden!r} does not apply to arch='transformer'; "

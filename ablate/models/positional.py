@@ -159,15 +159,18 @@ def _none(cfg: EncoderConfig) -> Positional:
 
 
 def _sinusoidal(cfg: EncoderConfig) -> Positional:
-    return Positional(input=SinusoidalPE(cfg.d_model, cfg.max_len))
+    return Positional(input=SinusoidalPE(cfg.d_model, cfg.max_len or 0))  # None: each length computed when met
 
 
 def _learned(cfg: EncoderConfig) -> Positional:
+    if cfg.max_len is None:
+        raise ValueError("pos_enc='learned' needs max_len, the rows of its table (ablate.config.Config sets it "
+                         "to the task's longest sequence); set max_len")
     return Positional(input=LearnedPE(cfg.d_model, cfg.max_len, cfg.learned_std))
 
 
 def _rope(cfg: EncoderConfig) -> Positional:
-    return Positional(qk=RoPE(cfg.head_dim, cfg.max_len))
+    return Positional(qk=RoPE(cfg.head_dim, cfg.max_len or 0))
 
 
 def _alibi(cfg: EncoderConfig) -> Positional:

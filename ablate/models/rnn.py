@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from .config import RNN_CELL_NAMES, registry_names
+from .config import RNN_CELL_NAMES, RNN_INIT_NAMES, registry_names
 from .positional import build_positional
 
 if TYPE_CHECKING:  # at run time cfg is duck-typed
@@ -53,7 +53,7 @@ def transformer_params(cfg: EncoderConfig) -> int:
 
     from .encoder import Encoder
 
-    same = replace(cfg, arch="transformer", rnn_hidden=None, pos_enc="none", n_heads=1)
+    same = replace(cfg, arch="transformer", rnn_hidden=None, rnn_init="default", pos_enc="none", n_heads=1)
     with torch.device("meta"):
         return sum(p.numel() for p in Encoder(same).parameters())
 
@@ -75,6 +75,37 @@ def matched_hidden(cfg: EncoderConfig) -> int:
     return hidden + 1 if above - target < target - below else hidden
 
 
+def _forget_bias(rnn: nn.LSTM, forget: torch.Tensor, input_gate: torch.Tensor | None = None) -> None:
+    """Set the LSTM's forget-gate bias (and the input gate's) to these values: torch adds bias_ih and bias_hh,
+    so the value goes in bias_ih and that gate's part of bias_hh is zeroed. Gate order: i, f, g, o."""
+    h = rnn.hidden_size
+    with torch.no_grad():
+        rnn.bias_ih_l0[h:2 * h].copy_(forget)
+        rnn.bias_hh_l0[h:2 * h].zero_()
+        if input_gate is not None:
+            rnn.bias_ih_l0[:h].copy_(input_gate)
+            rnn.bias_hh_l0[:h].zero_()
+
+
+def _forget1(rnn: nn.LSTM, t_max: int) -> None:
+    _forget_bias(rnn, torch.ones(rnn.hidden_size))  # Gers et al. 2000; Jozefowicz et al. 2015
+
+
+def _chrono(rnn: nn.LSTM, t_max: int) -> None:
+    """Tallec & Ollivier 2018, "Can recurrent neural networks warp time?", sec. 4: b_f ~ log(U(1, T_max - 1)),
+    b_i = -b_f, so each unit starts with a memory time drawn up to the longest dependency T_max."""
+    if t_max < 3:
+        raise ValueError(f"rnn_init='chrono' draws memory times up to max_len - 1 and needs max_len >= 3, got "
+                         f"{t_max or None}; set max_len (ablate.config.Config sets it to the task's longest sequence)")
+    forget = torch.log(torch.empty(rnn.hidden_size).uniform_(1.0, t_max - 1.0))
+    _forget_bias(rnn, forget, -forget)
+
+
+# model.rnn_init: what is done to a freshly built (torch-initialised) LSTM layer, given T_max = model.max_len
+RNN_INITS = {"default": lambda rnn, t_max: None, "forget1": _forget1, "chrono": _chrono}
+registry_names(RNN_INITS, RNN_INIT_NAMES, "models/rnn.py:RNN_INITS")
+
+
 class RecurrentLayer(nn.Module):
     """One uni-directional LSTM/GRU layer, then dropout on its outputs (none after the last layer).
 
@@ -82,10 +113,11 @@ class RecurrentLayer(nn.Module):
     weights), and `sublayers` is {"rnn": self}, whose output[0] is the layer's hidden state (B, T, h).
     Public parts: `rnn` (the torch module: weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0)."""
 
-    def __init__(self, arch: str, d_in: int, hidden: int, dropout: float):
+    def __init__(self, arch: str, d_in: int, hidden: int, dropout: float, init: str = "default", t_max: int = 0):
         super().__init__()
         cell = RNN_CELLS[arch][0]
         self.rnn = cell(d_in, hidden, num_layers=1, batch_first=True)
+        RNN_INITS[init](self.rnn, t_max)
         self.drop = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
 
     @property
@@ -118,7 +150,7 @@ class RecurrentEncoder(nn.Module):
         widths = [cfg.d_model] + [self.hidden] * (cfg.n_layers - 1)
         last = cfg.n_layers - 1
         self.blocks = nn.ModuleList(
-            RecurrentLayer(cfg.arch, d_in, self.hidden, cfg.dropout if i < last else 0.0)
+            RecurrentLayer(cfg.arch, d_in, self.hidden, cfg.dropout if i < last else 0.0, cfg.rnn_init, cfg.max_len or 0)
             for i, d_in in enumerate(widths)
         )
 

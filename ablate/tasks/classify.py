@@ -33,7 +33,7 @@ class ClassifyRows(EncoderTask):
         self.register_buffer("perm", perm, persistent=False)
 
     def build_model(self, cfg: Config, in_features: int, n_classes: int) -> SequenceClassifier:
-        return SequenceClassifier(cfg.model, in_features, n_classes, cfg.pooling)
+        return SequenceClassifier(cfg.encoder, in_features, n_classes, cfg.pooling)
 
     def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits, y)

@@ -28,7 +28,7 @@ class CopyTokens(EncoderTask):
         self.test_seq_acc = MeanMetric()
 
     def build_model(self, cfg: Config, n_tokens: int, n_out: int) -> TokenModel:
-        return TokenModel(cfg.model, n_tokens, n_out)
+        return TokenModel(cfg.encoder, n_tokens, n_out)
 
     def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.reshape(-1, self.n_out), y.reshape(-1), ignore_index=IGNORE)
