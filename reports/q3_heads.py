@@ -74,10 +74,17 @@
 #
 # | anchor | primary test (sweep · variants · metric) | why this test |
 # | --- | --- | --- |
-# | Vaswani §3.2.2: one head averages (**the tutorial's claim**) | `heads_poshist` · **2 heads vs 1** · test accuracy, paired by seed · greater | two relations of different kinds, the smallest split that gives each a head; chance as the floor (a run at the position-only level has learned one relation, not nothing) |
+# | Vaswani §3.2.2: one head averages (**the tutorial's claim**) | `heads_poshist` · **2 heads vs 1** · test accuracy, paired by seed · greater | two relations of different kinds, the smallest split that gives each a head; the position-only level as the floor (changed after reading, below) |
 # | Vaswani Table 3 (A): 1 head worse than 8 (side) | `heads_poshist` · **8 heads vs 1** · test accuracy, paired · greater | the paper's comparison at equal compute |
 # | Vaswani Table 3 (A): too many heads worse again (side) | `heads_poshist_16` d_k 4 vs `heads_poshist` 8 heads · test accuracy, paired · less | the most heads this width allows against the base model's 8 |
 # | Bhojanapalli et al. 2020: a head narrower than the sequence is a low-rank bottleneck (side, new) | `heads_poshist_16` · 16 heads at d_k 16 vs at d_k 4 (the sequence is 9 long) · test accuracy, paired · greater | their fix: the head size set by the sequence length, not by d_model / heads |
+#
+# **Changed after the outcome was read** (issue 37): the floor of these tests was chance, with the note that
+# "a run at the position-only level has learned one relation, not nothing". Both arms of the 2-vs-1 test
+# then sat at the position-only level (56.1 % and 56.0 % against 57.5 %; five times the steps did not move
+# them), and the findings' own rule says two arms that both failed are no evidence: for a claim about
+# serving two relations, a run that serves one has failed. The floor is now the position-only level, as
+# the rule asks; the change is marked because the outcome was known when it was made.
 #
 # The `lookup` tests above become supporting once `heads_poshist` is there (the same-kind control).
 # Supporting on `poshist`: 4 vs 1 and 4 vs 2 heads; the accuracy lost when one head alone is masked after
@@ -435,7 +442,10 @@ else:
     ph16 = prepare(R.at_best_lr(PH16.df)) if PH16.ready else None
     if ph is not None:  # the primary tests on two relations of different kinds (issue 24, written before the runs)
         pname, pname_zh = R.TASKS.get("poshist", "poshist"), TASK_ZH.get("poshist", "poshist")
-        floor = float(ph["ref/test/chance"].mean())  # chance: a run at position_only has learned one relation
+        # the floor: the position-only level. A run there has learned one relation of the two, and the claim is
+        # about serving both, so two arms at that level are no evidence on it (the findings' rule). Changed after
+        # the outcome was read (issue 37): the floor was chance (both arms sat at the position-only level).
+        floor = float(ph["ref/test/position_only"].mean())
 
         def ph_at(h):
             return {"model.n_heads": h}
@@ -671,24 +681,33 @@ else:
     short = None  # the answers table: the two-relation task's ladder and whether its heads split the relations
     if ph is not None and ONE in ph_acc and TWO in ph_acc and BASE in ph_acc:
         split = split_row(BASE) if len(heads_split) else None
-        split_en = (f"; with {BASE} heads one head serves each relation in {int(split.iloc[4])} of {int(split.iloc[1])} "
-                    "runs" if split is not None else "")
-        split_zh = (f"；{BASE} 个头时，{int(split.iloc[1])} 次运行中有 {int(split.iloc[4])} 次每种关系各由一个头负责"
+        split_en = (f" (one head per relation in {int(split.iloc[4])} of {int(split.iloc[1])} runs)"
+                    if split is not None else "")
+        split_zh = (f"（{int(split.iloc[1])} 次运行中有 {int(split.iloc[4])} 次每种关系各由一个头负责）"
                     if split is not None else "")
         # how 2 heads compare with 1 and 8 with 1: by the intervals of the paired differences, as the plain answer
         def side(e):
             return 0 if not (e.lo > 0 or e.hi < 0) else (1 if e.lo > 0 else -1)
         two_vs, many_vs = side(two_one_ph), side(eight_one_ph)
-        lead_en = ("Yes, but not as the tutorial says" if many_vs > 0 and two_vs <= 0 else
-                   "Yes" if many_vs > 0 else "Not shown here")
-        lead_zh = ("是的，但并非教程所说的那样" if many_vs > 0 and two_vs <= 0 else "是的" if many_vs > 0 else "这里没有显示出来")
-        two_en = {0: "like one", 1: "above one", -1: "below one"}[two_vs]
-        two_zh = {0: "与一个头相当", 1: "高于一个头", -1: "低于一个头"}[two_vs]
-        short = (f"{lead_en}: on a task needing a positional and a content relation at once, {TWO} heads score "
-                 f"{100 * ph_acc[TWO].mean:.1f} %, {two_en} ({100 * ph_acc[ONE].mean:.1f} %), and {BASE} heads "
-                 f"{100 * ph_acc[BASE].mean:.1f} %{split_en}.",
-                 f"{lead_zh}：在同时需要位置关系和内容关系的任务上，{TWO} 个头的准确率为 {100 * ph_acc[TWO].mean:.1f} %，"
-                 f"{two_zh}（{100 * ph_acc[ONE].mean:.1f} %），{BASE} 个头为 {100 * ph_acc[BASE].mean:.1f} %{split_zh}。")
+        stuck = max(ph_acc[ONE].mean, ph_acc[TWO].mean) <= pos_only + R.LEVEL_MARGIN  # both serve one relation only
+        lead_en = ("Because each head can serve a relation of its own" if many_vs > 0 and split is not None else
+                   "Several heads do better" if many_vs > 0 else "Not shown here")
+        lead_zh = ("因为每个头可以各管一种关系" if many_vs > 0 and split is not None else
+                   "多个头确实更好" if many_vs > 0 else "这里没有显示出来")
+        if stuck:
+            two_en = (f"{TWO} heads ({100 * ph_acc[TWO].mean:.1f} %) stop with one at the positional relation's level "
+                      f"({100 * pos_only:.1f} %): not testable")
+            two_zh = (f"{TWO} 个头（{100 * ph_acc[TWO].mean:.1f} %）和一个头都停在只学会位置关系的水平"
+                      f"（{100 * pos_only:.1f} %），无法检验")
+        else:
+            word = {0: "like one", 1: "above one", -1: "below one"}[two_vs]
+            word_zh = {0: "与一个头相当", 1: "高于一个头", -1: "低于一个头"}[two_vs]
+            two_en = f"{TWO} heads score {100 * ph_acc[TWO].mean:.1f} %, {word} ({100 * ph_acc[ONE].mean:.1f} %)"
+            two_zh = f"{TWO} 个头的准确率为 {100 * ph_acc[TWO].mean:.1f} %，{word_zh}（{100 * ph_acc[ONE].mean:.1f} %）"
+        short = (f"{lead_en}: on a task needing a positional and a content relation at once, {BASE} heads score "
+                 f"{100 * ph_acc[BASE].mean:.1f} % and one head {100 * ph_acc[ONE].mean:.1f} %{split_en}; {two_en}.",
+                 f"{lead_zh}：在同时需要位置关系和内容关系的任务上，{BASE} 个头的准确率为 {100 * ph_acc[BASE].mean:.1f} %，"
+                 f"一个头为 {100 * ph_acc[ONE].mean:.1f} %{split_zh}；{two_zh}。")
     Q.answer(
         plain=plain,
         mechanism=(mech_en, mech_zh),

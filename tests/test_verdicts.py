@@ -132,9 +132,11 @@ def test_primary_checks_need_a_reason_and_a_declared_role():
     (["inconclusive"], "inconclusive"),
     (["agrees", "disagrees", "inconclusive"], "partly disagrees"),
     (["agrees", "inconclusive"], "agrees in part, the rest inconclusive"),
-    (["agrees", "not testable"], "agrees in part, the rest inconclusive"),
+    (["agrees", "not testable"], "agrees in part, the rest not testable here"),  # issue 37: not "inconclusive"
+    (["agrees", "not testable", "inconclusive"], "agrees in part, the rest inconclusive"),
     (["disagrees", "inconclusive"], "disagrees in part, the rest inconclusive"),
-    (["disagrees", "not testable"], "disagrees in part, the rest inconclusive"),
+    (["disagrees", "not testable"], "disagrees in part, the rest not testable here"),
+    (["disagrees", "not testable", "inconclusive"], "disagrees in part, the rest inconclusive"),
     (["not testable", "inconclusive"], "inconclusive"),
     ([], "inconclusive"),
 ])

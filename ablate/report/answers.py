@@ -76,6 +76,8 @@ AGREES, DISAGREES, INCONCLUSIVE, NOT_TESTABLE, NOT_RUN = "agrees", "disagrees", 
 PARTLY_DISAGREES = "partly disagrees"
 AGREES_IN_PART = "agrees in part, the rest inconclusive"
 DISAGREES_IN_PART = "disagrees in part, the rest inconclusive"
+AGREES_IN_PART_UNTESTED = "agrees in part, the rest not testable here"
+DISAGREES_IN_PART_UNTESTED = "disagrees in part, the rest not testable here"
 ALPHA = 0.05  # the level of every test, and the family-wise level of a question's primary tests (Holm)
 KINDS = ("outcome", "mechanism")  # what training shows / what the probes show
 # The verdict words in the tutorial's language (FINDINGS.zh.md, the Holm note of a check).
@@ -88,6 +90,8 @@ VERDICT_ZH = {
     PARTLY_DISAGREES: "部分不符合",
     AGREES_IN_PART: "部分符合，其余无定论",
     DISAGREES_IN_PART: "部分不符合，其余无定论",
+    AGREES_IN_PART_UNTESTED: "部分符合，其余在这里无法检验",
+    DISAGREES_IN_PART_UNTESTED: "部分不符合，其余在这里无法检验",
 }
 PAIRS = ("plain", "mechanism", "outcome", "changes")
 
@@ -325,9 +329,10 @@ def _also(evidence: Words, en: str, zh: str) -> Words:
 
 def overall(verdicts: Sequence[str]) -> str:
     """A question's verdict from its primary checks' verdicts: all the same -> that one; agrees and
-    disagrees -> partly disagrees; agrees with inconclusive / not testable -> agrees in part, the rest
-    inconclusive; disagrees with inconclusive / not testable -> disagrees in part, the rest inconclusive (a
-    disagreement is never hidden); otherwise (none, or only inconclusive and not testable) inconclusive."""
+    disagrees -> partly disagrees; agrees with inconclusive (and maybe not testable) -> agrees in part, the
+    rest inconclusive; agrees with not testable alone -> agrees in part, the rest not testable here (a test
+    that could not be run is not one that ran and could not decide); disagrees likewise (a disagreement is
+    never hidden); otherwise (none, or only inconclusive and not testable) inconclusive."""
     v = set(verdicts)
     if not v:
         return INCONCLUSIVE
@@ -335,10 +340,10 @@ def overall(verdicts: Sequence[str]) -> str:
         return v.pop()
     if AGREES in v and DISAGREES in v:
         return PARTLY_DISAGREES
-    if AGREES in v:
-        return AGREES_IN_PART
-    if DISAGREES in v:
-        return DISAGREES_IN_PART
+    for decided, inconclusive, untested in ((AGREES, AGREES_IN_PART, AGREES_IN_PART_UNTESTED),
+                                            (DISAGREES, DISAGREES_IN_PART, DISAGREES_IN_PART_UNTESTED)):
+        if decided in v:
+            return untested if v - {decided} == {NOT_TESTABLE} else inconclusive
     return INCONCLUSIVE
 
 
