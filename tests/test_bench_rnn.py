@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import io
 import math
+import subprocess
 from dataclasses import fields, replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -185,7 +187,9 @@ def test_csv_shape_of_synthetic_rows():
         serial=lambda n: 5.0,
     )
     lines = list(csv.reader(io.StringIO(to_csv(rows))))
-    assert lines[0] == [f.name for f in fields(Row)]
+    assert lines[0] == [*(f.name for f in fields(Row)), "commit", "dirty"]  # the code's provenance ends each row
+    git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True)
+    assert {line[-2] for line in lines[1:]} == {git.stdout.strip() if git.returncode == 0 else ""}
     assert len(lines) == 1 + 3 * len(NS) + len(NS)
     parsed = list(csv.DictReader(io.StringIO(to_csv(rows))))
     lstm = [r for r in parsed if (r["series"], r["model"]) == ("batch", "lstm")]

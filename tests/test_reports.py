@@ -272,6 +272,11 @@ def check_data_folder(data: Path) -> None:
                             *(curves_file(n) for n in probed)])
     # 3.3 MB at quick (2026-11-30); issue 24 added 480 init-only runs with 16 layers of probes each (1.5 MB)
     assert sum(p.stat().st_size for p in data.iterdir()) < 10_000_000
+    for bench in ("attention_cost.csv", "rnn_cost.csv"):  # the benchmarks' tables: the provenance of a sweep's
+        rows = (data / bench).read_text().splitlines()
+        head = rows[0].split(",")
+        cells = [dict(zip(head, r.split(","), strict=True)) for r in rows[1:]]
+        assert {len(c["commit"]) for c in cells} == {40} and {c["dirty"] for c in cells} <= {"True", "False"}, bench
     meta = json.loads((data / "meta.json").read_text())["sweeps"]
     assert set(meta) == {*SWEEPS, "baseline"}
     for name, m in meta.items():

@@ -188,12 +188,18 @@ def fit(rows: list[Row]) -> list[Row]:
 
 
 def to_csv(rows: list) -> str:
-    """Dataclass rows as CSV, floats to 6 significant digits (bench attention's and bench rnn's --csv)."""
+    """Dataclass rows as CSV, floats to 6 significant digits (bench attention's and bench rnn's --csv), each
+    row ending with the code's commit and whether it had uncommitted changes: the provenance every sweep's
+    table has (meta.json), which the report reads."""
+    from ..provenance import git_state
+
+    code = git_state()
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(asdict(rows[0])), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=[*asdict(rows[0]), "commit", "dirty"], lineterminator="\n")
     writer.writeheader()
     for r in rows:
-        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in asdict(r).items()})
+        writer.writerow({**{k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in asdict(r).items()},
+                         "commit": code["commit"] or "", "dirty": "" if code["dirty"] is None else code["dirty"]})
     return buffer.getvalue()
 
 

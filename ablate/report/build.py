@@ -572,7 +572,8 @@ def read_meta_all(data: Path) -> dict[str, Any]:
                 "runs": len(rows),
                 "budget": f"n = {min(int(x['n']) for x in rows)} … {max(int(x['n']) for x in rows)}",
                 "machine": f"{r.get('device')}, {r.get('threads')} thread(s), torch {r.get('torch')}",
-                "commit": None,
+                "commit": r.get("commit") or None,  # written by `ablate bench` since issue 37
+                "dirty": r.get("dirty") == "True",
                 "date": None,
             }
     return {**meta, "sweeps": sweeps}
