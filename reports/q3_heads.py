@@ -718,4 +718,7 @@ else:
         figure=fig_acc,
         figures=[fig_acc, fig_mech, *([fig_rel] if fig_rel else [])],
         short=short,
+        at_scale=("the reason: whether two heads, one per relation, beat one needs runs that leave the positional "
+                  "relation's level, with more steps or width than here",
+                  "原因：两个头（每种关系一个）是否胜过一个头，需要能越过只学会位置关系水平的运行，即比这里更多的步数或更宽的模型"),
     )

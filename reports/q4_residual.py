@@ -554,4 +554,7 @@ else:
         checks=checks,
         figure=fig_acc,
         figures=[f for f in (fig_acc, fig_grad, fig_collapse) if f is not None],
+        at_scale=("the mechanism: which of gradient flow and token collapse stops a deep plain stack is not settled "
+                  "by 16 layers at this budget",
+                  "机制：深层无残差堆叠学不会，究竟是梯度传不下去还是词元坍缩，16 层、这个预算下还没有定论"),
     )

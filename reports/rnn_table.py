@@ -385,7 +385,11 @@ else:
         "变成无定论。",
     )
     Q_COST.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details="", checks=checks,
-                  figure=fig_cost)
+                  figure=fig_cost,
+                  at_scale=("on parallel hardware (a GPU) the Transformer computes every position of a step at once, "
+                            "the LSTM one position after another; here both ran on CPU threads",
+                            "在并行硬件（GPU）上，Transformer 一步之内同时计算所有位置，LSTM 只能逐个位置计算；"
+                            "这里两者都在 CPU 线程上运行"))
 
 # %% [markdown]
 # ## 2 · Long-range dependencies: copy against length
@@ -874,7 +878,12 @@ else:
                  f"{a['transformer', hi]:.0f} %；间隔 {hi} 时 Transformer − LSTM = {100 * top_lag.diff:+.0f} 个百分点。")
     Q_LONG.answer(plain=plain, mechanism=mechanism, outcome=(" ".join(out_en), "".join(out_zh)), changes=changes, short=short,
                   details=" ".join(d for d in details if d), checks=checks,
-                  figure=figures_long[0] if figures_long else None, figures=figures_long)
+                  figure=figures_long[0] if figures_long else None, figures=figures_long,
+                  at_scale=("the LSTM's recall at long lags: with more steps, its standard remedies (forget-gate "
+                            "initialisation, model.rnn_init, and gradient clipping) and tuning, an LSTM of this size may "
+                            "hold a token far longer than it did here",
+                            "LSTM 在长间隔上的回忆：训练更多步、用上标准的补救办法（遗忘门初始化 model.rnn_init 和梯度裁剪）"
+                            "并调参后，这样大小的 LSTM 可能把一个词元记得比这里久得多"))
 
 # %% [markdown]
 # ## 3 · Position information: no positional encoding on either side
@@ -1057,6 +1066,13 @@ else:
 
 # %% [markdown]
 # ## 4 · The tutorial's MNIST model against an LSTM of matched size
+#
+# **Changed after the outcome was read** (issue 37): the sameness test on MNIST accuracy (±0.5 points at
+# convergence) was this row's verdict on the tutorial, but the tutorial claims nothing about the two models'
+# accuracy; the test is ablate's reading of its table. It stays, as a side anchor with its own verdict, and
+# the row reports the measured difference as a measurement; the tutorial's own claim in this row is that a
+# Transformer trains faster because it computes all positions at once (Vaswani §1), not testable on one CPU
+# thread.
 # Left: test accuracy of each variant at its chosen learning rate. Right: seconds per training epoch,
 # from the training throughput (training examples / samples per second), which leaves out validation,
 # test and probes; every run trained on one CPU thread.
@@ -1076,7 +1092,7 @@ SAME_ACC = R.Anchor(
     "the table compares how the two compute, not what they can learn: on 28 rows an LSTM of the same size is "
     "not expected to be less accurate",
     "这张表比较的是两者如何计算，而不是能学到什么：在 28 行的输入上，同样大小的 LSTM 不应更不准确",
-    tutorial=True,
+    tutorial=False,  # ablate's reading of the table, not a claim the tutorial makes (changed after reading, issue 37)
 )
 Q_MNIST = R.question("rnn-mnist", anchors=[PARALLEL, SAME_ACC])
 display(Q_MNIST)
@@ -1174,11 +1190,15 @@ else:
                  + plain[0][1:],
                  f"训练到收敛后（{conv_tut.n} 和 {conv_ls.n} 个种子）：教程的 Transformer {zh(conv_tut)}，LSTM {zh(conv_ls)}，"
                  f"相差 {zh(conv_diff)}（按种子配对）。在 quick 预算下：" + plain[1])
-        mnist_short = (f"Trained to convergence on MNIST rows ({conv_tut.n} seeds each), the tutorial's Transformer reaches "
-                       f"{100 * conv_tut.mean:.1f} %, the LSTM of matched size {100 * conv_ls.mean:.1f} % (difference "
-                       f"{100 * conv_diff.diff:+.2f} points, paired by seed).",
-                       f"在 MNIST 按行输入上训练到收敛（各 {conv_tut.n} 个种子），教程的 Transformer 达到 {100 * conv_tut.mean:.1f} %，"
-                       f"参数量匹配的 LSTM 为 {100 * conv_ls.mean:.1f} %（相差 {100 * conv_diff.diff:+.2f} 个百分点，按种子配对）。")
+        better = ("the LSTM is more accurate" if conv_diff.hi < 0 else "the Transformer is more accurate"
+                  if conv_diff.lo > 0 else "no difference resolved")
+        better_zh = ("LSTM 更准确" if conv_diff.hi < 0 else "Transformer 更准确" if conv_diff.lo > 0 else "差别不显著")
+        mnist_short = (f"A measurement: trained to convergence on MNIST rows ({conv_tut.n} seeds each), the tutorial's "
+                       f"Transformer reaches {100 * conv_tut.mean:.1f} %, the LSTM of matched size {100 * conv_ls.mean:.1f} % "
+                       f"(difference {conv_diff}, paired by seed: {better}).",
+                       f"这是一项测量：在 MNIST 按行输入上训练到收敛（各 {conv_tut.n} 个种子），教程的 Transformer 达到 "
+                       f"{100 * conv_tut.mean:.1f} %，参数量匹配的 LSTM 为 {100 * conv_ls.mean:.1f} %（相差 {zh(conv_diff)}，"
+                       f"按种子配对：{better_zh}）。")
     out_en = ("Test accuracy: " + "; ".join(f"{v} {R.estimate(rows, 'test/acc', {'variant': v})}" for v in variants_in(rows))
               + ". Seconds per training epoch: " + "; ".join(
                   f"{v} {R.estimate(rows, EPOCH_S, {'variant': v}, scale='log')}" for v in variants_in(rows))

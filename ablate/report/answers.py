@@ -488,11 +488,14 @@ class Question:
     def answer(self, *, plain: tuple[str, str] | None = None, mechanism: tuple[str, str] | None = None,
                outcome: tuple[str, str] | None = None, changes: tuple[str, str] | None = None, details: str = "",
                checks: Sequence[Check] = (), figure: str | Path | None = None,
-               figures: Sequence[str | Path] = (), short: tuple[str, str] | None = None) -> dict[str, Any]:
+               figures: Sequence[str | Path] = (), short: tuple[str, str] | None = None,
+               at_scale: tuple[str, str] | None = None) -> dict[str, Any]:
         """Show the Answer (Markdown) and hand the builder the same content (JSON); returns it.
         `plain`, `mechanism`, `outcome`, `changes`: (English, Chinese) pairs formatted from the same values.
         `short`: the answer in one sentence with the number that decides it, for the findings' answers table
-        (at most SHORT_LIMIT characters each; without it the table shows the plain answer's first sentence)."""
+        (at most SHORT_LIMIT characters each; without it the table shows the plain answer's first sentence).
+        `at_scale`: what of this answer is expected to move at a larger scale than it was measured at (more
+        steps, width, length, parallel hardware), and why; the answers table marks the answer and says it."""
         given = {"plain": plain, "mechanism": mechanism, "outcome": outcome, "changes": changes}
         missing = [k for k, v in given.items() if v is None]
         if missing:
@@ -507,6 +510,7 @@ class Question:
         checked, multiplicity = correct(checks)
         data = self.payload(status="answered", details=str(details).strip(), checks=checked, multiplicity=multiplicity,
                             figure=figure, figures=figures, **pairs)
+        data["at_scale"] = _pair("at_scale", at_scale) if at_scale is not None else {"en": "", "zh": ""}
         show(data)
         return data
 

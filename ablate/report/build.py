@@ -135,9 +135,16 @@ TEXT: dict[str, tuple[str, str]] = {
     "summary": ("Answers at a glance", "答案一览"),
     "glossary": ("", "术语表"),
     "glossary_head": ("", "术语 | 英文 | 含义"),
-    "summary_head": ("question or claim | the answer | verdict on the tutorial's claim | "
+    "summary_head": ("question or claim | the answer | verdict on the tutorial's claim | measured at | "
                      "published side anchors (each its own verdict)",
-                     "问题或论断 | 答案 | 对教程论断的判定 | 其他已发表的论断（各自判定）"),
+                     "问题或论断 | 答案 | 对教程论断的判定 | 测量规模 | 其他已发表的论断（各自判定）"),
+    "scale_runs": ("{budgets} budget, {devices}", "{budgets} 预算，{devices}"),
+    "scale_bench": ("benchmark, {devices}", "基准测试，{devices}"),
+    "scale_mark": (" †", " †"),
+    "scale_sep": (", ", "、"),
+    "scale_note": ("† Expected to move at a larger scale (more steps, width or length, or parallel hardware): {items}",
+                   "† 在更大规模（更多步数、更宽的模型、更长的序列或并行硬件）下预计会变化：{items}"),
+    "scale_item": ("{title}: {text}", "{title}：{text}"),
     "side_none": ("—", "—"),
     "side_item": ("{cite}: {verdict}", "{cite}：{verdict}"),
     "side_sep": ("; ", "；"),
@@ -857,6 +864,26 @@ def wrap_md(text: str, lang: str) -> str:
 _STARTS_BLOCK = re.compile(r"(\d+[.)]\s|[-+*>]\s|#|\||=+\s*$|-+\s*$)")
 
 
+def scale_of(a: dict[str, Any], meta: dict[str, Any], lang: str) -> str:
+    """At what scale an answer was measured, from its tables' provenance: the budgets of its sweeps and the
+    devices they ran on ("quick budget, CPU"), or a benchmark's; a † when the answer says what may move."""
+    tables = [meta["sweeps"][s] for s in a.get("sweeps") or [] if meta["sweeps"].get(s)]
+    sep = say("scale_sep", lang)
+    devices = sep.join(sorted({str(m.get("machine") or "").split(" ")[0].rstrip(",").upper()
+                               for m in tables if m.get("machine")})) or "—"
+    runs = sorted({str(m["budget"]) for m in tables if m.get("budget") and not str(m["budget"]).startswith("n =")})
+    text = (say("scale_runs", lang, budgets=sep.join(runs), devices=devices) if runs
+            else say("scale_bench", lang, devices=devices) if tables else "—")
+    return text + (say("scale_mark", lang) if (a.get("at_scale") or {}).get(lang) else "")
+
+
+def scale_note(answers: list[dict[str, Any]], lang: str) -> str:
+    """The line under the answers table: each answer marked † and what of it may move at a larger scale."""
+    items = [say("scale_item", lang, title=title_of(a, lang), text=a["at_scale"][lang])
+             for a in answers if (a.get("at_scale") or {}).get(lang)]
+    return say("scale_note", lang, items=say("side_sep", lang).join(items)) if items else ""
+
+
 def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, source: Path, where: Path,
                 lang: str = "en") -> str:
     """FINDINGS.md (lang "en") or FINDINGS.zh.md ("zh"), the page a reader takes in at a glance: the answers
@@ -865,8 +892,9 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
     at the end. Every fixed sentence from TEXT, every number from the payloads."""
     answers = [(b, a) for b in built for a in b.answers]
     summary = [[f"[{title_of(a, lang)}](#{slug(title_of(a, lang))})", short_of(a, lang), verdict_word(a["verdict"], lang),
-                side_text(a, lang) or say("side_none", lang)] for _, a in answers]
-    summary += [[b.name, say("failed_row", lang, error=b.error), "", ""] for b in built if b.error]
+                scale_of(a, meta, lang), side_text(a, lang) or say("side_none", lang)] for _, a in answers]
+    summary += [[b.name, say("failed_row", lang, error=b.error), "", "", ""] for b in built if b.error]
+    note = scale_note([a for _, a in answers], lang)
     lines = [
         f"# {say('title', lang)}",
         "",
@@ -879,6 +907,7 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
         "",
         *_md_table(say("summary_head", lang), summary),
         "",
+        *([note, ""] if note else []),
     ]
     if lang == "zh":  # the terms every Chinese sentence uses, once, for readers of the tutorial
         lines += [f"## {say('glossary', lang)}", "", *_md_table(say("glossary_head", lang), [list(g) for g in GLOSSARY]), ""]
@@ -979,13 +1008,14 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
     ]
     answers = [a for b in built for a in b.answers]
     if answers:  # the answers at a glance: every question and claim, its answer in a sentence, its verdict
-        head = say("summary_head", lang).split(" | ")[:3]
+        head = say("summary_head", lang).split(" | ")[:4]
         parts += [f"<section><h2>{e(say('summary', lang))}</h2><table>",
                   "<tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"]
         parts += [f'<tr><td><a href="#{e(slug(a["title"]))}">{e(title_of(a, lang))}</a></td>'
-                  f'<td>{e(short_of(a, lang))}</td><td>{e(verdict_word(a["verdict"], lang))}</td></tr>'
-                  for a in answers]
-        parts += ["</table></section>"]
+                  f'<td>{e(short_of(a, lang))}</td><td>{e(verdict_word(a["verdict"], lang))}</td>'
+                  f'<td>{e(scale_of(a, meta, lang))}</td></tr>' for a in answers]
+        note = scale_note(answers, lang)
+        parts += ["</table>" + (f"<p>{e(note)}</p>" if note else "") + "</section>"]
     if lang == "zh":  # the terms every Chinese sentence uses
         parts += [f"<section><h2>{e(say('glossary', lang))}</h2><table>",
                   "<tr>" + "".join(f"<th>{e(h)}</th>" for h in say("glossary_head", lang).split(" | ")) + "</tr>"]
