@@ -106,6 +106,29 @@
 # same comparison at every shorter lag; whether each arm's runs converged or plateaued (the last epoch's
 # gain in validation accuracy, against `R.convergence`'s threshold); the LSTM's lag-8 against its lag-256
 # accuracy (falling with the lag is what "forgets" predicts).
+#
+# ## The LSTM with its standard remedies, decided before the runs of `recall_lstm_256_remedies` (issue 37)
+#
+# Written and committed before any run of sweep `recall_lstm_256_remedies`; the git history shows the order.
+# The LSTM above starts from torch's default gates and trains without gradient clipping; a practitioner would
+# give it its standard remedies. **The runs:** the lag-256 LSTM arm with gradient clipping at norm 1
+# (`optim.grad_clip`) and either a forget-gate bias of 1 (Gers et al. 2000; Jozefowicz et al. 2015) or chrono
+# initialisation (Tallec & Ollivier 2018: b_f ~ log U(1, T_max − 1), b_i = −b_f, T_max the task's longest
+# sequence), `model.rnn_init`; each at its own learning rate (4 values on seed 0, the best on `val/acc_best`
+# run on 5 seeds), as every arm. The LSTM's remedy is then chosen as its rate is: the one of torch's init,
+# forget1 and chrono whose seed-0 run at its chosen rate has the best `val/acc_best` (ties: the simpler,
+# in that order).
+#
+# | row | anchor | kind | primary test | why this test |
+# | --- | --- | --- | --- | --- |
+# | long range | Vaswani §4; Bengio et al. 1994 — **replaces the recall test above, which becomes supporting** | outcome | recall at lag **`RECALL_LAG` = 256**, test accuracy, Transformer (sinusoidal) − the LSTM at its chosen remedy, paired by seed, greater | a fair baseline: every arm at its own best settings |
+#
+# **Changed after an outcome was read**, and why: the review that asked for these arms reported a replica of
+# this LSTM with chrono initialisation recalling at lag 256 after 2,000 steps, before this test was written.
+# The test is what a fair comparison needs whatever that outcome; it is marked because the outcome was known.
+# Supporting: "forgets the start" and "slower to learn" are different claims: whether the chosen LSTM's runs
+# at lag 256 were still learning at the end of the budget (`R.convergence`) says which of the two the data
+# show.
 
 # %%
 import re
@@ -131,6 +154,8 @@ CONVERGED_MARGIN = 0.005  # MNIST at convergence (issue 25): ±0.5 points, Q1's 
 RECALL_LAG = 256  # the long-range test's lag (issue 25): the longest the recall sweeps train
 RECALL_SWEEPS = ("recall_lstm", "recall_lstm_128", "recall_lstm_256",
                  "recall_transformer", "recall_transformer_128", "recall_transformer_256")
+REMEDIES = ("recall_lstm_256_remedies",)  # issue 37: the lag-256 LSTM with forget1 or chrono, and clipping
+REMEDY_ORDER = ("default", "forget1", "chrono")  # model.rnn_init, simplest first (the tie rule)
 DROP = "test/acc_drop_perm"  # test/acc - test/acc_perm, per run (computed below)
 EPOCH_S = "train_s_per_epoch"  # data.train_subset / train_samples_per_s, per run (computed below)
 TF_PE = {"model.arch": "transformer", "model.pos_enc": "sinusoidal"}
@@ -549,15 +574,23 @@ else:
 # per lag, 5 seeds; dashed: the order-blind level at each lag. The primary test is at lag `RECALL_LAG`.
 
 # %%
-RECALL = R.sweeps(*RECALL_SWEEPS)
+RECALL, REMEDY = R.sweeps(*RECALL_SWEEPS), R.sweeps(*REMEDIES)
+
+
+def recall_table(df):
+    """Each variant at its chosen rate; a diverged run recalled nothing: it enters at chance (test) and learned
+    nothing (validation), as in copy."""
+    df = labelled(R.at_best_lr(df))
+    df["data.length"] = df["data.length"].astype(int)
+    diverged = df["status"] == "diverged"
+    df[COPY_METRIC] = pd.to_numeric(df[COPY_METRIC], errors="coerce").where(~diverged, df["ref/test/chance"])
+    df["val/acc_best"] = pd.to_numeric(df["val/acc_best"], errors="coerce").where(~diverged, df["ref/val/chance"])
+    df["status"] = df["status"].where(~diverged, "completed")
+    return df
+
+
 if RECALL.ready:
-    recall = labelled(R.at_best_lr(RECALL.df))
-    recall["data.length"] = recall["data.length"].astype(int)
-    # a diverged run recalled nothing: it enters at chance (test) and learned nothing (validation), as in copy
-    diverged = recall["status"] == "diverged"
-    recall[COPY_METRIC] = pd.to_numeric(recall[COPY_METRIC], errors="coerce").where(~diverged, recall["ref/test/chance"])
-    recall["val/acc_best"] = pd.to_numeric(recall["val/acc_best"], errors="coerce").where(~diverged, recall["ref/val/chance"])
-    recall["status"] = recall["status"].where(~diverged, "completed")
+    recall = recall_table(RECALL.df)
     lags = sorted(int(n) for n in recall["data.length"].unique())
     recall_arms = [(LSTM_NONE, "lstm"), (TF_PE, "transformer")]
     recall_learned = {(arm, n): R.learned(recall, {**where, "data.length": n}) for where, arm in recall_arms
@@ -648,12 +681,41 @@ else:
             return R.paired(recall, COPY_METRIC, {**TF_PE, "data.length": n}, {**LSTM_NONE, "data.length": n})
 
         top_lag = recall_effect(RECALL_LAG)
-        checks.insert(0, LONG.greater(
+        remedied = None
+        if REMEDY.ready:  # issue 37: the LSTM's remedy chosen on seed 0's validation, as its rate is
+            plain_rows = R.rows(recall, {**LSTM_NONE, "data.length": RECALL_LAG}).assign(**{"model.rnn_init": "default"})
+            pool = pd.concat([plain_rows, recall_table(REMEDY.df)])
+            stage1 = pool[pool["seed"] == 0].groupby("model.rnn_init")["val/acc_best"].mean()
+            remedy = max((r for r in REMEDY_ORDER if r in stage1.index), key=lambda r: (stage1[r], -REMEDY_ORDER.index(r)))
+            chosen_rows = pool[pool["model.rnn_init"] == remedy]
+            arms = pd.concat([R.rows(recall, {**TF_PE, "data.length": RECALL_LAG}).assign(arm="transformer"),
+                              chosen_rows.assign(arm="lstm")])
+            remedied = R.paired(arms, COPY_METRIC, {"arm": "transformer"}, {"arm": "lstm"})
+            remedy_en = {"default": "torch's init, no clipping", "forget1": "forget bias 1, clipping at 1",
+                         "chrono": "chrono init, clipping at 1"}[remedy]
+            remedy_zh = {"default": "torch 默认初始化、不裁剪", "forget1": "遗忘门偏置 1、梯度裁剪到 1",
+                         "chrono": "chrono 初始化、梯度裁剪到 1"}[remedy]
+            remedied_acc = R.estimate(chosen_rows, COPY_METRIC)
+            checks.insert(0, LONG.greater(
+                remedied, f"recall at lag {RECALL_LAG}, test: Transformer (sinusoidal) − the LSTM (no PE) at its chosen "
+                f"remedy ({remedy_en}; of torch's init, forget bias 1 and chrono, by seed 0's validation), paired by seed",
+                level=recall_level[RECALL_LAG], primary=True,
+                reason="a fair baseline: every arm at its own best settings (written before the runs of "
+                       "recall_lstm_256_remedies; the review's replica was known)",
+                what_zh=f"间隔 {RECALL_LAG} 的回忆任务，测试集：Transformer（正弦位置编码）− 采用所选补救办法的 LSTM（{remedy_zh}；"
+                        "在 torch 默认初始化、遗忘门偏置 1 和 chrono 中按种子 0 的验证结果选定），按种子配对",
+                reason_zh="公平的基线：每一方都用它自己最好的设置（在 recall_lstm_256_remedies 运行之前写定；写定前已知审阅者复现的结果）"))
+        checks.insert(1 if remedied is not None else 0, LONG.greater(
             top_lag, f"recall at lag {RECALL_LAG}, test: Transformer (sinusoidal) − LSTM (no PE), paired by seed",
-            level=recall_level[RECALL_LAG], primary=True,
+            level=recall_level[RECALL_LAG], primary=False,  # the primary test until issue 37
             reason="one token to hold, so the lag alone is the question; the longest lag is where the path matters most",
             what_zh=f"间隔 {RECALL_LAG} 个词元的回忆任务，测试集：Transformer（正弦位置编码）− LSTM（无位置编码），按种子配对",
             reason_zh="只需记住一个词元，变化的只有间隔长短；间隔最长时，路径长度的差别影响最大"))
+        if remedied is None:  # the remedies' sweep is not there: the registered primary test cannot run
+            checks.insert(0, LONG.not_testable(
+                f"recall at lag {RECALL_LAG}: Transformer − the LSTM at its chosen remedy", REMEDY.missing, primary=True,
+                reason="a fair baseline: every arm at its own best settings", reason_zh="公平的基线：每一方都用它自己最好的设置",
+                what_zh=f"间隔 {RECALL_LAG} 的回忆任务：Transformer − 采用所选补救办法的 LSTM", why_zh="还没有运行"))
         for n in lags:
             if n != RECALL_LAG:
                 checks.append(LONG.greater(recall_effect(n), f"recall at lag {n}, test: Transformer − LSTM, paired by seed",
@@ -690,14 +752,18 @@ else:
             + ", ".join(f"{recall_acc['lstm', n]} at lag {n}" for n in (lags[0], RECALL_LAG))
             + f" and {falls('lstm')}; the Transformer with positions "
             + ", ".join(f"{recall_acc['transformer', n]} at lag {n}" for n in (lags[0], RECALL_LAG))
-            + f" ({falls('transformer')}). At lag {RECALL_LAG}, Transformer − LSTM = {top_lag}. Their runs: "
+            + f" ({falls('transformer')}). At lag {RECALL_LAG}, Transformer − LSTM = {top_lag}"
+            + (f"; with its chosen remedy ({remedy_en}) the LSTM recalls {remedied_acc} there, Transformer − LSTM = "
+               f"{remedied}" if remedied is not None else "") + ". Their runs: "
             + "; ".join(f"{ARCH[a]} {state_by_lag(a)}" for a in ("lstm", "transformer")) + ". ")
         recall_zh = (
             "只需记住一个词元时（回忆 n 个词元中的第一个），LSTM 的回忆准确率"
             + "，".join(f"在间隔 {n} 时为 {zh(recall_acc['lstm', n])}" for n in (lags[0], RECALL_LAG))
             + f"，{falls('lstm', True)}；有位置编码的 Transformer 则"
             + "，".join(f"在间隔 {n} 时为 {zh(recall_acc['transformer', n])}" for n in (lags[0], RECALL_LAG))
-            + f"（{falls('transformer', True)}）。间隔 {RECALL_LAG} 时，Transformer − LSTM = {zh(top_lag)}。各间隔上的运行："
+            + f"（{falls('transformer', True)}）。间隔 {RECALL_LAG} 时，Transformer − LSTM = {zh(top_lag)}"
+            + (f"；采用所选补救办法（{remedy_zh}）后，LSTM 在这里的回忆准确率为 {zh(remedied_acc)}，Transformer − LSTM = "
+               f"{zh(remedied)}" if remedied is not None else "") + "。各间隔上的运行："
             + "；".join(f"{ARCH[a]} {state_by_lag(a, True)}" for a in ("lstm", "transformer")) + "。")
     # the untuned secondary sweeps, each length: Transformer (sinusoidal) vs LSTM (no PE), supporting
     secondary = (([(c64, "copy at {n} tokens (Adam 1e-3)", "{n} 个词元的复制任务（Adam 1e-3）")] if C64.ready else [])
@@ -871,11 +937,15 @@ else:
         lo, hi = lags[0], RECALL_LAG
         short = (f"Holding one token for n steps, the LSTM recalls {a['lstm', lo]:.0f} % at lag {lo} and "
                  f"{a['lstm', hi]:.0f} % at lag {hi} (order-blind level {100 * recall_level[hi]:.0f} %), the Transformer "
-                 f"{a['transformer', lo]:.0f} % and {a['transformer', hi]:.0f} %; at lag {hi}, Transformer − LSTM = "
-                 f"{100 * top_lag.diff:+.0f} points.",
+                 f"{a['transformer', lo]:.0f} % and {a['transformer', hi]:.0f} %"
+                 + (f"; with its chosen remedy the LSTM recalls {100 * remedied_acc.mean:.0f} % at lag {hi}."
+                    if remedied is not None else
+                    f"; at lag {hi}, Transformer − LSTM = {100 * top_lag.diff:+.0f} points."),
                  f"只需记住一个词元时，LSTM 在间隔 {lo} 时答对 {a['lstm', lo]:.0f} %，间隔 {hi} 时 {a['lstm', hi]:.0f} %"
                  f"（词袋基线 {100 * recall_level[hi]:.0f} %），Transformer 分别为 {a['transformer', lo]:.0f} % 和 "
-                 f"{a['transformer', hi]:.0f} %；间隔 {hi} 时 Transformer − LSTM = {100 * top_lag.diff:+.0f} 个百分点。")
+                 f"{a['transformer', hi]:.0f} %"
+                 + (f"；采用所选补救办法后，LSTM 在间隔 {hi} 时答对 {100 * remedied_acc.mean:.0f} %。" if remedied is not None
+                    else f"；间隔 {hi} 时 Transformer − LSTM = {100 * top_lag.diff:+.0f} 个百分点。"))
     Q_LONG.answer(plain=plain, mechanism=mechanism, outcome=(" ".join(out_en), "".join(out_zh)), changes=changes, short=short,
                   details=" ".join(d for d in details if d), checks=checks,
                   figure=figures_long[0] if figures_long else None, figures=figures_long,
