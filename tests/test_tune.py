@@ -24,7 +24,7 @@ from ablate import config as C
 from ablate.rundir import read_summary
 from ablate.runfiles import read_metrics_rows
 from ablate.sweep import spec
-from ablate.sweep.tune import choose, score
+from ablate.sweep.tune import Gate, choose, score
 
 HEADER = {"program": "ablate", "command": ["ablate", "train", "${args_no_hyphens}"], "method": "grid",
           "metric": {"name": "val/acc_best", "goal": "maximize"}}
@@ -72,6 +72,15 @@ def test_the_best_mean_wins_a_diverged_run_is_worst_and_ties_go_to_the_smaller_v
     assert choose({3e-3: [worst], 1e-3: [worst]}, maximize=True) == 1e-3  # all diverged: the smallest
     assert choose({1e-3: [0.3], 1e-2: [0.2]}, maximize=False) == 1e-2  # a loss: the smaller mean
     assert score(None, "diverged", maximize=False) == math.inf
+    # a gate: only the values that met it on every tune seed compete; all of them when none did
+    scores = {1e-3: [0.9], 1e-2: [0.5], 3e-2: [0.6]}
+    assert choose(scores, True, {1e-3: False, 1e-2: True, 3e-2: True}) == 3e-2
+    assert choose(scores, True, {1e-3: False, 1e-2: True, 3e-2: False}) == 1e-2
+    assert choose(scores, True, {1e-3: False, 1e-2: False, 3e-2: False}) == 1e-3
+    gate = Gate("val/acc_best", ">=", 0.99)
+    assert gate.passes(0.99, "completed") and not gate.passes(0.989, "completed")
+    assert not gate.passes(1.0, "diverged") and not gate.passes(float("nan"), "completed") and not gate.passes(None, "completed")
+    assert Gate("val/loss", "<=", 0.5).passes(0.4, "completed") and str(gate) == "val/acc_best >= 0.99"
 
 
 # -- bad tune lines -----------------------------------------------------------------------------
@@ -91,6 +100,11 @@ BAD = {
     "misspelt metric": (GRID, {"metric": {"name": "val/acc_bset", "goal": "maximize"}}, "is not one a run logs"),
     "metrics.csv metric": (GRID, {"metric": {"name": "val/step_solved", "goal": "minimize"}}, "is not one a run logs"),
     "random": (GRID, {"method": "random", "run_cap": 4}, "tuning needs method grid"),
+    "gate not a comparison": (GRID, {"description": "tune optim.lr on seeds 0 where val/acc_best > 0.99"},
+                              "is not 'METRIC >= NUMBER'"),
+    "gate on test": (GRID, {"description": "tune optim.lr on seeds 0 where test/acc >= 0.99"},
+                     "the gate's metric 'test/acc' is not one a run logs"),
+    "gate bound": (GRID, {"description": "tune optim.lr on seeds 0 where val/acc_best >= nan"}, "not a finite number"),
 }
 
 
@@ -117,6 +131,53 @@ def test_a_good_tune_line_is_read_with_prose_around_it_and_w_and_b_schema_keys_o
     assert spec.load(str(write(tmp_path, "plain", GRID, description="no tuning here"))).tune is None
     smoke = spec.load(str(path), budget="smoke")  # smoke keeps seed 0: stage 1 is everything
     assert smoke.tune.seeds == (0,) and {r.cfg.seed for r in smoke.runs} == {0}
+
+
+def test_a_gate_chooses_among_the_values_that_met_it_and_the_runner_and_the_table_agree(tmp_path, monkeypatch):
+    """`where val/acc_best >= 0.9`: the best val/acc_mean among the rates whose stage-1 runs all reached 0.9
+    (real tiny runs, their two metrics then planted so the gate decides); with no rate meeting it, all compete."""
+    from ablate.results import load
+    from ablate.sweep import runner
+    from ablate.train import train
+
+    from .hardening_fixtures import edit_summary
+
+    monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("ABLATE_PROGRESS", "0")
+    sweeps = tmp_path / "sweeps"
+    path = write(sweeps, "gated", {**GRID, "seed": {"values": [0, 1]}},
+                 description="Q: at a rate that learns\ntune optim.lr on seeds 0 where val/acc_best >= 0.9",
+                 metric={"name": "val/acc_mean", "goal": "maximize"})
+    sweep = spec.load(str(path))
+    assert sweep.tune.gate == Gate("val/acc_best", ">=", 0.9)
+    assert sweep.tune.as_dict()["gate"] == "val/acc_best >= 0.9"
+    stages = runner.Stages(sweep)
+    for run in stages.stage1:
+        assert train(run.cfg, log=lambda *a: None)["status"] == "completed"
+    planted = {1e-7: (0.80, 0.70), 1e-6: (0.95, 0.40), 1e-2: (0.92, 0.60), 3.0: (0.89, 0.65)}  # best, mean
+
+    def plant(best_of) -> None:
+        for run in stages.stage1:
+            lr = C.flat(run.cfg)["optim.lr"]
+            edit_summary(runner.run_dir(run), metrics={"val/acc_best": best_of(lr), "val/acc_mean": planted[lr][1]})
+
+    plant(lambda lr: planted[lr][0])
+    (variant,) = stages.variants
+    chosen, means, passed = stages.decide(variant)
+    assert chosen == 1e-2 and passed == {1e-7: False, 1e-6: True, 1e-2: True, 3.0: False}  # ungated: 1e-7
+    assert means == {lr: v[1] for lr, v in planted.items()}
+    stages.chosen[variant], stages.scores[variant], stages.passed[variant] = chosen, means, passed
+    assert stages.choice_line(variant).endswith(
+        "; among the values with val/acc_best >= 0.9 on every tune seed: 1e-06, 0.01)")
+    table = load("gated", sweeps=sweeps)
+    assert list(table["tuned.optim.lr"]) == [1e-2] * 4 and table.attrs["tune"]["gate"] == "val/acc_best >= 0.9"
+
+    plant(lambda lr: 0.5)  # no rate meets the gate: every rate competes, the best mean wins
+    chosen, means, passed = stages.decide(variant)
+    assert chosen == 1e-7 and not any(passed.values())
+    stages.chosen[variant], stages.scores[variant], stages.passed[variant] = chosen, means, passed
+    assert "; no value met val/acc_best >= 0.9 on every tune seed, so all competed)" in stages.choice_line(variant)
+    assert list(load("gated", sweeps=sweeps)["tuned.optim.lr"]) == [1e-7] * 4
 
 
 # -- real runs: both stages, killed in each, exactly once ------------------------------------------

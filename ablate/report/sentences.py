@@ -42,8 +42,10 @@ def lr_phrase(df: pd.DataFrame, lr_key: str = "optim.lr", metric: str = "val/acc
         span = f", {values[-1] / values[0]:.0f}×" if values and values[0] > 0 else ""
         best = best_lr(df, metric=info.get("metric", metric), lr_key=lr_key)
         n = seeds_per_variant(best)
+        gate = f" among the rates with {info['gate'].replace('>=', '≥').replace('<=', '≤')} (all where none had)" \
+            if info.get("gate") else ""
         text = (f"each variant at its own learning rate, chosen on {info.get('metric', metric)} (validation) of "
-                f"{tuned_on} from {len(values)} values ({values[0]:g} to {values[-1]:g}{span}), then {n} seed"
+                f"{tuned_on}{gate} from {len(values)} values ({values[0]:g} to {values[-1]:g}{span}), then {n} seed"
                 f"{'s' if n != 1 else ''} at the chosen value")
         edges = _edge_choices(df, best, values, lr_key, info.get("metric", metric), info.get("goal", "maximize"))
         if edges:

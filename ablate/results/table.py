@@ -435,6 +435,7 @@ def tuned_choices(df: pd.DataFrame, tune: Tune, swept: list[str]) -> tuple[pd.Se
     for index in groups.values():
         rows = df.loc[index]
         scores: dict[Any, list[float]] = {}
+        passed: dict[Any, bool] = {}
         for value in tune.values:
             at = rows[[same(v, value) for v in rows[tune.key]]]
             for seed in tune_seeds(tune, budgets[index[0]]):
@@ -443,11 +444,14 @@ def tuned_choices(df: pd.DataFrame, tune: Tune, swept: list[str]) -> tuple[pd.Se
                     break
                 metric = run[tune.metric].iloc[0] if tune.metric in run.columns else None
                 scores.setdefault(value, []).append(score(metric, run["status"].iloc[0], tune.maximize))
+                if tune.gate is not None:
+                    gated = run[tune.gate.metric].iloc[0] if tune.gate.metric in run.columns else None
+                    passed[value] = passed.get(value, True) and tune.gate.passes(gated, run["status"].iloc[0])
             else:
                 continue
             break  # a stage-1 run is missing or unfinished: no choice yet
         else:
-            chosen.loc[index] = [choose_value(scores, tune.maximize)] * len(index)
+            chosen.loc[index] = [choose_value(scores, tune.maximize, passed if tune.gate else None)] * len(index)
     if chosen.notna().any() and all(isinstance(v, (int, float)) for v in chosen.dropna()):
         chosen = chosen.astype(float)
     return chosen, stage

@@ -214,6 +214,7 @@ class Stages:
         self.stage2_total = sweep.expected_runs() - len(self.stage1)
         self.chosen: dict[str, Any] = {}  # variant -> its chosen value
         self.scores: dict[str, dict[Any, float]] = {}  # variant -> value -> mean score over the tune seeds
+        self.passed: dict[str, dict[Any, bool]] = {}  # variant -> value -> met the gate on every tune seed
         self.untrusted: dict[str, str] = {}  # run folder -> why its `completed` cannot be chosen on
 
     def is_stage1(self, run: Run) -> bool:
@@ -222,10 +223,12 @@ class Stages:
     def value(self, run: Run) -> Any:
         return C.flat(run.cfg)[self.tune.key]
 
-    def decide(self, name: str) -> tuple[Any, dict[Any, float]] | None:
-        """The variant's chosen value and each value's mean score, once every stage-1 run is finished."""
+    def decide(self, name: str) -> tuple[Any, dict[Any, float], dict[Any, bool]] | None:
+        """The variant's chosen value, each value's mean score and whether it met the gate on every tune
+        seed (all True without a gate), once every stage-1 run is finished."""
         t = self.tune
         scores: dict[Any, list[float]] = {}
+        passed: dict[Any, bool] = {}
         for run in self.variants[name]:
             if not self.is_stage1(run):
                 continue
@@ -239,9 +242,12 @@ class Stages:
                 return None
             self.untrusted.pop(str(run_dir(run)), None)
             scores.setdefault(self.value(run), []).append(T.score(metrics.get(t.metric), status, t.maximize))
+            ok = t.gate is None or t.gate.passes(metrics.get(t.gate.metric), status)
+            passed[self.value(run)] = passed.get(self.value(run), True) and ok
         means = {v: (T.worst(t.maximize) if any(abs(x) == float("inf") for x in xs) else sum(xs) / len(xs))
                  for v, xs in sorted(scores.items())}
-        return T.choose(scores, t.maximize), means
+        passed = dict(sorted(passed.items()))
+        return T.choose(scores, t.maximize, passed if t.gate is not None else None), means, passed
 
     def plan(self) -> list[tuple[str, list[Run]]]:
         """(variant, its stage-2 runs) for each variant decided now that was not before."""
@@ -252,7 +258,7 @@ class Stages:
             decided = self.decide(name)
             if decided is None:
                 continue
-            self.chosen[name], self.scores[name] = decided
+            self.chosen[name], self.scores[name], self.passed[name] = decided
             out.append((name, [r for r in runs if not self.is_stage1(r) and self.value(r) == decided[0]]))
         return out
 
@@ -261,7 +267,7 @@ class Stages:
         curve = ", ".join(f"{v:g}: {T.shown(x)}" if isinstance(v, float) else f"{v}: {T.shown(x)}"
                           for v, x in self.scores[name].items())
         return (f"{name}: {t.key}={chosen} chosen ({t.metric} mean over seeds "
-                f"{' '.join(map(str, t.seeds))}: {curve})")
+                f"{' '.join(map(str, t.seeds))}: {curve}{T.gate_phrase(t.gate, self.passed[name])})")
 
     def describe(self) -> str:
         t = self.tune
@@ -751,7 +757,8 @@ def summarise(sweep: Sweep, report: Report, stream: TextIO, out: TextIO) -> int:
     stages = report.stages
     if stages is not None:
         result["tuned"] = {"key": stages.tune.key, "metric": stages.tune.metric, "chosen": dict(stages.chosen),
-                           "undecided": [v for v in stages.variants if v not in stages.chosen]}
+                           "undecided": [v for v in stages.variants if v not in stages.chosen],
+                           **({"gate": str(stages.tune.gate)} if stages.tune.gate is not None else {})}
         waiting = result["tuned"]["undecided"]
         for folder, problem in stages.untrusted.items():
             stream.write(f"ablate: {folder}: {problem}; its variant's {stages.tune.key} is not chosen on it "

@@ -471,8 +471,7 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
         runs = [_named(r, varying, name) for r in runs]
     if tune is not None:
         values = tuple(sorted({C.flat(r.cfg)[tune.key] for r in runs}))
-        tune = Tune(key=tune.key, values=values, seeds=stage1_seeds(tune, (r.cfg.seed for r in runs)),
-                    metric=tune.metric, maximize=tune.maximize)
+        tune = dataclasses.replace(tune, values=values, seeds=stage1_seeds(tune, (r.cfg.seed for r in runs)))
     return Sweep(name=name, path=path, method=method, spec=spec, runs=runs, varying=varying, notes=tuple(notes),
                  tune=tune)
 

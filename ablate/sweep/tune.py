@@ -18,7 +18,13 @@ Stage 1 runs every variant (every combination of the other grid keys) at every v
 the tune seeds. A variant's value is chosen once all its stage-1 runs are finished: the best mean
 of the metric over the tune seeds; a diverged run, or one without a finite metric, counts as the
 worst possible (so a value that diverged on any tune seed loses to every value that did not); ties
-go to the smaller value. Stage 2 runs the grid's other seeds at the chosen value. A failed run
+go to the smaller value. Stage 2 runs the grid's other seeds at the chosen value.
+
+A gate, `tune optim.lr on seeds 0 where val/acc_best >= 0.99`, makes the choice among the values that meet a
+premise on every tune seed (a finished run whose gate metric is finite and on the right side of the bound):
+a test that presumes the model learned the task is then run at a rate where it did, chosen among those by the
+metric as before. When no value meets the gate on every tune seed, every value competes (the choice line says
+so, and the test's own premise check decides what that means). A failed run
 (an error, not a measurement) is retried by the next invocation like any failed run, so a choice
 waits for it instead of counting it, and stage-2 runs are never started at a value a retry could
 change.
@@ -42,8 +48,11 @@ from typing import Any
 from .. import config as C
 
 LINE = re.compile(r"^tune\b")
-SENTENCE = re.compile(r"^tune\s+(?P<key>\S+)\s+on\s+seeds?\s+(?P<seeds>\d+(?:\s*[,\s]\s*\d+)*)\s*$")
+SENTENCE = re.compile(r"^tune\s+(?P<key>\S+)\s+on\s+seeds?\s+(?P<seeds>\d+(?:\s*[,\s]\s*\d+)*)"
+                      r"(?:\s+where\s+(?P<gate>.*?))?\s*$")
+GATE = re.compile(r"^(?P<metric>\S+)\s*(?P<op>>=|<=)\s*(?P<bound>\S+)$")
 EXAMPLE = "tune optim.lr on seeds 0 1"
+GATE_EXAMPLE = "tune optim.lr on seeds 0 where val/acc_best >= 0.99"
 # The floor for learning rates (issue 13): at least this many values, spanning at least this factor.
 LR_KEY = "optim.lr"
 MIN_LR_VALUES = 4
@@ -63,16 +72,39 @@ class TuneError(ValueError):
 
 
 @dataclass(frozen=True)
+class Gate:
+    """The premise a value must meet on every tune seed to be chosen: `metric op bound`."""
+    metric: str  # a val/ metric in METRICS
+    op: str  # ">=" or "<="
+    bound: float
+
+    def passes(self, value: Any, status: str | None) -> bool:
+        """A finished run meets the gate: completed, its metric finite and on the bound's side."""
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            return False
+        if status != "completed" or not math.isfinite(x):
+            return False
+        return x >= self.bound if self.op == ">=" else x <= self.bound
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.bound:g}"
+
+
+@dataclass(frozen=True)
 class Tune:
     key: str  # the tuned config key, e.g. optim.lr
     values: tuple  # its distinct typed values, ascending
     seeds: tuple[int, ...]  # the tune seeds (stage 1) as the file lists them
     metric: str  # chosen by this metric (W&B's metric.name), a val/ metric
     maximize: bool  # W&B's metric.goal
+    gate: Gate | None = None  # chosen only among values meeting it on every tune seed (when any does)
 
     def as_dict(self) -> dict[str, Any]:
         return {"key": self.key, "values": list(self.values), "seeds": list(self.seeds), "metric": self.metric,
-                "goal": "maximize" if self.maximize else "minimize"}
+                "goal": "maximize" if self.maximize else "minimize",
+                **({"gate": str(self.gate)} if self.gate is not None else {})}
 
     @property
     def column(self) -> str:
@@ -160,7 +192,29 @@ def parse_tune(path: Path | str, spec: Mapping[str, Any]) -> Tune | None:
     if name not in METRICS:  # a misspelt name would score every run worst and pick the smallest value
         raise TuneError(f"{where}: metric {name!r} is not one a run logs in summary.json; choose one of "
                         f"{', '.join(METRICS)}")
-    return Tune(key=key, values=values, seeds=seeds, metric=name, maximize=goal == "maximize")
+    return Tune(key=key, values=values, seeds=seeds, metric=name, maximize=goal == "maximize",
+                gate=_gate(where, match.group("gate")))
+
+
+def _gate(where: str, text: str | None) -> Gate | None:
+    if text is None:
+        return None
+    match = GATE.match(text.strip())
+    if match is None:
+        raise TuneError(f"{where}: the gate {text.strip()!r} is not 'METRIC >= NUMBER' or 'METRIC <= NUMBER'; "
+                        f"write it as {GATE_EXAMPLE!r}")
+    metric, op = match.group("metric"), match.group("op")
+    if metric not in METRICS:
+        raise TuneError(f"{where}: the gate's metric {metric!r} is not one a run logs in summary.json; gate on one "
+                        f"of {', '.join(METRICS)}")
+    try:
+        bound = float(match.group("bound"))
+    except ValueError:
+        bound = math.nan
+    if not math.isfinite(bound):
+        raise TuneError(f"{where}: the gate's bound {match.group('bound')!r} is not a finite number; "
+                        f"write it as {GATE_EXAMPLE!r}")
+    return Gate(metric=metric, op=op, bound=bound)
 
 
 def stage1_seeds(tune: Tune, seeds: Iterable[int]) -> tuple[int, ...]:
@@ -183,16 +237,29 @@ def score(value: Any, status: str | None, maximize: bool) -> float:
     return x if status == "completed" and math.isfinite(x) else worst(maximize)
 
 
-def choose(scores: Mapping[Any, Sequence[float]], maximize: bool) -> Any:
+def choose(scores: Mapping[Any, Sequence[float]], maximize: bool, passed: Mapping[Any, bool] | None = None) -> Any:
     """The value whose mean score is best (a worst score in a value's list makes its mean the worst);
-    ties, the all-worst case included, go to the smaller value."""
+    ties, the all-worst case included, go to the smaller value. With `passed` (a gate: value -> met on
+    every tune seed), only the values that passed compete, or all of them when none did."""
     def mean(xs: Sequence[float]) -> float:
         if not xs or any(math.isinf(x) for x in xs):
             return worst(maximize)
         return sum(xs) / len(xs)
 
-    ranked = sorted(scores, key=lambda v: ((-1 if maximize else 1) * mean(scores[v]), v))
+    pool = [v for v in scores if passed and passed.get(v)] or list(scores)
+    ranked = sorted(pool, key=lambda v: ((-1 if maximize else 1) * mean(scores[v]), v))
     return ranked[0]
+
+
+def gate_phrase(gate: Gate | None, passed: Mapping[Any, bool]) -> str:
+    """For a choice line: '; among the values with val/acc_best >= 0.99 on every tune seed: 0.001, 0.003'
+    or '; no value met val/acc_best >= 0.99 on every tune seed, so all competed'; '' without a gate."""
+    if gate is None:
+        return ""
+    met = [v for v, ok in passed.items() if ok]
+    if not met:
+        return f"; no value met {gate} on every tune seed, so all competed"
+    return f"; among the values with {gate} on every tune seed: {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in met)}"
 
 
 def variant(params: Mapping[str, Any], key: str) -> str:
