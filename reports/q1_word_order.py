@@ -61,6 +61,12 @@
 # construction, and it is run to show it. **Deviation, after reading the outcome:** causal sinusoidal and
 # ALiBi chose 0.01, the top of the 4-value grid, which may not have reached their best rate; 0.03 was added
 # to both sweeps' grids and both were run again whole, at one commit. The tests below are unchanged.
+# **Deviation, after reading the outcome (issue 37):** a review found the premise read at the rate chosen on
+# `val/acc_mean` — causal ALiBi at 0.01 reached 98.8 % at 8 tokens, not solved — while at 0.003 and 0.001
+# the same model solves 8 tokens (99.8 %, 99.3 % on seed 0). The tests presume a model that learned the task,
+# so the rate is now chosen only among the rates that solved it on seed 0 (`tune optim.lr on seeds 0 where
+# val/acc_best >= 0.99`; every rate competes where none did), for every scheme alike, and both sweeps were
+# run again whole at one commit. The comparisons, metric and premise below are unchanged.
 #
 # | anchor | primary test (sweep · variants · metric · split) | why this is the right experiment |
 # | --- | --- | --- |
