@@ -282,7 +282,7 @@ else:
                 f"{FACTS_TEST:,} key→value facts, FFN {FACTS_WIDTH} × d_model − no FFN at matched parameters",
                 MATCHED.missing, primary=True, reason="what the FFN adds beyond its parameters",
                 what_zh=f"{FACTS_TEST:,} 条键值事实，FFN 宽 {FACTS_WIDTH} × d_model − 参数量相同、没有 FFN",
-                why_zh="还没有运行", reason_zh="FFN 在参数量之外带来了什么"))
+                why_zh=R.missing_zh(MATCHED.missing), reason_zh="FFN 在参数量之外带来了什么"))
         checks.append(GEVA_MEMORY.greater(
             stores, f"{FACTS_TEST:,} key→value facts, share recalled, FFN {FACTS_WIDTH} × d_model − removed, paired by seed",
             level=facts_level, primary=False,
@@ -332,7 +332,7 @@ else:
             FACTS.missing or f"no run at {FACTS_TEST:,} facts with widths 0 and {FACTS_WIDTH}", primary=True,
             reason="only the weights can hold the facts",
             what_zh=f"{FACTS_TEST:,} 条键值事实，FFN 宽 {FACTS_WIDTH} × d_model − 去掉 FFN",
-            why_zh="还没有运行" if FACTS.missing else f"没有 {FACTS_TEST:,} 条事实、宽度 0 和 {FACTS_WIDTH} 的运行",
+            why_zh=R.missing_zh(FACTS.missing) if FACTS.missing else f"没有 {FACTS_TEST:,} 条事实、宽度 0 和 {FACTS_WIDTH} 的运行",
             reason_zh="这些事实无法从输入推出，只能存进权重"))
     short = None
     if FACTS.ready and FACTS_TEST in counts and {0, FACTS_WIDTH} <= set(widths):

@@ -189,11 +189,6 @@ REASON_ZH = {
 }
 
 
-def missing_zh(text: str) -> str:
-    """A sweep's missing line in Chinese (the build's own phrase; any other message stays as it is)."""
-    return text.replace("not run yet — run", "尚未运行 — 请运行")
-
-
 BAG = R.Anchor(
     "Haviv et al. 2022; Kazemnejad et al. 2023",
     "a bidirectional encoder without positional encoding is a bag of tokens: it cannot tell orders apart "
@@ -525,7 +520,7 @@ else:
     masks = order("model.causal", best["model.causal"])
     causal_ready = has(best, NO_PE_CAUSAL)
     why_missing = CAUSAL_MISSING or "the table has no causal run"
-    why_missing_zh = missing_zh(CAUSAL_MISSING) if CAUSAL_MISSING else "表中没有带因果掩码的运行"
+    why_missing_zh = R.missing_zh(CAUSAL_MISSING) if CAUSAL_MISSING else "表中没有带因果掩码的运行"
 
     none_bi, learned_bi, sin_bi = acc(best, NO_PE_BI), acc(best, LEARNED_BI), acc(best, SIN_BI)
     f_none_bi, f_learned_bi = R.learned(best, NO_PE_BI), R.learned(best, LEARNED_BI)
@@ -581,7 +576,7 @@ else:
         checks.append(TABLE_3E.not_testable("MNIST rows to convergence: learned vs sinusoidal", te_missing, primary=True,
                                             reason=REASON["3e_converged"],
                                             what_zh="MNIST 按行输入，训练到收敛：可学习对正弦",
-                                            why_zh=missing_zh(te_missing) if TE.missing else "没有可学习或正弦位置编码的运行",
+                                            why_zh=R.missing_zh(te_missing) if TE.missing else "没有可学习或正弦位置编码的运行",
                                             reason_zh=REASON_ZH["3e_converged"]))
     # ---- extrapolation (issue 24): lookup1 at 8x the training length; the primary tests of ALIBI and SIN_EXTRAPOLATES
     ext_rows = {}  # arm -> (name, where, accuracy at the training length, at the test length), for the answer
@@ -618,7 +613,7 @@ else:
         for anchor, key in ((ALIBI, "extrapolate"), (SIN_EXTRAPOLATES, "sin_extrapolate")):
             checks.append(anchor.not_testable("one-lookup task at 64 tokens, causal", EXT.missing, primary=True,
                                               reason=REASON[key], what_zh="单查找任务，64 个词元，因果",
-                                              why_zh=missing_zh(EXT.missing), reason_zh=REASON_ZH[key]))
+                                              why_zh=R.missing_zh(EXT.missing), reason_zh=REASON_ZH[key]))
     # the copy test at 2x, the primary test before issue 24: supporting (copy at 2x asks an offset never trained)
     if has(best, ALIBI_CAUSAL) and has(best, SIN_CAUSAL):
         alibi_long, sin_long = acc(best, ALIBI_CAUSAL, LONG_METRIC), acc(best, SIN_CAUSAL, LONG_METRIC)

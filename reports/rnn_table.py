@@ -693,8 +693,8 @@ else:
             remedied = R.paired(arms, COPY_METRIC, {"arm": "transformer"}, {"arm": "lstm"})
             remedy_en = {"default": "torch's init, no clipping", "forget1": "forget bias 1, clipping at 1",
                          "chrono": "chrono init, clipping at 1"}[remedy]
-            remedy_zh = {"default": "torch 默认初始化、不裁剪", "forget1": "遗忘门偏置 1、梯度裁剪到 1",
-                         "chrono": "chrono 初始化、梯度裁剪到 1"}[remedy]
+            remedy_zh = {"default": "默认初始化、不裁剪", "forget1": "遗忘门偏置 1、梯度裁剪到 1",
+                         "chrono": "`chrono` 初始化、梯度裁剪到 1"}[remedy]
             remedied_acc = R.estimate(chosen_rows, COPY_METRIC)
             checks.insert(0, LONG.greater(
                 remedied, f"recall at lag {RECALL_LAG}, test: Transformer (sinusoidal) − the LSTM (no PE) at its chosen "
@@ -703,7 +703,7 @@ else:
                 reason="a fair baseline: every arm at its own best settings (written before the runs of "
                        "recall_lstm_256_remedies; the review's replica was known)",
                 what_zh=f"间隔 {RECALL_LAG} 的回忆任务，测试集：Transformer（正弦位置编码）− 采用所选补救办法的 LSTM（{remedy_zh}；"
-                        "在 torch 默认初始化、遗忘门偏置 1 和 chrono 中按种子 0 的验证结果选定），按种子配对",
+                        "在默认初始化、遗忘门偏置 1 和 `chrono` 初始化中按种子 0 的验证结果选定），按种子配对",
                 reason_zh="公平的基线：每一方都用它自己最好的设置（在 recall_lstm_256_remedies 运行之前写定；写定前已知审阅者复现的结果）"))
         checks.insert(1 if remedied is not None else 0, LONG.greater(
             top_lag, f"recall at lag {RECALL_LAG}, test: Transformer (sinusoidal) − LSTM (no PE), paired by seed",
@@ -715,7 +715,8 @@ else:
             checks.insert(0, LONG.not_testable(
                 f"recall at lag {RECALL_LAG}: Transformer − the LSTM at its chosen remedy", REMEDY.missing, primary=True,
                 reason="a fair baseline: every arm at its own best settings", reason_zh="公平的基线：每一方都用它自己最好的设置",
-                what_zh=f"间隔 {RECALL_LAG} 的回忆任务：Transformer − 采用所选补救办法的 LSTM", why_zh="还没有运行"))
+                what_zh=f"间隔 {RECALL_LAG} 的回忆任务：Transformer − 采用所选补救办法的 LSTM",
+                why_zh=R.missing_zh(REMEDY.missing)))
         for n in lags:
             if n != RECALL_LAG:
                 checks.append(LONG.greater(recall_effect(n), f"recall at lag {n}, test: Transformer − LSTM, paired by seed",
@@ -1084,7 +1085,7 @@ else:
         checks.append(ORDER_MECH.not_testable("MNIST rows, accuracy lost on permuted rows", why, primary=True,
                                               reason=reason_mech, reason_zh=reason_mech_zh,
                                               what_zh="MNIST 按行输入，行被打乱时损失的准确率",
-                                              why_zh=why.replace("not run yet — run", "尚未运行 — 请运行")))
+                                              why_zh=R.missing_zh(why)))
     en, cn = [], []
     if COPY.ready:
         blind = 100 * level_order
@@ -1228,7 +1229,7 @@ else:
         checks.append(SAME_ACC.not_testable("MNIST rows trained to convergence: the tutorial's Transformer vs the LSTM",
                                             missing, primary=True, reason=CONVERGED_REASON, reason_zh=CONVERGED_REASON_ZH,
                                             what_zh="MNIST 按行输入、训练到收敛：教程的 Transformer 对 LSTM",
-                                            why_zh=(missing.replace("not run yet — run", "尚未运行 — 请运行")
+                                            why_zh=(R.missing_zh(missing)
                                                     if ROWS_LSTM.missing or ROWS_TF.missing else "没有 LSTM 或教程模型的运行")))
     checks.append(SAME_ACC.same(R.effect(tut_acc, ls_acc), "MNIST rows, quick budget (still learning), test accuracy: "
                                 "the tutorial's Transformer vs the LSTM (no PE)", margin=SAME_MARGIN,

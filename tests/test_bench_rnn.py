@@ -159,7 +159,7 @@ def test_tiny_run_end_to_end(tmp_path, capsys):
                    "serial part: the LSTM at a fixed 32 tokens per step", "What this machine can and cannot show"):
         assert needed in text, needed
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
-    assert list(rows[0]) == [f.name for f in fields(Row)]
+    assert list(rows[0]) == [f.name for f in fields(Row)] + ["commit", "dirty"]  # the provenance ends each row
     assert [(r["series"], r["model"], int(r["n"]), int(r["batch"])) for r in rows] == [
         ("batch", "lstm", 8, 2), ("batch", "transformer", 8, 2), ("batch", "transformer_p0", 8, 2),
         ("batch", "lstm", 16, 2), ("batch", "transformer", 16, 2), ("batch", "transformer_p0", 16, 2),

@@ -37,3 +37,15 @@ def test_an_answer_that_may_move_is_marked_and_said_once_under_the_table():
                                                  "parallel hardware): Qs · scale: more steps may close the gap")
     assert scale_note([moving, still], "zh").endswith("Qs · 规模：更多步数可能缩小差距")
     assert scale_note([still], "en") == ""
+
+
+def test_the_provenance_table_counts_runs_and_names_only_what_did_not_complete():
+    from ablate.report.build import provenance_rows
+
+    meta = {"sweeps": {"all": {"runs": 40, "status": {"completed": 40}, "budget": "quick", "commit": "a" * 40},
+                       "some": {"runs": 40, "status": {"completed": 38, "diverged": 2}, "budget": "quick",
+                                "commit": "b" * 40, "dirty": True}}}
+    rows = {r[0]: r for r in provenance_rows([], meta)}
+    assert rows["all"][1:4] == ["40", "quick", "a" * 12]
+    assert rows["some"][1] == "40 (38 completed, 2 diverged)" and rows["some"][3].startswith("b" * 12 + " ")
+    assert provenance_rows([], meta, "zh")[1][1] == "40（38 完成，2 发散）"

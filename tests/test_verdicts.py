@@ -194,7 +194,8 @@ def test_the_payload():
                   figures=["/x/q9_a.png", "/x/q9_b.png"])
     assert set(payload) == {"key", "title", "title_zh", "question", "question_zh", "status", "plain", "mechanism",
                             "outcome", "changes", "details", "verdict", "checks", "multiplicity", "intervals", "figure",
-                            "figures", "sweeps", "budget", "side", "short"}
+                            "figures", "sweeps", "budget", "side", "short", "at_scale"}
+    assert payload["at_scale"] == {"en": "", "zh": ""}  # no at_scale= given: the build's default scale note
     # no short= given: the answers table shows the plain answer's first sentence
     assert payload["short"] == {"en": plain[0], "zh": plain[1]}
     assert payload["status"] == "answered" and payload["verdict"] == "agrees"

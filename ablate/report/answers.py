@@ -66,7 +66,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .data import Sweep, read_meta
+from .data import Sweep, missing_zh, read_meta
 from .solve import SolveTest
 from .stats import ACCURACY, LEVEL_MARGIN, SOLVED, Effect, holm, take_intervals
 
@@ -518,7 +518,7 @@ class Question:
         """The Answer when a sweep is missing: "not run yet — run `make sweep-X`" for each."""
         lines = [m.missing if isinstance(m, Sweep) else str(m) for m in missing]
         text = "; ".join(dict.fromkeys(line for line in lines if line))
-        zh = text.replace("not run yet — run", "尚未运行 — 请运行")
+        zh = missing_zh(text)
         checks = [Check(a, NOT_RUN, text, True, "", kind=a.kind, evidence_zh=zh) for a in self.anchors]
         empty = {"en": "", "zh": ""}
         take_intervals()  # nothing quoted: forget what earlier cells formatted

@@ -118,7 +118,10 @@ TEXT: dict[str, tuple[str, str]] = {
         "primary test, written in its notebook with its reason (for Q1–Q4 and the claims written after an "
         "earlier build of these findings had been read, for the RNN table before its runs, as each notebook "
         "says; a deviation made after reading an outcome is marked); "
-        "other comparisons are supporting evidence and do not move the verdict. A claim of sameness agrees "
+        "other comparisons are supporting evidence and do not move the verdict. Every p-value is two-sided, "
+        "also for a test registered in one direction (a above b): its verdict asks the 95 % interval to lie "
+        "wholly on the predicted side, a one-sided test at 2.5 %, stricter than the 5 % registered. "
+        "A claim of sameness agrees "
         "only inside an equivalence margin stated with its test (TOST); two arms that both stayed at the "
         "task's reference level (chance, or the order-blind level), or both solved it (≥ 99 %), make a claim "
         "not testable: runs that learned nothing, or that have no room to differ, are no evidence either way.",
@@ -127,7 +130,9 @@ TEXT: dict[str, tuple[str, str]] = {
         "调参的扫描中，每个变体取其第一阶段在验证集上选出的学习率。每条已发表的论断只有一个主要检验，"
         "连同理由写在笔记本中（如各笔记本所述，Q1–Q4 和各论断的检验是在读过此前一版结论之后写定的，RNN 对照表的检验"
         "写于其运行之前；读到结果之后所做的改动都有标注）；"
-        "其他比较只是辅助证据，不影响判定。“两者相同”类的论断只有在差异落入与检验一同声明的等价界限之内（TOST）时"
+        "其他比较只是辅助证据，不影响判定。所有 p 值都是双侧的，预先登记为单向（a 高于 b）的检验也不例外："
+        "判定要求 95 % 区间完全落在预测的一侧，相当于 2.5 % 水平的单侧检验，比登记的 5 % 更严。"
+        "“两者相同”类的论断只有在差异落入与检验一同声明的等价界限之内（TOST）时"
         "才算符合；两个变体都停留在任务的参考水平（随机水平或词袋基线），或都已解决任务（≥ 99 %）时，"
         "该论断无法检验：什么都没学到、或没有差异空间的模型无法为任何一方提供证据。",
     ),
@@ -206,8 +211,8 @@ TEXT: dict[str, tuple[str, str]] = {
         "合计：约 {lo}–{hi} GPU 小时，每块 GPU 同时运行一个。",
     ),
     "provenance": ("Where the data came from", "数据来源"),
-    "provenance_head": ("table | runs | budget | commit | wall time | primary runs: median last-epoch gain, solved | date",
-                        "表格 | 运行数 | 预算 | 提交 | 耗时 | 主要检验的运行：最后一个轮次提升的中位数，已解决比例 | 日期"),
+    "provenance_head": ("table | runs (all completed unless said) | budget | commit | wall time | primary runs: median last-epoch gain, solved | date",
+                        "表格 | 运行数（未注明即全部完成） | 预算 | 提交 | 耗时 | 主要检验的运行：最后一个轮次提升的中位数，已解决比例 | 日期"),
     "provenance_machine": ("Every table ran on: {machines}.", "所有表格的运行环境：{machines}。"),
     "primary_cell": ("{runs}: {gain}, {solved} solved", "{runs} 个运行：{gain}，{solved} 已解决"),
     "not_run": ("not run yet — run `make {target}`", "尚未运行 — 请运行 `make {target}`"),
@@ -604,7 +609,8 @@ def provenance_rows(built: list[Built], meta: dict[str, Any], lang: str = "en") 
             continue
         status = say("list_sep", lang).join(f"{v} {say(k, lang) if k in ('completed', 'diverged') else k}"
                                             for k, v in (m.get("status") or {}).items())
-        runs = say("runs_status", lang, runs=m.get("runs"), status=status) if status else f"{m.get('runs')}"
+        every = (m.get("status") or {}) in ({}, {"completed": m.get("runs")})  # all completed: the count says it
+        runs = f"{m.get('runs')}" if every else say("runs_status", lang, runs=m.get("runs"), status=status)
         commit = (m.get("commit") or "")[:12] or "—"
         if m.get("dirty"):
             commit += say("uncommitted", lang)

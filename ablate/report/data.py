@@ -41,12 +41,20 @@ from ..results.stats import config_columns, swept, swept_keys
 
 DATA_ENV = "ABLATE_REPORT_DATA"
 FIGURES_ENV = "ABLATE_REPORT_FIGURES"
+NOT_RUN_LINE = ("not run yet — run", "尚未运行 — 请运行")  # the missing line's words, in each language
+
+
+def missing_zh(text: str) -> str:
+    """A missing line ("not run yet — run `make sweep-x`") in Chinese; any other text is left as it is."""
+    return text.replace(*NOT_RUN_LINE)
+
+
 class NotRunYet(LookupError):
     """The table of `name` is not in the data folder; str() is the line a report shows instead."""
 
     def __init__(self, name: str, where: Path):
         self.name, self.where, self.target = name, where, make_target(name)
-        super().__init__(f"not run yet — run `make {self.target}`")
+        super().__init__(f"{NOT_RUN_LINE[0]} `make {self.target}`")
 
 
 def _first_dir(*candidates: str) -> Path:
@@ -318,7 +326,7 @@ class Sweeps(Sweep):
         absent = [p for p in self.parts if not p.ready]
         if absent:
             targets = " ".join(make_target(p.name) for p in absent)
-            self.df, self.missing = None, f"not run yet — run `make {targets}`"
+            self.df, self.missing = None, f"{NOT_RUN_LINE[0]} `make {targets}`"
         else:
             self.df, self.missing = self._stack(), None
 
