@@ -879,6 +879,16 @@ def test_bench_attention_fits_slopes_and_writes_csv(tmp_path, capsys):
     assert rows[0]["mem_kind"] == "saved_for_backward" and int(rows[0]["fit_from_n"]) == 64
     # the explicit path saves the (B, H, n, n) weights: at least 4 * n^2 * 4 bytes at n = 128
     assert float(explicit[128]["mem_mb"]) * 2**20 >= 4 * 128 * 128 * 4
+    # the work, counted by torch's FlopCounterMode: a layer's FLOPs are a·n + b·n² (projections, attention), so
+    # doubling n twice, the part beyond linear grows exactly 4×; the n x n weights are B·H·n² float32
+    f = {n: float(r["flops"]) for n, r in explicit.items()}
+    assert (f[128] - 2 * f[64]) / (f[64] - 2 * f[32]) == 4 and f[64] - 2 * f[32] > 0
+    assert float(explicit[128]["weights_mb"]) * 2**20 == 1 * 4 * 128 * 128 * 4
+    assert 1 < float(explicit[128]["flops_slope"]) < 2  # between linear and quadratic, nearer 2 as n grows
+    assert all(r["flops"] == "nan" and r["weights_mb"] == "nan" for r in rows if r["path"] == "fused")  # not counted
+    # one round: the interval over the rounds is the point itself
+    assert float(explicit[128]["time_slope_lo"]) == pytest.approx(float(explicit[128]["time_slope"])) \
+        == pytest.approx(float(explicit[128]["time_slope_hi"]))
 
 
 # ------------------------------------------------------------------ CLI and layering

@@ -25,7 +25,7 @@ BENCHMARKS: dict[str, Callable[[argparse.Namespace], int]] = {
 # Per benchmark, the values of the options left unset on the command line.
 DEFAULTS: dict[str, dict[str, int | str]] = {
     "train": {"steps": 10, "repeats": 50, "warmup": 10, "batch_size": 64},
-    "attention": {"steps": 3, "repeats": 7, "warmup": 2, "batch_size": 1, "lengths": "32:2048"},
+    "attention": {"steps": 3, "repeats": 7, "warmup": 2, "batch_size": 1, "lengths": "32:8192"},
     "epoch": {"steps": 1, "repeats": 1, "warmup": 0, "batch_size": 64},  # one epoch each; batch 64
     "rnn": {"steps": 1, "repeats": 3, "warmup": 1, "batch_size": 8, "lengths": "16:2048"},
     "gpus": {"steps": 300, "repeats": 3, "warmup": 20, "batch_size": 64},  # per run; 1, 4 and 16 runs at once
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Speed benchmarks. 'train': training samples/s of nn.TransformerEncoder, "
         "a plain reference encoder and ablate's encoder (same function, same weights), "
         "at dropout 0.1 and 0, interleaved in rounds. 'attention': forward+backward time and "
-        "memory of one attention layer for n = 32 ... 2048 tokens, fused vs explicit, with the "
+        "memory of one attention layer for n = 32 ... 8192 tokens, fused vs explicit, with the "
         "fitted log-log slope. 'rnn': time and memory of one training step of an LSTM and the "
         "tutorial's Transformer for n = 16 ... 2048, slopes, crossovers and the LSTM's serial part. "
         "'gpus': aggregate training steps/s of 1, 4 and 16 runs at once on one GPU (needs CUDA).",
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
     parser.add_argument(
         "--lengths", default=None,
-        help="attention, rnn: sequence lengths, MIN:MAX (doubling from MIN) or N,N,... (attention 32:2048, rnn 16:2048)",
+        help="attention, rnn: sequence lengths, MIN:MAX (doubling from MIN) or N,N,... (attention 32:8192, rnn 16:2048)",
     )
     parser.add_argument("--csv", metavar="PATH", help="attention, rnn: write the table (with the slopes) as CSV")
     parser.add_argument("--limit", type=int, default=0, help="epoch: train on the first N images only (0: all)")

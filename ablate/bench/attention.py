@@ -1,7 +1,7 @@
 """`ablate bench attention`: how the cost of one attention layer grows with sequence length n.
 
 One `ablate.models.MultiHeadAttention` (d_model 64, 4 heads of 16, dropout 0, no positional
-encoding) runs forward + backward on random input of n = 32, 64, ..., 2048 tokens, on two paths
+encoding) runs forward + backward on random input of n = 32, 64, ..., 8192 tokens, on two paths
 that compute the same function:
 
     fused     F.scaled_dot_product_attention (training's path; on CPU and CUDA a flash /
@@ -20,9 +20,17 @@ Memory, said per row in `mem_kind`:
                         activation memory, which is what grows with n (CPU has no allocator peak
                         counter); also given on CUDA as `saved_mb`
 
+Work, counted (issue 37): `flops`, the floating-point operations of one forward+backward as torch's own
+counter (torch.utils.flop_counter.FlopCounterMode) counts them, on the explicit path only: the counter has
+no formula for the CPU's fused attention kernel, so there it would count the projections and miss
+attention (the fused rows leave it empty; both paths compute the same function); `weights_mb`, the bytes
+of the n x n attention weights the explicit path returns (batch x heads x n x n).
+
 The slope of log cost against log n is fitted over the upper half of the lengths (n >= the
 geometric middle of the range), where the n^2 terms dominate the O(n) ones; an O(n^2) cost has
-slope 2. `--csv PATH` writes one row per (path, n) with the slopes repeated on every row.
+slope 2. The time slope also gets a 95 % interval (`time_slope_lo`, `time_slope_hi`): the rounds
+resampled with replacement at each n (2,000 draws, a fixed seed), the median refitted each time,
+percentiles of the slopes. `--csv PATH` writes one row per (path, n) with the slopes repeated on every row.
 """
 
 from __future__ import annotations
@@ -65,6 +73,11 @@ class Row:
     time_slope: float = math.nan
     mem_slope: float = math.nan
     fit_from_n: int = 0
+    flops: float = math.nan  # counted on the explicit path only (see the module's docstring)
+    weights_mb: float = math.nan  # the n x n weights (explicit path)
+    flops_slope: float = math.nan
+    time_slope_lo: float = math.nan  # 95 % bootstrap interval of time_slope over the rounds
+    time_slope_hi: float = math.nan
 
 
 def parse_lengths(text: str, minimum: int = 1) -> list[int]:
@@ -110,6 +123,18 @@ def saved_bytes(module: MultiHeadAttention, x: torch.Tensor, path: str) -> int:
     return sum(storages.values())
 
 
+def counted_work(module: MultiHeadAttention, x: torch.Tensor) -> tuple[float, float]:
+    """(FLOPs of one explicit forward+backward as torch's FlopCounterMode counts them, MB of the n x n weights)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        y, weights = module(x, need_weights=True)
+        y.square().mean().backward()
+    module.zero_grad(set_to_none=True)
+    x.grad = None
+    return float(counter.get_total_flops()), weights.numel() * weights.element_size() / 2**20
+
+
 def cuda_peak_bytes(module: MultiHeadAttention, x: torch.Tensor, path: str) -> int:
     torch.cuda.synchronize(x.device)
     module.zero_grad(set_to_none=True)
@@ -152,9 +177,11 @@ def measure(lengths: list[int], batch: int = 1, steps: int = 2, repeats: int = 5
             mem, kind = cuda_peak_bytes(module, inputs[n], p), "cuda_peak"
         else:
             mem, kind = saved, "saved_for_backward"
+        flops, weights = counted_work(module, inputs[n]) if p == "explicit" else (math.nan, math.nan)
         rows.append(Row(p, n, batch, D_MODEL, N_HEADS, str(device), torch.get_num_threads(), torch.__version__,
-                        1e3 * statistics.median(times[n, p]), mem / 2**20, kind, saved / 2**20))
-    return fit(rows)
+                        1e3 * statistics.median(times[n, p]), mem / 2**20, kind, saved / 2**20,
+                        flops=flops, weights_mb=weights))
+    return fit(rows, {k: [1e3 * t for t in v] for k, v in times.items()})
 
 
 def upper_half(lengths: list[int]) -> list[int]:
@@ -172,18 +199,39 @@ def slope(ns: list[int], values: list[float]) -> float:
     return float(np.polyfit(x, y, 1)[0])
 
 
-def fit(rows: list[Row]) -> list[Row]:
-    """Fill time_slope / mem_slope of each path, fitted over the upper half of its lengths."""
+def slope_interval(ns: list[int], rounds: list[list[float]], draws: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile interval of the log-log slope of the median time: at each n its rounds resampled with
+    replacement, the median taken, the slope refitted. NaN where a length has no rounds."""
+    if len(ns) < 2 or any(not r for r in rounds):
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    x = np.log(np.asarray(ns, dtype=float))
+    medians = np.stack([np.median(rng.choice(np.asarray(r, dtype=float), size=(draws, len(r))), axis=1)
+                        for r in rounds], axis=1)  # (draws, len(ns))
+    if not np.all(medians > 0):
+        return math.nan, math.nan
+    slopes = np.polyfit(x, np.log(medians).T, 1)[0]
+    lo, hi = np.percentile(slopes, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def fit(rows: list[Row], rounds: dict[tuple[int, str], list[float]] | None = None) -> list[Row]:
+    """Fill time_slope / mem_slope / flops_slope of each path, fitted over the upper half of its lengths, and the
+    time slope's 95 % interval from the rounds' times (ms, by (n, path)) where given."""
     for p in PATHS:
         mine = [r for r in rows if r.path == p]
         if not mine:
             continue
         upper = upper_half([r.n for r in mine])
         chosen = [r for r in mine if r.n in upper]
-        ts = slope([r.n for r in chosen], [r.time_ms for r in chosen])
-        ms = slope([r.n for r in chosen], [r.mem_mb for r in chosen])
+        ns = [r.n for r in chosen]
+        ts = slope(ns, [r.time_ms for r in chosen])
+        ms = slope(ns, [r.mem_mb for r in chosen])
+        fs = slope(ns, [r.flops for r in chosen])
+        lo, hi = slope_interval(ns, [rounds.get((n, p), []) for n in ns]) if rounds else (math.nan, math.nan)
         for r in mine:
-            r.time_slope, r.mem_slope, r.fit_from_n = ts, ms, upper[0]
+            r.time_slope, r.mem_slope, r.fit_from_n, r.flops_slope = ts, ms, upper[0], fs
+            r.time_slope_lo, r.time_slope_hi = lo, hi
     return rows
 
 
@@ -216,7 +264,10 @@ def report(rows: list[Row]) -> list[str]:
     lines.append(f"log-log slope over n >= {first[PATHS[0]].fit_from_n} (the upper half, where the n^2 terms dominate; "
                  "O(n^2) has slope 2):")
     for p in PATHS:
-        lines.append(f"slope {p}: time {first[p].time_slope:.2f}, memory ({kind}) {first[p].mem_slope:.2f}")
+        counted = f", counted FLOPs {first[p].flops_slope:.2f}" if math.isfinite(first[p].flops_slope) else ""
+        lines.append(f"slope {p}: time {first[p].time_slope:.2f} [{first[p].time_slope_lo:.2f}, "
+                     f"{first[p].time_slope_hi:.2f}] (95 % over the rounds), memory ({kind}) "
+                     f"{first[p].mem_slope:.2f}{counted}")
     return lines
 
 
