@@ -132,7 +132,7 @@ def test_bad_lengths_exit_2_with_one_line_and_write_nothing(bad, tmp_path, capsy
 
 def test_registered_with_its_defaults():
     assert BENCHMARKS["rnn"].__module__ == "ablate.bench.rnn"
-    assert DEFAULTS["rnn"]["lengths"] == "16:2048" and DEFAULTS["attention"]["lengths"] == "32:2048"
+    assert DEFAULTS["rnn"]["lengths"] == "16:2048" and DEFAULTS["attention"]["lengths"] == "32:8192"
 
 
 def test_the_lstm_is_ablates_matched_lstm_and_the_transformer_the_tutorials():
