@@ -45,6 +45,7 @@ from .answers import ANSWER_MIME, VERDICT_ZH
 from .data import (
     DATA_ENV,
     FIGURES_ENV,
+    NOT_RUN_LINE,
     DataFileError,
     check_folder,
     figure_file,
@@ -215,7 +216,7 @@ TEXT: dict[str, tuple[str, str]] = {
                         "表格 | 运行数（未注明即全部完成） | 预算 | 提交 | 耗时 | 主要检验的运行：最后一个轮次提升的中位数，已解决比例 | 日期"),
     "provenance_machine": ("Every table ran on: {machines}.", "所有表格的运行环境：{machines}。"),
     "primary_cell": ("{runs}: {gain}, {solved} solved", "{runs} 个运行：{gain}，{solved} 已解决"),
-    "not_run": ("not run yet — run `make {target}`", "尚未运行 — 请运行 `make {target}`"),
+    "not_run": (f"{NOT_RUN_LINE[0]} `make {{target}}`", f"{NOT_RUN_LINE[1]} `make {{target}}`"),
     "uncommitted": (" (uncommitted changes)", "（含未提交的修改）"),
     "mismatch": (", {n} run(s) at other commits", "，另有 {n} 个运行来自其他提交"),
     "completed": ("completed", "完成"),

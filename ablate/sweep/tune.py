@@ -18,16 +18,16 @@ Stage 1 runs every variant (every combination of the other grid keys) at every v
 the tune seeds. A variant's value is chosen once all its stage-1 runs are finished: the best mean
 of the metric over the tune seeds; a diverged run, or one without a finite metric, counts as the
 worst possible (so a value that diverged on any tune seed loses to every value that did not); ties
-go to the smaller value. Stage 2 runs the grid's other seeds at the chosen value.
+go to the smaller value. Stage 2 runs the grid's other seeds at the chosen value. A failed run
+(an error, not a measurement) is retried by the next invocation like any failed run, so a choice
+waits for it instead of counting it, and stage-2 runs are never started at a value a retry could
+change.
 
 A gate, `tune optim.lr on seeds 0 where val/acc_best >= 0.99`, makes the choice among the values that meet a
 premise on every tune seed (a finished run whose gate metric is finite and on the right side of the bound):
 a test that presumes the model learned the task is then run at a rate where it did, chosen among those by the
 metric as before. When no value meets the gate on every tune seed, every value competes (the choice line says
-so, and the test's own premise check decides what that means). A failed run
-(an error, not a measurement) is retried by the next invocation like any failed run, so a choice
-waits for it instead of counting it, and stage-2 runs are never started at a value a retry could
-change.
+so, and the test's own premise check decides what that means).
 
 W&B agents run the whole grid (every value on every seed); the results table applies the same
 choice to their runs (tune seeds only), so both tables agree.
