@@ -177,6 +177,7 @@ BAD_VALUES = [
     ("model.pos_enc", "fourier", ()),
     ("model.causal", "maybe", ()),
     ("model.init", "kaiming", ()),
+    ("model.value_skipinit", "maybe", ()),
     ("model.max_len", "0", ()),
     ("model.learned_std", "0", ()),
     ("model.learned_std", "nan", ()),

@@ -160,9 +160,9 @@ def export_model(source: Path, precision: str = "float32") -> dict[str, Any]:
     if cfg.model.arch != "transformer":  # forward.js draws attention, block by block: an RNN has neither
         raise ExploreError(f"{source} is a model.arch={cfg.model.arch} run; the explorer draws Transformers only "
                            "(its attention, block by block); give the run directory of a model.arch=transformer run")
-    # forward.js builds each block with skips around both sub-layers and one fused qkv: a model built otherwise
+    # forward.js builds each block with skips around both sub-layers, one fused qkv and softmax mixing: a model built otherwise
     # would be drawn wrong, so it is refused
-    for key, default in (("residual_around", "both"), ("qk_reparam", False)):
+    for key, default in (("residual_around", "both"), ("qk_reparam", False), ("value_skipinit", False)):
         if getattr(cfg.model, key) != default:
             raise ExploreError(f"{source} is a model.{key}={getattr(cfg.model, key)} run; the page's forward pass "
                                f"knows model.{key}={default} only; give the run directory of such a run")

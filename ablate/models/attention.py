@@ -121,8 +121,12 @@ class MultiHeadAttention(nn.Module):
     (`lr_factors`, read by ablate.tasks.base.configure_optimizers); the default path keeps the one fused
     tensor, its state_dict keys and nn.MultiheadAttention's in_proj layout.
 
+    `value_skipinit` mixes (alpha I + beta A) V, two learned scalars from alpha = 1, beta = 0 (He et al. 2023's
+    Value-SkipInit): at initialisation every token keeps its own value, so a stack without skips starts with
+    no token mixing (and so no collapse by attention) while its stream still passes W_V, W_O and the FFN.
+
     Public parts (what probes use): `qkv` ([W_Q; W_K; W_V], heads contiguous; with qk_reparam a SplitQKV of
-    the same output), `out` (W_O),
+    the same output), `out` (W_O), `alpha`, `beta` (value_skipinit; else None),
     `n_heads`, `d_head`, `inner_dim`, `scale`, `project(x)`, `logits(q, k)`, `projections()`, `lr_factors()`.
     """
 
@@ -146,6 +150,11 @@ class MultiHeadAttention(nn.Module):
         INITS[cfg.init](self)
         if cfg.qk_reparam:  # after the draw: the same seed gives the scaled model's numbers, W_Q, W_K times c
             self.qkv = SplitQKV(self.qkv, self.inner_dim, cfg.qk_rate)
+        # Value-SkipInit (He et al. 2023, "Deep Transformers without Shortcuts"): (alpha I + beta A) V with learned
+        # scalars from alpha = 1, beta = 0, so each token keeps its own value at initialisation and no tokens mix.
+        # No random draw: a seed gives every other weight what it gives the softmax-only model.
+        self.alpha = nn.Parameter(torch.ones(())) if cfg.value_skipinit else None
+        self.beta = nn.Parameter(torch.zeros(())) if cfg.value_skipinit else None
 
     def lr_factors(self) -> list[tuple[nn.Parameter, float]]:
         """(parameter, factor): parameters to be stepped at factor x the learning rate. With qk_reparam,
@@ -178,6 +187,10 @@ class MultiHeadAttention(nn.Module):
             scores = scores.masked_fill(future_mask(T, scores.device), float("-inf"))
         return scores
 
+    def mix(self, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The heads' output from y = A V: y itself, or with model.value_skipinit alpha V + beta y."""
+        return y if self.alpha is None else self.alpha * v + self.beta * y
+
     def merge(self, y: torch.Tensor) -> torch.Tensor:
         B, _, T, _ = y.shape  # (B, nh, T, hs) -> (B, T, nh*hs) -> (B, T, d_model)
         return self.out(y.transpose(1, 2).reshape(B, T, self.inner_dim))
@@ -197,7 +210,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self.project(x)
         p = self.dropout if self.training else 0.0
         if not need_weights:
-            return self.merge(self.fused(q, k, v, p)), None
-        weights = self.logits(q, k).softmax(dim=-1)
+            return self.merge(self.mix(self.fused(q, k, v, p), v)), None
+        weights = self.logits(q, k).softmax(dim=-1)  # A; with value_skipinit the mixing is alpha I + beta A
         y = F.dropout(weights, p=p, training=self.training) @ v
-        return self.merge(y), weights
+        return self.merge(self.mix(y, v)), weights

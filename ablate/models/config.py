@@ -84,7 +84,8 @@ def _bounded(field: str, value, bound: Bound) -> None:
 
 # Toggles of the Transformer's parts: with arch=lstm/gru each must stay at its default (why, in words).
 ATTENTION_ONLY = {
-    **dict.fromkeys(("n_heads", "d_head", "qk_scale", "qk_reparam", "temperature", "init"), "an RNN has no attention"),
+    **dict.fromkeys(("n_heads", "d_head", "qk_scale", "qk_reparam", "temperature", "init", "value_skipinit"),
+                    "an RNN has no attention"),
     **dict.fromkeys(("ffn_mult", "activation"), "an RNN has no FFN"),
     **dict.fromkeys(("residual", "residual_around"), "an RNN has no residual connections"),
     "norm": "an RNN has no LayerNorms",
@@ -123,6 +124,8 @@ class EncoderConfig:
     norm: Literal["pre", "post", "none"] = option("post", "LayerNorm placement (Xiong et al. 2020)")
     pos_enc: Literal[POS_ENC_NAMES] = option("learned", "positional encoding (each scheme: models/positional.py)")
     causal: bool = option(False, "each position attends only to itself and earlier ones")
+    value_skipinit: bool = option(False, "attention's mixing (alpha I + beta A) V, alpha 1 and beta 0 learned from there: "
+                                         "no token mixing at init (He et al. 2023's Value-SkipInit)")
     init: Literal[INIT_NAMES] = option("default", "Q/K/V/O init; unit: W_Q, W_K ~ N(0, 1/d_model), unit-variance q, k (models/attention.py)")
     max_len: int | None = option(None, "longest sequence the positional table holds; None: the task's longest (ablate.config)")
     learned_std: float = option(1.0, "learned positions start N(0, learned_std^2): the tutorial's torch.randn; 0.02 is BERT's")
@@ -143,7 +146,7 @@ class EncoderConfig:
                     "choose n_heads that divides d_model or set d_head explicitly"
                 )
         _choice("activation", self.activation, ACTIVATION_NAMES)
-        for name in ("qk_scale", "qk_reparam", "residual", "causal"):
+        for name in ("qk_scale", "qk_reparam", "residual", "causal", "value_skipinit"):
             _typed(name, getattr(self, name), bool, "true or false")
         self._check_residual_around()
         _choice("norm", self.norm, NORM_NAMES)
