@@ -173,6 +173,26 @@ def test_ratios_on_the_log_scale():
     assert R.estimate(frame([0.0, 1.0], metric="probe/x/grad_l0"), "probe/x/grad_l0", A).kind == "linear"
 
 
+def test_an_effect_against_a_stated_factor_is_welch_with_a_shifted_null():
+    """Effect.against(v): a / b = v (or a - b = v) in place of no effect; scipy's Welch test of
+    log a - log v against log b is the reference."""
+    a, b = np.array([0.30, 0.42, 0.35, 0.38, 0.31]), np.array([1.0, 1.1, 0.9, 1.2, 0.95])
+    df = frame(a, b, metric="probe/x/grad_l0")
+    d = R.compare(df, "probe/x/grad_l0", A, B_)
+    for value in (0.5, 0.25, 1.0):
+        side, p = d.against(value)
+        assert p == pytest.approx(stats.ttest_ind(np.log(a) - math.log(value), np.log(b), equal_var=False).pvalue)
+        assert side == (1 if d.lo > value else -1 if d.hi < value else 0)
+    assert d.against(0.5)[0] == -1 and d.against(1.0)[0] == -1 and d.against(0.25)[0] == 1
+    assert d.against(1.0)[1] == pytest.approx(d.p)  # against no effect it is the usual test
+    lin = R.compare(frame([1.0, 1.2, 1.1], [0.2, 0.3, 0.25], metric="x"), "x", A, B_)
+    side, p = lin.against(0.5)
+    assert side == 1 and p == pytest.approx(stats.ttest_ind(np.array([1.0, 1.2, 1.1]) - 0.5, [0.2, 0.3, 0.25],
+                                                            equal_var=False).pvalue)
+    with pytest.raises(ValueError, match="factor > 0"):
+        d.against(0.0)
+
+
 def test_clopper_pearson_against_scipy():
     for k, n in [(0, 5), (5, 5), (3, 7), (1, 10), (12, 20), (0, 1)]:
         ci = stats.binomtest(k, n).proportion_ci(method="exact")

@@ -59,6 +59,22 @@ def test_direction_checks():
     assert x.greater(one, primary=True, reason=REASON).verdict == "inconclusive"
 
 
+def test_below_a_stated_factor():
+    """`below(effect, 0.5)`: a claim that a gets under half of b, decided by where the 95 % interval lies
+    against x0.5, not against no effect."""
+    x, metric = anchor(), "probe/x/grad_l0"
+    halved = effect([0.30, 0.35, 0.32, 0.33], [1.0, 1.1, 0.95, 1.05], metric)  # about x0.32
+    less = effect([0.80, 0.85, 0.82, 0.83], [1.0, 1.1, 0.95, 1.05], metric)  # about x0.81: less, not halved
+    wide = effect([0.2, 1.5, 0.5, 0.9], [1.0, 1.1, 0.95, 1.05], metric)
+    assert x.below(halved, 0.5, primary=True, reason=REASON).verdict == "agrees"
+    check = x.below(less, 0.5, "first layer", primary=True, reason=REASON)
+    assert check.verdict == "disagrees" and x.less(less, primary=True, reason=REASON).verdict == "agrees"
+    side, p = less.against(0.5)
+    assert check.p == p and check.evidence == f"first layer: {less.a} vs {less.b}, {less}, against ×0.5: p < 0.001"
+    assert x.below(wide, 0.5, primary=True, reason=REASON).verdict == "inconclusive"
+    assert x.below(effect([0.3], [1.0], metric), 0.5, primary=True, reason=REASON).verdict == "inconclusive"
+
+
 def test_both_variants_at_the_reference_level_are_not_testable():
     stuck = effect(*STUCK)
     assert stuck.measurable  # the difference is real ...

@@ -279,6 +279,23 @@ class Anchor:
                                                f"未能证明落在等价界限 {bound_zh} 以内（TOST {p_text(tost, 'zh')}）"),
                            p=tost, margin=margin, **said)
 
+    def below(self, effect: Effect, value: float, what: str = "", *, primary: bool, reason: str = "",
+              what_zh: str = "", reason_zh: str = "") -> Check:
+        """The claim says a / b (a - b) lies below `value`, not merely below no effect (0.5: a gets under half
+        of what b gets). Agrees when the 95 % interval lies wholly below `value`, disagrees when wholly above,
+        otherwise inconclusive; its p is two-sided against `value` (`Effect.against`)."""
+        said = {"primary": primary, "reason": reason, "reason_zh": reason_zh}
+        label = what_zh or what
+        en = f"{what}{': ' if what else ''}{effect.a} vs {effect.b}, {effect}"
+        zh = f"{label}{'：' if label else ''}{effect.a:zh} 对 {effect.b:zh}，{effect:zh}"
+        if not effect.has_interval:
+            return self._check(INCONCLUSIVE, (en, zh), **said)
+        side, p = effect.against(value)
+        bound = f"×{value:g}" if effect.ratio else f"{value:g}"
+        en, zh = f"{en}, against {bound}: {p_text(p)}", f"{zh}，对照 {bound}：{p_text(p, 'zh')}"
+        verdict = {-1: AGREES, 1: DISAGREES, 0: INCONCLUSIVE}[side]
+        return self._check(verdict, (en, zh), p=p, **said)
+
     def faster(self, test: SolveTest, what: str = "", *, primary: bool, reason: str = "", what_zh: str = "",
                reason_zh: str = "") -> Check:
         """The claim says variant a reaches the task's solve level in fewer steps than b (`R.solve_test`:

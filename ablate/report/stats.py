@@ -477,6 +477,23 @@ class Effect:
         one = float(scistats.t.sf((abs(d) - m) / self._se, self._dof))
         return min(1.0, 2 * one)
 
+    def against(self, value: float) -> tuple[int, float]:
+        """The effect against `value` in place of no effect (a ratio's factor, 0.5 = a halving; or a difference):
+        +1 / -1 when the 95 % interval lies wholly above / below it, else 0, with the two-sided p of
+        a - b = value (a / b = value), Welch's t on the test's scale; (0, nan) without an interval."""
+        if self.ratio and not value > 0:
+            raise ValueError(f"value={value!r}: a ratio is compared with a factor > 0")
+        if not self.has_interval:
+            return 0, math.nan
+        side = 1 if self.lo > value else -1 if self.hi < value else 0
+        if not self._se > 0:
+            return side, (0.0 if side else 1.0)
+        centre = (math.log(self.lo) + math.log(self.hi)) / 2 if self.ratio else (self.lo + self.hi) / 2
+        null = math.log(value) if self.ratio else value
+        if not self.ratio and self.a.kind in (ACCURACY, FRACTION, BOUNDED):  # the interval may be clipped
+            centre = self.diff
+        return side, float(2 * scistats.t.sf(abs(centre - null) / self._se, self._dof))
+
     def _text(self, zh: bool = False) -> str:
         if self.ratio:
             if not self.has_interval:
