@@ -159,9 +159,15 @@ def test_findings_lists_every_answer_and_the_data_provenance(built):
             assert c["cite"] in page
         for name in (a.get("figures") or []):
             assert f"](../figures/{name})" in page
+    table = (out / "findings" / "provenance.md").read_text()  # per table, on its own page; FINDINGS links it
+    assert "](findings/provenance.md)" in findings and "](findings/provenance.zh.md)" in zh
+    rows = [line.split(" | ") for line in table.splitlines()[4:] if line.startswith("| ")]
+    commits = [r[3].split(" ")[0] for r in rows if r[3] not in ("—", "")]  # a table not run yet has none
+    said = re.search(r"(\d+) tables from (\d+) commits", findings.replace("\n", " "))
+    assert said and said.groups() == (str(len(commits)), str(len(set(commits)))), said
     for name, m in meta.items():
-        assert f"| {name} |" in findings and m["commit"][:12] in findings and m["date"] in findings
-        row = next(line for line in findings.splitlines() if line.startswith(f"| {name} |"))
+        assert f"| {name} |" in table and m["commit"][:12] in table and m["date"] in table
+        row = next(line for line in table.splitlines() if line.startswith(f"| {name} |"))
         assert ("(uncommitted changes)" in row) == bool(m.get("dirty")), row  # provenance is told as it is
         assert (f"{m.get('commit_mismatch')} run(s) at other commits" in row) == bool(m.get("commit_mismatch")), row
 

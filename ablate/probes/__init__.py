@@ -30,23 +30,28 @@ from .run import (
 )
 from .scores import attention_maps, entropy_per_head, layer_logits, score_stats
 from .shares import parameter_shares
+from .temperature import FACTORS, attention_temperature, factor_name, inference_temperature
 
 __all__ = [
     "AT_ENDS_ONLY",
+    "FACTORS",
     "GROUPS",
     "NOT_APPLICABLE_TO_RNN",
     "NotApplicable",
     "accuracy",
     "accuracy_by_position",
     "attention_maps",
+    "attention_temperature",
     "collapse_of",
     "effective_rank",
     "entropy_per_head",
     "equivariance_error",
+    "factor_name",
     "format_probes",
     "gradient_flow",
     "has_attention",
     "head_importance",
+    "inference_temperature",
     "layer_arrays",
     "layer_logits",
     "masked_heads",

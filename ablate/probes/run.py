@@ -18,6 +18,7 @@ from .heads import head_importance
 from .order import equivariance_error, order_sensitivity
 from .scores import attention_maps, score_stats
 from .shares import parameter_shares
+from .temperature import inference_temperature
 
 # Families shown as one table each by `format_probes`: scalar-name prefixes, in display order.
 FAMILIES = {
@@ -26,6 +27,7 @@ FAMILIES = {
     "collapse": ("cosine", "erank", "resid_norm"),
     "shares": ("share",),
     "heads": ("head_drop",),
+    "temperature at inference": ("tau_acc", "tau_loss", "out_tau_loss"),
 }
 PER_LAYER = re.compile(r"^(?P<name>.+)_l(?P<layer>\d+)(?:_(?P<slot>.+))?$")
 # Cheap scalars measured at init and at the end only, never periodically: parameter shares (fixed by
@@ -40,6 +42,7 @@ NOT_APPLICABLE_TO_RNN = (
     "per-layer shares (share_attention_l, share_ffn_l)",
     "head importance (head_drop)",
     "equivariance error (equiv_error)",
+    "attention temperature at inference (tau_acc, tau_loss, out_tau_loss)",
 )
 
 
@@ -83,7 +86,8 @@ def run_probes(
 
     cheap: score statistics, gradient flow, collapse, residual norms, parameter shares, and, when a
     `permutation` of the sequence is given (MNIST rows), the first layer's equivariance error.
-    expensive: head importance over `val_loader` and, with a `permutation`, order sensitivity on it.
+    expensive: head importance over `val_loader`, the trained model at other attention temperatures on it
+    (`inference_temperature`), and, with a `permutation`, order sensitivity on it.
     arrays: `attention` (L, H, T, T) of the first example, and one array per per-layer scalar family
     (`entropy` (L,), `resid_norm` (2L,) attn/ffn interleaved, `head_drop` (L, H), ...).
     Each probe runs in eval mode under a forked RNG; the model's modes and `.grad`s are left as found.
@@ -107,6 +111,8 @@ def run_probes(
                 "run_probes(expensive=True) needs val_loader= (head masking runs over it)"
             )
         scalars.update(head_importance(model, val_loader))
+        if has_attention(model):
+            scalars.update(inference_temperature(model, val_loader))
         if permutation is not None:
             scalars.update(order_sensitivity(model, val_loader, permutation))
     arrays.update(layer_arrays(scalars, len(blocks_of(model))))

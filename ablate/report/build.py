@@ -215,6 +215,12 @@ TEXT: dict[str, tuple[str, str]] = {
     "provenance_head": ("table | runs (all completed unless said) | budget | commit | wall time | primary runs: median last-epoch gain, solved | date",
                         "表格 | 运行数（未注明即全部完成） | 预算 | 提交 | 耗时 | 主要检验的运行：最后一个轮次提升的中位数，已解决比例 | 日期"),
     "provenance_machine": ("Every table ran on: {machines}.", "所有表格的运行环境：{machines}。"),
+    "provenance_link": (
+        "{tables} tables from {commits} commits{dirty}; per table its runs, budget, commit, wall time and date: "
+        "[{path}]({path}).",
+        "{tables} 个表格，来自 {commits} 个提交{dirty}；每个表格的运行数、预算、提交、耗时和日期：[{path}]({path})。",
+    ),
+    "provenance_dirty": (", {n} of them with uncommitted changes", "，其中 {n} 个含未提交的修改"),
     "primary_cell": ("{runs}: {gain}, {solved} solved", "{runs} 个运行：{gain}，{solved} 已解决"),
     "not_run": (f"{NOT_RUN_LINE[0]} `make {{target}}`", f"{NOT_RUN_LINE[1]} `make {{target}}`"),
     "uncommitted": (" (uncommitted changes)", "（含未提交的修改）"),
@@ -517,6 +523,8 @@ def build(
                     atomic_write(page, question_md(b, a, meta, figures, source, pages, findings, lang=lang))
                     written.add(page.name)
             atomic_write(findings, findings_md(built, meta, data, figures, source, findings.parent, lang=lang))
+            atomic_write(pages / PROVENANCE_PAGE[lang], provenance_page(built, meta, lang))
+            written.add(PROVENANCE_PAGE[lang])
             costs = full_costs(built, meta)
             if costs:
                 atomic_write(pages / FULL_PAGE[lang], full_budget_page(costs, lang))
@@ -685,6 +693,7 @@ def gpu_rate(costs: dict[str, dict[str, Any]]) -> tuple[int, int]:
 
 
 FULL_PAGE = {"en": "full_budget.md", "zh": "full_budget.zh.md"}  # the per-sweep cost table, beside the answers' pages
+PROVENANCE_PAGE = {"en": "provenance.md", "zh": "provenance.zh.md"}  # the per-table provenance, likewise
 
 
 def full_budget_section(costs: dict[str, dict[str, Any]], lang: str) -> list[str]:
@@ -931,11 +940,27 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
             lines += [f"## {b.name}", "", say("failed", lang, error=b.error), ""]
     if costs:
         lines += full_budget_section(costs, lang)
-    lines += [f"## {say('provenance', lang)}", "",
-              *_md_table(say("provenance_head", lang), provenance_rows(built, meta, lang)), "",
-              machines_line(meta, lang), ""]
+    lines += provenance_section(meta, lang)
     text = "\n".join(lines)
     return wrap_md(re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n", lang)
+
+
+def provenance_section(meta: dict[str, Any], lang: str) -> list[str]:
+    """FINDINGS.md's section: how many tables from how many commits, the machines, and a link to the table per
+    table (provenance_page): the answers are read at a glance, the provenance looked up."""
+    done = [m for m in meta["sweeps"].values() if m and m.get("commit")]
+    dirty = sum(bool(m.get("dirty")) for m in done)
+    return [f"## {say('provenance', lang)}", "",
+            say("provenance_link", lang, tables=len(done), commits=len({m["commit"] for m in done}),
+                dirty=say("provenance_dirty", lang, n=dirty) if dirty else "",
+                path=f"{PAGES}/{PROVENANCE_PAGE[lang]}") + " " + machines_line(meta, lang), ""]
+
+
+def provenance_page(built: list[Built], meta: dict[str, Any], lang: str) -> str:
+    """findings/provenance.md (.zh.md): every table's runs, budget, commit, wall time, primary runs and date."""
+    lines = [f"# {say('provenance', lang)}", "", *_md_table(say("provenance_head", lang), provenance_rows(built, meta, lang)),
+             "", machines_line(meta, lang), ""]
+    return wrap_md("\n".join(lines).rstrip() + "\n", lang)
 
 
 def question_md(b: Built, a: dict[str, Any], meta: dict[str, Any], figures: Path, source: Path, where: Path,
