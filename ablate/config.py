@@ -705,7 +705,7 @@ def from_dict(data: dict[str, Any]) -> Config:
 # keeps its id (a sweep finds it again instead of running it twice).
 IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None, "model.residual_around": "both",
                      "model.qk_reparam": False, "trainer.num_nodes": 1, "model.rnn_init": "default",
-                     "model.value_skipinit": False}
+                     "model.value_skipinit": False, "model.shaped_attention": False}
 
 
 def with_added_keys(config: dict[str, Any]) -> dict[str, Any]:

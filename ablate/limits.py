@@ -74,7 +74,7 @@ def transformer_encoder_params(m) -> int:
     d, inner, ffn = m.d_model, m.n_heads * m.head_dim, m.ffn_mult * m.d_model
     norm = 2 * d if m.norm != "none" else 0  # one LayerNorm (weight, bias) per sub-layer
     attention = d * 3 * inner + 3 * inner + inner * d + d + norm  # W_QKV, W_O with biases
-    attention += 2 if m.value_skipinit else 0  # alpha, beta
+    attention += 2 if m.value_skipinit else 3 if m.shaped_attention else 0  # alpha, beta (, gamma)
     feed_forward = (d * ffn + ffn + ffn * d + d + norm) if m.ffn_mult > 0 else 0
     encoder = m.n_layers * (attention + feed_forward)
     return encoder + (2 * d if m.norm == "pre" else 0)  # the final LayerNorm of a Pre-LN stack

@@ -178,6 +178,8 @@ BAD_VALUES = [
     ("model.causal", "maybe", ()),
     ("model.init", "kaiming", ()),
     ("model.value_skipinit", "maybe", ()),
+    ("model.shaped_attention", "maybe", ()),
+    ("model.shaped_attention", "true", ("model.value_skipinit=true",)),  # two mixings: choose one
     ("model.max_len", "0", ()),
     ("model.learned_std", "0", ()),
     ("model.learned_std", "nan", ()),

@@ -239,7 +239,7 @@ def test_ablate_train_runs_a_reparametrised_model_end_to_end(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("override", ["model.qk_scale=false model.qk_reparam=true", "model.residual_around=attention",
-                                      "model.value_skipinit=true"])
+                                      "model.value_skipinit=true", "model.shaped_attention=true"])
 def test_explore_refuses_a_model_its_forward_pass_does_not_know(tmp_path, capsys, monkeypatch, override):
     """The page's forward.js builds skips around both sub-layers, one fused qkv and softmax mixing: a qk_reparam,
     residual_around or value_skipinit run would be drawn wrong, so `ablate explore` refuses it in one line (exit 2) and

@@ -116,3 +116,77 @@ def test_an_rnn_refuses_it_and_old_runs_keep_their_ids():
                                                                        machine=False))
     assert C.run_id(C.build(base, machine=False)) != C.run_id(C.build({**base, "model.value_skipinit": True},
                                                                        machine=False))
+
+
+# ---- model.shaped_attention: (alpha I + beta A - gamma C) V, W_Q from 0 (Noci et al. 2023; He & Hofmann 2024)
+
+@pytest.mark.parametrize("kw", [{}, {"causal": True}, {"pos_enc": "alibi"}, {"pos_enc": "rope"}],
+                         ids=["plain", "causal", "alibi", "rope"])
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+def test_shaped_attention_is_the_identity_mixing_at_initialisation(kw, need_weights):
+    layer = _layer(shaped_attention=True, **kw)
+    assert (layer.alpha.item(), layer.beta.item(), layer.gamma.item()) == (1.0, 1.0, 1.0)
+    assert not layer.qkv.weight[: layer.inner_dim].any() and not layer.qkv.bias[: layer.inner_dim].any()
+    x = torch.randn(3, 7, D)
+    torch.testing.assert_close(layer(x, need_weights=need_weights)[0], _per_token(layer, x), rtol=0, atol=1e-5)
+
+
+def test_shaped_attentions_centre_is_the_mixing_of_zero_scores():
+    """C V written out: uniform over all keys, over keys 0..i with the causal mask; the layer's own q and k
+    do not enter it."""
+    for causal in (False, True):
+        layer = _layer(shaped_attention=True, causal=causal)
+        v, k = torch.randn(2, H, 6, D // H), torch.randn(2, H, 6, D // H)
+        if causal:
+            expected = v.cumsum(dim=2) / torch.arange(1, 7).view(1, 1, 6, 1)
+        else:
+            expected = v.mean(dim=2, keepdim=True).expand_as(v)
+        torch.testing.assert_close(layer.centre(k, v), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_shaped_attention_with_only_beta_is_torchs_multihead_attention():
+    layer = _layer(shaped_attention=True)
+    with torch.no_grad():
+        layer.qkv.weight[: layer.inner_dim].normal_()  # a trained W_Q
+        layer.alpha.fill_(0.0)
+        layer.gamma.fill_(0.0)
+    ref = torch.nn.MultiheadAttention(D, H, dropout=0.0, batch_first=True).eval()
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(layer.qkv.weight)
+        ref.in_proj_bias.copy_(layer.qkv.bias)
+        ref.out_proj.weight.copy_(layer.out.weight)
+        ref.out_proj.bias.copy_(layer.out.bias)
+    x = torch.randn(2, 6, D)
+    expected, _ = ref(x, x, x, need_weights=False)
+    for need_weights in (False, True):
+        torch.testing.assert_close(layer(x, need_weights=need_weights)[0], expected, rtol=1e-5, atol=1e-6)
+
+
+def _grads_at_init(**kw) -> dict[str, float]:
+    torch.manual_seed(0)
+    model = TokenModel(EncoderConfig(d_model=D, n_heads=H, n_layers=2, residual=False, norm="pre", max_len=8,
+                                     dropout=0.0, **kw), 8, 6)
+    x, y = torch.randint(0, 8, (4, 8)), torch.randint(0, 6, (4, 8))
+    F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+    attn = next(m for m in model.modules() if isinstance(m, MultiHeadAttention))
+    inner = attn.inner_dim
+    return {"wq": attn.qkv.weight.grad[:inner].abs().max().item(),
+            "wk": attn.qkv.weight.grad[inner : 2 * inner].abs().max().item()}
+
+
+def test_shaped_attention_gives_w_q_a_gradient_where_value_skipinit_gives_none():
+    """Why the shaped arm (issue 37, added after residual_skipinit's outcome): with beta = 0 the scores do not
+    reach the loss, so W_Q and W_K get no gradient at all at initialisation; shaped attention's W_Q does."""
+    skip, shaped = _grads_at_init(value_skipinit=True), _grads_at_init(shaped_attention=True)
+    assert skip == {"wq": 0.0, "wk": 0.0}
+    assert shaped["wq"] > 1e-6
+
+
+def test_shaped_attention_refusals_and_size():
+    with pytest.raises(ValueError, match="choose one"):
+        EncoderConfig(value_skipinit=True, shaped_attention=True, max_len=8)
+    with pytest.raises(ValueError, match="shaped_attention=True does not apply to arch='lstm'"):
+        EncoderConfig(arch="lstm", shaped_attention=True)
+    model = TokenModel(EncoderConfig(d_model=D, n_heads=H, n_layers=3, shaped_attention=True, max_len=8), 8, 6)
+    base = TokenModel(EncoderConfig(d_model=D, n_heads=H, n_layers=3, max_len=8), 8, 6)
+    assert sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in base.parameters()) == 3 * 3

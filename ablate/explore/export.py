@@ -162,7 +162,8 @@ def export_model(source: Path, precision: str = "float32") -> dict[str, Any]:
                            "(its attention, block by block); give the run directory of a model.arch=transformer run")
     # forward.js builds each block with skips around both sub-layers, one fused qkv and softmax mixing: a model built otherwise
     # would be drawn wrong, so it is refused
-    for key, default in (("residual_around", "both"), ("qk_reparam", False), ("value_skipinit", False)):
+    for key, default in (("residual_around", "both"), ("qk_reparam", False), ("value_skipinit", False),
+                         ("shaped_attention", False)):
         if getattr(cfg.model, key) != default:
             raise ExploreError(f"{source} is a model.{key}={getattr(cfg.model, key)} run; the page's forward pass "
                                f"knows model.{key}={default} only; give the run directory of such a run")

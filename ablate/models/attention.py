@@ -124,9 +124,11 @@ class MultiHeadAttention(nn.Module):
     `value_skipinit` mixes (alpha I + beta A) V, two learned scalars from alpha = 1, beta = 0 (He et al. 2023's
     Value-SkipInit): at initialisation every token keeps its own value, so a stack without skips starts with
     no token mixing (and so no collapse by attention) while its stream still passes W_V, W_O and the FFN.
+    `shaped_attention` mixes (alpha I + beta A - gamma C) V (`centre`), the identity at initialisation too, with W_Q
+    learning from 0 (Noci et al. 2023; He & Hofmann 2024).
 
     Public parts (what probes use): `qkv` ([W_Q; W_K; W_V], heads contiguous; with qk_reparam a SplitQKV of
-    the same output), `out` (W_O), `alpha`, `beta` (value_skipinit; else None),
+    the same output), `out` (W_O), `alpha`, `beta`, `gamma` (value_skipinit, shaped_attention; else None),
     `n_heads`, `d_head`, `inner_dim`, `scale`, `project(x)`, `logits(q, k)`, `projections()`, `lr_factors()`.
     """
 
@@ -148,13 +150,23 @@ class MultiHeadAttention(nn.Module):
         self.causal = cfg.causal
         self.dropout = cfg.dropout
         INITS[cfg.init](self)
+        if cfg.shaped_attention:  # W_Q and its bias from 0 (see gamma below); before qk_reparam splits the rows
+            with torch.no_grad():
+                self.qkv.weight[: self.inner_dim].zero_()
+                self.qkv.bias[: self.inner_dim].zero_()
         if cfg.qk_reparam:  # after the draw: the same seed gives the scaled model's numbers, W_Q, W_K times c
             self.qkv = SplitQKV(self.qkv, self.inner_dim, cfg.qk_rate)
         # Value-SkipInit (He et al. 2023, "Deep Transformers without Shortcuts"): (alpha I + beta A) V with learned
         # scalars from alpha = 1, beta = 0, so each token keeps its own value at initialisation and no tokens mix.
         # No random draw: a seed gives every other weight what it gives the softmax-only model.
-        self.alpha = nn.Parameter(torch.ones(())) if cfg.value_skipinit else None
-        self.beta = nn.Parameter(torch.zeros(())) if cfg.value_skipinit else None
+        self.alpha = nn.Parameter(torch.ones(())) if cfg.value_skipinit or cfg.shaped_attention else None
+        self.beta = (nn.Parameter(torch.full((), 1.0 if cfg.shaped_attention else 0.0))
+                     if cfg.value_skipinit or cfg.shaped_attention else None)
+        # Shaped attention (Noci et al. 2023; He & Hofmann 2024): (alpha I + beta A - gamma C) V, C the mixing that zero
+        # scores give (uniform over the allowed keys, or the softmax of the positional bias alone), all three from 1,
+        # and W_Q (with its bias) from 0: A = C at initialisation, so the mixing is the identity, while W_Q gets a
+        # gradient (the scores' derivative in q is k), which Value-SkipInit's beta = 0 withholds from W_Q and W_K.
+        self.gamma = nn.Parameter(torch.ones(())) if cfg.shaped_attention else None
 
     def lr_factors(self) -> list[tuple[nn.Parameter, float]]:
         """(parameter, factor): parameters to be stepped at factor x the learning rate. With qk_reparam,
@@ -187,9 +199,18 @@ class MultiHeadAttention(nn.Module):
             scores = scores.masked_fill(future_mask(T, scores.device), float("-inf"))
         return scores
 
-    def mix(self, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """The heads' output from y = A V: y itself, or with model.value_skipinit alpha V + beta y."""
-        return y if self.alpha is None else self.alpha * v + self.beta * y
+    def mix(self, y: torch.Tensor, v: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """The heads' output from y = A V: y itself; with model.value_skipinit alpha V + beta y; with
+        model.shaped_attention alpha V + beta y - gamma C V (`centre`)."""
+        if self.alpha is None:
+            return y
+        out = self.alpha * v + self.beta * y
+        return out if self.gamma is None else out - self.gamma * self.centre(k, v)
+
+    def centre(self, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """C V: the mixing that zero scores give (uniform over the allowed keys, or the softmax of the positional
+        bias alone), computed by the fused kernel with a zero query; no dropout."""
+        return self.fused(torch.zeros_like(k), k, v, 0.0)
 
     def merge(self, y: torch.Tensor) -> torch.Tensor:
         B, _, T, _ = y.shape  # (B, nh, T, hs) -> (B, T, nh*hs) -> (B, T, d_model)
@@ -210,7 +231,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self.project(x)
         p = self.dropout if self.training else 0.0
         if not need_weights:
-            return self.merge(self.mix(self.fused(q, k, v, p), v)), None
-        weights = self.logits(q, k).softmax(dim=-1)  # A; with value_skipinit the mixing is alpha I + beta A
+            return self.merge(self.mix(self.fused(q, k, v, p), v, k)), None
+        weights = self.logits(q, k).softmax(dim=-1)  # A; value_skipinit and shaped_attention mix more (`mix`)
         y = F.dropout(weights, p=p, training=self.training) @ v
-        return self.merge(self.mix(y, v)), weights
+        return self.merge(self.mix(y, v, k)), weights

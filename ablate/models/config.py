@@ -84,7 +84,8 @@ def _bounded(field: str, value, bound: Bound) -> None:
 
 # Toggles of the Transformer's parts: with arch=lstm/gru each must stay at its default (why, in words).
 ATTENTION_ONLY = {
-    **dict.fromkeys(("n_heads", "d_head", "qk_scale", "qk_reparam", "temperature", "init", "value_skipinit"),
+    **dict.fromkeys(("n_heads", "d_head", "qk_scale", "qk_reparam", "temperature", "init", "value_skipinit",
+                     "shaped_attention"),
                     "an RNN has no attention"),
     **dict.fromkeys(("ffn_mult", "activation"), "an RNN has no FFN"),
     **dict.fromkeys(("residual", "residual_around"), "an RNN has no residual connections"),
@@ -126,6 +127,9 @@ class EncoderConfig:
     causal: bool = option(False, "each position attends only to itself and earlier ones")
     value_skipinit: bool = option(False, "attention's mixing (alpha I + beta A) V, alpha 1 and beta 0 learned from there: "
                                          "no token mixing at init (He et al. 2023's Value-SkipInit)")
+    shaped_attention: bool = option(False, "attention's mixing (alpha I + beta A - gamma C) V, C the mixing of zero scores, "
+                                           "all three learned from 1, W_Q from 0: identity at init, with gradient for "
+                                           "W_Q (Noci et al. 2023; He & Hofmann 2024)")
     init: Literal[INIT_NAMES] = option("default", "Q/K/V/O init; unit: W_Q, W_K ~ N(0, 1/d_model), unit-variance q, k (models/attention.py)")
     max_len: int | None = option(None, "longest sequence the positional table holds; None: the task's longest (ablate.config)")
     learned_std: float = option(1.0, "learned positions start N(0, learned_std^2): the tutorial's torch.randn; 0.02 is BERT's")
@@ -146,9 +150,12 @@ class EncoderConfig:
                     "choose n_heads that divides d_model or set d_head explicitly"
                 )
         _choice("activation", self.activation, ACTIVATION_NAMES)
-        for name in ("qk_scale", "qk_reparam", "residual", "causal", "value_skipinit"):
+        for name in ("qk_scale", "qk_reparam", "residual", "causal", "value_skipinit", "shaped_attention"):
             _typed(name, getattr(self, name), bool, "true or false")
         self._check_residual_around()
+        if self.value_skipinit and self.shaped_attention:
+            raise ValueError("shaped_attention=True and value_skipinit=True are two mixings of attention's output; "
+                             "choose one (set the other false)")
         _choice("norm", self.norm, NORM_NAMES)
         _choice("pos_enc", self.pos_enc, POS_ENC_NAMES)
         if self.pos_enc == "rope" and self.head_dim % 2:

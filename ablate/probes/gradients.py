@@ -21,7 +21,8 @@ def _group_squares(block: Block, grads: list[tuple[nn.Parameter, torch.Tensor]])
     """Sum of squared gradients of each group of one block, by the module each parameter belongs to.
     W_Q/W_K/W_V (each with its bias) are where the attention's `projections()` say, in either layout
     (the fused qkv projection's row slices, or model.qk_reparam's separate q, k, v); W_O includes its
-    bias; model.value_skipinit's alpha, beta count with W_V (they weigh the values); everything else in the
+    bias; model.value_skipinit's and shaped_attention's alpha, beta, gamma count with W_V (they weigh the values);
+    everything else in the
     block (its LayerNorms) is `norm`."""
     attn, ffn = block.attention, block.feed_forward
     rows: dict[int, list[tuple[str, slice]]] = {}
@@ -30,7 +31,7 @@ def _group_squares(block: Block, grads: list[tuple[nn.Parameter, torch.Tensor]])
             rows.setdefault(id(p), []).append((name, r))
     group = {id(p): "wo" for p in attn.out.parameters()}
     group |= {id(p): "ffn" for p in (ffn.parameters() if ffn is not None else ())}
-    group |= {id(p): "wv" for p in (attn.alpha, attn.beta) if p is not None}  # value_skipinit's scalars weigh V
+    group |= {id(p): "wv" for p in (attn.alpha, attn.beta, attn.gamma) if p is not None}  # the mixing's scalars weigh V
     sq = dict.fromkeys(GROUPS, 0.0)
     for p, g in grads:
         if id(p) in rows:
