@@ -501,7 +501,7 @@ else:
     arms = [(name, df) for name, df in (("skipinit", skipinit), ("shaped", shaped)) if df is not None]
     mixing = (pd.concat([R.rows(best, {SKIPS: False}).assign(mixing="softmax")]
                         + [df.assign(mixing=name) for name, df in arms], ignore_index=True) if arms else None)
-    ARM = {"skipinit": (HE_SKIPINIT, "Value-SkipInit", "Value-SkipInit"),
+    ARM = {"skipinit": (HE_SKIPINIT, "Value-SkipInit", " Value-SkipInit "),  # the Chinese with its spaces
            "shaped": (NOCI_SHAPED, "shaped attention", "整形注意力")}
     decided = {}  # depth -> (index of the gradient check, its effect; indices of the collapse checks)
     for d in failing:
@@ -526,7 +526,7 @@ else:
                 f"{d} layers, test accuracy, no skips with {label} vs no skips", level=lvl,
                 primary=True, reason="the same plain stack with no token mixing at initialisation: if it learns, "
                 "attention's collapse of the tokens is what stopped it", what_zh=f"{d} 层，测试准确率，无残差连接但用"
-                f"{label_zh}对 无残差连接", reason_zh="同一个无残差堆叠，只是初始化时不混合词元：它若学会了，拦住普通堆叠的就是"
+                f"{label_zh}对无残差连接", reason_zh="同一个无残差堆叠，只是初始化时不混合词元：它若学会了，拦住普通堆叠的就是"
                 "注意力造成的词元坍缩"))
         decided[d] = (grad_i, grad_e, collapse_i)
     if dyn_sgd is not None:
@@ -584,7 +584,7 @@ else:
             learned_by = [(ARM[name], R.learned(df, {"model.n_layers": d}, metric=OUTCOME)) for name, df in arms]
             if zh:
                 parts.append(f"{d} 层：第一层梯度为残差堆叠的 {ge:zh}；学会的运行，" + "，".join(
-                    f"用{label_zh} {k:zh}" for (_, _, label_zh), k in learned_by))
+                    f"用{label_zh.rstrip()} {k:zh}" for (_, _, label_zh), k in learned_by))
             else:
                 parts.append(f"{d} layers: first-layer gradient {ge} of the residual stack's; learned with "
                              + ", with ".join(f"{label} {k}" for (_, label, _), k in learned_by))
@@ -621,9 +621,16 @@ else:
         why_zh.append(f"在 {depths_text(ds, True)}，这些运行没能确定是什么拦住了堆叠：既没有证明第一层缺梯度，也没有证明初始化时不混合"
                       f"词元的注意力能救回它（{numbers(ds, True)}）。")
     if groups["untested"]:
-        missing = next((x for x in (DYN, SHAPED, SKIPINIT) if not x.ready), DYN)
-        why_en.append(f"What stops the stack at {depths_text(groups['untested'])} is not tested yet: {missing.missing}.")
-        why_zh.append(f"{depths_text(groups['untested'], True)}时是什么拦住了堆叠，还没有检验：{R.missing_zh(missing.missing)}。")
+        absent = next((x for x in (DYN, SHAPED, SKIPINIT) if not x.ready), None)
+        ds = groups["untested"]
+        if absent is not None:
+            why_en.append(f"What stops the stack at {depths_text(ds)} is not tested yet: {absent.missing}.")
+            why_zh.append(f"{depths_text(ds, True)}时是什么拦住了堆叠，还没有检验：{R.missing_zh(absent.missing)}。")
+        else:
+            covered = sorted({int(d) for _, df in arms for d in df["model.n_layers"]} & set(dyn["model.n_layers"]))
+            why_en.append(f"At {depths_text(ds)} the mechanism was not measured: its sweeps cover "
+                          f"{depths_text(covered)}.")
+            why_zh.append(f"{depths_text(ds, True)}时没有测机制：机制的扫描只覆盖 {depths_text(covered, True)}。")
     one = [d for d in depths if d == 1]
     one_learns = bool(one) and not fails(1)
     one_en = (f"With only one layer (the question's 只有 1 层) a stack without skips {'learns' if one_learns else 'does not learn'} "
