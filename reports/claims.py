@@ -620,21 +620,21 @@ TUTORIAL_TAU = R.Anchor(
 )
 Q_TAU_INF = R.question("claim-tau-inference", anchors=[TUTORIAL_TAU])
 TAU_INF = R.sweep("temperature_inference")
-TAU_FACTORS = (0.1, 0.3, 1.0, 3.0, 10.0)  # ablate.probes.FACTORS, as the runs recorded them
+# ablate.probes.FACTORS and the final probes' keys for them (inference_temperature: tau_acc_<f>, tau_loss_<f>,
+# out_tau_loss_<f>, f written without a dot)
+TAU_ACC = {0.1: "probe/final/tau_acc_0p1", 0.3: "probe/final/tau_acc_0p3", 1.0: "probe/final/tau_acc_1",
+           3.0: "probe/final/tau_acc_3", 10.0: "probe/final/tau_acc_10"}
+TAU_FACTORS = tuple(TAU_ACC)
 TAU_MARGIN = 0.01  # 1 point: fixed before the runs (the table above)
 display(Q_TAU_INF)
-
-
-def tau_name(f):
-    return f"{f:g}".replace(".", "p")
 
 
 def at_factors(df):
     """One row per run and factor f: `tau/acc` (attention τ × f), `tau/loss`, `out/loss` (output τ × f)."""
     parts = []
-    for f in TAU_FACTORS:
-        cols = {f"probe/final/tau_acc_{tau_name(f)}": "tau/acc", f"probe/final/tau_loss_{tau_name(f)}": "tau/loss",
-                f"probe/final/out_tau_loss_{tau_name(f)}": "out/loss"}
+    for f, acc in TAU_ACC.items():
+        cols = {acc: "tau/acc", acc.replace("/tau_acc_", "/tau_loss_"): "tau/loss",
+                acc.replace("/tau_acc_", "/out_tau_loss_"): "out/loss"}
         if not set(cols) <= set(df.columns):
             continue
         parts.append(df[["run_id", "seed", "status", *cols]].rename(columns=cols).assign(factor=f))
@@ -647,10 +647,11 @@ if tau_inf is not None:
     sns.lineplot(tau_inf, x="factor", y="tau/acc", marker="o", errorbar=R.errorbar, ax=axes[0])
     axes[0].set(xscale="log", xlabel="attention τ at inference / trained τ", ylabel="validation accuracy",
                 title="the attention's τ", ylim=(0, 1.02))
-    long = tau_inf.melt(id_vars=["factor", "seed"], value_vars=["tau/loss", "out/loss"], var_name="which",
+    turned = "τ turned at inference"
+    long = tau_inf.melt(id_vars=["factor", "seed"], value_vars=["tau/loss", "out/loss"], var_name=turned,
                         value_name="loss")
-    long["which"] = long["which"].map({"tau/loss": "attention's τ", "out/loss": "output's τ"})
-    sns.lineplot(long, x="factor", y="loss", hue="which", marker="o", errorbar=R.errorbar, ax=axes[1])
+    long[turned] = long[turned].map({"tau/loss": "attention's τ", "out/loss": "output's τ"})
+    sns.lineplot(long, x="factor", y="loss", hue=turned, marker="o", errorbar=R.errorbar, ax=axes[1])
     axes[1].set(xscale="log", yscale="log", xlabel="τ at inference / trained τ", ylabel="validation loss",
                 title="loss, by which τ is turned")
     for ax in axes:

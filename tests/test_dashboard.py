@@ -80,8 +80,9 @@ def offline_record(tmp_path_factory):
 
     def record(name: str) -> dict:
         run = _chosen(name)
-        if run.run_id not in records:
-            run_dir = root / run.run_id
+        key = (run.run_id, run.cfg.run.group)  # one configuration can be two sweeps' (baseline, temperature_inference)
+        if key not in records:
+            run_dir = root / f"{run.run_id}-{run.cfg.run.group}"
             cfg = C.build({"run.dir": str(run_dir), "data.train_subset": 64, "trainer.threads": 1}, base=run.cfg)
             env = {**os.environ, "WANDB_MODE": "offline", "ABLATE_DATA_DIR": DATA, "WANDB_SILENT": "true",
                    "HOME": str(root), "WANDB_DIR": str(run_dir)}
@@ -92,8 +93,8 @@ def offline_record(tmp_path_factory):
             writer.close()
             process.join(600)
             assert process.exitcode == worker.OK, (run_dir / worker.LOG).read_text()[-3000:]
-            records[run.run_id] = offline_run_record(run_dir)
-        return records[run.run_id]
+            records[key] = offline_run_record(run_dir)
+        return records[key]
 
     yield record
     worker.stop_forkserver()

@@ -199,7 +199,7 @@ def test_findings_regenerates_byte_identically(fixture_build, tmp_path):
 # Latin-letter words the Chinese findings keep as the tutorial does: names of methods, tests, data sets,
 # optimisers and of the papers' tables. Anything else of 4+ letters in a Chinese table is English prose.
 KEPT_IN_LATIN = {"Adam", "ALiBi", "LSTM", "RoPE", "MNIST", "ImageNet", "Transformer", "TOST", "Holm", "Bonferroni", "softmax",
-                 "one-hot", "Pre-LN", "Post-LN", "Table", "BLEU"}
+                 "one-hot", "Pre-LN", "Post-LN", "Table", "BLEU", "Value-SkipInit"}
 
 
 def english_words(text: str) -> list[str]:
@@ -371,7 +371,7 @@ def test_with_no_data_every_notebook_says_which_sweep_to_run(tmp_path):
     assert results[0].error is None
     lines = [a["plain"]["en"] for a in results[0].answers]
     assert lines == ["not run yet — run `make sweep-norm`", "not run yet — run `make sweep-temperature`",
-                     "not run yet — run `make bench-attention`"]
+                     "not run yet — run `make sweep-temperature_inference`", "not run yet — run `make bench-attention`"]
 
 
 # ------------------------------------------------------------------ the API notebooks use
