@@ -34,6 +34,20 @@ def _per_token(layer: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
     return F.linear(v, layer.out.weight, layer.out.bias)
 
 
+def _is_torchs_multihead_attention(layer: MultiHeadAttention) -> None:
+    """The layer's output, both paths, is torch's nn.MultiheadAttention's with the same weights."""
+    ref = torch.nn.MultiheadAttention(D, H, dropout=0.0, batch_first=True).eval()
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(layer.qkv.weight)
+        ref.in_proj_bias.copy_(layer.qkv.bias)
+        ref.out_proj.weight.copy_(layer.out.weight)
+        ref.out_proj.bias.copy_(layer.out.bias)
+    x = torch.randn(2, 6, D)
+    expected, _ = ref(x, x, x, need_weights=False)
+    for need_weights in (False, True):
+        torch.testing.assert_close(layer(x, need_weights=need_weights)[0], expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("kw", [{}, {"causal": True}, {"pos_enc": "alibi"}, {"pos_enc": "rope"}],
                          ids=["plain", "causal", "alibi", "rope"])
 @pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
@@ -55,16 +69,7 @@ def test_with_alpha_0_and_beta_1_it_is_torchs_multihead_attention():
     with torch.no_grad():
         layer.alpha.fill_(0.0)
         layer.beta.fill_(1.0)
-    ref = torch.nn.MultiheadAttention(D, H, dropout=0.0, batch_first=True).eval()
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(layer.qkv.weight)
-        ref.in_proj_bias.copy_(layer.qkv.bias)
-        ref.out_proj.weight.copy_(layer.out.weight)
-        ref.out_proj.bias.copy_(layer.out.bias)
-    x = torch.randn(2, 6, D)
-    expected, _ = ref(x, x, x, need_weights=False)
-    for need_weights in (False, True):
-        torch.testing.assert_close(layer(x, need_weights=need_weights)[0], expected, rtol=1e-5, atol=1e-6)
+    _is_torchs_multihead_attention(layer)
 
 
 def test_in_between_the_output_is_alpha_times_the_own_value_plus_beta_times_attention():
@@ -150,16 +155,7 @@ def test_shaped_attention_with_only_beta_is_torchs_multihead_attention():
         layer.qkv.weight[: layer.inner_dim].normal_()  # a trained W_Q
         layer.alpha.fill_(0.0)
         layer.gamma.fill_(0.0)
-    ref = torch.nn.MultiheadAttention(D, H, dropout=0.0, batch_first=True).eval()
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(layer.qkv.weight)
-        ref.in_proj_bias.copy_(layer.qkv.bias)
-        ref.out_proj.weight.copy_(layer.out.weight)
-        ref.out_proj.bias.copy_(layer.out.bias)
-    x = torch.randn(2, 6, D)
-    expected, _ = ref(x, x, x, need_weights=False)
-    for need_weights in (False, True):
-        torch.testing.assert_close(layer(x, need_weights=need_weights)[0], expected, rtol=1e-5, atol=1e-6)
+    _is_torchs_multihead_attention(layer)
 
 
 def _grads_at_init(**kw) -> dict[str, float]:
