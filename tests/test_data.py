@@ -7,7 +7,6 @@ written only under tmp_path.
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from ablate.data import (
     split_seed,
 )
 from ablate.registry import spec as task_spec
+from tests.conftest import needs_mnist
 
 N_TRAIN, N_TEST = 100, 20  # sizes of the fake MNIST
 
@@ -713,12 +713,7 @@ def test_copy_task_that_cannot_be_built_exits_2_through_the_cli(
 # ------------------------------------------------------------------------------------------ real data
 
 
-REAL = (
-    Path(os.environ.get("ABLATE_DATA_DIR") or "data") / "MNIST" / "raw" / "train-images-idx3-ubyte"
-)
-
-
-@pytest.mark.skipif(not REAL.is_file(), reason=f"no MNIST at {REAL} (set ABLATE_DATA_DIR)")
+@needs_mnist
 def test_real_mnist():
     dm = build_datamodule(DataConfig(task="mnist"))
     dm.prepare_data()

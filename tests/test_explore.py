@@ -25,11 +25,11 @@ from ablate.models import SequenceClassifier, TokenModel
 from ablate.probes import mean_token_cosine, sublayer_outputs
 from ablate.probes.heads import masked_heads
 from ablate.registry import spec as task_spec
+from tests.conftest import needs_mnist
 
 NODE = shutil.which("node") or ("/usr/bin/node" if Path("/usr/bin/node").exists() else None)
 needs_node = pytest.mark.skipif(
     NODE is None, reason="node (Node.js >= 18) is not installed: `apt-get install nodejs` runs forward.js here")
-MNIST = Path(os.environ.get("ABLATE_DATA_DIR", "data")) / "MNIST" / "raw" / "train-images-idx3-ubyte"
 TOL = 1e-4
 ROWS, CLASSES, TOKENS = 28, 10, 8
 
@@ -322,7 +322,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys):
 # ---- a trained model: `ablate train` on MNIST rows, exported by `ablate explore` ----
 
 @needs_node
-@pytest.mark.skipif(not MNIST.exists(), reason="MNIST not under ABLATE_DATA_DIR (CI sets it)")
+@needs_mnist
 def test_trained_mnist_model_in_js_equals_pytorch(tmp_path):
     run = tmp_path / "run"
     env = {**os.environ, "ABLATE_RUNS_DIR": str(tmp_path / "runs"), "ABLATE_PROGRESS": "0", "WANDB_MODE": "offline"}

@@ -21,13 +21,22 @@ def _pytest(tmp_path: Path, target: str, **env: str) -> subprocess.CompletedProc
 
 
 @pytest.mark.slow
-def test_dashboard_real_runs_skip_without_mnist(tmp_path):
+def test_a_real_data_test_skips_without_mnist_and_fails_where_it_is_required(tmp_path):
     empty = tmp_path / "no-data"
     empty.mkdir()
-    target = "tests/test_dashboard.py::test_every_panel_key_is_logged_by_a_real_run[baseline]"
+    target = "tests/test_data.py::test_real_mnist"  # every real-data test is marked needs_mnist (conftest)
     done = _pytest(tmp_path, target, ABLATE_DATA_DIR=str(empty))
     assert done.returncode == 0, done.stdout[-3000:]
     assert "1 skipped" in done.stdout and f"no MNIST under {empty}" in done.stdout, done.stdout[-3000:]
     required = _pytest(tmp_path, target, ABLATE_DATA_DIR=str(empty), ABLATE_REQUIRE_MNIST="1")
     assert required.returncode == 1 and "1 failed" in required.stdout, required.stdout[-3000:]
 
+
+
+def test_every_real_data_test_is_gated_by_needs_mnist():
+    """One home for the real-data gate: a test that reads MNIST skips or fails through conftest.needs_mnist (which
+    honours ABLATE_REQUIRE_MNIST), never through a skip condition of its own that would skip silently in CI."""
+    own = [f"{p.name}:{i}" for p in sorted((ROOT / "tests").glob("test_*.py")) if p.name != Path(__file__).name
+           for i, line in enumerate(p.read_text().splitlines(), 1)
+           if "MNIST" in line and ("skipif(" in line or "pytest.skip(" in line)]
+    assert own == []

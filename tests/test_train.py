@@ -17,6 +17,7 @@ from ablate import cli
 from ablate import config as C
 from ablate.rundir import read_summary
 from ablate.train import train
+from tests.conftest import needs_mnist
 
 from .tolerance import assert_accuracy_close, near_tie_mask, near_ties, output_atol
 
@@ -25,7 +26,6 @@ TINY_COPY = [
     "data.n_test=64", "data.batch_size=32", "model.d_model=16", "model.n_heads=2",
     "trainer.max_epochs=2", "tracking=none",
 ]
-MNIST = Path(os.environ.get("ABLATE_DATA_DIR", "data")) / "MNIST" / "raw" / "train-images-idx3-ubyte"
 
 
 @pytest.fixture(autouse=True)
@@ -266,7 +266,7 @@ def test_wandb_offline_run_with_a_fake_key_and_no_network(tmp_path, monkeypatch)
     assert list(offline[0].glob("run-*.wandb"))
 
 
-@pytest.mark.skipif(not MNIST.exists(), reason="MNIST not under ABLATE_DATA_DIR (CI sets it)")
+@needs_mnist
 def test_short_real_run_on_mnist_rows(tmp_path):
     s = run("data.train_subset=2048", "trainer.max_epochs=1", "data.val_size=1000", "tracking=none",
             "trainer.limit_val_batches=4", "model.pos_enc=none", f"run.dir={tmp_path / 'r'}")

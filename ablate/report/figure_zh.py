@@ -74,26 +74,30 @@ def _tick_axes(fig) -> Iterator[Any]:
         yield ax.yaxis
 
 
-def drawn_texts(fig) -> list[str]:
+def drawn_texts(fig, draw: bool = True) -> list[str]:
     """Every non-empty string the figure draws (titles, labels, legends, ticks, annotations, the stamp),
-    in the order matplotlib finds them, after a draw (so tick labels are the formatted ones)."""
+    in the order matplotlib finds them, after a draw (so tick labels are the formatted ones): `draw=False`
+    where the figure was just drawn (saved)."""
     from matplotlib.text import Text
 
-    fig.canvas.draw()
+    if draw:
+        fig.draw_without_rendering()
     seen = [t.get_text() for t in fig.findobj(Text) if t.get_visible()]
     return [t for t in seen if t.strip()]
 
 
-def translated(fig):
+def translated(fig, draw: bool = True):
     """A context manager: inside it `fig` draws its Chinese texts; on exit every text, tick label and tick
-    formatter is as before (the English figure can be saved again, byte for byte)."""
+    formatter is as before (the English figure can be saved again, byte for byte). `draw=False` where the
+    figure was just drawn (saved), so its tick labels are formatted already."""
     from contextlib import contextmanager
 
     from matplotlib.text import Text
 
     @contextmanager
     def swap():
-        fig.canvas.draw()  # tick labels exist and are formatted
+        if draw:
+            fig.draw_without_rendering()  # tick labels exist and are formatted
         axes, tickers = [], set()
         for axis in _tick_axes(fig):
             labels = [t.get_text() for t in axis.get_ticklabels()]
