@@ -349,3 +349,124 @@ else:
                  f"{without_ffn:.0f} %{same_size_zh}。")
     Q_FFN.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
                  checks=checks, figure=figure, figures=figures, short=short)
+
+# %% [markdown]
+# ## Only the activation function folds space, decided before the runs of `facts_4096_linear` (issue 37)
+#
+# Written and committed before any run of sweep `facts_4096_linear`; the git history shows the order. The
+# tutorial: 「唯有激活函数能把空间折弯」. An FFN's two linear layers with nothing between them multiply into one
+# affine map, W₂(W₁x + b₁) + b₂ = (W₂W₁)x + (W₂b₁ + b₂) (`tests/test_toggles.py` checks it from the weights),
+# which can rotate, stretch and shift but not fold. **The run:** `facts_4096`'s task and settings with the FFN at
+# 4 × d_model and `model.activation=identity`: the same parameters as `facts_4096`'s ReLU FFN at 4 × d_model,
+# only the fold removed; tuned and seeded as `facts_4096` (4 rates on seed 0, the best on 3 seeds).
+#
+# | claim | anchor | kind | primary test | why this test |
+# | --- | --- | --- | --- | --- |
+# | fold | the tutorial: only the activation folds space | outcome | **4,096 facts**, test accuracy, ReLU FFN 4 × d_model (`facts_4096`) − linear FFN 4 × d_model (`facts_4096_linear`), paired by seed, greater | an arbitrary key→value table has to be folded into the weights; at equal parameters the fold is all that differs |
+#
+# Supporting (never moves a verdict): the linear FFN against no FFN (`facts_4096`, width 0), paired by seed, the
+# same within `FOLD_MARGIN` (2 points): without its fold the FFN should add next to nothing.
+#
+# The answer's words were fixed with the test: *agrees*, "yes: without its activation the FFN stores next to
+# nothing more"; *disagrees*, "no: the linear FFN stores as much"; otherwise "these runs do not decide it".
+
+# %%
+FOLD_MARGIN = 0.02  # supporting: the linear FFN within 2 points of no FFN is "adds next to nothing"
+TUTORIAL_FOLD = R.Anchor(
+    "the tutorial (唯有激活函数能把空间折弯)",
+    "only the activation function folds space: without it the FFN is one linear map, which cannot store what "
+    "only a fold can",
+    "唯有激活函数能把空间折弯：没有它，FFN 只是一个线性映射，存不下只有折弯才能存下的东西",
+    tutorial=True,
+)
+Q_FOLD = R.question("claim-ffn-fold", anchors=[TUTORIAL_FOLD])
+FACTS_RELU = R.sweep("facts_4096")
+LINEAR = R.sweep("facts_4096_linear")
+FOLD_ARMS = {"none": "no FFN", "linear": "linear FFN", "relu": "ReLU FFN"}
+display(Q_FOLD)
+
+# %%
+if FACTS_RELU.ready and LINEAR.ready:
+    relu_table = recall_table(FACTS_RELU.df)
+    fold_arms = pd.concat([R.rows(relu_table, {"model.ffn_mult": 0}).assign(arm="none"),
+                           recall_table(LINEAR.df).assign(arm="linear"),
+                           R.rows(relu_table, {"model.ffn_mult": FACTS_WIDTH}).assign(arm="relu")])
+    fold_arms["FFN"] = fold_arms["arm"].map(FOLD_ARMS)
+    fig, ax = F.subplots(figsize=(6, 3.8))
+    sns.pointplot(fold_arms, x="FFN", y="test/acc", order=list(FOLD_ARMS.values()), errorbar=R.errorbar, seed=0,
+                  linestyle="none", color=F.BLUE, ax=ax)
+    F.reference_lines(ax, fold_arms, split="test")
+    ax.set(xlabel="", ylabel="facts recalled (test accuracy)", ylim=(0, 1.02),
+           title=f"{FACTS_TEST} facts: FFN {FACTS_WIDTH} × d_model with and without its activation")
+    F.legend(ax)
+    F.stamp(fig, FACTS_RELU, LINEAR)
+    fig_fold = R.savefig(fig, "ffn_fold")
+else:
+    fold_arms = None
+    print(FACTS_RELU.missing or LINEAR.missing)
+
+# %% tags=["answer"]
+if fold_arms is None:
+    Q_FOLD.not_run_yet(FACTS_RELU, LINEAR)
+else:
+    fold = R.paired(fold_arms, "test/acc", {"arm": "relu"}, {"arm": "linear"})
+    linear_adds = R.paired(fold_arms, "test/acc", {"arm": "linear"}, {"arm": "none"})
+    level = float(fold_arms["ref/test/one_key"].max())
+    recall = {a: R.estimate(fold_arms, "test/acc", {"arm": a}) for a in FOLD_ARMS}
+    checks = [
+        TUTORIAL_FOLD.greater(
+            fold, f"{FACTS_TEST:,} key→value facts, share recalled, ReLU FFN − linear FFN, both {FACTS_WIDTH} × d_model, "
+            "paired by seed", level=level, primary=True,
+            reason="an arbitrary key→value table has to be folded into the weights; at equal parameters the fold is all "
+                   "that differs",
+            what_zh=f"{FACTS_TEST:,} 条键值事实，答对的比例，ReLU FFN − 线性 FFN，宽度都是 {FACTS_WIDTH} × d_model，按种子配对",
+            reason_zh="任意的键值表只能靠折弯存进权重；参数一样多时，两者只差折弯"),
+        TUTORIAL_FOLD.same(
+            linear_adds, f"{FACTS_TEST:,} facts, linear FFN {FACTS_WIDTH} × d_model − no FFN, paired by seed",
+            margin=FOLD_MARGIN, level=level, primary=False,
+            reason="without its fold the FFN should add next to nothing",
+            what_zh=f"{FACTS_TEST:,} 条事实，线性 FFN（{FACTS_WIDTH} × d_model）− 没有 FFN，按种子配对",
+            reason_zh="没有折弯，FFN 应当几乎什么也加不了"),
+    ]
+    verdict = checks[0].verdict  # the one primary test: nothing to correct for
+    numbers = (f"with ReLU {recall['relu']}, with the activation removed {recall['linear']}, with no FFN "
+               f"{recall['none']}", f"有 ReLU 时 {recall['relu']:zh}，去掉激活函数时 {recall['linear']:zh}，没有 FFN 时 "
+               f"{recall['none']:zh}")
+    if verdict == R.AGREES:
+        plain = (f"Yes: without its activation the FFN stores far fewer facts. Of {FACTS_TEST:,} key→value facts one "
+                 f"layer recalls {numbers[0]}; the fold is worth {fold}, the linear FFN over none {linear_adds}.",
+                 f"是的：去掉激活函数，FFN 存下的事实少得多。{FACTS_TEST:,} 条键值事实中，单层模型{numbers[1]}；折弯带来 "
+                 f"{fold:zh}，线性 FFN 比没有 FFN 多 {linear_adds:zh}。")
+    elif verdict == R.DISAGREES:
+        plain = (f"No: the linear FFN stores as much. Of {FACTS_TEST:,} key→value facts one layer recalls {numbers[0]} "
+                 f"(ReLU − linear: {fold}).",
+                 f"不是：线性 FFN 存下的一样多。{FACTS_TEST:,} 条键值事实中，单层模型{numbers[1]}（ReLU − 线性：{fold:zh}）。")
+    else:
+        plain = (f"These runs do not decide it. Of {FACTS_TEST:,} key→value facts one layer recalls {numbers[0]} "
+                 f"(ReLU − linear: {fold}).",
+                 f"这些运行无法定论。{FACTS_TEST:,} 条键值事实中，单层模型{numbers[1]}（ReLU − 线性：{fold:zh}）。")
+    short = (f"Of {FACTS_TEST:,} facts one layer recalls {100 * recall['relu'].mean:.0f} % with a ReLU FFN, "
+             f"{100 * recall['linear'].mean:.0f} % with the same FFN made linear and {100 * recall['none'].mean:.0f} % "
+             "with none.",
+             f"{FACTS_TEST:,} 条事实中，单层模型用 ReLU FFN 答对 {100 * recall['relu'].mean:.0f} %，同一个 FFN 去掉激活函数后答对 "
+             f"{100 * recall['linear'].mean:.0f} %，没有 FFN 时答对 {100 * recall['none'].mean:.0f} %。")
+    Q_FOLD.answer(
+        plain=plain, short=short,
+        mechanism=("Two linear layers with nothing between them are one affine map, (W₂W₁)x + (W₂b₁ + b₂): it can "
+                   "rotate, stretch and shift the space but not fold it, so it cannot send the key pairs of one value "
+                   "to one place and their neighbours elsewhere, which an arbitrary table needs. LayerNorm and the "
+                   "attention's softmax are non-linear too, which is what the model without an FFN stores with.",
+                   "两个线性层之间什么也没有，就合成一个仿射映射 (W₂W₁)x + (W₂b₁ + b₂)：它能旋转、拉伸、平移空间，却不能把空间"
+                   "折弯，所以无法把同一个值的键对送到一处、把它们的邻居送到别处，而任意的键值表正需要这样。层归一化和注意力的 "
+                   "softmax 也是非线性的，没有 FFN 的模型就是靠它们存下一部分事实。"),
+        outcome=(f"{FACTS_TEST:,} key→value facts, 1 layer, d_model 32, share recalled (test accuracy): "
+                 f"{numbers[0]}. ReLU − linear: {fold}; linear − none: {linear_adds}.",
+                 f"{FACTS_TEST:,} 条键值事实，单层，d_model 32，答对的比例（测试准确率）：{numbers[1]}。ReLU − 线性："
+                 f"{fold:zh}；线性 − 没有 FFN：{linear_adds:zh}。"),
+        changes=("A deeper model has more non-linear steps (each layer's LayerNorm and softmax), so the share of "
+                 "the storage that needs the FFN's own fold may shrink with depth.",
+                 "更深的模型有更多非线性环节（每层的层归一化和 softmax），所以需要 FFN 自身折弯的那部分存储，占比可能随深度减小。"),
+        details=" ".join(d for d in (R.lr_phrase(LINEAR.df) + ".", LINEAR.still_learning(fold_arms),
+                                     R.caveat(fold_arms)) if d),
+        checks=checks, figure=fig_fold,
+    )

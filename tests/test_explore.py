@@ -121,6 +121,7 @@ CONFIGS = {
                          "model.n_heads": 4},
     "learned-cls-noffn-dhead": {"pooling": "cls", "model.ffn_mult": 0, "model.d_head": 5, "model.n_heads": 3},
     "post-noresidual-gelu": {"model.residual": False, "model.activation": "gelu", "model.n_layers": 3},
+    "linear-ffn": {"model.activation": "identity", "model.ffn_mult": 4},
     "copy-learned": {**COPY},
     "copy-rope-causal-pre": {**COPY, "model.pos_enc": "rope", "model.causal": True, "model.norm": "pre"},
 }

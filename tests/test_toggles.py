@@ -82,3 +82,22 @@ def test_every_combination_runs_and_trains_every_parameter(
     expected += n_norms * 2 * D
     expected += MAX_LEN * D if pos_enc == "learned" else 0
     assert sum(p.numel() for p in params.values()) == expected
+
+
+def test_the_identity_activation_makes_the_ffn_one_linear_map():
+    """model.activation=identity (the tutorial's "唯有激活函数能把空间折弯": without it the FFN cannot fold): the
+    FFN is the single affine map x W1ᵀW2ᵀ + (W2 b1 + b2), written out from its weights; with ReLU it is not."""
+    from ablate.models.block import FeedForward
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, D)
+    for activation, linear in (("identity", True), ("relu", False)):
+        ffn = FeedForward(EncoderConfig(d_model=D, n_heads=2, ffn_mult=4, activation=activation, dropout=0.0)).eval()
+        w1, b1, w2, b2 = ffn.fc1.weight, ffn.fc1.bias, ffn.fc2.weight, ffn.fc2.bias
+        affine = x @ (w2 @ w1).T + (w2 @ b1 + b2)
+        f = lambda v, ffn=ffn: ffn(v)[0]  # noqa: E731  (the sub-layer returns (output, no attention map))
+        assert torch.allclose(f(x), affine, atol=1e-6) == linear, activation
+        # and a linear map's defining property, on two inputs
+        a, b = torch.randn(2, D), torch.randn(2, D)
+        additive = f(a + b) - f(b) - f(a) + f(torch.zeros(2, D))
+        assert (additive.abs().max().item() < 1e-6) == linear, activation

@@ -162,6 +162,7 @@
   const ACTIVATIONS = {
     relu: (v) => (v > 0 ? v : 0),
     gelu: (v) => 0.5 * v * (1 + erf(v / Math.SQRT2)), // nn.GELU(), approximate='none'
+    identity: (v) => v, // a linear FFN: nothing folds
   };
 
   // ---- positions ----

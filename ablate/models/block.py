@@ -10,10 +10,11 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .config import EncoderConfig
+from .config import ACTIVATION_NAMES, EncoderConfig, registry_names
 from .positional import Positional
 
-ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "identity": nn.Identity}
+registry_names(ACTIVATIONS, ACTIVATION_NAMES, "models/block.py:ACTIVATIONS")
 # model.residual_around -> the sub-layers that get the identity skip when residual=True
 SKIPS = {"both": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 

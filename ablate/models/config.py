@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-ACTIVATION_NAMES = ("relu", "gelu")
+ACTIVATION_NAMES = ("relu", "gelu", "identity")  # block.ACTIVATIONS; identity: a linear FFN (issue 37)
 NORM_NAMES = ("pre", "post", "none")
 RESIDUAL_AROUND = ("both", "attention", "ffn")  # which sub-layers get the identity skip (block.SKIPS)
 # The registries' names, spelled here so that the config imports no torch (`ablate keys` in a fraction of a
@@ -116,7 +116,7 @@ class EncoderConfig:
     d_head: int | None = option(None, "d_k = d_v per head; None = d_model // n_heads")
     n_layers: int = option(2, "encoder blocks")
     ffn_mult: int = option(2, "FFN hidden = ffn_mult * d_model; 0 removes the FFN sub-layer")
-    activation: Literal["relu", "gelu"] = option("relu", "FFN non-linearity")
+    activation: Literal[ACTIVATION_NAMES] = option("relu", "FFN non-linearity; identity: none, the FFN a linear map")
     qk_scale: bool = option(True, "divide scores by sqrt(d_head) (Vaswani et al. 2017, sec. 3.2.1)")
     qk_reparam: bool = option(False, "qk_scale=false only: W_Q, W_K start and step d_head^(1/4) smaller, Adam's equal of the scale")
     temperature: float = option(1.0, "tau: scores are also divided by tau")

@@ -122,6 +122,9 @@ ZH: dict[str, str] = {
     "FFN width": "FFN 宽度",
     "FFN share": "FFN 占比",
     "removed": "无 FFN",
+    "no FFN": "无 FFN",
+    "linear FFN": "线性 FFN",
+    "with and without its activation": "有无激活函数",
     "share of the parameters in the FFN": "FFN 的参数占比",
     "tutorial": "教程",
     "one layer's weights": "一层的权重",
@@ -208,5 +211,5 @@ KEEP = frozenset({
     "LSTM", "RNN", "MNIST", "FFN", "PE", "RoPE", "ALiBi", "BERT", "Pre", "Post", "LN", "SGD",
     "Adam", "AdamW", "lr", "d_k", "d_model", "d_head", "d_ff", "softmax", "QK", "BOS", "SEP", "CPU", "GPU",
     "CUDA", "cuda", "smoke", "quick", "full", "log", "std", "ms", "MB", "GB", "GiB", "MiB", "Px", "Transformer",
-    "dropout", "torch", "cu",
+    "dropout", "torch", "cu", "ReLU",
 })
