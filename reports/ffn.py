@@ -434,9 +434,9 @@ else:
                f"{recall['none']:zh}")
     if verdict == R.AGREES:
         plain = (f"Yes: without its activation the FFN stores far fewer facts. Of {FACTS_TEST:,} key→value facts one "
-                 f"layer recalls {numbers[0]}; the fold is worth {fold}, the linear FFN over none {linear_adds}.",
-                 f"是的：去掉激活函数，FFN 存下的事实少得多。{FACTS_TEST:,} 条键值事实中，单层模型{numbers[1]}；折弯带来 "
-                 f"{fold:zh}，线性 FFN 比没有 FFN 多 {linear_adds:zh}。")
+                 f"layer recalls {numbers[0]}; ReLU − linear: {fold}, linear − none: {linear_adds}.",
+                 f"是的：去掉激活函数，FFN 存下的事实少得多。{FACTS_TEST:,} 条键值事实中，单层模型{numbers[1]}；ReLU − 线性："
+                 f"{fold:zh}；线性 FFN − 没有 FFN：{linear_adds:zh}。")
     elif verdict == R.DISAGREES:
         plain = (f"No: the linear FFN stores as much. Of {FACTS_TEST:,} key→value facts one layer recalls {numbers[0]} "
                  f"(ReLU − linear: {fold}).",
