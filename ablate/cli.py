@@ -70,7 +70,7 @@ def cmd_train(argv: list[str]) -> int:
     try:
         overrides = C.parse_overrides(argv)
         agent = C.agent_overrides(os.environ)  # a W&B agent's budget and threads win over its sweep file's
-        cfg = C.build({**overrides, **agent}, machine=not show)  # --print-config: no torch (train checks the machine)
+        cfg = C.build({**overrides, **agent}, machine=not show)  # --print-config: no GPU or memory check (train does)
     except C.ConfigError as err:
         return fail(str(err))
     if cfg.tracking == "wandb" and not show:

@@ -3,47 +3,40 @@
 `ablate train model.n_layers=1e30` used to allocate until the kernel's OOM killer ended it, and
 `model.d_model=1e5` or `data.n_train=1e9` ended in allocator tracebacks after the run directory
 was written. `check_fits(cfg)` refuses such a run first, in `ablate.config.build` (so `ablate sweep
---dry-run` sees it too), with the estimate and the limit in one line. It costs a few integer
-operations: no torch allocation, no CUDA initialisation.
+--dry-run` sees it too), with the estimate and the limit in one line. No memory is allocated and CUDA
+is not initialised.
 
-The estimate is deliberately simple and on the generous side:
-- parameters: the closed-form count of the model `ablate.tasks` builds (a test checks it equals
-  `sum(p.numel())` of the built model), times 4 float32 copies (weights, gradients, Adam's two
-  moments), plus the positional tables kept as buffers;
+The model is the only statement of its architecture: its parameters and buffers are counted on the
+model itself, built on torch's meta device (`ablate.models.size`: shapes only, each distinct model once,
+any depth in two small builds). What the model cannot say is estimated here, on the generous side:
+- memory of the parameters: 4 float32 copies (weights, gradients, Adam's two moments), plus the buffers
+  (positional tables, built with about as much again in temporaries);
 - activations: what one training batch keeps for the backward pass (every layer's inputs, the
   (B, heads, T, T) scores, softmax and dropout mask, the FFN's hidden units), or one no-grad
-  evaluation chunk of the probes, whichever is larger;
-- a recurrent model (model.arch=lstm/gru): the same embedding and head (the head reads the hidden
-  size: model.rnn_hidden, else the size `ablate.models.matched_hidden` picks, solved here in closed
-  form), torch's LSTM/GRU count in the encoder's place; its activations are every layer's per-position
-  state and gate buffers (RNN_SAVED: torch's own saved tensors, measured on CPU, a test holds the
-  estimate within RNN_TOLERANCE of them);
+  evaluation chunk of the probes, whichever is larger; a recurrent model's (model.arch=lstm/gru) are
+  every layer's per-position state and gate buffers (RNN_SAVED: torch's own saved tensors, measured
+  on CPU, a test holds the estimate within RNN_TOLERANCE of them);
 - data: the in-memory data sets, as the task's registry entry says (`data_bytes`: MNIST's 70,000
   images; a synthetic task's n x seq_len int64 tokens, inputs and targets, with their temporaries).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import math
 import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .registry import spec
 
-if TYPE_CHECKING:
-    from .config import Config
+Config = Any  # ablate.config.Config (imported by it: no import back)
 
 FLOAT = 4  # bytes of a float32
-# model.arch's recurrent cells: gates (LSTM 4, GRU 3; ablate.models.rnn.RNN_CELLS, not imported: this
-# module imports no torch), and what one training step keeps for backward per position of one layer, in
-# floats per hidden unit and per input feature: torch's saved tensors for nn.LSTM/nn.GRU on CPU (the
-# LSTM's oneDNN workspace is most of its part), rounded up from measurements at d_in 16..128, h 64..128
-GATES = {"lstm": 4, "gru": 3}
+# What one training step keeps for backward per position of one recurrent layer, in floats per hidden unit
+# and per input feature: torch's saved tensors for nn.LSTM/nn.GRU on CPU (the LSTM's oneDNN workspace is
+# most of its part), rounded up from measurements at d_in 16..128, h 64..128
 RNN_SAVED = {"lstm": (18, 8), "gru": (9, 1)}
 # estimate / measured saved activations of a whole recurrent model (a test, batch 1000 on CPU): measured
 # 1.38 to 1.63 (dropout masks, the head's share generous), as the Transformer's (1.59 to 1.63 at dropout 0.1)
@@ -69,75 +62,31 @@ class Estimate:
         return self.model_bytes + self.activation_bytes
 
 
-def transformer_encoder_params(m) -> int:
-    """Parameters of the Transformer encoder blocks of model config `m` (no positional table)."""
-    d, inner, ffn = m.d_model, m.n_heads * m.head_dim, m.ffn_mult * m.d_model
-    norm = 2 * d if m.norm != "none" else 0  # one LayerNorm (weight, bias) per sub-layer
-    attention = d * 3 * inner + 3 * inner + inner * d + d + norm  # W_QKV, W_O with biases
-    attention += 2 if m.value_skipinit else 3 if m.shaped_attention else 0  # alpha, beta (, gamma)
-    feed_forward = (d * ffn + ffn + ffn * d + d + norm) if m.ffn_mult > 0 else 0
-    encoder = m.n_layers * (attention + feed_forward)
-    return encoder + (2 * d if m.norm == "pre" else 0)  # the final LayerNorm of a Pre-LN stack
-
-
-def rnn_params(arch: str, d_in: int, hidden: int, n_layers: int) -> int:
-    """torch's LSTM/GRU stack: per layer gates * (W_ih + W_hh + b_ih + b_hh); layer 0 reads d_in, the
-    others the hidden size. Summed: gates * ((2L - 1) h^2 + (d_in + 2L) h)."""
-    return GATES[arch] * ((2 * n_layers - 1) * hidden * hidden + (d_in + 2 * n_layers) * hidden)
-
-
-def rnn_hidden(m) -> int:
-    """The recurrent stack's hidden size: model.rnn_hidden, else the size `ablate.models.matched_hidden`
-    picks (the count closest to the Transformer encoder of the same d_model and n_layers, every other
-    toggle at its default, n_heads 1; the smaller on a tie), solved in closed form: a few integer
-    operations at any size, where matched_hidden counts hidden sizes one by one on a model it builds."""
-    if m.rnn_hidden is not None:
-        return m.rnn_hidden
-    target = transformer_encoder_params(dataclasses.replace(m, arch="transformer", rnn_init="default", n_heads=1,
-                                                            pos_enc="none"))
-    a, b, g = 2 * m.n_layers - 1, m.d_model + 2 * m.n_layers, GATES[m.arch]
-    h = max(1, (math.isqrt(b * b + 4 * a * (target // g)) - b) // (2 * a))  # the root of a h^2 + b h = target / g
-    while h > 1 and rnn_params(m.arch, m.d_model, h, m.n_layers) > target:
-        h -= 1
-    while rnn_params(m.arch, m.d_model, h + 1, m.n_layers) <= target:
-        h += 1
-    below, above = (rnn_params(m.arch, m.d_model, k, m.n_layers) for k in (h, h + 1))
-    return h + 1 if above - target < target - below else h
-
-
 def _recurrent(cfg: Config) -> bool:
-    return cfg.model.arch in GATES
+    return cfg.model.arch != "transformer"
+
+
+def model_size(cfg: Config, sizes: dict[str, int] | None = None):
+    """Parameters and buffer elements of the model `ablate.tasks` builds for `cfg`, read from the model
+    itself on torch's meta device (ablate.models.size; nothing allocated, each model built once). `sizes`:
+    the model sizes (in_features/n_classes or n_tokens/n_out) a checkpoint saved, else those `cfg.data`
+    gives. TooLarge (a ValueError) where a tensor's shape overflows torch's 64-bit sizes."""
+    from .models.size import model_size as counted
+
+    sizes = spec(cfg.data.task).model_sizes(cfg.data) if sizes is None else sizes
+    return counted(cfg.encoder, sizes, cfg.pooling)
 
 
 def parameter_count(cfg: Config, sizes: dict[str, int] | None = None) -> int:
-    """Parameters of the model `ablate.tasks` builds for `cfg`: input embedding, encoder, head. `sizes`: the
-    model sizes (in_features/n_classes or n_tokens/n_out) a checkpoint saved, else those `cfg.data` gives."""
-    m, data = cfg.encoder, cfg.data
-    d = m.d_model
-    if _recurrent(cfg):  # the LSTM/GRU stack in the encoder's place; the head reads its hidden size
-        out = rnn_hidden(m)
-        encoder = rnn_params(m.arch, d, out, m.n_layers)
-    else:
-        out, encoder = d, transformer_encoder_params(m)
-    encoder += m.max_len * d if m.pos_enc == "learned" else 0
-    sizes = spec(data.task).model_sizes(data) if sizes is None else sizes
-    if "in_features" in sizes:  # Linear(in_features, d) embedding, optional CLS token, Linear(out, n_classes) head
-        n_in, n_out = sizes["in_features"], sizes["n_classes"]
-        return n_in * d + d + (d if cfg.pooling == "cls" else 0) + encoder + out * n_out + n_out
-    # Embedding(n_tokens, d), Linear(out, n_out) head
-    return sizes["n_tokens"] * d + encoder + out * sizes["n_out"] + sizes["n_out"]
+    """Parameters of the model `ablate.tasks` builds for `cfg` (model_size)."""
+    return model_size(cfg, sizes).parameters
 
 
-def _buffer_floats(cfg: Config) -> int:
-    """Positional tables held as buffers (built with about as much again in temporaries)."""
-    m = cfg.encoder
-    if m.pos_enc == "sinusoidal":
-        return 2 * m.max_len * m.d_model
-    if m.pos_enc == "rope":
-        return 2 * 2 * m.max_len * (m.head_dim // 2)  # cos and sin
-    if m.pos_enc == "alibi":
-        return 2 * m.n_heads  # one slope per head, shared by the layers
-    return 0
+def rnn_hidden(m) -> int:
+    """The recurrent stack's hidden size: model.rnn_hidden, else the one the model matches (ablate.models.rnn)."""
+    from .models.rnn import matched_hidden
+
+    return m.rnn_hidden if m.rnn_hidden is not None else matched_hidden(m)
 
 
 def _seq_len(cfg: Config) -> int:
@@ -162,7 +111,9 @@ def _per_example(cfg: Config) -> tuple[int, int]:
     m = cfg.model
     T, d = _seq_len(cfg), m.d_model
     if _recurrent(cfg):
-        h, gates = rnn_hidden(m), GATES[m.arch]
+        from .models.rnn import RNN_CELLS
+
+        h, gates = rnn_hidden(m), RNN_CELLS[m.arch][1]
         per_h, per_in = RNN_SAVED[m.arch]
         layers = T * (per_h * h + per_in * d) + (m.n_layers - 1) * T * (per_h * h + per_in * h)
         layers += (m.n_layers - 1) * T * 2 * h  # dropout between layers: its output and mask
@@ -201,10 +152,11 @@ def data_bytes(cfg: Config) -> int:
 
 
 def estimate(cfg: Config) -> Estimate:
-    params = parameter_count(cfg)
+    """TooLarge (a ValueError, one line) where the model's shapes overflow torch's sizes."""
+    built = model_size(cfg)
     return Estimate(
-        parameters=params,
-        model_bytes=4 * FLOAT * params + FLOAT * _buffer_floats(cfg),
+        parameters=built.parameters,
+        model_bytes=4 * FLOAT * built.parameters + FLOAT * 2 * built.buffers,  # tables built with temporaries
         activation_bytes=activation_bytes(cfg),
         data_bytes=data_bytes(cfg),
     )
@@ -394,7 +346,10 @@ def check_fits(cfg: Config, keys: str, host: int | None = None, device: int | No
     `keys` names the settings that sized it, for the message. `host` and `device` are the limits
     in bytes (None: measured now; the device limit only when training resolves to a GPU); `limit`, a
     HostLimit, says what sets the host's (None: `host_limit()` now, unless `host` is given)."""
-    est = estimate(cfg)
+    try:
+        est = estimate(cfg)
+    except ValueError as err:  # models.size.TooLarge
+        return f"{err} ({keys}); make it smaller"
     on_gpu = trains_on_gpu(cfg.trainer.accelerator)
     if host is not None:
         limit = HostLimit(host, "this machine has available")
@@ -426,8 +381,11 @@ def checkpoint_problem(cfg: Config, sizes: dict[str, int], keys: str, limit: Hos
     saved beside it) must not be built here, in one line, else None: its weights and buffers (float32, what
     building it allocates) over the tightest host limit. Integer arithmetic only: nothing is allocated. `keys`
     names the settings that sized it; `limit`: None, `host_limit()` now."""
-    params = parameter_count(cfg, sizes)
-    need = FLOAT * (params + _buffer_floats(cfg))
+    try:
+        built = model_size(cfg, sizes)
+    except ValueError as err:  # models.size.TooLarge
+        return f"{err} ({keys})"
+    params, need = built.parameters, FLOAT * (built.parameters + 2 * built.buffers)
     limit = host_limit() if limit is None else limit
     if limit is not None and need > limit.available:
         return (f"its config builds a model of about {size(need)} ({params:,} parameters; {keys}), over the "

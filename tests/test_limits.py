@@ -27,10 +27,27 @@ def built_parameters(cfg: C.Config) -> int:
     ("model.pos_enc=none", "model.d_model=24", "model.n_heads=2", "model.d_head=40", "model.ffn_mult=3"),
     ("data.task=copy", "data.vocab=13", "model.max_len=40"),
     ("data.task=copy", "model.pos_enc=rope", "model.norm=pre", "data.length=5", "data.test_length=9"),
+    ("model.n_layers=5", "model.norm=pre", "model.shaped_attention=true"),
+    ("model.n_layers=4", "model.value_skipinit=true", "model.pos_enc=alibi", "pooling=cls"),
+    ("model.n_layers=3", "model.qk_scale=false", "model.qk_reparam=true", "model.residual=false"),
 ])
-def test_closed_form_parameter_count_equals_the_built_model(items):
+def test_the_meta_count_at_any_depth_equals_the_built_model(items):
+    """Counted on the meta device from a one- and a two-block build (ablate.models.size): the parameters
+    of the model the task really builds, at depths past two too."""
     cfg = C.build(C.parse_overrides(list(items)))
     assert limits.parameter_count(cfg) == built_parameters(cfg)
+
+
+def test_a_crafted_size_is_counted_without_building_it():
+    """10,000 blocks or a 2**40-wide stream: counted from two small builds, then refused in one line."""
+    deep = C._build({"model.n_layers": 10_000}, None)
+    one, two = (limits.parameter_count(C._build({"model.n_layers": n}, None)) for n in (1, 2))
+    assert limits.parameter_count(deep) == one + 9_999 * (two - one)
+    assert "make it smaller" in limits.check_fits(deep, "model.n_layers=10000", host=10**10)
+    wide = C._build({"model.d_model": 2**62, "model.n_heads": 1}, None)
+    assert limits.check_fits(wide, "model.d_model=4611686018427387904", host=10**12) == (
+        "a tensor of the model is larger than torch's 64-bit sizes allow (model.d_model=4611686018427387904); "
+        "make it smaller")
 
 
 def test_estimate_grows_with_each_size():
@@ -155,10 +172,11 @@ COMPANIONS = {("model.qk_reparam", True): {"model.qk_scale": False},
 @pytest.mark.parametrize("task", ["mnist", "copy"])
 @pytest.mark.parametrize(("key", "value"), _model_values(), ids=lambda v: str(v))
 def test_the_estimate_counts_the_built_model_for_every_value_of_every_model_key(task, key, value):
-    """The closed forms of limits.py state the architecture a second time; this holds them to the model for
-    every value of every model key (a norm or a block added to the model without its count here fails, naming
-    the value), parameters and the buffers the estimate counts (positional tables: twice, with temporaries)."""
-    cfg = C.build({"data.task": task, key: value, **COMPANIONS.get((key, value), {})}, machine=False)
+    """The estimate counts the model itself (ablate.models.size, the meta device, any depth from two small
+    builds): for every value of every model key, at three blocks, its parameters and buffers are those of
+    the model the task builds (a block whose shape depended on its depth would fail here, naming the value)."""
+    cfg = C.build({"data.task": task, "model.n_layers": 3, key: value, **COMPANIONS.get((key, value), {})},
+                  machine=False)
     config = C.to_dict(cfg)
     task_cls = ClassifyRows if task == "mnist" else CopyTokens
     sizes = {"in_features": 28, "n_classes": 10} if task == "mnist" else {"n_tokens": cfg.data.vocab + 2,
@@ -166,4 +184,4 @@ def test_the_estimate_counts_the_built_model_for_every_value_of_every_model_key(
     model = task_cls(config, **sizes).model
     assert limits.parameter_count(cfg) == sum(p.numel() for p in model.parameters()), f"{key}={value}"
     tables = sum(b.numel() for b in model.buffers())
-    assert limits._buffer_floats(cfg) == 2 * tables, f"{key}={value}: buffers {dict((n, b.shape) for n, b in model.named_buffers())}"
+    assert limits.model_size(cfg).buffers == tables, f"{key}={value}: {dict(model.named_buffers())}"

@@ -215,7 +215,7 @@ RNN_CONFIGS = [
 
 
 @pytest.mark.parametrize("items", RNN_CONFIGS)
-def test_closed_form_parameter_count_of_an_rnn_equals_the_built_model(items):
+def test_the_meta_count_of_an_rnn_equals_the_built_model(items):
     from ablate import config as C
     from ablate import limits
     from tests.test_limits import built_parameters
@@ -224,16 +224,20 @@ def test_closed_form_parameter_count_of_an_rnn_equals_the_built_model(items):
     assert limits.parameter_count(cfg) == built_parameters(cfg)
 
 
-def test_closed_form_hidden_size_is_matched_hidden():
-    """limits solves matched_hidden's rule in closed form (no model built, any size): the same sizes."""
+def test_the_solved_hidden_size_is_the_searched_one():
+    """matched_hidden solves its rule (the size closest in parameters, the smaller on a tie) as a root: the
+    size a search over every hidden size finds, whatever the width and depth."""
     import itertools
 
     from ablate import limits
-    from ablate.models import EncoderConfig, matched_hidden
+    from ablate.models import EncoderConfig, matched_hidden, rnn_params
+    from ablate.models.rnn import transformer_params
 
     for arch, d, n_layers in itertools.product(("lstm", "gru"), (1, 3, 16, 24, 64, 100, 256), (1, 2, 3, 6, 12)):
         m = EncoderConfig(arch=arch, d_model=d, n_layers=n_layers, pos_enc="none")
-        assert limits.rnn_hidden(m) == matched_hidden(m), (arch, d, n_layers)
+        target = transformer_params(m)
+        searched = min(range(1, 4 * d + 8), key=lambda h: (abs(rnn_params(arch, d, h, n_layers) - target), h))
+        assert matched_hidden(m) == limits.rnn_hidden(m) == searched, (arch, d, n_layers)
     assert limits.rnn_hidden(EncoderConfig(arch="lstm", rnn_hidden=7)) == 7
 
 

@@ -69,7 +69,7 @@ def test_the_ffn_share_and_the_estimate_are_the_tutorials():
     groups = parameter_groups(model)
     assert groups["ffn"] == 2 * (64 * 128 + 128 + 128 * 64 + 64) == 33_152
     assert groups["total"] == 71_242 and round(100 * groups["ffn"] / groups["total"], 1) == 46.5
-    assert parameter_count(Config()) == 71_242  # ablate.limits' closed form, before torch builds anything
+    assert parameter_count(Config()) == 71_242  # ablate.limits' count, on the meta device
 
 
 def test_the_table_follows_the_task_and_an_explicit_max_len_is_kept():

@@ -65,18 +65,11 @@ def _encoder_fields(model_cfg) -> dict[str, Any]:
             "pos_enc": c.pos_enc, "causal": c.causal, "max_len": c.max_len}
 
 
-def _shapes(cfg, kind: str, sizes: dict[str, int]) -> dict[str, Any]:
+def _shapes(cfg, sizes: dict[str, int]) -> dict[str, Any]:
     """The state_dict of the model the config builds, on the meta device: every name and shape, no memory."""
-    import torch
+    from ..models.size import meta_model
 
-    from ..models import SequenceClassifier, TokenModel
-
-    with torch.device("meta"):
-        if kind == "classify":
-            model = SequenceClassifier(cfg.encoder, sizes["in_features"], sizes["n_classes"], cfg.pooling)
-        else:
-            model = TokenModel(cfg.encoder, sizes["n_tokens"], sizes["n_out"])
-    return model.state_dict()
+    return meta_model(cfg.encoder, sizes, cfg.pooling).state_dict()
 
 
 def _size_keys(cfg) -> str:
@@ -180,7 +173,7 @@ def export_model(source: Path, precision: str = "float32") -> dict[str, Any]:
     if not isinstance(state, dict):
         raise ExploreError(f"checkpoint {path} holds no state_dict; give a last.ckpt written by `ablate train`")
     weights = {k.removeprefix(PREFIX): v for k, v in state.items() if k.startswith(PREFIX)}
-    expected = _shapes(cfg, kind, sizes)
+    expected = _shapes(cfg, sizes)
     if problem := fit_problem(weights, expected):
         raise ExploreError(f"checkpoint {path} does not fit the model its config builds ({problem}); "
                            "give a last.ckpt written by `ablate train` with this version")

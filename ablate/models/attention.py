@@ -81,8 +81,10 @@ class SplitQKV(nn.Module):
     def __init__(self, fused: nn.Linear, inner: int, c: float):
         super().__init__()
         self.c = c
-        # skip_init: no init of its own (it would draw random numbers the scaled model does not)
-        self.q, self.k, self.v = (skip_init(nn.Linear, fused.in_features, inner) for _ in range(3))
+        # skip_init: no init of its own (it would draw random numbers the scaled model does not); on the
+        # fused layer's device (the meta device when ablate.models.size counts the model)
+        self.q, self.k, self.v = (skip_init(nn.Linear, fused.in_features, inner, device=fused.weight.device)
+                                  for _ in range(3))
         with torch.no_grad():
             for i, (lin, factor) in enumerate(((self.q, c), (self.k, c), (self.v, 1.0))):
                 lin.weight.copy_(fused.weight[i * inner : (i + 1) * inner] * factor)

@@ -14,6 +14,7 @@ measure each layer as they measure each Transformer block.
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -38,24 +39,22 @@ def rnn_layer_params(arch: str, d_in: int, hidden: int) -> int:
 
 
 def rnn_params(arch: str, d_model: int, hidden: int, n_layers: int) -> int:
-    """Parameters of the recurrent stack: layer 0 reads d_model, the others read the hidden size.
-    ablate.limits restates this arithmetic (it runs before torch is imported, and ablate.models imports
-    torch); tests/test_rnn_integration.py checks that the two agree."""
+    """Parameters of the recurrent stack: layer 0 reads d_model, the others read the hidden size (torch's
+    documented count for nn.LSTM/nn.GRU; tests/test_rnn.py checks it on built stacks)."""
     return rnn_layer_params(arch, d_model, hidden) + (n_layers - 1) * rnn_layer_params(arch, hidden, hidden)
 
 
 @functools.lru_cache(maxsize=64)  # EncoderConfig is frozen (hashable); the limits check and the model both ask
 def transformer_params(cfg: EncoderConfig) -> int:
     """Parameters of the Transformer encoder of the same d_model and n_layers (every other toggle at
-    its default; positional table left out: the RNN gets the same one). Counted on the meta device:
-    nothing is allocated."""
+    its default; positional table left out: the RNN gets the same one), counted on the model itself
+    (ablate.models.size: the meta device, nothing allocated, any depth)."""
     from dataclasses import replace
 
-    from .encoder import Encoder
+    from .size import encoder_parameters
 
-    same = replace(cfg, arch="transformer", rnn_hidden=None, rnn_init="default", pos_enc="none", n_heads=1)
-    with torch.device("meta"):
-        return sum(p.numel() for p in Encoder(same).parameters())
+    return encoder_parameters(replace(cfg, arch="transformer", rnn_hidden=None, rnn_init="default",
+                                      pos_enc="none", n_heads=1))
 
 
 def matched_hidden(cfg: EncoderConfig) -> int:
@@ -65,13 +64,17 @@ def matched_hidden(cfg: EncoderConfig) -> int:
     the head's input width is the hidden size (d_model for the Transformer).
 
     With n_heads=1 standing in for the default heads: with d_head unset, only n_heads * d_head =
-    d_model enters the count, so any n_heads that divides d_model gives the same number."""
-    target = transformer_params(cfg)
-    hidden = 1
-    while rnn_params(cfg.arch, cfg.d_model, hidden + 1, cfg.n_layers) <= target:
+    d_model enters the count, so any n_heads that divides d_model gives the same number. Solved as
+    the root of rnn_params(h) = target (gates * (a h^2 + b h), a = 2L - 1, b = d_model + 2L), then
+    settled by counting: a few integer operations at any size."""
+    target, arch, d, n = transformer_params(cfg), cfg.arch, cfg.d_model, cfg.n_layers
+    a, b, gates = 2 * n - 1, d + 2 * n, RNN_CELLS[arch][1]
+    hidden = max(1, (math.isqrt(b * b + 4 * a * (target // gates)) - b) // (2 * a))
+    while hidden > 1 and rnn_params(arch, d, hidden, n) > target:
+        hidden -= 1
+    while rnn_params(arch, d, hidden + 1, n) <= target:
         hidden += 1
-    above = rnn_params(cfg.arch, cfg.d_model, hidden + 1, cfg.n_layers)
-    below = rnn_params(cfg.arch, cfg.d_model, hidden, cfg.n_layers)
+    above, below = rnn_params(arch, d, hidden + 1, n), rnn_params(arch, d, hidden, n)
     return hidden + 1 if above - target < target - below else hidden
 
 
