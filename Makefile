@@ -41,6 +41,9 @@ coverage: venv ## make test under coverage.py: line coverage of ablate/ (subproc
 	COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 8 --cov=ablate --cov-report= ; \
 	  status=$$?; $(BIN)/coverage combine --append -q 2>/dev/null; $(BIN)/coverage report; exit $$status
 
+readme: venv ## rewrite README.md's generated tables (tasks, toggles, studies) from the commands that print them
+	$(BIN)/python -m ablate.readme
+
 lint: venv ## ruff check
 	$(BIN)/ruff check ablate tests
 
@@ -110,4 +113,4 @@ explore-shots: venv ## screenshots of the explorer's nine demos and demo 1's cop
 clean: ## remove the virtualenv and caches (keeps runs/ and data/)
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info .coverage .coverage.*
 
-.PHONY: help venv test coverage lint train bench sweeps report report-export report-build report-shots bench-attention explore explore-shots clean
+.PHONY: help venv test coverage readme lint train bench sweeps report report-export report-build report-shots bench-attention explore explore-shots clean

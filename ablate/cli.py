@@ -214,12 +214,24 @@ def cmd_keys(argv: list[str]) -> int:
     from . import config as C
 
     if argv in (["-h"], ["--help"]):
-        print("usage: ablate keys\n\nEvery configuration key: its default, what it allows and what it does "
-              "(set one with key=value).")
+        print("usage: ablate keys [SECTION] [--markdown]\n\nEvery configuration key: its default, what it allows "
+              "and what it does (set one with key=value).\n  SECTION     only the keys of one section (model, data, "
+              "optim, ...)\n  --markdown  a Markdown table (the README's is this output)")
         return 0
-    if argv:
-        return fail(f"`ablate keys` takes no arguments, got {' '.join(argv)!r}; run `ablate keys`")
-    rows = [("key", "default", "allowed", "description"), *C.key_table()]
+    markdown = "--markdown" in argv
+    rest = [a for a in argv if a != "--markdown"]
+    sections = sorted({k.rpartition(".")[0] for k, *_ in C.key_table()} - {""})
+    if len(rest) > 1 or (rest and rest[0] not in sections):
+        return fail(f"`ablate keys` takes one section ({', '.join(sections)}) and --markdown, got {' '.join(argv)!r}; "
+                    "run `ablate keys` or `ablate keys model`")
+    rows = [r for r in C.key_table() if not rest or r[0].startswith(rest[0] + ".")]
+    if markdown:
+        print("| key | default | allowed | what it does |\n| --- | --- | --- | --- |")
+        for key, default, allowed, description in rows:
+            cells = (f"`{key}`", f"`{default}`", allowed, description)
+            print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        return 0
+    rows = [("key", "default", "allowed", "description"), *rows]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]  # every column as wide as its widest cell: aligned
     for key, default, allowed, description in rows:
         print(f"{key:<{widths[0]}}  {default:<{widths[1]}}  {allowed:<{widths[2]}}  {description}".rstrip())

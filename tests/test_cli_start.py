@@ -123,6 +123,17 @@ def test_version_and_keys_help(capsys):
     assert main(["--version"]) == 0 and capsys.readouterr().out == f"ablate {version('ablate')}\n"
     assert main(["keys", "--help"]) == 0 and capsys.readouterr().out.startswith("usage: ablate keys")
     assert main(["keys", "extra"]) == 2
+    assert capsys.readouterr().err.strip() == ("ablate: `ablate keys` takes one section (data, model, optim, run, "
+                                               "trainer) and --markdown, got 'extra'; run `ablate keys` or "
+                                               "`ablate keys model`")
+
+
+def test_keys_of_one_section_as_markdown(capsys):
+    assert main(["keys", "optim", "--markdown"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[:2] == ["| key | default | allowed | what it does |", "| --- | --- | --- | --- |"]
+    assert rows[2].startswith("| `optim.name` | `adam` | adam \\| adamw \\| sgd | ")  # a | inside a cell escaped
+    assert all(r.startswith("| `optim.") for r in rows[2:])
 
 
 def test_a_command_whose_extra_is_not_installed_names_the_extra(tmp_path, monkeypatch, capsys):

@@ -111,7 +111,7 @@ def test_ablate_studies_lists_the_manifests_and_the_readme_shows_its_output():
         out = subprocess.run([sys.executable, "-m", "ablate", "studies", *flag], cwd=ROOT, capture_output=True,
                              text=True, check=True).stdout
         assert out.strip() in (ROOT / "README.md").read_text(encoding="utf-8"), \
-            f"README.md's table differs from `ablate studies {' '.join(flag)}`: paste its output"
+            f"README.md's table differs from `ablate studies {' '.join(flag)}`: run `make readme`"
         rows = [r for r in out.splitlines() if r.startswith("| `")]
         if flag:
             assert {r.split("`")[1] for r in rows} == SWEEP_FILES
@@ -247,7 +247,7 @@ def test_ablate_tasks_lists_the_registry_with_the_sweeps_that_train_each_task():
     out = subprocess.run([sys.executable, "-m", "ablate", "tasks"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() in (ROOT / "README.md").read_text(encoding="utf-8"), \
-        "README.md's tasks table differs from `ablate tasks`: paste its output"
+        "README.md's tasks table differs from `ablate tasks`: run `make readme`"
     rows = {r.split("`")[1]: r for r in out.splitlines() if r.startswith("| `")}
     assert list(rows) == list(TASKS)
     for name, task in TASKS.items():

@@ -110,31 +110,41 @@ class EncoderConfig:
     must stay at their defaults.
     """
 
-    arch: Literal[ARCH_NAMES] = option("transformer", "the encoder: a Transformer, or a uni-directional LSTM/GRU (models/rnn.py)")
+    arch: Literal[ARCH_NAMES] = option("transformer", "what sits between the input embedding and the task head: the Transformer, or a "
+                                                       "uni-directional stack of n_layers torch LSTM/GRU layers (models/rnn.py)")
     d_model: int = option(64, "width of the residual stream")
     n_heads: int = option(4, "attention heads per layer")
-    d_head: int | None = option(None, "d_k = d_v per head; None = d_model // n_heads")
+    d_head: int | None = option(None, "d_k = d_v per head; null: d_model / n_heads (set it for one head of d_k 512 at d_model 64)")
     n_layers: int = option(2, "encoder blocks")
     ffn_mult: int = option(2, "FFN hidden = ffn_mult * d_model; 0 removes the FFN sub-layer")
     activation: Literal[ACTIVATION_NAMES] = option("relu", "FFN non-linearity; identity: none, the FFN a linear map")
     qk_scale: bool = option(True, "divide scores by sqrt(d_head) (Vaswani et al. 2017, sec. 3.2.1)")
-    qk_reparam: bool = option(False, "qk_scale=false only: W_Q, W_K start and step d_head^(1/4) smaller, Adam's equal of the scale")
+    qk_reparam: bool = option(False, "qk_scale=false only: W_Q, W_K start and step d_head^(1/4) smaller, in an "
+                                       "optimiser group of their own: with Adam the scaled model to float64 rounding "
+                                       "(tested); needs adam/adamw, no weight decay, no grad_clip")
     temperature: float = option(1.0, "tau: scores are also divided by tau")
     residual: bool = option(True, "skip connections around the sub-layers residual_around names (He et al. 2016)")
-    residual_around: Literal[RESIDUAL_AROUND] = option("both", "with residual: skip around both, attention or ffn only")
-    norm: Literal["pre", "post", "none"] = option("post", "LayerNorm placement (Xiong et al. 2020)")
-    pos_enc: Literal[POS_ENC_NAMES] = option("learned", "positional encoding (each scheme: models/positional.py)")
+    residual_around: Literal[RESIDUAL_AROUND] = option("both", "with residual: skip around both sub-layers, the attention only (the FFN's output "
+                                                                  "replaces the stream) or the FFN only")
+    norm: Literal["pre", "post", "none"] = option("post", "norm placement: pre, x + f(N(x)), a final norm ending the stack; post, N(x + f(x)), "
+                                                         "the tutorial's; none (Xiong et al. 2020)")
+    pos_enc: Literal[POS_ENC_NAMES] = option("learned", "positional encoding: learned holds max_len rows; rope rotates q, k; alibi adds "
+                                                        "-m_h |i - j| to the scores (each scheme: models/positional.py)")
     causal: bool = option(False, "each position attends only to itself and earlier ones")
     value_skipinit: bool = option(False, "attention's mixing (alpha I + beta A) V, alpha 1 and beta 0 learned from there: "
                                          "no token mixing at init (He et al. 2023's Value-SkipInit)")
     shaped_attention: bool = option(False, "attention's mixing (alpha I + beta A - gamma C) V, C the mixing of zero scores, "
                                            "all three learned from 1, W_Q from 0: identity at init, with gradient for "
                                            "W_Q (Noci et al. 2023; He & Hofmann 2024)")
-    init: Literal[INIT_NAMES] = option("default", "Q/K/V/O init; unit: W_Q, W_K ~ N(0, 1/d_model), unit-variance q, k (models/attention.py)")
-    max_len: int | None = option(None, "longest sequence the positional table holds; None: the task's longest (ablate.config)")
+    init: Literal[INIT_NAMES] = option("default", "Q/K/V/O init: nn.Linear's fan-in, Xavier, N(0, 0.02), or unit: W_Q, W_K ~ "
+                                                    "N(0, 1/d_model), unit-variance q, k, the premise of the case for sqrt(d_k) "
+                                                    "(models/attention.py)")
+    max_len: int | None = option(None, "rows of the positional table; null: the task's longest sequence (28 MNIST rows, 29 "
+                                           "with pooling=cls), as the tutorial's torch.randn(1, 28, 64)")
     learned_std: float = option(1.0, "learned positions start N(0, learned_std^2): the tutorial's torch.randn; 0.02 is BERT's")
     dropout: float = option(0.1, "PyTorch's placement: attention weights, both sub-layer outputs, FFN hidden; RNN: between layers")
-    rnn_hidden: int | None = option(None, "arch=lstm/gru: hidden size; None = the size whose parameters match the Transformer's")
+    rnn_hidden: int | None = option(None, "arch=lstm/gru: hidden size; null: the size whose parameter count is closest to the "
+                                              "Transformer encoder's (models/rnn.py matched_hidden)")
     rnn_init: Literal[RNN_INIT_NAMES] = option("default", "arch=lstm: gate biases; forget1: forget bias 1 (Gers et al. 2000), "
                                                            "chrono: b_f ~ log U(1, max_len - 1), b_i = -b_f (Tallec & Ollivier 2018)")
 
