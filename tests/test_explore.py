@@ -149,6 +149,52 @@ def test_forward_js_equals_pytorch(tmp_path, name):
     assert d_hidden < TOL, d_hidden
 
 
+def _every_model_value() -> list[tuple[str, object]]:
+    from tests.test_limits import _model_values
+
+    return _model_values()
+
+
+@needs_node
+@pytest.mark.parametrize(("key", "value"), _every_model_value(), ids=lambda v: str(v))
+def test_the_page_computes_every_value_of_every_model_key_or_refuses_it(tmp_path, key, value):
+    """Every value of every model key (read from the config's own types: a new value joins by itself): a
+    model built with it, exported, run by forward.js, equals PyTorch; or the export refuses it in one line
+    because forward.js's SUPPORTS says the page does not compute it. A value the page computes wrong, or
+    one it does not know and does not declare, fails here naming the value."""
+    from ablate.explore.export import unsupported
+    from tests.test_limits import COMPANIONS
+
+    overrides = {key: value, **COMPANIONS.get((key, value), {})}
+    if overrides.get("model.arch", "transformer") != "transformer":
+        overrides["model.n_heads"] = C.Config().model.n_heads  # an RNN keeps the attention keys at their defaults
+    cfg, model, ckpt = random_model(tmp_path, overrides)
+    if problem := unsupported(cfg):
+        with pytest.raises(ExploreError, match=f"is a model.{problem[0]}={problem[1]} run; the page's forward pass"):
+            export_model(ckpt)
+        assert f"model.{problem[0]}" in (key, *(k for k in overrides))
+        return
+    x = inputs(cfg)
+    js = run_node(tmp_path, export_model(ckpt), [{"input": row.tolist()} for row in x])
+    logits, maps = torch_run(model, x)
+    d_logits, d_maps = diff(js, logits, maps)
+    assert d_logits < TOL and d_maps < TOL, f"{key}={value}: forward.js differs from PyTorch by {d_logits:.1e} " \
+        f"(logits), {d_maps:.1e} (attention); make forward.js compute it, or list the values it does in SUPPORTS"
+
+
+def test_supports_names_keys_and_values_the_config_has():
+    """forward.js's SUPPORTS block: every key a model key, every listed value one of that key's values."""
+    from dataclasses import fields
+
+    from ablate.explore.export import _spelled, supports
+
+    values: dict[str, set[str]] = {f.name: set() for f in fields(C.SECTIONS["model"])}
+    for key, value in _every_model_value():
+        values[key.removeprefix("model.")].add(_spelled(value))
+    assert set(supports()) <= set(values), set(supports()) - set(values)
+    assert all(v == "any" or set(v) <= values[k] for k, v in supports().items()), supports()
+
+
 @needs_node
 def test_mean_token_cosine_is_the_probes():
     """forward.js's meanTokenCosine is ablate.probes' `cosine` (mean over distinct pairs; a zero row counts 0)."""

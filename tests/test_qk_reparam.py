@@ -256,5 +256,5 @@ def test_explore_refuses_a_model_its_forward_pass_does_not_know(tmp_path, capsys
     assert cli.main(["explore", str(run_dir), "--json", str(out / "models.json")]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     key = override.split()[-1].split("=")[0]
-    assert line.startswith(f"ablate: {run_dir} is a {key}=") and "the page's forward pass knows" in line
+    assert line.startswith(f"ablate: {run_dir} is a {key}=") and "the page's forward pass computes" in line
     assert list(out.iterdir()) == []

@@ -177,8 +177,9 @@ def test_explore_refuses_an_lstm_run_in_one_line_and_writes_nothing(in_mixed, tm
     code = cli.main(["explore", str(dirs["transformer"]), str(dirs["lstm"]), "--json", str(data)])
     err = capsys.readouterr().err.splitlines()
     assert code == 2
-    assert err == [f"ablate: {dirs['lstm']} is a model.arch=lstm run; the explorer draws Transformers only (its "
-                   "attention, block by block); give the run directory of a model.arch=transformer run"]
+    assert err == [f"ablate: {dirs['lstm']} is a model.arch=lstm run; the page's forward pass computes "
+                   "model.arch=transformer only (ablate/explore/forward.js, SUPPORTS); give the run directory of "
+                   "such a run"]
     assert list(tmp_path.iterdir()) == []
     assert cli.main(["explore", str(dirs["transformer"]), "--json", str(data)]) == 0 and data.is_file()
 

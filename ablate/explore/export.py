@@ -9,8 +9,7 @@ meta-device build: no model is ever allocated), and returns a JSON-ready dict:
      "kind": "classify" | "tokens",            # SequenceClassifier (MNIST rows) or TokenModel
      "sizes": {"in_features": 28, "n_classes": 10} | {"n_tokens": ..., "n_out": ...},
      "pooling": "mean" | "cls",
-     "model": {d_model, n_heads, head_dim, n_layers, ffn_dim, activation, qk_scale, temperature,
-               residual, norm, pos_enc, causal, max_len},   # what forward.js reads
+     "model": {every model.* field, head_dim, ffn_dim},      # what forward.js reads
      "config": {"model.d_model": 64, ..., "seed": 0},      # the run's flat config, as W&B shows it
      "weights": {name: {"shape": [...], "dtype": "float32" | "float16",
                         "b64": base64 of the little-endian numbers}},  # the model's state_dict
@@ -26,6 +25,8 @@ forward.js computes the encoder from exactly this.
 from __future__ import annotations
 
 import base64
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +59,10 @@ def checkpoint_path(source: Path) -> Path:
 
 
 def _encoder_fields(model_cfg) -> dict[str, Any]:
-    c = model_cfg
-    return {"d_model": c.d_model, "n_heads": c.n_heads, "head_dim": c.head_dim, "n_layers": c.n_layers,
-            "ffn_dim": c.ffn_dim, "activation": c.activation, "qk_scale": c.qk_scale,
-            "temperature": float(c.temperature), "residual": c.residual, "norm": c.norm,
-            "pos_enc": c.pos_enc, "causal": c.causal, "max_len": c.max_len}
+    """Every field of the model's config (max_len resolved), with the two sizes forward.js reads derived."""
+    from dataclasses import asdict
+
+    return {**asdict(model_cfg), "head_dim": model_cfg.head_dim, "ffn_dim": model_cfg.ffn_dim}
 
 
 def _shapes(cfg, sizes: dict[str, int]) -> dict[str, Any]:
@@ -70,6 +70,32 @@ def _shapes(cfg, sizes: dict[str, int]) -> dict[str, Any]:
     from ..models.size import meta_model
 
     return meta_model(cfg.encoder, sizes, cfg.pooling).state_dict()
+
+
+@functools.cache
+def supports() -> dict[str, Any]:
+    """{model key: "any", or the values forward.js computes}, read from its SUPPORTS block; a key not there is
+    computed at its default only. Values as the config spells them (true/false for a bool)."""
+    text = (Path(__file__).parent / "forward.js").read_text(encoding="utf-8")
+    block = text.split("// SUPPORTS-BEGIN", 1)[1].split("// SUPPORTS-END", 1)[0]
+    body = block[block.index("{"):block.rindex("}") + 1]
+    return {k: v if v == "any" else tuple(_spelled(x) for x in v) for k, v in json.loads(body).items()}
+
+
+def _spelled(value) -> str:
+    return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
+
+
+def unsupported(cfg) -> tuple[str, str, tuple[str, ...]] | None:
+    """(key, its value, the values forward.js computes) for the first model key of `cfg` the page cannot
+    compute, else None."""
+    from dataclasses import fields
+
+    for f in fields(cfg.model):
+        allowed = supports().get(f.name, (_spelled(f.default),))
+        if allowed != "any" and (value := _spelled(getattr(cfg.model, f.name))) not in allowed:
+            return f.name, value, allowed
+    return None
 
 
 def _size_keys(cfg) -> str:
@@ -150,16 +176,11 @@ def export_model(source: Path, precision: str = "float32") -> dict[str, Any]:
         line = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ExploreError(f"checkpoint {path} holds a config this version cannot build ({line}); "
                            "retrain it with this version of ablate") from None
-    if cfg.model.arch != "transformer":  # forward.js draws attention, block by block: an RNN has neither
-        raise ExploreError(f"{source} is a model.arch={cfg.model.arch} run; the explorer draws Transformers only "
-                           "(its attention, block by block); give the run directory of a model.arch=transformer run")
-    # forward.js builds each block with skips around both sub-layers, one fused qkv and softmax mixing: a model built otherwise
-    # would be drawn wrong, so it is refused
-    for key, default in (("residual_around", "both"), ("qk_reparam", False), ("value_skipinit", False),
-                         ("shaped_attention", False)):
-        if getattr(cfg.model, key) != default:
-            raise ExploreError(f"{source} is a model.{key}={getattr(cfg.model, key)} run; the page's forward pass "
-                               f"knows model.{key}={default} only; give the run directory of such a run")
+    if problem := unsupported(cfg):
+        key, value, allowed = problem
+        raise ExploreError(f"{source} is a model.{key}={value} run; the page's forward pass computes model.{key}="
+                           f"{' or '.join(allowed)} only (ablate/explore/forward.js, SUPPORTS); give the run "
+                           "directory of such a run")
     try:
         sizes = {n: int(hyper[n]) for n in names}
     except (TypeError, ValueError):

@@ -55,6 +55,24 @@
 
   const EPS = 1e-5; // nn.LayerNorm's default
 
+  // What this forward pass computes, per model.* key: "any" (a size or a number it reads), or the values it
+  // computes as ablate/models computes them. A key not listed is computed at its default only (a toggle
+  // added to the model is refused here until this file computes it). `ablate explore` reads this block
+  // (JSON between the two markers) and refuses any other value in one line; tests/test_explore.py builds a
+  // model for every value of every model key and compares this forward pass with PyTorch's.
+  // SUPPORTS-BEGIN
+  const SUPPORTS = {
+    "d_model": "any", "n_heads": "any", "d_head": "any", "n_layers": "any", "ffn_mult": "any",
+    "temperature": "any", "max_len": "any", "learned_std": "any", "dropout": "any", "init": "any",
+    "activation": ["relu", "gelu", "identity"],
+    "qk_scale": [true, false],
+    "residual": [true, false],
+    "norm": ["pre", "post", "none"],
+    "pos_enc": ["none", "sinusoidal", "learned", "rope", "alibi"],
+    "causal": [true, false]
+  };
+  // SUPPORTS-END
+
   function bytesOf(b64) {
     if (typeof Buffer !== "undefined") {
       const buf = Buffer.from(b64, "base64");
@@ -389,5 +407,6 @@
     };
   }
 
-  return { load, forward, decode, half, erf, sinusoidal, ropeAngles, meanTokenCosine, alibiSlopes, layerNorm };
+  return { load, forward, decode, half, erf, sinusoidal, ropeAngles, meanTokenCosine, alibiSlopes, layerNorm,
+    SUPPORTS };
 });

@@ -26,6 +26,15 @@ class NoSkip(nn.Module):
         return 0
 
 
+# The norm layers a block (and a Pre-LN stack's end) is built with: every norm of the model comes from here
+NORMS: tuple[type[nn.Module], ...] = (nn.LayerNorm,)
+
+
+def make_norm(cfg: EncoderConfig) -> nn.Module:
+    """One norm layer over d_model: torch's LayerNorm (eps 1e-5, as nn.TransformerEncoderLayer's)."""
+    return nn.LayerNorm(cfg.d_model)
+
+
 def _dropout(p: float) -> nn.Module:
     return nn.Dropout(p) if p > 0 else nn.Identity()
 
@@ -59,11 +68,11 @@ class SubLayer(nn.Module):
 
     def __init__(self, fn: nn.Module, cfg: EncoderConfig, skip: bool):
         super().__init__()
-        self.pre_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+        self.pre_norm = make_norm(cfg) if cfg.norm == "pre" else nn.Identity()
         self.fn = fn
         self.drop = _dropout(cfg.dropout)
         self.skip = nn.Identity() if skip else NoSkip()
-        self.post_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "post" else nn.Identity()
+        self.post_norm = make_norm(cfg) if cfg.norm == "post" else nn.Identity()
 
     def forward(self, x: torch.Tensor, need_weights: bool = False):
         y, weights = self.fn(self.pre_norm(x), need_weights)
@@ -98,10 +107,10 @@ class Block(nn.Module):
         return self.ffn.fn if isinstance(self.ffn, SubLayer) else None
 
     @property
-    def norms(self) -> tuple[nn.LayerNorm, ...]:
-        """The block's LayerNorms in order: the attention sub-layer's, then the FFN's (pre or post, per
+    def norms(self) -> tuple[nn.Module, ...]:
+        """The block's norm layers in order: the attention sub-layer's, then the FFN's (pre or post, per
         `norm`); nn.TransformerEncoderLayer's norm1, norm2. Empty with norm='none'."""
-        return tuple(m for m in self.modules() if isinstance(m, nn.LayerNorm))
+        return tuple(m for m in self.modules() if isinstance(m, NORMS))
 
     @property
     def sublayers(self) -> dict[str, nn.Module]:

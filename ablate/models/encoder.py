@@ -1,11 +1,11 @@
-"""The configurable encoder: positional encoding, n_layers blocks, and (Pre-LN only) a final LayerNorm."""
+"""The configurable encoder: positional encoding, n_layers blocks, and (Pre-LN only) a final norm."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from .block import Block
+from .block import Block, make_norm
 from .config import EncoderConfig
 from .positional import build_positional
 
@@ -29,7 +29,7 @@ class Encoder(nn.Module):
         self.positional = build_positional(cfg)  # one bundle: input, q/k and score slots
         self.pos_enc = self.positional.input  # registered here; the q/k and score slots in attention
         self.blocks = nn.ModuleList(Block(cfg, self.positional) for _ in range(cfg.n_layers))
-        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+        self.final_norm = make_norm(cfg) if cfg.norm == "pre" else nn.Identity()
 
     def forward(self, x: torch.Tensor, return_attention: bool = False):
         """Returns y, or (y, [weights of layer l: (B, n_heads, T, T) post-softmax]) with return_attention."""
