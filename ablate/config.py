@@ -701,18 +701,35 @@ def from_dict(data: dict[str, Any]) -> Config:
     return build(flatten_overrides(data), machine=False, profile=False)
 
 
-# Keys added after runs existed, left out of the identity at these defaults: every run made before them
-# keeps its id (a sweep finds it again instead of running it twice).
-IDENTITY_DEFAULTS = {"model.arch": "transformer", "model.rnn_hidden": None, "model.residual_around": "both",
-                     "model.qk_reparam": False, "trainer.num_nodes": 1, "model.rnn_init": "default",
-                     "model.value_skipinit": False, "model.shaped_attention": False}
+# The keys run ids were first made of (written once, never extended). A key added since is left out of a run's
+# identity at its default, and read as its default from a run made before it: every run made before a key came
+# keeps its id (a sweep finds it again instead of running it twice), and adding a toggle touches nothing here.
+# The rule every new key keeps: its default computes what runs made before it computed.
+ORIGINAL_KEYS = frozenset(
+    [f"model.{k}" for k in ("d_model", "n_heads", "d_head", "n_layers", "ffn_mult", "activation", "qk_scale",
+                            "temperature", "residual", "norm", "pos_enc", "causal", "init", "max_len", "learned_std",
+                            "dropout")]
+    + [f"data.{k}" for k in ("task", "seed", "batch_size", "train_subset", "test_subset", "val_size", "permute",
+                             "permute_seed", "vocab", "length", "test_length", "reverse", "n_train", "n_val", "n_test")]
+    + [f"optim.{k}" for k in ("name", "lr", "weight_decay", "warmup", "schedule", "grad_clip")]
+    + [f"trainer.{k}" for k in ("max_epochs", "max_steps", "accelerator", "devices", "strategy", "precision", "threads",
+                                "flush_denormal", "limit_val_batches", "log_every_n_steps", "ckpt_every_n_steps")]
+    + [f"run.{k}" for k in ("dir", "group", "project", "probes", "probe_every", "probe_batch", "expensive_probes",
+                            "name", "sweep_id")]
+    + ["seed", "pooling", "budget", "tracking"])
+
+
+@functools.cache
+def added_defaults() -> dict[str, Any]:
+    """{key added after ORIGINAL_KEYS: its default}, in key order (model.arch, model.rnn_hidden, ...)."""
+    return {k: v for k, v in flat(Config()).items() if k not in ORIGINAL_KEYS}
 
 
 def with_added_keys(config: dict[str, Any]) -> dict[str, Any]:
-    """A run's flat config as it would be written today: a key added after the run was made (IDENTITY_DEFAULTS)
+    """A run's flat config as it would be written today: a key added after the run was made (added_defaults)
     and absent from its config holds its default, which is what the run computed. So everywhere runs are read
     (the table, W&B's runs, compare, export) an old run and a new one of one configuration are one variant."""
-    missing = {k: v for k, v in IDENTITY_DEFAULTS.items() if k not in config}
+    missing = {k: v for k, v in added_defaults().items() if k not in config}
     if not missing:
         return config
     merged, order = {**config, **missing}, _key_order()
@@ -727,7 +744,8 @@ def _key_order() -> dict[str, int]:
 def run_id(cfg: Config) -> str:
     """A stable id from the type-converted config (budget included; where/how it is recorded excluded)."""
     resolved = cfg if cfg.encoder is cfg.model else replace(cfg, model=cfg.encoder)  # max_len=None: the table built
+    added = added_defaults()
     identity = {k: v for k, v in flat(resolved).items()
-                if k not in NOT_IDENTITY and not (k in IDENTITY_DEFAULTS and v == IDENTITY_DEFAULTS[k])}
+                if k not in NOT_IDENTITY and not (k in added and v == added[k])}
     blob = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]

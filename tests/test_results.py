@@ -159,7 +159,10 @@ def test_runs_made_before_a_key_was_added_are_the_same_variant(root, tmp_path):
     as their defaults, so `results --aggregate` shows 2 variants of 3 seeds, not 4 of 1 or 2 (issue 41)."""
     from ablate import config as C
 
-    added = C.IDENTITY_DEFAULTS
+    added = C.added_defaults()
+    assert set(added) >= {  # the keys added since the first runs (and any added later)
+        "model.arch", "model.qk_reparam", "model.residual_around", "model.value_skipinit", "model.shaped_attention",
+        "model.rnn_hidden", "model.rnn_init", "trainer.num_nodes"}
     for i, d in enumerate(run_dirs(root)):
         shutil.copytree(d, tmp_path / "o" / d.name)
         if i % 2:  # every other run, as a sweep resumed after the keys came
