@@ -225,6 +225,23 @@ BAD_VALUES = [
     ("tracking", "maybe", ()),
 ]
 
+
+def _closed_keys_bad_values() -> list[tuple[str, str, tuple]]:
+    """A value outside the choices of every key with a closed set of them (a Literal or a bool), so that a key
+    added to the config is tried here by itself."""
+    import typing
+
+    out = []
+    for key in C.all_keys():
+        section, _, name = key.rpartition(".")
+        tp = C._hints(C.SECTIONS[section] if section else C.Config)[name]
+        if typing.get_origin(tp) is typing.Literal or tp is bool:
+            out.append((key, "maybe" if tp is bool else "no-such-choice", ()))
+    return out
+
+
+BAD_VALUES += [v for v in _closed_keys_bad_values() if v[:2] not in {b[:2] for b in BAD_VALUES}]
+
 # a run that would finish in seconds if a bad value slipped through (the old code trained these)
 FAST = ("data.task=copy", "data.n_train=64", "data.n_val=32", "data.n_test=32", "trainer.max_epochs=1",
         "tracking=none", "run.probes=false", "model.d_model=16", "model.n_heads=2")

@@ -585,10 +585,13 @@ def test_wandb_states_config_forms_and_summary_names():
     assert df["status"].to_dict() == {"a": "completed", "b": "diverged", "c": "failed", "d": "failed", "e": "running", "f": "completed"}
     assert df["model.n_heads"].to_dict() == {"a": 2, "b": 4, "c": 8, "d": 2, "e": 2, "f": 2}
     # W&B's and Lightning's keys dropped; the keys added since these runs at their defaults (issue 41)
-    assert list(df.columns[:9]) == ["model.arch", "model.n_heads", "model.qk_reparam", "model.residual_around",
-                                    "model.value_skipinit", "model.shaped_attention", "model.rnn_hidden",
-                                    "model.rnn_init", "trainer.num_nodes"]
-    assert list(df.columns[9:11]) == ["seed", "status"] and set(df["model.arch"]) == {"transformer"}
+    from ablate import config as C
+
+    order = list(C.flat(C.Config()))
+    keys = sorted({*C.added_defaults(), "model.n_heads"}, key=order.index)  # in the config's order
+    assert keys[:3] == ["model.arch", "model.n_heads", "model.qk_reparam"] and "trainer.num_nodes" in keys
+    assert list(df.columns[:len(keys)]) == keys
+    assert list(df.columns[len(keys):len(keys) + 2]) == ["seed", "status"] and set(df["model.arch"]) == {"transformer"}
     assert df.loc["a", "params/total"] == 10 and df.loc["b", "params/total"] == 12 and df.loc["b", "diverged_step"] == 7
     assert df.loc["a", "probe/final/x"] == 1.0 and "probe/final/attention" not in df.columns and "epoch" not in df.columns
     assert df.loc["a", "wall_time_s"] == 3 and df["commit_mismatch"].to_dict() == {k: k == "f" for k in df.index}
