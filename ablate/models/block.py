@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .config import ACTIVATION_NAMES, EncoderConfig, registry_names
+from .config import ACTIVATION_NAMES, NORM_TYPE_NAMES, EncoderConfig, registry_names
 from .positional import Positional
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "identity": nn.Identity}
@@ -26,13 +26,18 @@ class NoSkip(nn.Module):
         return 0
 
 
-# The norm layers a block (and a Pre-LN stack's end) is built with: every norm of the model comes from here
-NORMS: tuple[type[nn.Module], ...] = (nn.LayerNorm,)
+# model.norm_type -> the norm layer a block (and a Pre-LN stack's end) is built with: every norm of the model
+# comes from make_norm. LayerNorm centres and scales, with a gain and a bias (Ba et al. 2016); RMSNorm only
+# divides by the root mean square, with a gain (Zhang & Sennrich 2019). Both torch's, eps 1e-5 (LayerNorm's,
+# nn.TransformerEncoderLayer's): the two differ in the centring and the bias alone.
+NORMS: dict[str, type[nn.Module]] = {"layer": nn.LayerNorm, "rms": nn.RMSNorm}
+registry_names(NORMS, NORM_TYPE_NAMES, "models/block.py:NORMS")
+EPS = 1e-5
 
 
 def make_norm(cfg: EncoderConfig) -> nn.Module:
-    """One norm layer over d_model: torch's LayerNorm (eps 1e-5, as nn.TransformerEncoderLayer's)."""
-    return nn.LayerNorm(cfg.d_model)
+    """One norm layer over d_model, of the kind model.norm_type names."""
+    return NORMS[cfg.norm_type](cfg.d_model, eps=EPS)
 
 
 def _dropout(p: float) -> nn.Module:
@@ -110,7 +115,7 @@ class Block(nn.Module):
     def norms(self) -> tuple[nn.Module, ...]:
         """The block's norm layers in order: the attention sub-layer's, then the FFN's (pre or post, per
         `norm`); nn.TransformerEncoderLayer's norm1, norm2. Empty with norm='none'."""
-        return tuple(m for m in self.modules() if isinstance(m, NORMS))
+        return tuple(m for m in self.modules() if isinstance(m, tuple(NORMS.values())))
 
     @property
     def sublayers(self) -> dict[str, nn.Module]:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 ACTIVATION_NAMES = ("relu", "gelu", "identity")  # block.ACTIVATIONS; identity: a linear FFN (issue 37)
 NORM_NAMES = ("pre", "post", "none")
+NORM_TYPE_NAMES = ("layer", "rms")  # block.NORMS
 RESIDUAL_AROUND = ("both", "attention", "ffn")  # which sub-layers get the identity skip (block.SKIPS)
 # The registries' names, spelled here so that the config imports no torch (`ablate keys` in a fraction of a
 # second); each registry checks at import that its keys are these (registry_names below).
@@ -89,7 +90,7 @@ ATTENTION_ONLY = {
                     "an RNN has no attention"),
     **dict.fromkeys(("ffn_mult", "activation"), "an RNN has no FFN"),
     **dict.fromkeys(("residual", "residual_around"), "an RNN has no residual connections"),
-    "norm": "an RNN has no LayerNorms",
+    **dict.fromkeys(("norm", "norm_type"), "an RNN has no norm layers"),
     "causal": "an RNN reads in order: it is causal already",
 }
 
@@ -128,6 +129,9 @@ class EncoderConfig:
                                                                   "replaces the stream) or the FFN only")
     norm: Literal["pre", "post", "none"] = option("post", "norm placement: pre, x + f(N(x)), a final norm ending the stack; post, N(x + f(x)), "
                                                          "the tutorial's; none (Xiong et al. 2020)")
+    norm_type: Literal[NORM_TYPE_NAMES] = option(
+        "layer", "the norm layer in every placement: layer, LayerNorm (Ba et al. 2016); rms, RMSNorm "
+                 "(Zhang & Sennrich 2019): no centring, no bias; eps 1e-5 both")
     pos_enc: Literal[POS_ENC_NAMES] = option("learned", "positional encoding: learned holds max_len rows; rope rotates q, k; alibi adds "
                                                         "-m_h |i - j| to the scores (each scheme: models/positional.py)")
     causal: bool = option(False, "each position attends only to itself and earlier ones")
@@ -167,6 +171,7 @@ class EncoderConfig:
             raise ValueError("shaped_attention=True and value_skipinit=True are two mixings of attention's output; "
                              "choose one (set the other false)")
         _choice("norm", self.norm, NORM_NAMES)
+        _choice("norm_type", self.norm_type, NORM_TYPE_NAMES)
         _choice("pos_enc", self.pos_enc, POS_ENC_NAMES)
         if self.pos_enc == "rope" and self.head_dim % 2:
             raise ValueError(
