@@ -128,3 +128,8 @@ class Block(nn.Module):
         x, weights = self.attn(x, need_weights)
         x, _ = self.ffn(x)
         return x, weights
+
+
+def make_block(cfg: EncoderConfig, positional: Positional | None = None) -> nn.Module:
+    """One encoder block: every block of the stack comes from here."""
+    return Block(cfg, positional)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .block import Block, make_norm
+from .block import make_block, make_norm
 from .config import EncoderConfig
 from .positional import build_positional
 
@@ -28,7 +28,7 @@ class Encoder(nn.Module):
         self.d_out = cfg.d_model
         self.positional = build_positional(cfg)  # one bundle: input, q/k and score slots
         self.pos_enc = self.positional.input  # registered here; the q/k and score slots in attention
-        self.blocks = nn.ModuleList(Block(cfg, self.positional) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(make_block(cfg, self.positional) for _ in range(cfg.n_layers))
         self.final_norm = make_norm(cfg) if cfg.norm == "pre" else nn.Identity()
 
     def forward(self, x: torch.Tensor, return_attention: bool = False):
