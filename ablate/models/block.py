@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .config import ACTIVATION_NAMES, NORM_TYPE_NAMES, EncoderConfig, registry_names
+from .config import ACTIVATION_NAMES, BLOCK_NAMES, NORM_TYPE_NAMES, EncoderConfig, registry_names
 from .positional import Positional
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "identity": nn.Identity}
@@ -130,6 +130,78 @@ class Block(nn.Module):
         return x, weights
 
 
+class _Branch(nn.Module):
+    """The attention branch of a parallel block added to the stream: (x, h) -> (skip(x) + dropout(attn(h)),
+    weights), h the normalised input both branches read. Its output is the `attn` slot's state."""
+
+    def __init__(self, fn: nn.Module, cfg: EncoderConfig):
+        super().__init__()
+        self.fn = fn
+        self.drop = _dropout(cfg.dropout)
+        self.skip = nn.Identity() if cfg.residual else NoSkip()
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor, need_weights: bool = False):
+        y, weights = self.fn(h, need_weights)
+        return self.skip(x) + self.drop(y), weights
+
+
+class _Join(nn.Module):
+    """The FFN branch of a parallel block added, then the post norm: (s, h) -> (post_norm(s + dropout(ffn(h))),
+    None). Its output is the block's, the `ffn` slot's state."""
+
+    def __init__(self, fn: nn.Module, cfg: EncoderConfig):
+        super().__init__()
+        self.fn = fn
+        self.drop = _dropout(cfg.dropout)
+        self.post_norm = make_norm(cfg) if cfg.norm == "post" else nn.Identity()
+
+    def forward(self, s: torch.Tensor, h: torch.Tensor):
+        y, _ = self.fn(h)
+        return self.post_norm(s + self.drop(y)), None
+
+
+class ParallelBlock(nn.Module):
+    """x -> post_norm(skip(x) + dropout(attn(n(x))) + dropout(ffn(n(x)))), n the one norm both read with
+    norm=pre (GPT-J, Wang & Komatsuzaki 2021; PaLM, Chowdhery et al. 2022, sec. 2: one LayerNorm, the two
+    sub-layers computed from the same input). norm=post normalises the sum once; none adds them plain;
+    residual=False drops x. The accessors are Block's: `sublayers` names the stream with the attention branch
+    added (attn) and the block's output (ffn)."""
+
+    def __init__(self, cfg: EncoderConfig, positional: Positional | None = None):
+        super().__init__()
+        self.pre_norm = make_norm(cfg) if cfg.norm == "pre" else nn.Identity()
+        self.attn = _Branch(MultiHeadAttention(cfg, positional), cfg)
+        self.ffn = _Join(FeedForward(cfg), cfg)
+
+    @property
+    def attention(self) -> MultiHeadAttention:
+        return self.attn.fn
+
+    @property
+    def feed_forward(self) -> FeedForward:
+        return self.ffn.fn
+
+    @property
+    def norms(self) -> tuple[nn.Module, ...]:
+        """The block's one norm layer (pre or post), or none with norm='none'."""
+        return tuple(m for m in self.modules() if isinstance(m, tuple(NORMS.values())))
+
+    @property
+    def sublayers(self) -> dict[str, nn.Module]:
+        return {"attn": self.attn, "ffn": self.ffn}
+
+    def forward(self, x: torch.Tensor, need_weights: bool = False):
+        h = self.pre_norm(x)
+        s, weights = self.attn(x, h, need_weights)
+        y, _ = self.ffn(s, h)
+        return y, weights
+
+
+# model.block -> the block every layer of the stack is
+BLOCKS: dict[str, type[nn.Module]] = {"sequential": Block, "parallel": ParallelBlock}
+registry_names(BLOCKS, BLOCK_NAMES, "models/block.py:BLOCKS")
+
+
 def make_block(cfg: EncoderConfig, positional: Positional | None = None) -> nn.Module:
-    """One encoder block: every block of the stack comes from here."""
-    return Block(cfg, positional)
+    """One encoder block, of the kind model.block names: every block of the stack comes from here."""
+    return BLOCKS[cfg.block](cfg, positional)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 ACTIVATION_NAMES = ("relu", "gelu", "identity")  # block.ACTIVATIONS; identity: a linear FFN (issue 37)
 NORM_NAMES = ("pre", "post", "none")
 NORM_TYPE_NAMES = ("layer", "rms")  # block.NORMS
+BLOCK_NAMES = ("sequential", "parallel")  # block.BLOCKS
 RESIDUAL_AROUND = ("both", "attention", "ffn")  # which sub-layers get the identity skip (block.SKIPS)
 # The registries' names, spelled here so that the config imports no torch (`ablate keys` in a fraction of a
 # second); each registry checks at import that its keys are these (registry_names below).
@@ -90,6 +91,7 @@ ATTENTION_ONLY = {
                     "an RNN has no attention"),
     **dict.fromkeys(("ffn_mult", "activation"), "an RNN has no FFN"),
     **dict.fromkeys(("residual", "residual_around"), "an RNN has no residual connections"),
+    "block": "an RNN has no Transformer blocks",
     **dict.fromkeys(("norm", "norm_type"), "an RNN has no norm layers"),
     "causal": "an RNN reads in order: it is causal already",
 }
@@ -127,6 +129,9 @@ class EncoderConfig:
     residual: bool = option(True, "skip connections around the sub-layers residual_around names (He et al. 2016)")
     residual_around: Literal[RESIDUAL_AROUND] = option("both", "with residual: skip around both sub-layers, the attention only (the FFN's output "
                                                                   "replaces the stream) or the FFN only")
+    block: Literal[BLOCK_NAMES] = option(
+        "sequential", "sequential: attention, then the FFN on its output; parallel: both read the same input "
+                      "and add to the stream together, one norm before them (GPT-J; PaLM)")
     norm: Literal["pre", "post", "none"] = option("post", "norm placement: pre, x + f(N(x)), a final norm ending the stack; post, N(x + f(x)), "
                                                          "the tutorial's; none (Xiong et al. 2020)")
     norm_type: Literal[NORM_TYPE_NAMES] = option(
@@ -167,6 +172,11 @@ class EncoderConfig:
         for name in ("qk_scale", "qk_reparam", "residual", "causal", "value_skipinit", "shaped_attention"):
             _typed(name, getattr(self, name), bool, "true or false")
         self._check_residual_around()
+        _choice("block", self.block, BLOCK_NAMES)
+        if self.block == "parallel" and (self.residual_around != "both" or self.ffn_mult == 0):
+            raise ValueError("block='parallel' adds attention and the FFN to one stream with one skip: it needs "
+                             "residual_around='both' and an FFN (ffn_mult >= 1); change those or use "
+                             "block='sequential'")
         if self.value_skipinit and self.shaped_attention:
             raise ValueError("shaped_attention=True and value_skipinit=True are two mixings of attention's output; "
                              "choose one (set the other false)")
