@@ -113,9 +113,9 @@ else:
     else:
         plain = (f"These runs do not decide it. At the tutorial's Post-LN, {numbers[0]} (RMSNorm − LayerNorm {post}).",
                  f"这些运行无法定论。在教程的 Post-LN 下，{numbers[1]}（RMSNorm − 层归一化 {post:zh}）。")
-    short = (f"At the tutorial's Post-LN on MNIST rows, RMSNorm − LayerNorm is {100 * post.mean:+.1f} points of "
+    short = (f"At the tutorial's Post-LN on MNIST rows, RMSNorm − LayerNorm is {100 * post.diff:+.1f} points of "
              f"test accuracy ({100 * acc['rms', 'post'].mean:.1f} % against {100 * acc['layer', 'post'].mean:.1f} %).",
-             f"在教程的 Post-LN 下（MNIST 按行输入），RMSNorm 与层归一化的测试准确率之差为 {100 * post.mean:+.1f} 个百分点"
+             f"在教程的 Post-LN 下（MNIST 按行输入），RMSNorm 与层归一化的测试准确率之差为 {100 * post.diff:+.1f} 个百分点"
              f"（{100 * acc['rms', 'post'].mean:.1f}% 对 {100 * acc['layer', 'post'].mean:.1f}%）。")
     Q.answer(
         plain=plain, short=short,

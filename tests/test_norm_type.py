@@ -1,8 +1,9 @@
-"""model.norm_type=rms: RMSNorm (Zhang & Sennrich 2019) in the place of every LayerNorm, in every placement.
+"""model.norm_type=rms: RMSNorm (Zhang & Sennrich 2019) in the place of every LayerNorm, in every
+placement.
 
-Checked against the paper's formula and torch's module, and counted against arithmetic nobody here wrote
-into the model: an RMSNorm has a gain and no bias, so each norm holds d_model parameters where a LayerNorm
-holds 2 d_model."""
+Checked against the paper's formula and torch's module, and counted against arithmetic nobody here
+wrote into the model: an RMSNorm has a gain and no bias, so each norm holds d_model parameters where
+a LayerNorm holds 2 d_model."""
 
 from __future__ import annotations
 
@@ -26,22 +27,30 @@ def test_every_norm_of_every_placement_is_an_rmsnorm(norm, per_block, final):
     norms = [m for m in enc.modules() if isinstance(m, (nn.LayerNorm, nn.RMSNorm))]
     assert len(norms) == 3 * per_block + final
     assert all(type(m) is nn.RMSNorm and m.eps == 1e-5 and m.weight.shape == (64,) for m in norms)
-    assert all(len(b.norms) == per_block for b in enc.blocks)  # the accessor the probes read finds them
+    assert all(
+        len(b.norms) == per_block for b in enc.blocks
+    )  # the accessor the probes read finds them
 
 
 @pytest.mark.parametrize("norm, norms", [("pre", 2 * 3 + 1), ("post", 2 * 3), ("none", 0)])
 def test_rmsnorm_holds_d_model_fewer_parameters_per_norm(norm, norms):
-    """The count the estimate reads (the model itself, on the meta device) and the built model's agree, and
-    each RMSNorm is one d_model-vector short of a LayerNorm: the bias it does not have."""
-    layer, rms = (C.build({"model.norm": norm, "model.n_layers": 3, "model.norm_type": t}) for t in ("layer", "rms"))
+    """The count the estimate reads (the model itself, on the meta device) and the built model's
+    agree, and each RMSNorm is one d_model-vector short of a LayerNorm: the bias it lacks."""
+    layer, rms = (
+        C.build({"model.norm": norm, "model.n_layers": 3, "model.norm_type": t})
+        for t in ("layer", "rms")
+    )
     assert limits.parameter_count(layer) - limits.parameter_count(rms) == norms * 64
     built = SequenceClassifier(rms.encoder, 28, 10)
     assert count(built) == limits.parameter_count(rms)
 
 
 def test_rmsnorm_is_the_papers_formula():
-    """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich 2019, eq. 4), no mean taken away."""
-    enc = Encoder(EncoderConfig(norm="post", norm_type="rms", n_layers=1, pos_enc="none", dropout=0.0)).eval()
+    """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich 2019, eq. 4), no mean taken
+    away."""
+    enc = Encoder(
+        EncoderConfig(norm="post", norm_type="rms", n_layers=1, pos_enc="none", dropout=0.0)
+    ).eval()
     norm = enc.blocks[0].norms[0]
     with torch.no_grad():
         norm.weight.copy_(torch.linspace(0.5, 1.5, 64))

@@ -1,7 +1,7 @@
 """model.block=parallel: attention and the FFN read the same input and add to the stream together
-(GPT-J, Wang & Komatsuzaki 2021; PaLM, Chowdhery et al. 2022, sec. 2), against the formula written out here
-from the block's own parts, and counted against arithmetic: one norm per block where the sequential block has
-two."""
+(GPT-J, Wang & Komatsuzaki 2021; PaLM, Chowdhery et al. 2022, sec. 2), against the formula written
+out here from the block's own parts, and counted against arithmetic: one norm per block where the
+sequential block has two."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from ablate.probes import gradient_flow, sublayer_outputs
 
 
 def _block(**kw):
-    enc = Encoder(EncoderConfig(block="parallel", pos_enc="none", dropout=0.0, n_layers=1, **kw)).eval()
+    enc = Encoder(
+        EncoderConfig(block="parallel", pos_enc="none", dropout=0.0, n_layers=1, **kw)
+    ).eval()
     torch.manual_seed(1)
     with torch.no_grad():  # norms off their init, so that a norm in the wrong place shows
         for norm in enc.blocks[0].norms:
@@ -25,7 +27,9 @@ def _block(**kw):
     return enc.blocks[0]
 
 
-@pytest.mark.parametrize("norm, residual", [("pre", True), ("post", True), ("none", True), ("pre", False)])
+@pytest.mark.parametrize(
+    "norm, residual", [("pre", True), ("post", True), ("none", True), ("pre", False)]
+)
 def test_the_block_is_the_parallel_formula(norm, residual):
     block = _block(norm=norm, residual=residual)
     attn, ffn = block.attention, block.feed_forward
@@ -44,14 +48,26 @@ def test_the_block_is_the_parallel_formula(norm, residual):
     assert len(block.norms) == (0 if norm == "none" else 1)
 
 
-@pytest.mark.parametrize("norm, norm_type, fewer", [("pre", "layer", 128), ("post", "layer", 128),
-                                                     ("pre", "rms", 64), ("none", "layer", 0)])
+@pytest.mark.parametrize(
+    "norm, norm_type, fewer",
+    [("pre", "layer", 128), ("post", "layer", 128), ("pre", "rms", 64), ("none", "layer", 0)],
+)
 def test_one_norm_per_block_where_the_sequential_block_has_two(norm, norm_type, fewer):
-    sequential, parallel = (C.build({"model.norm": norm, "model.norm_type": norm_type, "model.n_layers": 3,
-                                     "model.block": b}) for b in ("sequential", "parallel"))
+    sequential, parallel = (
+        C.build(
+            {
+                "model.norm": norm,
+                "model.norm_type": norm_type,
+                "model.n_layers": 3,
+                "model.block": b,
+            }
+        )
+        for b in ("sequential", "parallel")
+    )
     assert limits.parameter_count(sequential) - limits.parameter_count(parallel) == 3 * fewer
-    assert sum(p.numel() for p in SequenceClassifier(parallel.encoder, 28, 10).parameters()) == \
-        limits.parameter_count(parallel)
+    assert sum(
+        p.numel() for p in SequenceClassifier(parallel.encoder, 28, 10).parameters()
+    ) == limits.parameter_count(parallel)
 
 
 def test_it_trains_and_the_probes_read_it():
@@ -65,11 +81,14 @@ def test_it_trains_and_the_probes_read_it():
     assert flow["grad_ffn_l0"] > 0 and flow["grad_wq_l0"] > 0 and flow["grad_norm_l0"] > 0
 
 
-@pytest.mark.parametrize("items, words", [
-    ({"model.residual_around": "attention"}, "needs residual_around='both' and an FFN"),
-    ({"model.ffn_mult": 0}, "needs residual_around='both' and an FFN"),
-    ({"model.arch": "lstm"}, "block='parallel' does not apply to arch='lstm'"),
-])
+@pytest.mark.parametrize(
+    "items, words",
+    [
+        ({"model.residual_around": "attention"}, "needs residual_around='both' and an FFN"),
+        ({"model.ffn_mult": 0}, "needs residual_around='both' and an FFN"),
+        ({"model.arch": "lstm"}, "block='parallel' does not apply to arch='lstm'"),
+    ],
+)
 def test_what_a_parallel_block_cannot_be_is_refused(items, words):
     with pytest.raises(C.ConfigError, match=words):
         C.build({"model.block": "parallel", **items})
