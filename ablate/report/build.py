@@ -84,16 +84,18 @@ FINDINGS = {"en": "FINDINGS.md", "zh": "FINDINGS.zh.md"}
 # stands for, and what it means here (FINDINGS.zh.md shows it under the answers table; a test checks each term
 # is the one the Chinese text uses).
 GLOSSARY: tuple[tuple[str, str, str], ...] = (
-    ("词元", "token", "模型读入的最小单位；教程的例句“猫坐在垫子上”按字切分，每个字是一个词元"),
+    ("词元", "token", "模型读入的最小单位；教程把例句「猫坐在垫子上」切成 猫、坐、在、垫子、上 五个词元，"
+                    "这里的复制任务则按字输入，垫、子 各算一个词元，共六个"),
     ("词袋", "bag of tokens", "只记每个词元出现几次、不记顺序的表示；没有位置编码的双向 Transformer 看到的就是词袋"),
     ("词袋基线", "order-blind level", "看不到词序的模型（只知道序列的词袋和当前位置上的词元）所能期望达到的准确率，在每个任务的评估集上精确算出"),
     ("随机水平", "chance", "始终猜最常见的答案所能得到的准确率"),
     ("位置编码", "positional encoding", "告诉模型每个词元在第几位的信号（教程比作“座位号”）：正弦、可学习、RoPE、ALiBi"),
     ("缩放", "scaling by √d_k", "注意力分数 QKᵀ 除以 √d_k，使分数的标准差与 d_k 无关"),
     ("多头注意力", "multi-head attention", "几个小注意力头并行，各自决定看哪里（教程比作几盏“聚光灯”）"),
-    ("残差连接", "residual (skip) connection", "把子层的输入直接加到输出上：x + f(x)"),
+    ("残差连接", "residual (skip) connection", "把子层的输入直接加到输出上：x + f(x)（教程比作「便利贴」和「梯度高速公路」）"),
     ("层归一化", "LayerNorm", "对每个词元的向量做归一化；Pre-LN 放在子层之前（残差分支内），Post-LN 放在残差相加之后"),
-    ("前馈网络（FFN）", "feed-forward network", "每个词元各自经过的两层全连接网络；这里检验它能否像“便利贴”一样存下事实"),
+    ("前馈网络（FFN）", "feed-forward network", "每个词元各自经过的两层全连接网络（教程比作「折纸」和「键值记忆」）；"
+                                            "这里检验它能否存下只能记在权重里的事实"),
     ("温度 τ", "temperature", "softmax 之前先把分数除以 τ：τ 越大，注意力分布越平均；越小越集中"),
     ("学习率预热", "warm-up", "训练开始的一段步数内，学习率从 0 线性升到设定值；预热比例指这段步数占总步数的比例"),
     ("复制任务", "copy task", "读入一串词元、一个分隔符和同样多的空位，在空位上依次输出读过的词元"),
@@ -1032,6 +1034,7 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
     parts = [
         "<!DOCTYPE html>",
         f'<html lang="{"zh-Hans" if lang == "zh" else "en"}"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(say('html_title', lang))}</title>",
         f"<style>{STYLE}</style></head><body>",
         f'<p class="other"><a href="{INDEX[other]}">{e(say("html_other", lang))}</a></p>',

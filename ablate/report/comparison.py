@@ -459,5 +459,7 @@ def _html(name: str, md: str, figures: Sequence[Path]) -> str:
     style = ("body{font-family:system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;line-height:1.45}"
              "table{border-collapse:collapse;font-size:.85rem}td,th{border:1px solid #ccc;padding:.15rem .4rem}"
              "img{max-width:100%}code{background:#f4f4f4}")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>ablate compare — {html.escape(name)}'
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>ablate compare — {html.escape(name)}"
             f"</title><style>{style}</style></head><body>\n{body}</body></html>\n")
