@@ -182,6 +182,19 @@ def test_the_page_computes_every_value_of_every_model_key_or_refuses_it(tmp_path
         f"(logits), {d_maps:.1e} (attention); make forward.js compute it, or list the values it does in SUPPORTS"
 
 
+def test_no_i18n_key_is_defined_twice():
+    """A key written twice in one language of i18n.js is silently the later one (issue 40: `pe.rope` was the
+    config table's name of RoPE and demo 5's angle caption, so the table showed the caption's placeholders)."""
+    import re
+
+    source = (FORWARD_JS.parent / "i18n.js").read_text(encoding="utf-8")
+    en, zh = source.split("\n  en: {", 1)[1].split("\n  zh: {", 1)
+    for lang, block in (("en", en), ("zh", zh)):
+        keys = re.findall(r'(?:^|[{,]\s*)(?:"([\w.]+)"|([A-Za-z_]\w*))\s*:\s*["\'`]', block, re.M)
+        names = [a or b for a, b in keys]
+        assert len(names) > 100 and not [k for k in set(names) if names.count(k) > 1], lang
+
+
 def test_supports_names_keys_and_values_the_config_has():
     """forward.js's SUPPORTS block: every key a model key, every listed value one of that key's values."""
     from dataclasses import fields

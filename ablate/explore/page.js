@@ -481,7 +481,7 @@ function drawPositions() {
     ctx.fillStyle = "#444"; ctx.textAlign = "right";
     for (const p of ticksFor(T)) ctx.fillText(String(p), L - 4, 6 + (p + 0.5) * ch);
     ctx.strokeStyle = "#222"; ctx.lineWidth = 1.5; ctx.strokeRect(L + 0.5, 6 + pos * ch, W - 1, ch);
-    $("posnote").textContent = P.kind === "rope" ? t("pe.rope", { hs: 2 * cols, T, n: cols })
+    $("posnote").textContent = P.kind === "rope" ? t("pe.ropeAngles", { hs: 2 * cols, T, n: cols })
       : t("pe.learnednote", { T, d: cols, max: max.toFixed(2) });
   }
   ctx.fillStyle = "#444"; ctx.textAlign = "center";
