@@ -295,7 +295,7 @@ class Estimate:
                 return (f"发散（{self.n_runs} 次运行中 {self.n_diverged} 次）" if zh
                         else f"diverged ({self.n_diverged} of {self.n_runs} runs)")
             return "没有完成的运行" if zh else "no completed run"
-        unit = " %" if self.percent else ""
+        unit = ("%" if zh else " %") if self.percent else ""  # Chinese sets % close to its number (issue 39)
         scale = 100 if self.percent else 1
         if self.has_interval:
             mean, lo, hi = interval_strings(scale * self.mean, scale * self.lo, scale * self.hi, self.decimals,
@@ -621,9 +621,9 @@ class Fraction:
         if self.n == 0:
             return "没有完成的运行" if zh else "no completed run"
         _record(f"learned: {self.metric}", FRACTION, self.mean, self.lo, self.hi)
-        ci = f"{100 * self.lo:.0f}–{100 * self.hi:.0f} %"
+        ci = f"{100 * self.lo:.0f}–{100 * self.hi:.0f}" + ("%" if zh else " %")
         if zh:
-            return f"{self.n} 次运行中 {self.k} 次（95 % 置信区间 {ci}）"
+            return f"{self.n} 次运行中 {self.k} 次（95% 置信区间 {ci}）"
         return f"{self.k} of {self.n} run{'s' if self.n != 1 else ''} (95 % CI {ci})"
 
     def __str__(self) -> str:
