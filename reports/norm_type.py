@@ -66,8 +66,9 @@ display(Q)
 if NORMS.ready:
     best = R.at_best_lr(NORMS.df)
     best["norm layer"] = best["model.norm_type"].map(ARMS)
+    best["norm placement"] = best["model.norm"].map({"post": "Post-LN", "pre": "Pre-LN"})
     fig, ax = F.subplots(figsize=(6, 3.8))
-    sns.pointplot(best, x="model.norm", y="test/acc", hue="norm layer", order=["post", "pre"],
+    sns.pointplot(best, x="norm placement", y="test/acc", hue="norm layer", order=["Post-LN", "Pre-LN"],
                   hue_order=list(ARMS.values()), errorbar=R.errorbar, seed=0, dodge=0.3, linestyle="none", ax=ax)
     F.reference_lines(ax, best, split="test")
     ax.set(xlabel="norm placement", ylabel="test accuracy", title="MNIST rows: LayerNorm or RMSNorm")
@@ -115,7 +116,7 @@ else:
                  f"这些运行无法定论。在教程的 Post-LN 下，{numbers[1]}（RMSNorm − 层归一化 {post:zh}）。")
     short = (f"At the tutorial's Post-LN on MNIST rows, RMSNorm − LayerNorm is {100 * post.diff:+.1f} points of "
              f"test accuracy ({100 * acc['rms', 'post'].mean:.1f} % against {100 * acc['layer', 'post'].mean:.1f} %).",
-             f"在教程的 Post-LN 下（MNIST 按行输入），RMSNorm 与层归一化的测试准确率之差为 {100 * post.diff:+.1f} 个百分点"
+             f"在教程的 Post-LN 下（MNIST 行序列），RMSNorm 与层归一化的测试准确率之差为 {100 * post.diff:+.1f} 个百分点"
              f"（{100 * acc['rms', 'post'].mean:.1f}% 对 {100 * acc['layer', 'post'].mean:.1f}%）。")
     Q.answer(
         plain=plain, short=short,
@@ -130,7 +131,7 @@ else:
                  f"RMSNorm − LayerNorm {post}. Pre-LN: LayerNorm {acc['layer', 'pre']}, RMSNorm {acc['rms', 'pre']}; "
                  f"RMSNorm − LayerNorm {pre}. Parameters (Post-LN): LayerNorm {params['layer']:,}, RMSNorm "
                  f"{params['rms']:,}.",
-                 f"MNIST 按行输入，quick 预算，各组用各自最佳学习率时的测试准确率。Post-LN：{numbers[1]}；RMSNorm − "
+                 f"MNIST 行序列，quick 预算，各组用各自最佳学习率时的测试准确率。Post-LN：{numbers[1]}；RMSNorm − "
                  f"层归一化 {post:zh}。Pre-LN：层归一化 {acc['layer', 'pre']:zh}，RMSNorm {acc['rms', 'pre']:zh}；"
                  f"RMSNorm − 层归一化 {pre:zh}。参数量（Post-LN）：层归一化 {params['layer']:,}，RMSNorm {params['rms']:,}。"),
         changes=("A two-layer model on MNIST at the quick budget is a small test: the paper's comparisons are of "

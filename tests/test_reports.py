@@ -191,7 +191,7 @@ def test_each_published_claim_is_stated_once_per_question_then_named_by_its_id(b
 # Latin-letter words the Chinese findings keep as the tutorial does: names of methods, tests, data sets,
 # optimisers and of the papers' tables. Anything else of 4+ letters in a Chinese table is English prose.
 KEPT_IN_LATIN = {"Adam", "ALiBi", "LSTM", "RoPE", "MNIST", "ImageNet", "Transformer", "TOST", "Holm", "Bonferroni", "softmax",
-                 "one-hot", "Pre-LN", "Post-LN", "Table", "BLEU", "Value-SkipInit", "ReLU"}
+                 "one-hot", "Pre-LN", "Post-LN", "Table", "BLEU", "Value-SkipInit", "ReLU", "RMSNorm"}
 
 
 def english_words(text: str) -> list[str]:

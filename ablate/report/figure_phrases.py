@@ -143,6 +143,9 @@ ZH: dict[str, str] = {
     "Pre-LN vs Post-LN on copy, by depth and warm-up (dashed: order-blind level; a diverged run counts at chance)":
         "复制任务：Pre-LN 与 Post-LN 在不同深度与学习率预热下的对比（虚线：词袋基线；发散记为随机水平）",
     "LayerNorm": "层归一化",
+    "LayerNorm or RMSNorm": "层归一化还是 RMSNorm",
+    "norm layer": "归一化层",
+    "norm placement": "归一化的位置",
     "entropy": "熵",
     "gradient norm at initialisation": "初始化时的梯度范数",
     "gradient norm during training": "训练中的梯度范数",
@@ -211,5 +214,5 @@ KEEP = frozenset({
     "LSTM", "RNN", "MNIST", "FFN", "PE", "RoPE", "ALiBi", "BERT", "Pre", "Post", "LN", "SGD",
     "Adam", "AdamW", "lr", "d_k", "d_model", "d_head", "d_ff", "softmax", "QK", "BOS", "SEP", "CPU", "GPU",
     "CUDA", "cuda", "smoke", "quick", "full", "log", "std", "ms", "MB", "GB", "GiB", "MiB", "Px", "Transformer",
-    "dropout", "torch", "cu", "ReLU",
+    "dropout", "torch", "cu", "ReLU", "RMSNorm",
 })
