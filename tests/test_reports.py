@@ -1081,31 +1081,40 @@ def _sections(text: str) -> dict[str, list[str]]:
     return sections
 
 
-def test_findings_open_every_question_with_its_plain_answer_in_english_and_chinese(tmp_path):
+def test_findings_ask_every_question_then_answer_it_in_english_and_chinese(tmp_path):
+    """Each section: the question first, then its plain answer (issue 39); the method, the glossary, the cost
+    and the provenance after every answer, as an appendix."""
     from ablate.report.build import TEXT, VERDICT_ZH, Built
 
     checks = [_check("Primary 2020", "agrees"), _check("Other 2021", "inconclusive"),
               _check("Support 2019", "disagrees", primary=False, reason="")]
     built = [Built("q3_heads", [_payload("q3", "agrees in part, the rest inconclusive", checks)]),
              Built("claims", [_payload("claim-ffn", "not testable", [_check("FFN 2017", "not testable")])])]
-    fixed = {TEXT[k][i] for k in ("summary", "glossary", "full", "provenance") for i in (0, 1)}
+    fixed = {TEXT[k][i] for k in ("summary", "method_head", "glossary", "full", "provenance") for i in (0, 1)}
     for lang in ("en", "zh"):
         text = _findings(tmp_path, built, _meta(COST_FULL), lang)
         sections = _sections(text)
         questions = [h for h in sections if h not in fixed]
         assert questions == [a[f"title{'_zh' if lang == 'zh' else ''}"] for b in built for a in b.answers]
+        headings = list(sections)
+        appendix = [h for h in headings if h in fixed and h != TEXT["summary"][lang == "zh"]]
+        assert min(headings.index(h) for h in appendix) > max(headings.index(q) for q in questions)
+        assert TEXT["method_head"][lang == "zh"] in appendix
         for b in built:
             for a in b.answers:
                 heading = a["title_zh"] if lang == "zh" else a["title"]
-                assert sections[heading][0] == a["plain"][lang], (lang, sections[heading][:2])
-                assert sections[heading][1].endswith(a["question_zh" if lang == "zh" else "question"])
+                assert sections[heading][0].startswith(TEXT["question"][lang == "zh"].split("{")[0])
+                assert sections[heading][0].endswith(a["question_zh" if lang == "zh" else "question"])
+                assert sections[heading][1] == a["plain"][lang], (lang, sections[heading][:2])
         summary = "\n".join(sections[TEXT["summary"][lang == "zh"]])
         q3_title = built[0].answers[0][f"title{'_zh' if lang == 'zh' else ''}"]
         assert f"(findings/q3{'.zh' if lang == 'zh' else ''}.md)" in "\n".join(sections[q3_title])  # its own page
         page = _pages(tmp_path, built, _meta(COST_FULL), lang)[q3_title]
         assert page.startswith(f"# {q3_title}\n")
         q3 = [p.strip() for p in page.split("\n\n") if p.strip()]
-        assert built[0].answers[0]["plain"][lang] in q3  # the page opens with the plain answer too
+        plain = built[0].answers[0]["plain"][lang]  # the page asks the question, then answers it
+        assert plain in q3 and q3.index(plain) == 3 and q3[2].endswith(built[0].answers[0]["question"
+                                                                         + ("_zh" if lang == "zh" else "")])
         if lang == "zh":
             # each row: the question (a link to its section), its answer in a sentence, the verdict
             assert "| [Q3 · 标题](#q3--标题) | " in summary and " | 部分符合，其余无定论 |" in summary

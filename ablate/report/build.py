@@ -141,6 +141,7 @@ TEXT: dict[str, tuple[str, str]] = {
     ),
     "other": ("中文版：[FINDINGS.zh.md](FINDINGS.zh.md)", "English: [FINDINGS.md](FINDINGS.md)"),
     "summary": ("Answers at a glance", "答案一览"),
+    "method_head": ("How the numbers were computed", "数字是怎样算出来的"),
     "glossary": ("", "术语表"),
     "glossary_head": ("", "术语 | 英文 | 含义"),
     "summary_head": ("question or claim | the answer | verdict on the tutorial's claim | measured at | "
@@ -798,10 +799,10 @@ def short_of(a: dict[str, Any], lang: str) -> str:
 
 
 def answer_body(a: dict[str, Any], lang: str) -> list[str]:
-    """Markdown lines after an answer's plain text: the question, mechanism, outcome, the anchors (the
-    primary tests, then the supporting evidence), multiplicity, what would change the answer, details.
-    Shared by the findings files and index.html."""
-    lines = [say("question", lang, text=question_of(a, lang)), ""]
+    """Markdown lines after an answer's plain text (which follows its question): mechanism, outcome, the
+    anchors (the primary tests, then the supporting evidence), multiplicity, what would change the answer,
+    details. Shared by the findings files and index.html."""
+    lines: list[str] = []
     for key in ("mechanism", "outcome"):
         if text := text_of(a, key, lang):
             lines += [say(key, lang, text=text), ""]
@@ -905,9 +906,10 @@ def scale_note(answers: list[dict[str, Any]], lang: str) -> str:
 def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, source: Path, where: Path,
                 lang: str = "en") -> str:
     """FINDINGS.md (lang "en") or FINDINGS.zh.md ("zh"), the page a reader takes in at a glance: the answers
-    table, then per question its plain answer, the question, its key figure and a link to its own page
-    (question_md: the tests, the evidence, every figure); the full budget's cost and where the data came from
-    at the end. Every fixed sentence from TEXT, every number from the payloads."""
+    table, then per question the question, its plain answer, its key figure and a link to its own page
+    (question_md: the tests, the evidence, every figure); then an appendix: how the numbers were computed,
+    the glossary (Chinese), the full budget's cost and where the data came from. Every fixed sentence from
+    TEXT, every number from the payloads."""
     answers = [(b, a) for b in built for a in b.answers]
     summary = [[f"[{title_of(a, lang)}](#{slug(title_of(a, lang))})", short_of(a, lang), verdict_word(a["verdict"], lang),
                 scale_of(a, meta, lang), side_text(a, lang) or say("side_none", lang)] for _, a in answers]
@@ -919,7 +921,6 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
         say("other", lang),
         "",
         say("generated", lang, data=shown_path(data, where)),
-        say("method", lang),
         "",
         f"## {say('summary', lang)}",
         "",
@@ -927,19 +928,21 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
         "",
         *([note, ""] if note else []),
     ]
-    if lang == "zh":  # the terms every Chinese sentence uses, once, for readers of the tutorial
-        lines += [f"## {say('glossary', lang)}", "", *_md_table(say("glossary_head", lang), [list(g) for g in GLOSSARY]), ""]
     costs = full_costs(built, meta)
     for b in built:
-        for a in b.answers:
-            lines += [f"## {title_of(a, lang)}", "", text_of(a, "plain", lang), "",
-                      say("question", lang, text=question_of(a, lang)), ""]
+        for a in b.answers:  # the question first, then its answer (issue 39)
+            lines += [f"## {title_of(a, lang)}", "", say("question", lang, text=question_of(a, lang)), "",
+                      text_of(a, "plain", lang), ""]
             if a.get("figure"):
                 lines += [f"![{title_of(a, lang)}]({relative(figures / figure_file(a['figure'], lang), where)})", ""]
             lines += [say("page_link", lang, verdict=verdict_word(a["verdict"], lang),
                           path=f"{PAGES}/{page_name(a, lang)}"), ""]
         if b.error:
             lines += [f"## {b.name}", "", say("failed", lang, error=b.error), ""]
+    # the appendix, after the answers: how the numbers were computed, the terms, the cost, the provenance
+    lines += [f"## {say('method_head', lang)}", "", say("method", lang), ""]
+    if lang == "zh":  # the terms every Chinese sentence uses, once, for readers of the tutorial
+        lines += [f"## {say('glossary', lang)}", "", *_md_table(say("glossary_head", lang), [list(g) for g in GLOSSARY]), ""]
     if costs:
         lines += full_budget_section(costs, lang)
     lines += provenance_section(meta, lang)
@@ -967,14 +970,14 @@ def provenance_page(built: list[Built], meta: dict[str, Any], lang: str) -> str:
 
 def question_md(b: Built, a: dict[str, Any], meta: dict[str, Any], figures: Path, source: Path, where: Path,
                 findings: Path, lang: str = "en") -> str:
-    """One answer's own page (findings/<key>.md, .zh.md): its plain answer, then the question, mechanism,
+    """One answer's own page (findings/<key>.md, .zh.md): the question, then its plain answer, mechanism,
     outcome, the published anchors with their primary tests and evidence, the supporting evidence,
     multiplicity, what would change the answer, details, what would settle an open test, every figure and
     the notebook; a link back to the findings and to the page in the other language."""
     other = "zh" if lang == "en" else "en"
     lines = [f"# {title_of(a, lang)}", "",
              say("page_back", lang, findings=relative(findings, where), other=page_name(a, other)), "",
-             text_of(a, "plain", lang), ""]
+             say("question", lang, text=question_of(a, lang)), "", text_of(a, "plain", lang), ""]
     lines += answer_body(a, lang)
     costs = full_costs([b], meta)
     main = [c for c in a.get("checks") or [] if primary(c)]
@@ -1026,8 +1029,8 @@ INDEX = {"en": "index.html", "zh": "index.zh.html"}  # the HTML index in each la
 def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, where: Path,
                lang: str = "en") -> str:
     """index.html (lang "en") or index.zh.html ("zh"): the answers table first, then every question: its
-    title and verdict, the plain answer, its key figure in the page's language, the rest of the answer
-    folded; the provenance and the notebooks below; a link to the other language at the top. Every fixed
+    title and verdict, its question, the plain answer, its key figure in the page's language, the rest of the
+    answer folded; the glossary (Chinese), the provenance and the notebooks below; a link to the other language at the top. Every fixed
     sentence from TEXT, relative paths only."""
     e = html.escape
     other = "zh" if lang == "en" else "en"
@@ -1051,11 +1054,6 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
                   f'<td>{e(scale_of(a, meta, lang))}</td></tr>' for a in answers]
         note = scale_note(answers, lang)
         parts += ["</table>" + (f"<p>{e(note)}</p>" if note else "") + "</section>"]
-    if lang == "zh":  # the terms every Chinese sentence uses
-        parts += [f"<section><h2>{e(say('glossary', lang))}</h2><table>",
-                  "<tr>" + "".join(f"<th>{e(h)}</th>" for h in say("glossary_head", lang).split(" | ")) + "</tr>"]
-        parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in g) + "</tr>" for g in GLOSSARY]
-        parts += ["</table></section>"]
     for b in built:
         for a in b.answers:
             verdict = a["verdict"]
@@ -1063,6 +1061,7 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
             parts += [
                 f'<section id="{e(slug(a["title"]))}">',
                 f"<h2>{e(title_of(a, lang))} <span class=\"verdict {css}\">{e(verdict_word(verdict, lang))}</span></h2>",
+                _md(say("question", lang, text=question_of(a, lang))),  # the question first, not folded away
                 f'<div class="plain">{_md(text_of(a, "plain", lang))}</div>',
                 _img(figures / figure_file(a["figure"], lang)) if a.get("figure") else "",  # the key figure
                 f'<details class="more"><summary>{e(say("html_more", lang))}</summary>',
@@ -1076,6 +1075,11 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
                       f"<pre>{e(b.error)}</pre>",
                       f'<p><a href="{e(b.html.name)}">{e(say("html_partial", lang))}</a></p>' if b.html else "",
                       "</section>"]
+    if lang == "zh":  # the terms every Chinese sentence uses: after the answers, before the provenance (issue 39)
+        parts += [f"<section><h2>{e(say('glossary', lang))}</h2><table>",
+                  "<tr>" + "".join(f"<th>{e(h)}</th>" for h in say("glossary_head", lang).split(" | ")) + "</tr>"]
+        parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in g) + "</tr>" for g in GLOSSARY]
+        parts += ["</table></section>"]
     rows = provenance_rows(built, meta, lang)
     parts += [f"<section><h2>{e(say('provenance', lang))}</h2><table>",
               "<tr>" + "".join(f"<th>{e(h)}</th>" for h in say("provenance_head", lang).split(" | ")) + "</tr>"]
