@@ -343,7 +343,7 @@ else:
     if final[XIONG] == R.AGREES:
         grad_en = (f"{'In part: t' if part else 'T'}he published gradient claim holds, Post-LN's last-layer gradient at initialisation is "
                    f"{near_output} Pre-LN's (Xiong's large gradients near the output). ")
-        grad_zh = f"{'部分符合：' if part else ''}论文关于梯度的说法成立，初始化时 Post-LN 最后一层的梯度是 Pre-LN 的 {near_output:zh}（即 Xiong 所说的靠近输出层的大梯度）。"
+        grad_zh = f"{'部分成立：' if part else ''}论文关于梯度的说法成立，初始化时 Post-LN 最后一层的梯度是 Pre-LN 的 {near_output:zh}（即 Xiong 所说的靠近输出层的大梯度）。"
     else:
         grad_en = f"At initialisation Post-LN's last-layer gradient is {near_output} Pre-LN's. "
         grad_zh = f"初始化时 Post-LN 最后一层的梯度是 Pre-LN 的 {near_output:zh}。"
@@ -358,7 +358,7 @@ else:
                        f"at the largest rate, {top:g}, Post-LN learned it in {post_top.k} of {post_top.n} runs, as Pre-LN "
                        f"did in {pre_top.k} of {pre_top.n}")
                     + f", up to {top:g} (Liu's Post-LN failed at 18 layers without warm-up). ")
-        train_zh = (f"Post-LN 会不会训练失败，在 {depth} 层且有预热时无法检验："
+        train_zh = (f"Post-LN 会不会训练失败，在 {depth} 层且有预热时无法在此检验："
                     + ("两种放置方式在所试的每个学习率下都学会了复制任务" if every else
                        f"在最大学习率 {top:g} 下 Post-LN {post_top.n} 次运行中 {post_top.k} 次学会，Pre-LN {pre_top.n} 次中 "
                        f"{pre_top.k} 次")
@@ -385,7 +385,7 @@ else:
                     f"加预热后，Post-LN 的准确率变化 {rescue_deep:zh}（Pre-LN 为 {pre_rescue:zh}）。")
     plain = (grad_en + train_en + "The tutorial's code block titled \"Post-LN\" computes x + sublayer(norm(x)), which is "
              "Pre-LN.",
-             grad_zh + train_zh + "教程中标为“Post-LN”的代码块计算的是 x + sublayer(norm(x))，这其实是 Pre-LN。")
+             grad_zh + train_zh + "教程中标为「Post-LN」的代码块计算的是 x + sublayer(norm(x))，这其实是 Pre-LN。")
     mechanism = (
         f"Gradient norms at initialisation ({depth} layers, {len(init) // max(1, len(KINDS))} seeds per placement), "
         f"Post-LN vs Pre-LN: last layer {near_output.a} vs {near_output.b} ({near_output}), first layer {near_input.a} "
@@ -516,11 +516,11 @@ else:
     checks = [
         HINTON.greater(entropy, f"layer-0 attention entropy at initialisation, τ = {taus[-1]:g} vs {taus[0]:g}",
                        primary=True, reason="the softmax itself, before training reshapes the scores",
-                       what_zh=f"初始化时第 0 层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
+                       what_zh=f"初始化时第 1 层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
                        reason_zh="softmax 本身，在训练改变分数之前"),
         HINTON.greater(final, f"layer-0 attention entropy after training, τ = {taus[-1]:g} vs {taus[0]:g}",
                        primary=False, reason="whether training undoes it",
-                       what_zh=f"训练后第 0 层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
+                       what_zh=f"训练后第 1 层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
                        reason_zh="训练能否抵消它"),
     ]
     plain = (
@@ -529,10 +529,10 @@ else:
         f"averaging. " + ("Training sharpens attention at both ends" if sharper else "After training")
         + f" (entropy {final.b} at τ = {taus[0]:g} and {final.a} at τ = {taus[-1]:g}); on MNIST rows the best test "
         f"accuracy was at τ = {best_tau:g} ({accs[best_tau]}).",
-        f"是的。τ = {taus[0]:g} 时，初始化时第 0 层注意力的熵是均匀分布最大值的 {entropy.b:zh}（每行最大权重 {rowmax_lo:zh}），"
+        f"是的。τ = {taus[0]:g} 时，初始化时第 1 层注意力的熵是均匀分布最大值的 {entropy.b:zh}（每行最大权重 {rowmax_lo:zh}），"
         f"τ = {taus[-1]:g} 时为 {entropy.a:zh}（最大权重 {rowmax_hi:zh}）：接近均匀平均。"
         + ("训练让两端的注意力都更集中" if sharper else "训练后")
-        + f"（τ = {taus[0]:g} 时熵为 {final.b:zh}，τ = {taus[-1]:g} 时为 {final.a:zh}）；在 MNIST 行任务上，最好的测试准确率出现在 "
+        + f"（τ = {taus[0]:g} 时熵为 {final.b:zh}，τ = {taus[-1]:g} 时为 {final.a:zh}）；在 MNIST 按行输入上，最好的测试准确率出现在 "
         f"τ = {best_tau:g}（{accs[best_tau]}）。",
     )
     # each fixed τ at the start and the end of training (issue 25): training moves the entropy a fixed τ set
@@ -553,7 +553,7 @@ else:
            "not undo it); the tutorial keeps τ = 1 in training and changes τ only when sampling." if kept and not undone else
            f"The gap between τ = {taus[0]:g} and τ = {taus[-1]:g} goes from {spread[0]:.2f} to {spread[1]:.2f}: "
            + ("training largely undoes a fixed τ." if undone else "the weights partly compensate a fixed τ.")),
-        plain[1] + f"在各个固定的 τ 下，第 0 层注意力的熵 / log T 从训练开始到结束的变化：{moved_zh}。"
+        plain[1] + f"在各个固定的 τ 下，第 1 层注意力的熵 / log T 从训练开始到结束的变化：{moved_zh}。"
         + ("训练让每个 τ 下的注意力都更集中。" if sharpens else "")
         + (f"但训练并未抵消固定的 τ：熵按 τ 大小的排列顺序不变，τ = {taus[0]:g} 与 τ = {taus[-1]:g} 之间的差距从 {spread[0]:.2f} "
            f"变为 {spread[1]:.2f}，因此训练时设定的 τ 会保留在训练好的模型里（权重不会把它抵消）；教程在训练时保持 τ = 1，只在采样时调整 τ。"
@@ -565,13 +565,13 @@ else:
         f"Layer-0 entropy / log T at initialisation, τ = {taus[-1]:g} vs {taus[0]:g}: {entropy}; rows one-hot at "
         f"initialisation {onehot_lo} at τ = {taus[0]:g}, {onehot_hi} at τ = {taus[-1]:g}; after training the entropy "
         f"difference is {final}.",
-        f"初始化时第 0 层的熵 / log T，τ = {taus[-1]:g} 对 {taus[0]:g}：{entropy:zh}；初始化时独热行的比例 τ = {taus[0]:g} 为 "
+        f"初始化时第 1 层的熵 / log T，τ = {taus[-1]:g} 对 {taus[0]:g}：{entropy:zh}；初始化时独热行的比例 τ = {taus[0]:g} 为 "
         f"{onehot_lo:zh}，τ = {taus[-1]:g} 为 {onehot_hi:zh}；训练后熵的差为 {final:zh}。",
     )
     outcome = (
         "Test accuracy on MNIST rows by τ: " + "; ".join(f"{t:g}: {accs[t]}" for t in taus)
         + (f"; the best against τ = 1: {acc_gap}" if acc_gap is not None else "") + ".",
-        "MNIST 行任务上按 τ 的测试准确率：" + "；".join(f"{t:g}: {accs[t]:zh}" for t in taus)
+        "MNIST 按行输入上按 τ 的测试准确率：" + "；".join(f"{t:g}: {accs[t]:zh}" for t in taus)
         + (f"；最好的对 τ = 1：{acc_gap:zh}" if acc_gap is not None else "") + "。",
     )
     changes = (
@@ -585,7 +585,7 @@ else:
     short = (f"Yes: layer-0 attention entropy at initialisation is {lo_t[0].mean:.2f} of uniform at τ = {taus[0]:g} and "
              f"{hi_t[0].mean:.2f} at τ = {taus[-1]:g}; training {moves} both ({lo_t[1].mean:.2f} and {hi_t[1].mean:.2f}) "
              + ("but keeps their order." if kept else "and changes their order."),
-             f"是的：初始化时第 0 层注意力的熵在 τ = {taus[0]:g} 时是均匀分布最大值的 {lo_t[0].mean:.2f}，在 τ = {taus[-1]:g} 时为 "
+             f"是的：初始化时第 1 层注意力的熵在 τ = {taus[0]:g} 时是均匀分布最大值的 {lo_t[0].mean:.2f}，在 τ = {taus[-1]:g} 时为 "
              f"{hi_t[0].mean:.2f}；训练{'让两者都更集中' if sharpens else '改变了两者'}（{lo_t[1].mean:.2f} 和 {hi_t[1].mean:.2f}），"
              + ("但两者的大小顺序不变。" if kept else "而且两者的大小顺序变了。"))
     Q_TAU.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
@@ -830,7 +830,7 @@ else:
         "arithmetic " + ("without keeping them." if keeps else "and keeps about as much."),
         (f"是的：一层前向加反向的运算量按 n^{ex_flops:.2f} 增长（n = {fit_from} … {n_hi}，逐次统计），显式实现的时间按 "
          f"n^{ex_time:.2f}{band} 增长。" if counted else
-         f"时间上是的：在显式实现中，一层的前向加反向时间按 n^{ex_time:.2f} 增长（n = {fit_from} … {n_hi}）。")
+         f"就时间而言，是的：在显式实现中，一层的前向加反向时间按 n^{ex_time:.2f} 增长（n = {fit_from} … {n_hi}）。")
         + f"内存只有在保存 "
         f"n × n 权重时才是平方增长：显式实现为 n^{ex_mem:.2f}（n = {n_hi} 时 {mem_at('explicit'):.1f} MB），融合内核为 "
         f"n^{fu_mem:.2f}（{mem_at('fused'):.1f} MB），它做同样的 n² 运算"

@@ -230,7 +230,7 @@ else:
         f"在标准 Transformer 中是的：d_ff = 4 × d_model 时 FFN 占每层的 {100 * share4:.1f} %。教程自己的 FFN 宽度是 "
         f"{default} × d_model，所以占每层的 {100 * share_default:.1f} %，而不是 2/3；连同嵌入层和输出头算整个模型则占 "
         f"{100 * whole:.1f} %。"
-        + (f"在 MNIST 行任务上去掉它，测试准确率变化 {removed:zh}（{removed.a:zh} 对 {removed.b:zh}）。" if removed is not None else ""),
+        + (f"在 MNIST 按行输入上去掉它，测试准确率变化 {removed:zh}（{removed.a:zh} 对 {removed.b:zh}）。" if removed is not None else ""),
     )
     mechanism = (
         "One layer's share by FFN width: " + "; ".join(f"{m} × d_model {100 * share(m):.1f} %" for m in mults)
@@ -243,7 +243,7 @@ else:
             f"{m} × ({params[m]:,} parameters) {R.estimate(ffn, 'test/acc', {'model.ffn_mult': m})}" for m in mults)
         + (f". Removed vs {default} ×: {removed}" if removed is not None else "")
         + f"; {mults[-1]} × vs {default} ×: {widest}.",
-        "MNIST 行任务上按 FFN 宽度的测试准确率：" + "；".join(
+        "MNIST 按行输入上按 FFN 宽度的测试准确率：" + "；".join(
             f"{m} ×（{params[m]:,} 个参数）{R.estimate(ffn, 'test/acc', {'model.ffn_mult': m}):zh}" for m in mults)
         + (f"。去掉对 {default} ×：{removed:zh}" if removed is not None else "")
         + f"；{mults[-1]} × 对 {default} ×：{widest:zh}。",
@@ -251,7 +251,7 @@ else:
     changes = (
         "The share is arithmetic and no budget changes it. What removing the FFN costs is task-dependent: MNIST rows "
         "at this budget are a small test of capacity.",
-        "占比是算术结果，任何预算都不会改变它。去掉 FFN 的代价取决于任务：在这个预算下，MNIST 行任务对容量的检验很有限。",
+        "占比是算术结果，任何预算都不会改变它。去掉 FFN 的代价取决于任务：在这个预算下，MNIST 按行输入对容量的检验很有限。",
     )
     details = " ".join(d for d in (R.lr_phrase(FFN.df) + ".", FFN.still_learning(ffn), R.caveat(ffn)) if d)
     figure, figures = fig_ffn, [fig_ffn]
@@ -428,44 +428,10 @@ else:
             what_zh=f"{FACTS_TEST:,} 条事实，线性 FFN（{FACTS_WIDTH} × d_model）− 没有 FFN，按种子配对",
             reason_zh="没有折弯，FFN 应当几乎什么也加不了"),
     ]
-    verdict = checks[0].verdict  # the one primary test: nothing to correct for
-    numbers = (f"with ReLU {recall['relu']}, with the activation removed {recall['linear']}, with no FFN "
-               f"{recall['none']}", f"有 ReLU 时 {recall['relu']:zh}，去掉激活函数时 {recall['linear']:zh}，没有 FFN 时 "
-               f"{recall['none']:zh}")
-    if verdict == R.AGREES:
-        plain = (f"Yes: without its activation the FFN stores far fewer facts. Of {FACTS_TEST:,} key→value facts one "
-                 f"layer recalls {numbers[0]}; ReLU − linear: {fold}, linear − none: {linear_adds}.",
-                 f"是的：去掉激活函数，FFN 存下的事实少得多。{FACTS_TEST:,} 条键值事实中，单层模型{numbers[1]}；ReLU − 线性："
-                 f"{fold:zh}；线性 FFN − 没有 FFN：{linear_adds:zh}。")
-    elif verdict == R.DISAGREES:
-        plain = (f"No: the linear FFN stores as much. Of {FACTS_TEST:,} key→value facts one layer recalls {numbers[0]} "
-                 f"(ReLU − linear: {fold}).",
-                 f"不是：线性 FFN 存下的一样多。{FACTS_TEST:,} 条键值事实中，单层模型{numbers[1]}（ReLU − 线性：{fold:zh}）。")
-    else:
-        plain = (f"These runs do not decide it. Of {FACTS_TEST:,} key→value facts one layer recalls {numbers[0]} "
-                 f"(ReLU − linear: {fold}).",
-                 f"这些运行无法定论。{FACTS_TEST:,} 条键值事实中，单层模型{numbers[1]}（ReLU − 线性：{fold:zh}）。")
-    short = (f"Of {FACTS_TEST:,} facts one layer recalls {100 * recall['relu'].mean:.0f} % with a ReLU FFN, "
-             f"{100 * recall['linear'].mean:.0f} % with the same FFN made linear and {100 * recall['none'].mean:.0f} % "
-             "with none.",
-             f"{FACTS_TEST:,} 条事实中，单层模型用 ReLU FFN 答对 {100 * recall['relu'].mean:.0f} %，同一个 FFN 去掉激活函数后答对 "
-             f"{100 * recall['linear'].mean:.0f} %，没有 FFN 时答对 {100 * recall['none'].mean:.0f} %。")
     Q_FOLD.answer(
-        plain=plain, short=short,
-        mechanism=("Two linear layers with nothing between them are one affine map, (W₂W₁)x + (W₂b₁ + b₂): it can "
-                   "rotate, stretch and shift the space but not fold it, so it cannot send the key pairs of one value "
-                   "to one place and their neighbours elsewhere, which an arbitrary table needs. LayerNorm and the "
-                   "attention's softmax are non-linear too, which is what the model without an FFN stores with.",
-                   "两个线性层之间什么也没有，就合成一个仿射映射 (W₂W₁)x + (W₂b₁ + b₂)：它能旋转、拉伸、平移空间，却不能把空间"
-                   "折弯，所以无法把同一个值的键对送到一处、把它们的邻居送到别处，而任意的键值表正需要这样。层归一化和注意力的 "
-                   "softmax 也是非线性的，没有 FFN 的模型就是靠它们存下一部分事实。"),
-        outcome=(f"{FACTS_TEST:,} key→value facts, 1 layer, d_model 32, share recalled (test accuracy): "
-                 f"{numbers[0]}. ReLU − linear: {fold}; linear − none: {linear_adds}.",
-                 f"{FACTS_TEST:,} 条键值事实，单层，d_model 32，答对的比例（测试准确率）：{numbers[1]}。ReLU − 线性："
-                 f"{fold:zh}；线性 − 没有 FFN：{linear_adds:zh}。"),
-        changes=("A deeper model has more non-linear steps (each layer's LayerNorm and softmax), so the share of "
-                 "the storage that needs the FFN's own fold may shrink with depth.",
-                 "更深的模型有更多非线性环节（每层的层归一化和 softmax），所以需要 FFN 自身折弯的那部分存储，占比可能随深度减小。"),
+        record=dict(facts=FACTS_TEST, width=FACTS_WIDTH, relu=recall["relu"], linear=recall["linear"],
+                    none=recall["none"], fold=fold, linear_adds=linear_adds,
+                    d_model=int(fold_arms["model.d_model"].iloc[0]), layers=int(fold_arms["model.n_layers"].iloc[0])),
         details=" ".join(d for d in (R.lr_phrase(LINEAR.df) + ".", LINEAR.still_learning(fold_arms),
                                      R.caveat(fold_arms)) if d),
         checks=checks, figure=fig_fold,

@@ -100,43 +100,9 @@ else:
                    primary=False, reason="the other placement",
                    what_zh="Pre-LN，测试准确率，RMSNorm − 层归一化，按种子配对", reason_zh="另一种放置方式"),
     ]
-    verdict = checks[0].verdict  # the one primary test: nothing to correct for
-    numbers = (f"LayerNorm {acc['layer', 'post']}, RMSNorm {acc['rms', 'post']}",
-               f"层归一化 {acc['layer', 'post']:zh}，RMSNorm {acc['rms', 'post']:zh}")
-    if verdict == R.AGREES:
-        plain = (f"Yes: without its centring the model learns as well. At the tutorial's Post-LN, {numbers[0]} "
-                 f"(RMSNorm − LayerNorm {post}).",
-                 f"是的：去掉减均值，模型学得一样好。在教程的 Post-LN 下，{numbers[1]}（RMSNorm − 层归一化 {post:zh}）。")
-    elif verdict == R.DISAGREES:
-        plain = (f"No: the centring matters here. At the tutorial's Post-LN, {numbers[0]} "
-                 f"(RMSNorm − LayerNorm {post}).",
-                 f"不是：在这里减均值是有用的。在教程的 Post-LN 下，{numbers[1]}（RMSNorm − 层归一化 {post:zh}）。")
-    else:
-        plain = (f"These runs do not decide it. At the tutorial's Post-LN, {numbers[0]} (RMSNorm − LayerNorm {post}).",
-                 f"这些运行无法定论。在教程的 Post-LN 下，{numbers[1]}（RMSNorm − 层归一化 {post:zh}）。")
-    short = (f"At the tutorial's Post-LN on MNIST rows, RMSNorm − LayerNorm is {100 * post.diff:+.1f} points of "
-             f"test accuracy ({100 * acc['rms', 'post'].mean:.1f} % against {100 * acc['layer', 'post'].mean:.1f} %).",
-             f"在教程的 Post-LN 下（MNIST 行序列），RMSNorm 与层归一化的测试准确率之差为 {100 * post.diff:+.1f} 个百分点"
-             f"（{100 * acc['rms', 'post'].mean:.1f}% 对 {100 * acc['layer', 'post'].mean:.1f}%）。")
     Q.answer(
-        plain=plain, short=short,
-        mechanism=("Both norms divide each token by a measure of its size, so both erase its length and keep its "
-                   "direction; LayerNorm also takes the mean of its components away first and adds a learned bias. "
-                   "The next linear layer can add any constant back, so what the centring removes is one direction "
-                   "of the d_model dimensions, which the rest of the model can learn around.",
-                   "两种归一化都把每个词元除以它的某种大小，所以都抹掉了长度、保留了方向；层归一化还先减去各分量的均值，"
-                   "并加上一个可学习的偏置。下一个线性层能把任何常数加回来，所以减均值去掉的只是 d_model 维中的一个方向，"
-                   "模型的其余部分可以绕开它学习。"),
-        outcome=(f"MNIST rows, quick budget, test accuracy at each arm's own learning rate. Post-LN: {numbers[0]}; "
-                 f"RMSNorm − LayerNorm {post}. Pre-LN: LayerNorm {acc['layer', 'pre']}, RMSNorm {acc['rms', 'pre']}; "
-                 f"RMSNorm − LayerNorm {pre}. Parameters (Post-LN): LayerNorm {params['layer']:,}, RMSNorm "
-                 f"{params['rms']:,}.",
-                 f"MNIST 行序列，quick 预算，各组用各自最佳学习率时的测试准确率。Post-LN：{numbers[1]}；RMSNorm − "
-                 f"层归一化 {post:zh}。Pre-LN：层归一化 {acc['layer', 'pre']:zh}，RMSNorm {acc['rms', 'pre']:zh}；"
-                 f"RMSNorm − 层归一化 {pre:zh}。参数量（Post-LN）：层归一化 {params['layer']:,}，RMSNorm {params['rms']:,}。"),
-        changes=("A two-layer model on MNIST at the quick budget is a small test: the paper's comparisons are of "
-                 "translation and language models trained for days, where a norm runs at every layer of many.",
-                 "两层模型、quick 预算下的 MNIST 只是一个小测试：论文比较的是训练数天的翻译和语言模型，那里每一层都有归一化。"),
+        record=dict(post=post, pre=pre, params_layer=params["layer"], params_rms=params["rms"],
+                    **{f"acc_{t}_{n}": acc[t, n] for t, n in acc}),
         details=" ".join(d for d in (R.lr_phrase(NORMS.df) + ".", NORMS.still_learning(best), R.caveat(best)) if d),
         checks=checks, figure=fig_norms,
     )

@@ -174,16 +174,16 @@ REASON_ZH = {
     "bag": "无位置编码对可学习位置编码，都是双向模型，在训练长度上做复制任务：两者只差位置信号，而复制准确率超过"
            "词袋基线就必须用到词序",
     "causal": "同一个无位置编码的模型，加与不加因果掩码：论断说的正是仅靠掩码就能打破对称性",
-    "3e": "MNIST 按行输入时，两种编码的准确率上下都有余地（复制任务把每种可用的编码都钉在 100 %，那里的“相同”"
+    "3e": "MNIST 按行输入时，两种编码的准确率上下都有余地（复制任务把每种可用的编码都钉在 100 %，那里的「相同」"
           "是天花板造成的）；±2 个百分点的等价界限在读取数据之前就已确定。局限：只用一个未调过的学习率（Adam 1e-3）、"
           "3 个种子，而且在这个预算下模型仍在学习",
     "3e_converged": "Vaswani 等人比较的是训练好的模型：两种编码都训练到不再提升（MNIST 按行输入，1,128 步，余弦衰减），"
                     "各自用最佳学习率，10 个种子，在全部 10,000 张测试图像上按种子配对；±0.5 个百分点的等价界限在运行之前"
                     "写定（它取代了快速预算下的检验，那里的模型仍在学习）",
     "extrapolate": "Press 等人的设定（因果模型，在 8 个词元上训练，在 64 个词元上测试），用在单查找任务上——它的规则在任何长度"
-                   "下都相同；同一测试集上按种子配对；若被看好的编码在训练长度上没有解决任务，则无法检验（在运行之前写定）",
+                   "下都相同；同一测试集上按种子配对；若被看好的编码在训练长度上没有解决任务，则无法在此检验（在运行之前写定）",
     "sin_extrapolate": "Vaswani 等人选正弦而不选可学习位置编码的理由：单查找任务在 8 个词元上训练、在 64 个词元上测试（因果），"
-                       "按种子配对；若正弦编码在训练长度上没有解决任务，则无法检验（在运行之前写定）",
+                       "按种子配对；若正弦编码在训练长度上没有解决任务，则无法在此检验（在运行之前写定）",
     "alibi": "Press 等人训练因果模型，再在更长的输入上测试：在 2 倍训练长度上比较因果 ALiBi 与因果正弦位置编码。"
              "读取结果之后加上的偏离：这个检验的前提是 ALiBi 在训练长度上解决了任务（≥ 99 %），否则没有东西可以外推",
 }
@@ -448,6 +448,7 @@ def sentence_text(words):
 # tutorial's own where nothing is exported yet
 ORIGINAL, REORDERED = ((sentence_text(SENTENCE["words"]), sentence_text(SENTENCE["perm_words"])) if SENTENCE
                        else ("猫坐在垫子上", "垫子在猫坐上"))
+fig_sentence = None  # the headline figure: how the attention matrix changes (issue 39)
 sentence, sentence_runs = {}, []  # variant -> (A(x), A(Px), max |A(Px) - P·A(x)·Pᵀ|); the runs drawn
 if SENTENCE:
     P = sentence_permutation(SENTENCE)
@@ -464,7 +465,8 @@ if SENTENCE:
                             "P·A(x)·Pᵀ: A(x) reordered"],
                            size=3.2, ticks=[SENTENCE["labels"], perm_labels, perm_labels], shared=True)
         stamp(fig, S, seeds=seeds_shown(sentence_runs), extra="layer 0, mean over heads")
-        figures.append(R.savefig(fig, "q1_sentence"))
+        fig_sentence = R.savefig(fig, "q1_sentence")
+        figures.append(fig_sentence)
 if not sentence:
     print("The sentence's attention maps are not in this data folder yet (`ablate report export` writes "
           "{run}/final/sentence and /sentence_perm for runs with a checkpoint); the maps above, on a validation "
@@ -643,7 +645,7 @@ else:
             eq["none_bi"].mean < EQUIVARIANT,
             f"mechanism: layer-0 attention of the trained no-PE bidirectional models on a reordered validation "
             f"sequence, max |A(Px) − P·A(x)·Pᵀ| = {eq['none_bi']} (equivariant below {EQUIVARIANT:g})",
-            evidence_zh=f"机制：训练后的无位置编码双向模型在一个重新排列的验证序列上的第 0 层注意力，"
+            evidence_zh=f"机制：训练后的无位置编码双向模型在一个重新排列的验证序列上的第 1 层注意力，"
                         f"max |A(Px) − P·A(x)·Pᵀ| = {eq['none_bi']:zh}（低于 {EQUIVARIANT:g} 即为等变）",
             primary=False))
     checks.append(BAG.judge(f_none_bi.k == 0 if f_none_bi.n else None,
@@ -700,7 +702,7 @@ else:
                  + (f"; {eq['learned_bi']} with learned positions" if "learned_bi" in eq else "")
                  + (f" and {eq['none_causal']} with a causal mask and no positions" if "none_causal" in eq else "")
                  + (": there the matrix itself changes." if changed else "."))
-        eq_zh = (f"在一个重新排列的验证序列上，训练后模型第 0 层注意力的变化 max |A(Px) − P·A(x)·Pᵀ| 在没有位置编码时为 "
+        eq_zh = (f"在一个重新排列的验证序列上，训练后模型第 1 层注意力的变化 max |A(Px) − P·A(x)·Pᵀ| 在没有位置编码时为 "
                  f"{zh(eq['none_bi'])}"
                  + ("：矩阵只是被重新排列，模型看到的是词袋" if bag else "：不只是重新排列（不是词袋）" if bag is False else "")
                  + (f"；有可学习位置编码时为 {zh(eq['learned_bi'])}" if "learned_bi" in eq else "")
@@ -711,11 +713,11 @@ else:
     if bag is False:
         matrix_en = (f"Without positional encoding a bidirectional model's attention matrix for {REORDERED} is not "
                      f"just the matrix for {ORIGINAL} reordered (see the mechanism)")
-        matrix_zh = f"没有位置编码时，双向模型对“{REORDERED}”的注意力矩阵并不只是把“{ORIGINAL}”的矩阵重新排列（见机制）"
+        matrix_zh = f"没有位置编码时，双向模型对「{REORDERED}」的注意力矩阵并不只是把「{ORIGINAL}」的矩阵重新排列（见机制）"
     else:
         matrix_en = (f"Without positional encoding a bidirectional model's attention matrix for {REORDERED} is the "
                      f"matrix for {ORIGINAL} with its rows and columns reordered, so the model sees a bag of tokens")
-        matrix_zh = (f"没有位置编码时，双向模型对“{REORDERED}”的注意力矩阵，就是把“{ORIGINAL}”"
+        matrix_zh = (f"没有位置编码时，双向模型对「{REORDERED}」的注意力矩阵，就是把「{ORIGINAL}」"
                      "的矩阵的行和列按同样方式重新排列后的结果，所以模型看到的只是一个词袋")
     if f_none_bi.k == 0:
         blind_en = f": on the copy task every run stays at the order-blind level of {order_level} ({none_bi})."
@@ -742,7 +744,7 @@ else:
     if causal_ready:
         if f_none_causal.k:
             plain_en += f" A causal mask alone recovers part of the order ({none_causal})."
-            plain_zh += f"只加因果掩码也能恢复部分词序（{zh(none_causal)}）。"
+            plain_zh += f"不加位置编码、只加因果掩码，模型也能得到部分词序信息（{zh(none_causal)}）。"
         else:
             plain_en += f" A causal mask alone did not lift it above the level here ({none_causal})."
             plain_zh += f"这里只加因果掩码没有让它超过该水平（{zh(none_causal)}）。"
@@ -752,8 +754,8 @@ else:
         plain_en += (" Beyond the training length — trained on 8 tokens, tested on 64, with one rule at every position "
                      "(the token two back), causal — " + ", ".join(
                          f"{PE[pe]} keeps {ext_rows[(pe, True)][1]}" for pe in ranked) + ".")
-        plain_zh += ("超出训练长度时——在 8 个词元上训练、在 64 个词元上测试，每个位置的规则都相同（取前面第二个词元），因果——"
-                     + "，".join(f"{PE_ZH[pe]}保持 {zh(ext_rows[(pe, True)][1])}" for pe in ranked) + "。")
+        plain_zh += ("超出训练长度时（因果模型，在 8 个词元上训练、在 64 个词元上测试，每个位置的规则都相同：取前面第二个词元），"
+                     "各编码的准确率为：" + "，".join(f"{PE_ZH[pe]} {zh(ext_rows[(pe, True)][1])}" for pe in ranked) + "。")
 
     def per_variant(df, metric, lang):
         out = []
@@ -828,9 +830,9 @@ else:
         f"lies inside ±{100 * MARGIN_3E_CONVERGED:g} points: more seeds, or the full training set, would narrow it. ALiBi's "
         "advantage at 8× length on lookup1 counts only where ALiBi (or, for Vaswani's claim, sinusoidal) solved the task "
         "at the training length; a rate chosen at the top of the grid (the details say where) may not be that arm's best.",
-        "如果某个无位置编码的双向运行超过了词袋基线，就与“词袋”的说法矛盾（只要它的注意力对排列等变——探针检查了这一点——"
-        f"这就不可能发生，只能说明有程序错误）。只有当 MNIST 按行输入、训练到收敛时，“可学习 − 正弦”差值的 95 % 区间落在 "
-        f"±{100 * MARGIN_3E_CONVERGED:g} 个百分点以内时，Table 3 (E) 才算符合：更多的种子或完整的训练集会缩小区间。ALiBi 在单查找任务 8 倍长度"
+        "如果某个无位置编码的双向运行超过了词袋基线，就与「词袋」的说法矛盾（只要它的注意力对排列等变——探针检查了这一点——"
+        f"这就不可能发生，只能说明有程序错误）。只有当 MNIST 按行输入、训练到收敛时，「可学习 − 正弦」差值的 95 % 区间落在 "
+        f"±{100 * MARGIN_3E_CONVERGED:g} 个百分点以内时，Table 3 (E) 才算成立：更多的种子或完整的训练集会缩小区间。ALiBi 在单查找任务 8 倍长度"
         "上的优势，只有在 ALiBi（对 Vaswani 的说法而言则是正弦编码）于训练长度上解决了任务时才算数；选在网格顶端的学习率"
         "（细节中写明）未必是该组的最佳学习率。",
     )
@@ -874,4 +876,7 @@ else:
         details.append(f"MNIST rows: {ROWS.missing}.")
     details.append(R.caveat(best))
     Q.answer(plain=(plain_en, plain_zh), mechanism=mechanism, outcome=outcome, changes=changes,
-             details=" ".join(d for d in details if d), checks=checks, figure=fig_copy, figures=figures)
+             details=" ".join(d for d in details if d), checks=checks, figure=fig_sentence or fig_copy,
+             figures=figures,
+             record=dict(no_pe=none_bi, learned_pe=learned_bi, level=val_level, length=train_len,
+                         causal=none_causal if causal_ready else None))

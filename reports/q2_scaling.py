@@ -260,6 +260,7 @@ if S.ready:
             ax.get_legend().remove()
     stamp(fig, S, extra="layer 0")
     figures.append(R.savefig(fig, "q2_during_training"))
+    fig_attention = None  # the headline figure: what the softmax weights turn into (issue 39)
     maps = {}  # "at initialisation" / "after training" -> [scaled, unscaled] (the lowest seed at the chosen rate)
     for point, name in (("init", "at initialisation"), ("final", "after training")):
         row = []
@@ -273,7 +274,8 @@ if S.ready:
     if maps:
         fig = heatmap_grid(maps, [f"{SCALED[True]}, d_k = {dk_max}", f"{SCALED[False]}, d_k = {dk_max}"], shared=True)
         stamp(fig, S, extra="layer 0, head 0, first probe example")
-        figures.append(R.savefig(fig, "q2_attention"))
+        fig_attention = R.savefig(fig, "q2_attention")
+        figures.append(fig_attention)
 
 # %% [markdown]
 # ## Does the model learn? Adam and SGD
@@ -342,7 +344,7 @@ else:
                               "对照 √d_k 的 0.5", reason_zh=REASON_ZH["variance"]),
         SATURATION.less(grad_init, f"d_k = {dk_max}, layer-0 gradient to W_Q per unit of score at initialisation, "
                         "unscaled vs scaled (geometric means)", primary=True, reason=REASON["saturation"],
-                        what_zh=f"d_k = {dk_max}，初始化时第 0 层每单位分数传到 W_Q 的梯度，不缩放对缩放（几何平均）",
+                        what_zh=f"d_k = {dk_max}，初始化时第 1 层每单位分数传到 W_Q 的梯度，不缩放对缩放（几何平均）",
                         reason_zh=REASON_ZH["saturation"]),
         TRAINS.greater(R.effect(acc_sc, acc_un), f"Adam, test accuracy at d_k = {dk_max}, scaled vs unscaled, "
                        "learning rates 1e-4 … 3e-3", level=chance, primary=not LR512.ready, reason=REASON["trains"],
@@ -394,13 +396,13 @@ else:
     # supporting
     checks.append(SATURATION.greater(R.effect(*onehot_init[dk_max]), f"d_k = {dk_max}, share of one-hot layer-0 rows "
                                      "at initialisation, unscaled vs scaled", primary=False,
-                                     what_zh=f"d_k = {dk_max}，初始化时第 0 层 one-hot 行的比例，不缩放对缩放"))
+                                     what_zh=f"d_k = {dk_max}，初始化时第 1 层独热行的比例，不缩放对缩放"))
     checks.append(SATURATION.greater(R.effect(*onehot_final[dk_max]), f"d_k = {dk_max}, share of one-hot layer-0 rows "
                                      "after training, unscaled vs scaled", primary=False,
-                                     what_zh=f"d_k = {dk_max}，训练后第 0 层 one-hot 行的比例，不缩放对缩放"))
+                                     what_zh=f"d_k = {dk_max}，训练后第 1 层独热行的比例，不缩放对缩放"))
     checks.append(SATURATION.less(grad_final, f"d_k = {dk_max}, layer-0 gradient to W_Q per unit of score after "
                                   "training, unscaled vs scaled", primary=False,
-                                  what_zh=f"d_k = {dk_max}，训练后第 0 层每单位分数传到 W_Q 的梯度，不缩放对缩放"))
+                                  what_zh=f"d_k = {dk_max}，训练后第 1 层每单位分数传到 W_Q 的梯度，不缩放对缩放"))
     if SGD.ready:
         sgd_max = int(sgd["model.d_head"].max())
         sgd_acc = R.effect(est(ACC, at(sgd_max, True), sgd), est(ACC, at(sgd_max, False), sgd))
@@ -412,7 +414,7 @@ else:
                             est("softmax_grad_wq_l0_final", at(sgd_max, True), sgd, scale="log"))
         checks.append(SATURATION.less(sgd_grad, f"plain SGD, d_k = {sgd_max}, layer-0 gradient to W_Q per unit of score "
                                       "after training, unscaled vs scaled", primary=False,
-                                      what_zh=f"普通 SGD，d_k = {sgd_max}，训练后第 0 层每单位分数传到 W_Q 的梯度，"
+                                      what_zh=f"普通 SGD，d_k = {sgd_max}，训练后第 1 层每单位分数传到 W_Q 的梯度，"
                                               "不缩放对缩放"))
 
     # ---- the text ----
@@ -443,7 +445,7 @@ else:
         f"The scores grow {'as √d_k' if grows else 'with d_k'} (√{dk_max} = {math.sqrt(dk_max):.1f}; one-hot rows: "
         f"{sc_en})" + (", and a saturated softmax passes back little gradient. " if saturates else ". "))
     plain_zh = numbers_zh + (
-        f"分数{'按 √d_k ' if grows else '随 d_k '}增长（√{dk_max} = {math.sqrt(dk_max):.1f}；one-hot 行：{sc_zh}）"
+        f"分数{'按 √d_k ' if grows else '随 d_k '}增长（√{dk_max} = {math.sqrt(dk_max):.1f}；独热行：{sc_zh}）"
         + ("，饱和的 softmax 传回的梯度很小。" if saturates else "。"))
     if lr512 is not None:  # the search down to 1e-6: what each arm reached at its own best rate
         lr_un, lr_sc = R.learned(lr512, at(DK_LARGE, False), ACC), R.learned(lr512, at(DK_LARGE, True), ACC)
@@ -459,15 +461,15 @@ else:
         plain_en += (f"What the scale does is an initialisation and a step size: an unscaled model whose W_Q and W_K start "
                      f"and step d_k^¼ smaller (with Adam the same model, to rounding) reaches {rp} at d_k = {DK_LARGE}, "
                      f"the scaled one on the same learning rates (1e-4 … 3e-3) {est(ACC, at(DK_LARGE, True))}. ")
-        plain_zh += (f"缩放所做的，不过是一种初始化和一种步长：不缩放、但 W_Q 和 W_K 的初始值与步长都缩小 d_k^¼ 倍的模型"
-                     f"（在 Adam 下与缩放模型在舍入误差内相同）在 d_k = {DK_LARGE} 时达到 {zh(rp)}，缩放的模型在同样的学习率（1e-4 … 3e-3）下为 "
-                     f"{zh(est(ACC, at(DK_LARGE, True)))}。")
+        plain_zh += (f"其实除以 √d_k 的效果，换个初始化、换个步长也能做到：不缩放，只把 W_Q 和 W_K 的初始值和步长都缩小 "
+                     f"d_k^¼ 倍（用 Adam 时，它和缩放的模型只差舍入误差），d_k = {DK_LARGE} 时就能达到 {zh(rp)}；"
+                     f"缩放的模型用同样的学习率（1e-4 … 3e-3）是 {zh(est(ACC, at(DK_LARGE, True)))}。")
     if fails:
         plain_en += (f"Consistent with this, the unscaled model does not learn: on the histogram task {f_un.k} of "
                      f"{f_un.n} unscaled runs got above chance, against {f_sc.k} of {f_sc.n} with the scaling (the data "
                      "show the saturation and the failure side by side, not that one causes the other).")
-        plain_zh += (f"与此相符，不缩放的模型学不会：在直方图任务上，不缩放的 {f_un.n} 次运行中有 {f_un.k} 次超过随机水平，"
-                     f"缩放后 {f_sc.n} 次中 {f_sc.k} 次（数据并列显示了饱和与失败，并没有证明前者导致后者）。")
+        plain_zh += (f"与此一致，不缩放的模型学不会：在直方图任务上，不缩放的运行超过随机水平的是 {f_un.k}/{f_un.n}，"
+                     f"缩放的是 {f_sc.k}/{f_sc.n}（实验只看到饱和与学不会同时出现，并没有证明是饱和造成的）。")
     else:
         plain_en += (f"Whether that stops learning is not shown here: at d_k = {dk_max} {f_un.k} of {f_un.n} unscaled "
                      f"and {f_sc.k} of {f_sc.n} scaled runs got above chance.")
@@ -484,9 +486,9 @@ else:
         + f". Training makes the unscaled scores larger still: at d_k = {dk_max} their standard deviation ends at "
         f"{std_final[0]} (scaled: {std_final[1]}). Per unit of score the unscaled softmax passes back {grad_init} the "
         f"gradient of the scaled one at initialisation and {grad_final} after training.",
-        f"初始化为单位方差时，第 0 层 q 和 k 分量的方差为 {zh(qv)} 和 {zh(kv)}；不缩放的分数在初始化时的标准差为"
+        f"初始化为单位方差时，第 1 层 q 和 k 分量的方差为 {zh(qv)} 和 {zh(kv)}；不缩放的分数在初始化时的标准差为"
         + "；".join(f"d_k = {d} 时 {zh(std_init[d])}（√d_k = {math.sqrt(d):.1f}）" for d in dks)
-        + f"：按 d_k^{zh(slope_un)} 增长（缩放后 d_k^{zh(slope_sc)}）。初始化时第 0 层 one-hot 行的比例，不缩放 / 缩放："
+        + f"：按 d_k^{zh(slope_un)} 增长（缩放后 d_k^{zh(slope_sc)}）。初始化时第 1 层独热行的比例，不缩放 / 缩放："
         + "；".join(f"d_k = {d}：{zh(onehot_init[d][0])} / {zh(onehot_init[d][1])}" for d in dks)
         + "；训练后：" + "；".join(f"d_k = {d}：{zh(onehot_final[d][0])} / {zh(onehot_final[d][1])}" for d in dks)
         + f"。训练让不缩放的分数更大：d_k = {dk_max} 时标准差最终为 {zh(std_final[0])}（缩放：{zh(std_final[1])}）。"
@@ -519,7 +521,7 @@ else:
         "unit of score as the scaled one, or its rows were not one-hot; the outcome, if unscaled runs at that size "
         "learned as often as scaled ones with a longer budget or a better-tuned learning rate (the learning rate was "
         "tuned per variant here). Table 3 (B) needs a task that d_k = 8 does not already solve.",
-        f"如果在 d_k = {dk_max} 时不缩放的 softmax 每单位分数传回的梯度和缩放的一样多，或者它的行并不是 one-hot，"
+        f"如果在 d_k = {dk_max} 时不缩放的 softmax 每单位分数传回的梯度和缩放的一样多，或者它的行并不是独热，"
         "机制就值得怀疑；如果在更长的训练或更好的学习率下（这里每个变体都单独调了学习率），这个大小的不缩放模型和缩放模型"
         "一样常学会，结论就会改变。Table 3 (B) 需要一个 d_k = 8 还解决不了的任务。",
     )
@@ -553,4 +555,9 @@ else:
              f"√{dk_max} = {math.sqrt(dk_max):.1f}，最大值达到 {lit_init['logit_max'].mean:.0f}；{100 * oh_un.mean:.0f} % 的 softmax 行把 "
              f"99 % 以上的权重放在同一个词元上{learns_zh}。")
     Q.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=" ".join(d for d in details if d),
-             checks=checks, figure=fig_scores, figures=figures, short=short)
+             checks=checks, figure=fig_attention or fig_scores, figures=figures, short=short,
+             record=dict(d_k=dk_max, score_std=lit_init["logit_std"], score_max=lit_init["logit_max"],
+                         one_hot=oh_un, unscaled=acc_lr_un if lr512 is not None else None,
+                         scaled=acc_lr_sc if lr512 is not None else None,
+                         unscaled_learned=f_un if lr512 is not None else None, one_hot_at=0.99,
+                         chance=R.level(lr512, split="test") if lr512 is not None else chance))

@@ -134,6 +134,7 @@ ONE_HEAD = R.Anchor(
     wording="While single-head attention is 0.9 BLEU worse than the best setting, quality also drops off with too many "
             "heads.",
     label="Vaswani et al. 2017, Table 3 (A), one head",
+    label_zh="Vaswani et al. 2017, Table 3 (A)，一个头",
 )
 TOO_MANY = R.Anchor(
     "Vaswani et al. 2017, Table 3 (A)",
@@ -142,6 +143,7 @@ TOO_MANY = R.Anchor(
     wording="While single-head attention is 0.9 BLEU worse than the best setting, quality also drops off with too many "
             "heads.",
     label="Vaswani et al. 2017, Table 3 (A), too many heads",
+    label_zh="Vaswani et al. 2017, Table 3 (A)，头太多",
 )
 BOTTLENECK = R.Anchor(
     "Bhojanapalli et al. 2020",
@@ -533,7 +535,8 @@ else:
                    f"per row {m1_solved}, against {m2} for {two} heads) and still reach 100 %, so averaging costs "
                    "time and reliability here, not capacity.")
     capacity_zh = (f"一个头也能完成两次查找：它解决了任务的那些运行把权重分散开（每行最大的权重为 {m1_solved:zh}，"
-                   f"{two} 个头为 {m2:zh}），仍然达到 100 %，所以在这里平均的代价是速度和可靠性，而不是能力。")
+                   f"{two} 个头为 {m2:zh}），照样做到 100 %。所以在这里，把两样东西揉成一个平均，赔上的是学得快不快、稳不稳，"
+                   "而不是做不做得到。")
     if final[AVERAGING] == R.AGREES:
         plain = (
             f"Because one head has to average, and that makes it slow and unreliable to learn. On the {name}, where "
@@ -567,23 +570,24 @@ else:
                       if final[AVERAGING] != R.AGREES else "Two heads, one per relation, already beat one")
         verdict_zh = ("两个头（每种关系一个）并不比一个头好" if final[AVERAGING] != R.AGREES else "两个头（每种关系一个）已经胜过一个头")
         plain = (
-            f"Several small heads do beat one big one, but not the way the tutorial tells it. On the {pname} — at every "
+            f"Several small heads do beat one big one; whether for the tutorial's reason, one head per relation, is not "
+            f"testable here. On the {pname} — at every "
             f"token the token two back (a positional relation) and whether the token occurs again (a content relation), "
             f"at the same parameters and compute — test accuracy is: {ladder_en}{sixteen} (a model that learns only the "
             f"positional relation can expect {100 * pos_only:.1f} %). {verdict_en} ({two_one_ph}): both learn the "
             f"positional relation and stop there. Eight heads of 8 dimensions solve it ({eight_one_ph} over one head). "
             f"On the {name} (two positional relations) 2 heads reach 99 % in {speed[two]}, one head in {speed[one]}. "
             + capacity_en + control_en,
-            f"多个小头确实胜过一个大头，但原因不是教程说的那样。在{pname_zh}中——每个词元都要同时知道前面第二个词元（位置关系）"
-            f"和自己是否再次出现（内容关系），参数量和计算量相同——测试准确率为：{ladder_zh}{sixteen_zh}"
-            f"（只学会位置关系的模型可以期望 {100 * pos_only:.1f} %）。{verdict_zh}（{two_one_ph:zh}）：两者都只学会了位置关系就停住了。"
-            f"8 个 8 维的头解决了它（比一个头高 {eight_one_ph:zh}）。在{name_zh}（两种位置关系）上，2 个头达到 99 % 用了"
-            f"{speed[two]:zh}，一个头用了{speed[one]:zh}。" + capacity_zh + control_zh,
+            f"多个小头确实胜过一个大头；至于是不是出于教程说的原因（每种关系一个头），这里无法检验。{pname_zh}要求每个词元"
+            f"同时知道前面第二个词元（位置关系）和自己是否再次出现（内容关系）。在参数量和计算量相同的条件下，测试准确率为："
+            f"{ladder_zh}{sixteen_zh}（只学会位置关系的模型预计能达到 {100 * pos_only:.1f} %）。{verdict_zh}（{two_one_ph:zh}）：两者都只学会了位置关系就停住了。"
+            f"8 个 8 维的头解决了它（比一个头高 {eight_one_ph:zh}）。在{name_zh}（两种位置关系）上，2 个头达到 99% 所需步数："
+            f"{speed[two]:zh}，一个头：{speed[one]:zh}。" + capacity_zh + control_zh,
         )
 
     mech_en = (f"Largest layer-0 attention weight per query row after training, {name}: "
                + "; ".join(f"{heads_word(h)} {R.estimate(best, MECHANISM, at(task, h))}" for h in heads) + ".")
-    mech_zh = (f"训练后第 0 层每个查询行的最大注意力权重（{name_zh}）："
+    mech_zh = (f"训练后第 1 层每个查询行的最大注意力权重（{name_zh}）："
                + "；".join(f"{heads_word(h, True)} {R.estimate(best, MECHANISM, at(task, h)):zh}" for h in heads) + "。")
     if control:
         mech_en += (f" On the {cname}: " + "; ".join(
@@ -677,7 +681,7 @@ else:
                             f"最偏向内容的头把 {r.iloc[3]:.2f} 放在与查询相同的词元和 BOS 上，{int(r.iloc[1])} 次运行中有 "
                             f"{int(r.iloc[4])} 次每种关系各由一个头负责")
         mech_en += " Where each head's weight goes on poshist (layer 0, mean over seeds): " + "; ".join(parts_en) + "."
-        mech_zh += "在 poshist 上，每个头的注意力权重落在哪里（第 0 层，对种子取平均）：" + "；".join(parts_zh) + "。"
+        mech_zh += "在 poshist 上，每个头的注意力权重落在哪里（第 1 层，对种子取平均）：" + "；".join(parts_zh) + "。"
     short = None  # the answers table: the two-relation task's ladder and whether its heads split the relations
     if ph is not None and ONE in ph_acc and TWO in ph_acc and BASE in ph_acc:
         split = split_row(BASE) if len(heads_split) else None
@@ -690,15 +694,15 @@ else:
             return 0 if not (e.lo > 0 or e.hi < 0) else (1 if e.lo > 0 else -1)
         two_vs, many_vs = side(two_one_ph), side(eight_one_ph)
         stuck = max(ph_acc[ONE].mean, ph_acc[TWO].mean) <= pos_only + R.LEVEL_MARGIN  # both serve one relation only
-        lead_en = ("Because each head can serve a relation of its own" if many_vs > 0 and split is not None else
-                   "Several heads do better" if many_vs > 0 else "Not shown here")
-        lead_zh = ("因为每个头可以各管一种关系" if many_vs > 0 and split is not None else
+        lead_en = ("Several heads do better, each relation with a head of its own" if many_vs > 0 and split is not None
+                   else "Several heads do better" if many_vs > 0 else "Not shown here")
+        lead_zh = ("多个头确实更好，而且每种关系各有一个头负责" if many_vs > 0 and split is not None else
                    "多个头确实更好" if many_vs > 0 else "这里没有显示出来")
         if stuck:
             two_en = (f"{TWO} heads ({100 * ph_acc[TWO].mean:.1f} %) stop with one at the positional relation's level "
                       f"({100 * pos_only:.1f} %): not testable")
             two_zh = (f"{TWO} 个头（{100 * ph_acc[TWO].mean:.1f} %）和一个头都停在只学会位置关系的水平"
-                      f"（{100 * pos_only:.1f} %），无法检验")
+                      f"（{100 * pos_only:.1f} %），无法在此检验")
         else:
             word = {0: "like one", 1: "above one", -1: "below one"}[two_vs]
             word_zh = {0: "与一个头相当", 1: "高于一个头", -1: "低于一个头"}[two_vs]
@@ -718,6 +722,9 @@ else:
         figure=fig_acc,
         figures=[fig_acc, fig_mech, *([fig_rel] if fig_rel else [])],
         short=short,
+        record=dict(heads=BASE, one=ph_acc.get(ONE), many=ph_acc.get(BASE), two=ph_acc.get(TWO), two_heads=TWO,
+                    position_only=pos_only, split_runs=int(split.iloc[1]) if split is not None else None,
+                    split=int(split.iloc[4]) if split is not None else None) if short is not None else None,
         at_scale=("the reason: whether two heads, one per relation, beat one needs runs that leave the positional "
                   "relation's level, with more steps or width than here",
                   "原因：两个头（每种关系一个）是否胜过一个头，需要能越过只学会位置关系水平的运行，即比这里更多的步数或更宽的模型"),

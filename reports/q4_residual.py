@@ -146,7 +146,7 @@ HE_IDENTITY = R.Anchor(
     "He et al. 2016b (identity mappings), §3",
     "an identity skip carries the gradient back to the earliest layers undiminished (the tutorial's \"gradient "
     "highway\"; that without skips it vanishes is the tutorial's addition, not this paper's claim)",
-    "以恒等映射作残差连接时，梯度能原样传回最早的层（即教程的“梯度高速公路”；没有残差连接梯度就会消失，是教程加上的，不是这篇论文的论断）",
+    "以恒等映射作残差连接时，梯度能原样传回最早的层（即教程的「梯度高速公路」；没有残差连接梯度就会消失，是教程加上的，不是这篇论文的论断）",
     kind="mechanism",
     wording="the forward and backward signals can be directly propagated from one block to any other block, when using "
             "identity mappings as the skip connections and after-addition activation",
@@ -176,6 +176,7 @@ TUTORIAL_VANISH = R.Anchor(
     "starved of gradient, which is why the stack does not learn",
     "没有残差连接时，梯度在深层堆叠中反向传播时逐层消失：前面几层得不到梯度，所以整个堆叠学不会",
     kind="mechanism",
+    cite_zh="教程的解释（梯度高速公路）",
     tutorial=True,
     label="why a deep stack without skips fails",
 )
@@ -409,7 +410,7 @@ else:
                             primary=True, reason="the highway is about where the gradient arrives; at initialisation "
                                                  "neither arm's loss has moved",
                             what_zh=f"{deep} 层，{init_what_zh}，第一层与最后一层的梯度之比，有残差连接对无残差连接",
-                            reason_zh="“高速公路”说的是梯度到达哪里；初始化时两组的损失都还没有变化"),
+                            reason_zh="「高速公路」说的是梯度到达哪里；初始化时两组的损失都还没有变化"),
         HE_PLAIN.same(first, f"{deep} layers, the first layer's gradient, {init_what}, no skips vs skips",
                       margin=HEALTHY_FACTOR, primary=True,
                       reason="a starved first layer lacks gradient of its own; its ratio to the last layer can fall "
@@ -515,7 +516,7 @@ else:
                 "skips", primary=True, reason="where the plain stack fails: a starved first layer gets under half of "
                 "what the residual one gets while training starts",
                 what_zh=f"{d} 层，Adam，前 {EARLY} 步中第一层的梯度，无残差连接 / 有残差连接",
-                reason_zh="在普通堆叠学不会的深度：第一层若“饿着”，训练开始时得到的梯度不到残差堆叠第一层的一半"))
+                reason_zh="在普通堆叠学不会的深度：第一层若「饿着」，训练开始时得到的梯度不到残差堆叠第一层的一半"))
         for name, df in arms:
             if d not in set(df["model.n_layers"]):
                 continue
@@ -599,13 +600,13 @@ else:
                       "The tutorial's \"gradient highway\" explanation is not borne out there.")
         why_zh.append(f"在 {depths_text(ds, True)}，具体问题是注意力把词元搅成同一个向量（坍缩），而不是梯度消失：只要注意力一开始是恒等映射、"
                       f"每个词元保留自己的值（Value-SkipInit 或整形注意力），同一个无残差堆叠就能学会；也没有证据表明训练开始时它的第一层缺梯度（{numbers(ds, True)}）。"
-                      "教程“梯度高速公路”的解释在这里得不到支持。")
+                      "教程「梯度高速公路」的解释在这里得不到支持。")
     if groups["gradient"]:
         ds = groups["gradient"]
         why_en.append(f"At {depths_text(ds)} the tutorial's \"gradient highway\" explanation holds: without skips the "
                       "first layer gets under half of the residual stack's gradient while training starts, and attention "
                       f"that mixes no tokens at initialisation does not rescue the stack ({numbers(ds)}).")
-        why_zh.append(f"在 {depths_text(ds, True)}，教程“梯度高速公路”的解释成立：没有残差连接时，训练开始阶段第一层得到的梯度不到残差堆叠"
+        why_zh.append(f"在 {depths_text(ds, True)}，教程「梯度高速公路」的解释成立：没有残差连接时，训练开始阶段第一层得到的梯度不到残差堆叠"
                       f"的一半，而初始化时不混合词元的注意力也救不了这个堆叠（{numbers(ds, True)}）。")
     if groups["both"]:
         ds = groups["both"]
@@ -642,9 +643,9 @@ else:
     per_layer_cos = per_layer_cos[per_layer_cos["run_id"].isin(R.rows(best, at(False, deep))["run_id"])]
     flat = per_layer_cos.groupby("layer")[COLLAPSE].mean()
     flat = flat[flat >= 0.99]
-    after_en = (f" Without skips the tokens are already this alike (mean cosine ≥ 0.99) after layer {int(flat.index.min())} "
-                "(0 = first)." if len(flat) else "")
-    after_zh = (f"没有残差连接时，第 {int(flat.index.min())} 层（0 为第一层）之后词元就已经如此相似（平均余弦 ≥ 0.99）。"
+    after_en = (f" Without skips the tokens are already this alike (mean cosine ≥ 0.99) after layer "
+                f"{int(flat.index.min()) + 1} (counted from 1)." if len(flat) else "")
+    after_zh = (f"没有残差连接时，过了第 {int(flat.index.min()) + 1} 层，词元之间就已经这么相似了（平均余弦 ≥ 0.99）。"
                 if len(flat) else "")
     def starved(skips):
         """How many runs' first layer got under 1/100 of the last layer's gradient at most probes."""
@@ -712,7 +713,7 @@ else:
         f"{HEALTHY_FACTOR:g}: a plain first layer more than ×{HEALTHY_FACTOR:g} below the residual one would make it disagree.",
         "机制检验都在初始化时进行，与预算无关。可能改变结果的是：在所试 4 个学习率之外的某个学习率下，或在更长的训练"
         f"（完整预算）中，{deep} 层的普通堆叠学会了复制任务。关于梯度的结论取决于 {HEALTHY_FACTOR:g} 倍的容差：若普通堆叠的"
-        f"第一层梯度比残差堆叠低 {HEALTHY_FACTOR:g} 倍以上，结论就会变成不符合。",
+        f"第一层梯度比残差堆叠低 {HEALTHY_FACTOR:g} 倍以上，结论就会变成不成立。",
     )
     details = [f"Primary comparison, copy, Pre-LN, Adam: {R.lr_phrase(S.df)}.", R.convergence(best), R.caveat(best)]
     if sgd is not None:
@@ -728,8 +729,13 @@ else:
         changes=changes,
         details=" ".join(d for d in details if d),
         checks=checks,
-        figure=fig_acc,
+        figure=fig_collapse or fig_acc,  # the headline: what happens to the tokens (issue 39)
         figures=[f for f in (fig_acc, fig_grad, fig_collapse) if f is not None],
+        record=dict(layers=deep, plain=learned[False, deep], skips=learned[True, deep], level=lvl,
+                    shallow=1 if 1 in depths else None, shallow_plain=learned[False, 1] if 1 in depths else None,
+                    ratio_skips=ratio.a, ratio_plain=ratio.b, cos_plain=cos_none, cos_skips=cos_skip,
+                    first_grad=[{"layers": d, "ratio": ge, "fails": fails(d)} for d, (_, ge, _) in sorted(decided.items())
+                                if ge is not None]),
         at_scale=("the mechanism: which of gradient flow and token collapse stops a deep plain stack is not settled "
                   "by 16 layers at this budget",
                   "机制：深层无残差堆叠学不会，究竟是梯度传不下去还是词元坍缩，16 层、这个预算下还没有定论"),

@@ -316,7 +316,7 @@ else:
         f"time slope in n ≥ {fit_from}: Transformer {tf_t:.2f}, LSTM {ls_t:.2f}, difference {gap:.2f} (agrees at ≥ "
         f"{SLOPE_GAP:g}, disagrees at ≤ 0)",
         evidence_zh=f"n ≥ {fit_from} 时时间对 n 的斜率：Transformer {tf_t:.2f}，LSTM {ls_t:.2f}，相差 {gap:.2f}"
-                    f"（≥ {SLOPE_GAP:g} 为符合，≤ 0 为不符合）",
+                    f"（≥ {SLOPE_GAP:g} 为成立，≤ 0 为不成立）",
         primary=True, reason="Table 1 counts operations; one training step's time is what they cost, both models at the "
                              "same d_model, batch and task",
         reason_zh="Table 1 统计的是运算次数；一个训练步的时间就是它们的代价，两个模型的 d_model、批大小和任务都相同")]
@@ -325,14 +325,14 @@ else:
             bool(tf_t < ls_t), f"on {device}: time slope Transformer {tf_t:.2f}, LSTM {ls_t:.2f}", primary=True,
             reason="with parallel hardware the Transformer computes all n positions at once; the LSTM's n steps run "
                    "one after another",
-            evidence_zh=f"在 {device} 上：时间斜率 Transformer {tf_t:.2f}，LSTM {ls_t:.2f}",
+            evidence_zh=f"在 {device.upper()} 上：时间斜率 Transformer {tf_t:.2f}，LSTM {ls_t:.2f}",
             reason_zh="有并行硬件时 Transformer 同时计算全部 n 个位置；LSTM 的 n 步只能一步接一步地运行"))
     else:
         checks.append(T1_SERIAL.not_testable(
             "wall time against n", f"measured on {device} with {threads} thread(s): no parallel hardware for the "
             "Transformer to fill, so both times follow their arithmetic", primary=True,
             reason="the claim is about wall time when all positions can be computed at once",
-            what_zh="耗时随 n 的变化", why_zh=f"在 {device} 上用 {threads} 个线程测量：没有可供 Transformer 填满的并行硬件，"
+            what_zh="耗时随 n 的变化", why_zh=f"在 {device.upper()} 上用 {threads} 个线程测量：没有可供 Transformer 填满的并行硬件，"
                                          "两者的时间都只反映各自的运算量",
             reason_zh="这个论断说的是所有位置能同时计算时的耗时"))
     checks.append(T1_COST.judge(bool(tf_m > ls_m), f"memory slope in n ≥ {fit_from}: Transformer {tf_m:.2f}, LSTM {ls_m:.2f}",
@@ -374,7 +374,7 @@ else:
         ("Transformer 的一步随长度增长得更快" if steeper else "在这里 Transformer 的一步并没有比 LSTM 随长度增长得更快")
         + f"：它的时间按 n^{tf_t:.2f} 增长，LSTM 按 n^{ls_t:.2f}（n = {fit_from} … {n_hi}），"
         f"n = {n_hi} 时它的一步耗时是 LSTM 的 {ratio_hi:.3g} 倍；{tc[1]}。内存：n^{tf_m:.2f} 对 n^{ls_m:.2f}；{mc[1]}。"
-        f"这是在 {device} 上用 {threads} 个线程测得的，两个模型的时间都只反映运算量：论断中并行的一半"
+        f"这是在 {device.upper()} 上用 {threads} 个线程测得的，两个模型的时间都只反映运算量：论断中关于并行的那一半"
         "（Transformer 同时计算所有位置）需要 GPU，这里没有检验。",
     )
     p0 = slopes.get("transformer_p0")
@@ -405,9 +405,9 @@ else:
         "A GPU run (`ablate bench rnn --device cuda`) would test the serial-vs-parallel row: there the Transformer's "
         "time should stay nearly flat in n until the device fills, the LSTM's grow. Timings on a shared CPU are noisy: "
         f"a slope difference below {SLOPE_GAP:g} on a rerun would make the complexity test inconclusive.",
-        "在 GPU 上运行（`ablate bench rnn --device cuda`）才能检验“顺序对并行”这一行：那里 Transformer 的时间在设备填满前应"
+        "在 GPU 上运行（`ablate bench rnn --device cuda`）才能检验「顺序对并行」这一行：那里 Transformer 的时间在设备填满前应"
         f"几乎不随 n 变化，而 LSTM 的时间会增长。共享 CPU 上的计时有噪声：若重测时斜率之差低于 {SLOPE_GAP:g}，复杂度检验就会"
-        "变成无定论。",
+        "变成证据不足。",
     )
     Q_COST.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details="", checks=checks,
                   figure=fig_cost,
@@ -914,7 +914,7 @@ else:
         recall_changes[1] + f"超过 {furthest} 的长度（这里一个 64 个词元的 Transformer 运行需要几分钟，128 个词元超过十分钟）、32 个词元以上调过的学习率，"
         "以及一个在 32 个词元时学会复制的 LSTM"
         "（才能在那里定位它的错误）才能在论断所指之处检验它；更多种子会缩小区间。若 Transformer 在最长长度上也失败，检验会变成"
-        "无定论或无法检验，而不是 LSTM 的得分。",
+        "证据不足或无法在此检验，而不是 LSTM 的得分。",
     )
     def variant_lag(r):
         return f"{r['variant']}, lag {int(r['data.length'])}"
@@ -1098,8 +1098,8 @@ else:
     if d_ls is not None:
         en.append(f"On MNIST rows, permuting the test rows lowers the LSTM's test accuracy by {d_ls} (points) and the "
                   f"Transformer's without positions by {d_tf}: the recurrence reads the order, self-attention alone does not.")
-        cn.append(f"在 MNIST 按行输入上，把测试行打乱让 LSTM 的测试准确率下降 {zh(d_ls)}（百分点），让没有位置编码的 Transformer "
-                  f"下降 {zh(d_tf)}：循环会读出顺序，单靠自注意力不会。")
+        cn.append(f"在 MNIST 按行输入上，把测试图像的行打乱，LSTM 的测试准确率变化 {zh(d_ls)}，没有位置编码的 Transformer "
+                  f"变化 {zh(d_tf)}：循环结构读得出顺序，光靠自注意力读不出。")
     plain = (" ".join(en), "".join(cn))
     mech_en = mech_zh = ""
     if d_ls is not None:
@@ -1163,6 +1163,7 @@ SAME_ACC = R.Anchor(
     "the table compares how the two compute, not what they can learn: on 28 rows an LSTM of the same size is "
     "not expected to be less accurate",
     "这张表比较的是两者如何计算，而不是能学到什么：在 28 行的输入上，同样大小的 LSTM 不应更不准确",
+    cite_zh="教程的对比表",
     tutorial=False,  # ablate's reading of the table, not a claim the tutorial makes (changed after reading, issue 37)
 )
 Q_MNIST = R.question("rnn-mnist", anchors=[PARALLEL, SAME_ACC])
@@ -1236,7 +1237,7 @@ else:
                                 level=R.level(rows, split="test"), primary=False,
                                 reason="a claim of sameness needs a margin: ±2 points, Q1's for \"nearly identical\"",
                                 what_zh="MNIST 按行输入，快速预算（仍在学习），测试准确率：教程的 Transformer 对 LSTM（无位置编码）",
-                                reason_zh="“相同”的论断需要等价界限：±2 个百分点，与 Q1 的“几乎相同”一致"))
+                                reason_zh="「相同」的论断需要等价界限：±2 个百分点，与 Q1 的「几乎相同」一致"))
     params = {k: int(R.rows(rows, w)["params/total"].iloc[0]) for k, w in (("tut", TUTORIAL), ("lstm", LSTM_NONE))}
     # the encoders are matched; the tutorial's total also holds its learned position table (params/embedding)
     table = (int(R.rows(rows, TUTORIAL)["params/embedding"].iloc[0]) - int(R.rows(rows, LSTM_NONE)["params/embedding"].iloc[0]))
@@ -1259,8 +1260,10 @@ else:
         plain = (f"Trained to convergence ({conv_tut.n} and {conv_ls.n} seeds): the tutorial's Transformer {conv_tut}, the "
                  f"LSTM {conv_ls}, difference {conv_diff} (paired by seed). At the quick budget: " + plain[0][0].lower()
                  + plain[0][1:],
-                 f"训练到收敛后（{conv_tut.n} 和 {conv_ls.n} 个种子）：教程的 Transformer {zh(conv_tut)}，LSTM {zh(conv_ls)}，"
-                 f"相差 {zh(conv_diff)}（按种子配对）。在 quick 预算下：" + plain[1])
+                 "训练到收敛后（" + (f"两者各 {conv_tut.n} 个种子" if conv_tut.n == conv_ls.n else
+                                     f"Transformer {conv_tut.n} 个种子，LSTM {conv_ls.n} 个") +
+                 f"）：教程的 Transformer {zh(conv_tut)}，LSTM {zh(conv_ls)}，"
+                 f"相差 {zh(conv_diff)}（按种子配对）。在 快速预算下：" + plain[1])
         better = ("the LSTM is more accurate" if conv_diff.hi < 0 else "the Transformer is more accurate"
                   if conv_diff.lo > 0 else "no difference resolved")
         better_zh = ("LSTM 更准确" if conv_diff.hi < 0 else "Transformer 更准确" if conv_diff.lo > 0 else "差别不显著")

@@ -12,7 +12,7 @@ from PIL import Image
 
 from ablate.browser import chromium
 from ablate.report.build import INDEX, TEXT
-from ablate.report.shots import VIEWPORT, shots
+from ablate.report.shots import VIEWPORTS, shots
 
 HOW = "`apt-get install chromium fonts-noto-cjk` (or set ABLATE_CHROMIUM) and `pip install pytest-playwright`"
 
@@ -34,19 +34,21 @@ import json, sys
 from pathlib import Path
 from ablate.browser import offline_screenshot
 seen = {}
-shot = offline_screenshot(Path(sys.argv[1]), Path(sys.argv[2]), act=lambda tab: seen.update(tab.evaluate(sys.argv[3])))
+shot = offline_screenshot(Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[4]) or None,
+                          act=lambda tab: seen.update(tab.evaluate(sys.argv[3])))
 print(json.dumps({"blocked": shot.blocked, "height": shot.height, "seen": seen}))
 """
 
 
-def browse(page, png, script: str) -> dict:
+def browse(page, png, script: str, viewport: dict | None = None) -> dict:
     """Open `page` offline in headless Chromium (ablate.browser), evaluate the JavaScript `script` (an arrow
     function returning an object), write `png`: {"blocked": [...], "height": px, "seen": what it returned}."""
     import json
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", BROWSE, str(page), str(png), script], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", BROWSE, str(page), str(png), script, json.dumps(viewport)],
+                         capture_output=True,
                          text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -79,6 +81,21 @@ def test_the_index_in_each_language_opens_with_the_answers_and_folds_the_evidenc
     assert seen["zh"]["lang"] == "zh-Hans" and seen["en"]["lang"] == "en"
 
 
+def test_the_index_fits_a_phone_and_links_the_explorer(fixture_build, tmp_path):
+    """At 390 CSS pixels (a phone) the page is laid out at the phone's width, its text at a readable size, and
+    nothing but a wide table scrolls sideways (issue 39: without a viewport it was laid out 980 px wide)."""
+    out, _, _ = fixture_build
+    for lang in INDEX:
+        got = browse(out / "build" / INDEX[lang], tmp_path / f"{lang}.png", """() => ({
+            width: document.documentElement.scrollWidth,
+            font: parseFloat(getComputedStyle(document.querySelector('p')).fontSize),
+            explorer: [...document.querySelectorAll('p.other a')].map(a => a.getAttribute('href')),
+        })""", VIEWPORTS["390"])
+        assert got["seen"]["width"] <= VIEWPORTS["390"]["width"], (lang, got["seen"])
+        assert got["seen"]["font"] >= 14, (lang, got["seen"])
+        assert got["seen"]["explorer"][1] == f"../explorer.html?lang={lang}"
+
+
 def test_shots_writes_both_screenshots_and_refuses_without_the_pages(fixture_build, tmp_path, capsys):
     import subprocess
     import sys
@@ -88,9 +105,10 @@ def test_shots_writes_both_screenshots_and_refuses_without_the_pages(fixture_bui
                          capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
     assert run.returncode == 0, run.stderr[-2000:]
     said = run.stdout.splitlines()
-    assert len(said) == 2 and all("px tall" in line for line in said)
-    images = [Image.open(tmp_path / "shots" / f"{name[:-5]}.png") for name in INDEX.values()]
-    assert [im.size for im in images] == [(VIEWPORT["width"], VIEWPORT["height"])] * 2
-    assert images[0].tobytes() != images[1].tobytes()
+    assert len(said) == 2 * len(VIEWPORTS) and all("px tall" in line for line in said)
+    for width, viewport in VIEWPORTS.items():
+        images = [Image.open(tmp_path / "shots" / f"{name[:-5]}.{width}.png") for name in INDEX.values()]
+        assert [im.size for im in images] == [(viewport["width"], viewport["height"])] * 2
+        assert images[0].tobytes() != images[1].tobytes()
     assert shots(tmp_path / "nothing", tmp_path / "none") == 2
     assert "run `make report`" in capsys.readouterr().err and not (tmp_path / "none").exists()

@@ -87,7 +87,7 @@ def test_every_accuracy_interval_an_answer_quotes_stays_in_0_1(built):
 
 
 def test_html_is_self_contained_answer_first_code_folded_and_index_lists_every_answer(built):
-    from ablate.report.build import short_of, slug
+    from ablate.report.build import short_of
 
     out, results, _ = built
     for b in results:
@@ -112,8 +112,8 @@ def test_html_is_self_contained_answer_first_code_folded_and_index_lists_every_a
 
     table = index[index.index("<h2>Answers at a glance</h2>"):index.index("</table>")]
     for a in (a for b in results for a in b.answers):
-        assert f'<a href="#{slug(a["title"])}">' in table and html.escape(short_of(a, "en")) in table
-        assert f'<section id="{slug(a["title"])}">' in index
+        assert f'<a href="#{a["key"]}">' in table and html.escape(short_of(a, "en")) in table
+        assert f'<section id="{a["key"]}">' in index
     assert index.index("Answers at a glance") < index.index('class="plain"')
     assert '<details class="more" open>' not in index
     listed = json.loads((out / "build" / "answers.json").read_text())
@@ -1123,9 +1123,9 @@ def test_findings_ask_every_question_then_answer_it_in_english_and_chinese(tmp_p
                                                                          + ("_zh" if lang == "zh" else "")])
         if lang == "zh":
             # each row: the question (a link to its section), its answer in a sentence, the verdict
-            assert "| [Q3 · 标题](#q3--标题) | " in summary and " | 部分符合，其余无定论 |" in summary
-            assert "| [CLAIM-FFN · 标题](#claim-ffn--标题) | " in summary and " | 无法检验 |" in summary
-            assert "**符合**" in "\n".join(q3) and "Primary 2020 认为 a 胜过 b" in "\n".join(q3)
+            assert "| [Q3 · 标题](#q3--标题) | " in summary and " | 部分成立，其余证据不足 |" in summary
+            assert "| [CLAIM-FFN · 标题](#claim-ffn--标题) | " in summary and " | 无法在此检验 |" in summary
+            assert "**成立**" in "\n".join(q3) and "Primary 2020 认为 a 胜过 b" in "\n".join(q3)
             for en, _ in TEXT.values():  # no fixed English sentence in the Chinese file (commands aside)
                 for piece in (p.strip(" *.") for p in re.split(r"\{[^}]*\}", en) if "`" not in p):
                     assert len(piece) < 12 or piece not in text, piece
@@ -1158,9 +1158,9 @@ def test_chinese_findings_show_each_checks_chinese_reason_and_evidence(tmp_path)
     support = {**_check("Support 2019", "disagrees", primary=False, reason=""), "evidence_zh": "辅助证据 1 对 2"}
     built = [Built("q3_heads", [_payload("q3", "agrees in part, the rest inconclusive", [chinese, older, support])])]
     zh = _pages(tmp_path, built, _meta(), "zh")["Q3 · 标题"]
-    assert "*Primary 2020* | 正确的实验 | **符合** | a 90 % 对 b 50 % |" in zh and "— Primary 2020 认为 a 胜过 b" in zh
-    assert "| the right experiment | **无定论** | a 90 % vs b 50 % |" in zh
-    assert "*Support 2019* | **不符合** | 辅助证据 1 对 2 |" in zh
+    assert "*Primary 2020* | 正确的实验 | **成立** | a 90 % 对 b 50 % |" in zh and "— Primary 2020 认为 a 胜过 b" in zh
+    assert "| the right experiment | **证据不足** | a 90 % vs b 50 % |" in zh
+    assert "*Support 2019* | **不成立** | 辅助证据 1 对 2 |" in zh
     en = _pages(tmp_path, built, _meta(), "en")["Q3 · title"]
     assert "| the right experiment | **agrees** | a 90 % vs b 50 % |" in en
     assert "正确的实验" not in en and "对" not in en
@@ -1200,7 +1200,7 @@ def test_findings_costs_come_from_meta_json_and_the_build_imports_no_cost_or_swe
     assert "**At budget quick, 1 of 1 primary tests is inconclusive.**" in q3 and "9.4 M optimiser steps" in q3
     zh = _findings(tmp_path, built, _meta(COST_FULL), "zh")
     assert TEXT["full"][1] in _sections(zh)
-    assert "**在 quick 预算下，1 个主要检验中有 1 个无定论。**" in _pages(tmp_path, built, _meta(COST_FULL), "zh")["Q3 · 标题"]
+    assert "**在 quick 预算下，1 个主要检验中有 1 个证据不足。**" in _pages(tmp_path, built, _meta(COST_FULL), "zh")["Q3 · 标题"]
     without = _findings(tmp_path, built, _meta(), "en")  # exported before meta.json carried cost_full: no section
     assert TEXT["full"][0] not in _sections(without) and "At budget" not in without
     code = ("import sys, ablate.report.build; "

@@ -210,7 +210,8 @@ def test_the_payload():
                   figures=["/x/q9_a.png", "/x/q9_b.png"])
     assert set(payload) == {"key", "title", "title_zh", "question", "question_zh", "status", "plain", "mechanism",
                             "outcome", "changes", "details", "verdict", "checks", "multiplicity", "intervals", "figure",
-                            "figures", "sweeps", "budget", "side", "short", "at_scale"}
+                            "figures", "sweeps", "budget", "side", "short", "at_scale", "brief"}
+    assert payload["brief"] == {"en": "", "zh": ""}  # no template: the findings show the short answer
     assert payload["at_scale"] == {"en": "", "zh": ""}  # no at_scale= given: the build's default scale note
     # no short= given: the answers table shows the plain answer's first sentence
     assert payload["short"] == {"en": plain[0], "zh": plain[1]}
@@ -218,7 +219,7 @@ def test_the_payload():
     assert payload["plain"] == {"en": plain[0], "zh": plain[1]} and payload["question_zh"] == "a 胜过 b 吗？"
     assert (payload["figure"], payload["figures"]) == ("q9_acc.png", ["q9_a.png", "q9_b.png"])
     check = payload["checks"][0]
-    assert set(check) == {"cite", "claim", "claim_zh", "wording", "kind", "verdict", "evidence", "evidence_zh",
+    assert set(check) == {"cite", "cite_zh", "claim", "claim_zh", "wording", "kind", "verdict", "evidence", "evidence_zh",
                           "primary", "reason", "reason_zh", "p", "p_holm", "margin", "tutorial"}
     assert (check["wording"], check["claim_zh"], check["reason"]) == ("we suspect", "a 胜过 b", REASON)
     json.dumps(payload, allow_nan=False)  # strict JSON: no NaN anywhere
@@ -360,7 +361,7 @@ def test_chinese_evidence_carries_the_same_numbers_and_the_rules_clauses():
         (x.less(grads, "copy, 8 tokens", primary=True, reason=REASON, **ZH), "×", "×"),
         (x.greater(effect(*STUCK), "copy, 8 tokens", level=0.297, primary=True, reason=REASON, **ZH),
          "neither variant learned the task (both at or below the reference level 29.7 % + 1 point)",
-         "两个变体都没有学会这个任务（都停留在参考水平 29.7 % + 1 个百分点及以下），无法检验"),
+         "两个变体都没有学会这个任务（都停留在参考水平 29.7 % + 1 个百分点及以下），无法在此检验"),
         (x.greater(effect(*FAR), "copy, 8 tokens", premise=False, why="the task needs no order", why_zh="任务不需要词序",
                    primary=True, reason=REASON, **ZH), "; the task needs no order", "；任务不需要词序"),
         (x.same(inside, "copy, 8 tokens", margin=0.02, primary=True, reason=REASON, **ZH),
@@ -397,8 +398,8 @@ def test_holms_note_on_a_check_has_its_chinese_twin():
                x.judge(False, "e 2", evidence_zh="证据 2", p=0.04, primary=True, reason=REASON, reason_zh="理由")])
     first, second = two["checks"]
     assert first["evidence"].endswith("; Holm-adjusted over 2 primary tests p = 0.06 ≥ 0.05: inconclusive (was agrees)")
-    assert first["evidence_zh"] == "证据 1；对 2 个主要检验做 Holm 校正后 p = 0.06 ≥ 0.05：无定论（原为符合）"
-    assert second["evidence_zh"].endswith("无定论（原为不符合）")
+    assert first["evidence_zh"] == "证据 1；对 2 个主要检验做 Holm 校正后 p = 0.06 ≥ 0.05：证据不足（原为成立）"
+    assert second["evidence_zh"].endswith("证据不足（原为不成立）")
     for c in (first, second):
         assert numbers(c["evidence_zh"]) == numbers(c["evidence"]) and c["reason_zh"] == "理由"
     missing = R.Question("q4", "Q4", "Residuals?", "残差？", anchors=[anchor()]).not_run_yet(

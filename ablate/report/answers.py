@@ -61,11 +61,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from . import prose
 from .data import Sweep, missing_zh, read_meta
 from .solve import SolveTest
 from .stats import ACCURACY, LEVEL_MARGIN, SOLVED, Effect, holm, take_intervals
@@ -82,16 +83,16 @@ ALPHA = 0.05  # the level of every test, and the family-wise level of a question
 KINDS = ("outcome", "mechanism")  # what training shows / what the probes show
 # The verdict words in the tutorial's language (FINDINGS.zh.md, the Holm note of a check).
 VERDICT_ZH = {
-    AGREES: "符合",
-    DISAGREES: "不符合",
-    INCONCLUSIVE: "无定论",
-    NOT_TESTABLE: "无法检验",
+    AGREES: "成立",
+    DISAGREES: "不成立",
+    INCONCLUSIVE: "证据不足",
+    NOT_TESTABLE: "无法在此检验",
     NOT_RUN: "尚未运行",
-    PARTLY_DISAGREES: "部分不符合",
-    AGREES_IN_PART: "部分符合，其余无定论",
-    DISAGREES_IN_PART: "部分不符合，其余无定论",
-    AGREES_IN_PART_UNTESTED: "部分符合，其余在这里无法检验",
-    DISAGREES_IN_PART_UNTESTED: "部分不符合，其余在这里无法检验",
+    PARTLY_DISAGREES: "部分不成立",
+    AGREES_IN_PART: "部分成立，其余证据不足",
+    DISAGREES_IN_PART: "部分不成立，其余证据不足",
+    AGREES_IN_PART_UNTESTED: "部分成立，其余无法在此检验",
+    DISAGREES_IN_PART_UNTESTED: "部分不成立，其余无法在此检验",
 }
 PAIRS = ("plain", "mechanism", "outcome", "changes")
 
@@ -128,7 +129,8 @@ class Check:
 
     def as_dict(self) -> dict[str, Any]:
         a = self.anchor
-        return {"cite": a.cite, "claim": a.claim, "claim_zh": a.claim_zh, "wording": a.wording, "kind": self.kind,
+        return {"cite": a.cite, "cite_zh": a.cite_zh, "claim": a.claim, "claim_zh": a.claim_zh, "wording": a.wording,
+                "kind": self.kind,
                 "tutorial": a.tutorial,
                 "verdict": self.verdict, "evidence": self.evidence, "evidence_zh": self.evidence_zh,
                 "primary": self.primary, "reason": self.reason, "reason_zh": self.reason_zh,
@@ -148,6 +150,8 @@ class Anchor:
     wording: str = ""
     tutorial: bool = False  # the tutorial's own claim: the question's headline verdict comes from these
     label: str = ""  # a short name where one cite has several claims ("Table 3 (A), too many heads")
+    cite_zh: str = ""  # the cite in Chinese where it is not a paper's ("教程的解释（梯度高速公路）")
+    label_zh: str = ""  # the label in Chinese ("Vaswani et al. 2017, Table 3 (A)，头太多")
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -204,14 +208,14 @@ class Anchor:
             at = f"{100 * SOLVED:g} %"
             return self._check(NOT_TESTABLE, _also(
                 evidence, f"both solve the task (≥ {at}): no room to differ",
-                f"两者都解决了这个任务（≥ {at}）：没有相差的余地，无法检验"), **said)
+                f"两者都解决了这个任务（≥ {at}）：没有相差的余地，无法在此检验"), **said)
         if level is None or not math.isfinite(level):
             return None
         if max(a.mean, b.mean) <= level + LEVEL_MARGIN:
             at, margin = f"{100 * level:.1f} %", f"{100 * LEVEL_MARGIN:g}"
             return self._check(NOT_TESTABLE, _also(
                 evidence, f"neither variant learned the task (both at or below the reference level {at} + {margin} point)",
-                f"两个变体都没有学会这个任务（都停留在参考水平 {at} + {margin} 个百分点及以下），无法检验"), **said)
+                f"两个变体都没有学会这个任务（都停留在参考水平 {at} + {margin} 个百分点及以下），无法在此检验"), **said)
         return None
 
     def _direction(self, effect: Effect, what: Words, want: int, when: dict[str, Any], why: Words, primary: bool,
@@ -374,7 +378,7 @@ def _holm_family(checks: list[Check], family: list[int]) -> int:
         if c.verdict in (AGREES, DISAGREES) and q >= ALPHA:
             moved += 1
             zh = (f"{c.evidence_zh}；对 {m} 个主要检验做 Holm 校正后 p = {q:.2g} ≥ {ALPHA:g}："
-                  f"无定论（原为{VERDICT_ZH[c.verdict]}）") if c.evidence_zh else ""
+                  f"证据不足（原为{VERDICT_ZH[c.verdict]}）") if c.evidence_zh else ""
             c = replace(c, verdict=INCONCLUSIVE, evidence=f"{c.evidence}; Holm-adjusted over {m} primary tests "
                         f"p = {q:.2g} ≥ {ALPHA:g}: inconclusive (was {c.verdict})", evidence_zh=zh)
         checks[i] = replace(c, p_holm=q)
@@ -391,7 +395,7 @@ def _family_note(m: int, moved: int) -> dict[str, str]:
     return {"en": f"Holm–Bonferroni across the {m} primary tests that carry a p-value (family-wise error "
                   f"{100 * ALPHA:g} %): {moved} verdict{'s' if moved != 1 else ''} moved to inconclusive by it.",
             "zh": f"对 {m} 个带 p 值的主要检验做 Holm–Bonferroni 校正（族错误率 {100 * ALPHA:g} %）："
-                  f"{moved} 个判定因此改为无定论。"}
+                  f"{moved} 个判定因此改为证据不足。"}
 
 
 def correct(checks: Sequence[Check]) -> tuple[list[Check], dict[str, str]]:
@@ -432,7 +436,8 @@ def side_verdicts(anchors: Sequence[Anchor], checks: Sequence[Check]) -> list[di
         verdict = overall([c.verdict for c in mine])
         why = "; ".join(c.evidence for c in mine if c.verdict == NOT_TESTABLE)
         why_zh = "；".join(c.evidence_zh or c.evidence for c in mine if c.verdict == NOT_TESTABLE)
-        out.append({"cite": a.label or a.cite, "claim": a.claim, "claim_zh": a.claim_zh, "verdict": verdict,
+        out.append({"cite": a.label or a.cite, "cite_zh": a.label_zh or a.cite_zh or a.label or a.cite,
+                    "claim": a.claim, "claim_zh": a.claim_zh, "verdict": verdict,
                     "why": why, "why_zh": why_zh})
     return out
 
@@ -506,13 +511,35 @@ class Question:
                outcome: tuple[str, str] | None = None, changes: tuple[str, str] | None = None, details: str = "",
                checks: Sequence[Check] = (), figure: str | Path | None = None,
                figures: Sequence[str | Path] = (), short: tuple[str, str] | None = None,
-               at_scale: tuple[str, str] | None = None) -> dict[str, Any]:
+               at_scale: tuple[str, str] | None = None, record: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Show the Answer (Markdown) and hand the builder the same content (JSON); returns it.
-        `plain`, `mechanism`, `outcome`, `changes`: (English, Chinese) pairs formatted from the same values.
+        `record`: the numbers and words the answer's prose prints (prose.record); the prose itself is the
+        question's templates, reports/prose/en/<key>.md and reports/prose/zh/<key>.md, one per language,
+        rendered from it (the record also gets `verdict`, the question's verdict word). Their `brief` block
+        is the question answered for a student at the top of the findings.
+        Older notebooks pass the prose as (English, Chinese) pairs of f-strings instead (a part given both
+        ways is refused; a notebook moves its parts to the templates one at a time):
+        `plain`, `mechanism`, `outcome`, `changes`: pairs formatted from the same values.
         `short`: the answer in one sentence with the number that decides it, for the findings' answers table
         (at most SHORT_LIMIT characters each; without it the table shows the plain answer's first sentence).
         `at_scale`: what of this answer is expected to move at a larger scale than it was measured at (more
         steps, width, length, parallel hardware), and why; the answers table marks the answer and says it."""
+        values, brief = None, None
+        if record is not None:
+            values = prose.record(**record)
+            values.setdefault("verdict", headline(self.anchors, correct(checks)[0]))
+            rendered = {lang: prose.render(self.key, values, lang) for lang in prose.LANGS}
+            written = {b: (rendered["en"][b], rendered["zh"].get(b, "")) for b in rendered["en"]}
+            given_pairs = {"plain": plain, "mechanism": mechanism, "outcome": outcome, "changes": changes,
+                           "short": short, "at_scale": at_scale}
+            twice = [b for b in written if given_pairs.get(b) is not None]
+            if twice:
+                raise TypeError(f"Q.answer: {', '.join(f'{b}=' for b in twice)} given here and as a block of "
+                                f"reports/prose/<lang>/{self.key}.md; keep one")
+            plain, mechanism, outcome, changes, short, at_scale = (
+                written.get(b, given_pairs[b]) for b in ("plain", "mechanism", "outcome", "changes", "short",
+                                                         "at_scale"))
+            brief = written.get("brief")
         given = {"plain": plain, "mechanism": mechanism, "outcome": outcome, "changes": changes}
         missing = [k for k, v in given.items() if v is None]
         if missing:
@@ -528,6 +555,9 @@ class Question:
         data = self.payload(status="answered", details=str(details).strip(), checks=checked, multiplicity=multiplicity,
                             figure=figure, figures=figures, **pairs)
         data["at_scale"] = _pair("at_scale", at_scale) if at_scale is not None else {"en": "", "zh": ""}
+        data["brief"] = _pair("brief", brief) if brief is not None else {"en": "", "zh": ""}
+        if values is not None:
+            data["record"] = values
         show(data)
         return data
 

@@ -84,14 +84,14 @@ FINDINGS = {"en": "FINDINGS.md", "zh": "FINDINGS.zh.md"}
 # stands for, and what it means here (FINDINGS.zh.md shows it under the answers table; a test checks each term
 # is the one the Chinese text uses).
 GLOSSARY: tuple[tuple[str, str, str], ...] = (
-    ("词元", "token", "模型读入的最小单位；教程把例句「猫坐在垫子上」切成 猫、坐、在、垫子、上 五个词元，"
-                    "这里的复制任务则按字输入，垫、子 各算一个词元，共六个"),
+    ("词元", "token", "模型读入的最小单位；教程把例句「猫坐在垫子上」切成「猫」「坐」「在」「垫子」「上」五个词元，"
+                    "这里的复制任务则按字输入，「垫」「子」各算一个词元，共六个"),
     ("词袋", "bag of tokens", "只记每个词元出现几次、不记顺序的表示；没有位置编码的双向 Transformer 看到的就是词袋"),
     ("词袋基线", "order-blind level", "看不到词序的模型（只知道序列的词袋和当前位置上的词元）所能期望达到的准确率，在每个任务的评估集上精确算出"),
     ("随机水平", "chance", "始终猜最常见的答案所能得到的准确率"),
-    ("位置编码", "positional encoding", "告诉模型每个词元在第几位的信号（教程比作“座位号”）：正弦、可学习、RoPE、ALiBi"),
+    ("位置编码", "positional encoding", "告诉模型每个词元在第几位的信号（教程比作「座位牌」）：正弦、可学习、RoPE、ALiBi"),
     ("缩放", "scaling by √d_k", "注意力分数 QKᵀ 除以 √d_k，使分数的标准差与 d_k 无关"),
-    ("多头注意力", "multi-head attention", "几个小注意力头并行，各自决定看哪里（教程比作几盏“聚光灯”）"),
+    ("多头注意力", "multi-head attention", "几个小注意力头并行，各自决定看哪里（教程比作几盏「聚光灯」）"),
     ("残差连接", "residual (skip) connection", "把子层的输入直接加到输出上：x + f(x)（教程比作「便利贴」和「梯度高速公路」）"),
     ("层归一化", "LayerNorm", "对每个词元的向量做归一化；Pre-LN 放在子层之前（残差分支内），Post-LN 放在残差相加之后"),
     ("前馈网络（FFN）", "feed-forward network", "每个词元各自经过的两层全连接网络（教程比作「折纸」和「键值记忆」）；"
@@ -99,10 +99,20 @@ GLOSSARY: tuple[tuple[str, str, str], ...] = (
     ("温度 τ", "temperature", "softmax 之前先把分数除以 τ：τ 越大，注意力分布越平均；越小越集中"),
     ("学习率预热", "warm-up", "训练开始的一段步数内，学习率从 0 线性升到设定值；预热比例指这段步数占总步数的比例"),
     ("复制任务", "copy task", "读入一串词元、一个分隔符和同样多的空位，在空位上依次输出读过的词元"),
+    ("直方图任务", "histogram task", "Q2 用的任务：序列中每个词元都要报出自己在整个序列里出现了几次；注意力要均匀地分给所有相同的词元"),
+    ("查找任务", "lookup task", "Q3 用的任务：从第三个位置起，报出它前面两个词元组成的有序对；要同时做两次查找"),
+    ("位置与计数任务", "poshist task", "Q3 的主任务：从第三个位置起，报出往前数第二个词元（位置关系），以及自己是否再次出现"
+                                   "（内容关系）；两种关系要同时用到"),
     ("回忆任务", "lag-recall task", "读入 n 个词元和一个查询符，在查询符处输出第一个词元；n 是间隔"),
     ("间隔", "lag", "要回忆的词元之后又读入的词元数"),
     ("键值事实", "key→value facts", "一张固定的随机表：每对键 (a, b) 对应一个值，无法从输入推出，只能记在权重里"),
     ("发散", "diverged", "训练中损失变成非有限值的运行；计算准确率时记为随机水平"),
+    ("MNIST 按行输入", "MNIST rows", "每张 28×28 的手写数字图按行读入：每行 28 个像素是一个词元，共 28 个词元；教程最后的模型就这样读图"),
+    ("独热", "one-hot", "一个分量为 1、其余为 0 的向量；softmax 的一行把 99% 以上的权重放在一个词元上时，这里就说它「几乎独热」"),
+    ("快速预算 / 完整预算", "quick / full budget", "这里的实验都在快速预算下跑：较少的训练步数，两核 CPU 上几分钟一个扫描；"
+                                                 "完整预算训练得更久，需要 GPU（见附录中的开销）"),
+    ("探针", "probe", "训练之外、不改动模型地读出模型内部的量（注意力分数、梯度、词元之间的余弦相似度等）"),
+    ("因果 / 双向", "causal / bidirectional", "因果模型的每个词元只能看见它前面的词元（加了因果掩码）；双向模型能看见整个序列"),
     ("主要检验", "primary test", "每条论断中唯一决定判定结果的检验，事先写定（各笔记本注明写定的时间和事后的改动）"),
 )
 
@@ -135,19 +145,29 @@ TEXT: dict[str, tuple[str, str]] = {
         "写于其运行之前；读到结果之后所做的改动都有标注）；"
         "其他比较只是辅助证据，不影响判定。所有 p 值都是双侧的，预先登记为单向（a 高于 b）的检验也不例外："
         "判定要求 95 % 区间完全落在预测的一侧，相当于 2.5 % 水平的单侧检验，比登记的 5 % 更严。"
-        "“两者相同”类的论断只有在差异落入与检验一同声明的等价界限之内（TOST）时"
-        "才算符合；两个变体都停留在任务的参考水平（随机水平或词袋基线），或都已解决任务（≥ 99 %）时，"
-        "该论断无法检验：什么都没学到、或没有差异空间的模型无法为任何一方提供证据。",
+        "「两者相同」类的论断只有在差异落入与检验一同声明的等价界限之内（TOST）时"
+        "才算成立；两个变体都停留在任务的参考水平（随机水平或词袋基线），或都已解决任务（≥ 99 %）时，"
+        "该论断无法在此检验：什么都没学到、或没有差异空间的模型无法为任何一方提供证据。",
     ),
     "other": ("中文版：[FINDINGS.zh.md](FINDINGS.zh.md)", "English: [FINDINGS.md](FINDINGS.md)"),
     "summary": ("Answers at a glance", "答案一览"),
+    "briefs": ("The four questions, answered", "四道思考题的答案"),
+    "brief_item": ("**[{title}](#{anchor})** {text} *The tutorial's claim: {verdict}.*",
+                   "**[{title}](#{anchor})** {text}*对教程论断的判定：{verdict}。*"),
+    "legend": ("Verdict words, on the tutorial's claim: **agrees**, the runs support it; **disagrees**, they "
+               "contradict it; **partly**, some of its tests do and the rest do not or cannot decide; "
+               "**inconclusive**, the runs cannot tell; **not testable**, this setting cannot test it (both "
+               "arms learned nothing, both solved the task, or the claim's premise does not hold here).",
+               "判定用语（针对教程的说法）：**成立**，实验支持它；**不成立**，实验与它相反；**部分成立 / 部分不成立**，"
+               "一部分检验如此，其余的相反或还分不出；**证据不足**，这批实验分不出；**无法在此检验**，这里的设置检验不了它"
+               "（两组都什么也没学到，或都已完全解决任务，或论断的前提在这里不成立）。"),
     "method_head": ("How the numbers were computed", "数字是怎样算出来的"),
     "glossary": ("", "术语表"),
     "glossary_head": ("", "术语 | 英文 | 含义"),
     "summary_head": ("question or claim | the answer | verdict on the tutorial's claim | measured at | "
                      "published side anchors (each its own verdict)",
                      "问题或论断 | 答案 | 对教程论断的判定 | 测量规模 | 其他已发表的论断（各自判定）"),
-    "scale_runs": ("{budgets} budget, {devices}", "{budgets} 预算，{devices}"),
+    "scale_runs": ("{budgets} budget, {devices}", "{budgets}预算，{devices}"),
     "scale_bench": ("benchmark, {devices}", "基准测试，{devices}"),
     "scale_mark": (" †", " †"),
     "scale_sep": (", ", "、"),
@@ -168,7 +188,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "supporting_head": ("claim | verdict | evidence", "论断 | 判定 | 证据"),
     "paper_says": ("the paper: {text}", "论文原文：{text}"),
     "multiplicity": ("**Multiplicity.** {text}", "**多重比较。** {text}"),
-    "changes": ("**What would change the answer.** {text}", "**什么会改变这个答案。** {text}"),
+    "changes": ("**What would change the answer.** {text}", "**答案在什么情况下会变。** {text}"),
     "details": ("**Details.** {text}", "**细节**（英文）。{text}"),
     "notebook": ("Notebook: [`{name}.py`]({path})", "笔记本：[`{name}.py`]({path})"),
     "page_link": ("The tutorial's claim: **{verdict}**. The tests, the evidence and every figure: [{path}]({path}).",
@@ -183,7 +203,7 @@ TEXT: dict[str, tuple[str, str]] = {
         "**在 {budgets} 预算下，{total} 个主要检验中有 {n} 个{what}。** 更长的训练是否会改变结论，"
         "要由完整预算来回答：{costs}。",
     ),
-    "settle_inconclusive": ("{are} inconclusive", "无定论"),
+    "settle_inconclusive": ("{are} inconclusive", "证据不足"),
     "settle_disagrees": ("{disagree} with {its} anchor", "与论断不符"),
     "settle_or": (" or ", "或"),
     "settle_cost": (
@@ -201,7 +221,7 @@ TEXT: dict[str, tuple[str, str]] = {
         "the sweep files; CPU hours multiply them by the seconds per step each variant measured (one worker "
         "thread); GPU hours assume {lo}–{hi} steps per second per run, which is not measured here.",
         "答案用到的、尚未以完整预算运行的每个扫描，在完整预算下（`ablate/budgets.py`：每个运行使用全部训练集，"
-        "训练多个轮次）的开销，取自导出表格时的估计（meta.json 中的 `cost_full`）。主要检验无定论或不符合时，"
+        "训练多个轮次）的开销，取自导出表格时的估计（meta.json 中的 `cost_full`）。主要检验证据不足或不成立时，"
         "这些表格所用的预算可能太小，不足以显示效应。优化步数来自扫描文件；CPU 小时等于步数乘以每个变体实测的"
         "每步秒数（单个工作线程）；GPU 小时假定每个运行每秒 {lo}–{hi} 步，这一速率并未在此实测。",
     ),
@@ -241,6 +261,7 @@ TEXT: dict[str, tuple[str, str]] = {
                    "每个答案都由对应的笔记本根据 {data} 中的表格计算得出。先是答案一览；每个问题下先给出直白的答案"
                    "和说明它的图，证据折叠在后面。"),
     "html_other": ("中文版", "English"),
+    "html_explorer_top": ("the trained models in your browser: the explorer", "在浏览器里动手试训练好的模型：交互演示页"),
     "html_more": ("mechanism, outcome, anchors", "机制、结果与已发表的论断"),
     "html_notebook": ("notebook: {name}", "笔记本：{name}"),
     "html_failed": ("{name}: the notebook failed", "{name}：笔记本运行失败"),
@@ -640,7 +661,19 @@ def provenance_rows(built: list[Built], meta: dict[str, Any], lang: str = "en") 
 def machines_line(meta: dict[str, Any], lang: str = "en") -> str:
     """The machines the tables ran on, said once under the provenance table (one per table would repeat it)."""
     machines = sorted({str(m.get("machine")) for m in meta["sweeps"].values() if m and m.get("machine")})
+    if lang == "zh":  # "cpu (x86_64), 1 thread(s) per run, torch 2.14.1" in Chinese words, the same facts
+        machines = [machine_zh(m) for m in machines]
     return say("provenance_machine", lang, machines=say("list_sep", lang).join(machines) or "—")
+
+
+def machine_zh(machine: str) -> str:
+    """A table's machine (export's "cpu (x86_64), 1 thread(s) per run, torch 2.14.1") in Chinese; a shape it
+    does not know is kept as it is."""
+    m = re.fullmatch(r"(\w+) \(([^)]*)\), (\d+) thread\(s\) per run, torch (\S+)", machine)
+    if not m:
+        return machine
+    device, arch, threads, torch = m.groups()
+    return f"{device.upper()}（{arch}），每个运行 {threads} 个线程，torch {torch}"
 
 
 def shown_path(path: Path, where: Path) -> str:
@@ -754,7 +787,7 @@ def anchor_statement(c: dict[str, Any], lang: str, aid: str = "") -> str:
     claim = _check_text(c, "claim", lang)
     if c.get("wording"):
         claim += say("aside", lang, text=say("paper_says", lang, text=c["wording"]))
-    return f"{f'**{aid}** ' if aid else ''}*{c['cite']}* — {claim}"
+    return f"{f'**{aid}** ' if aid else ''}*{_check_text(c, 'cite', lang)}* — {claim}"
 
 
 def anchor_ids(checks: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
@@ -772,13 +805,13 @@ def check_row(c: dict[str, Any], lang: str, reason: bool, ids: dict[tuple[str, s
     cite only: the page states each anchor once, above its tables (answer_body)."""
     evidence = "" if c["verdict"] == "not run yet" else _check_text(c, "evidence", lang)
     why = [_check_text(c, "reason", lang)] if reason else []
-    cell = f"**{ids[anchor_key(c)]}** *{c['cite']}*" if ids is not None else anchor_statement(c, lang)
+    cell = f"**{ids[anchor_key(c)]}** *{_check_text(c, 'cite', lang)}*" if ids is not None else anchor_statement(c, lang)
     return [cell, *why, f"**{verdict_word(c['verdict'], lang)}**", evidence]
 
 
 def side_text(a: dict[str, Any], lang: str) -> str:
     """The side anchors' own verdicts, one clause each ("Vaswani et al. 2017, Table 3 (B): not testable")."""
-    items = [say("side_item", lang, cite=s["cite"], verdict=verdict_word(s["verdict"], lang))
+    items = [say("side_item", lang, cite=_check_text(s, "cite", lang), verdict=verdict_word(s["verdict"], lang))
              for s in a.get("side") or []]
     return say("side_sep", lang).join(items)
 
@@ -883,6 +916,9 @@ def wrap_md(text: str, lang: str) -> str:
 _STARTS_BLOCK = re.compile(r"(\d+[.)]\s|[-+*>]\s|#|\||=+\s*$|-+\s*$)")
 
 
+BUDGET_ZH = {"quick": "快速", "full": "完整", "smoke": "冒烟测试"}
+
+
 def scale_of(a: dict[str, Any], meta: dict[str, Any], lang: str) -> str:
     """At what scale an answer was measured, from its tables' provenance: the budgets of its sweeps and the
     devices they ran on ("quick budget, CPU"), or a benchmark's; a † when the answer says what may move."""
@@ -891,6 +927,8 @@ def scale_of(a: dict[str, Any], meta: dict[str, Any], lang: str) -> str:
     devices = sep.join(sorted({str(m.get("machine") or "").split(" ")[0].rstrip(",").upper()
                                for m in tables if m.get("machine")})) or "—"
     runs = sorted({str(m["budget"]) for m in tables if m.get("budget") and not str(m["budget"]).startswith("n =")})
+    if lang == "zh":  # one name per budget in Chinese (issue 39): 快速预算, 完整预算
+        runs = [BUDGET_ZH.get(r, r) for r in runs]
     text = (say("scale_runs", lang, budgets=sep.join(runs), devices=devices) if runs
             else say("scale_bench", lang, devices=devices) if tables else "—")
     return text + (say("scale_mark", lang) if (a.get("at_scale") or {}).get(lang) else "")
@@ -905,8 +943,9 @@ def scale_note(answers: list[dict[str, Any]], lang: str) -> str:
 
 def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: Path, source: Path, where: Path,
                 lang: str = "en") -> str:
-    """FINDINGS.md (lang "en") or FINDINGS.zh.md ("zh"), the page a reader takes in at a glance: the answers
-    table, then per question the question, its plain answer, its key figure and a link to its own page
+    """FINDINGS.md (lang "en") or FINDINGS.zh.md ("zh"), the page a reader takes in at a glance: the four
+    questions answered for a student (each answer's `brief`, from its prose template), the answers table with
+    a legend of its verdict words, then per question the question, its plain answer, its key figure and a link to its own page
     (question_md: the tests, the evidence, every figure); then an appendix: how the numbers were computed,
     the glossary (Chinese), the full budget's cost and where the data came from. Every fixed sentence from
     TEXT, every number from the payloads."""
@@ -922,7 +961,17 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
         "",
         say("generated", lang, data=shown_path(data, where)),
         "",
+    ]
+    briefs = [a for _, a in answers if text_of(a, "brief", lang)]
+    if briefs:  # the first screen: the four questions answered for a student (issue 39)
+        lines += [f"## {say('briefs', lang)}", ""]
+        for a in briefs:
+            lines += [say("brief_item", lang, title=title_of(a, lang), anchor=slug(title_of(a, lang)),
+                          text=text_of(a, "brief", lang), verdict=verdict_word(a["verdict"], lang)), ""]
+    lines += [
         f"## {say('summary', lang)}",
+        "",
+        say("legend", lang),
         "",
         *_md_table(say("summary_head", lang), summary),
         "",
@@ -1003,6 +1052,8 @@ section { border-top: 1px solid #ddd; margin-top: 1.5rem; }
 .not-run-yet { background: #f3ecc9; } .not-testable { background: #e4e4f4; }
 .plain { font-size: 1.05rem; } details.zh > summary, details.more > summary { cursor: pointer; color: #555; }
 img { max-width: 100%; } code { background: #f4f4f4; padding: 0 0.2rem; }
+table, pre { display: block; max-width: 100%; overflow-x: auto; }  /* a wide table scrolls, the page does not */
+@media (max-width: 40rem) { body { margin: 1rem auto; } }
 """
 
 
@@ -1040,16 +1091,23 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(say('html_title', lang))}</title>",
         f"<style>{STYLE}</style></head><body>",
-        f'<p class="other"><a href="{INDEX[other]}">{e(say("html_other", lang))}</a></p>',
+        f'<p class="other"><a href="{INDEX[other]}">{e(say("html_other", lang))}</a> · '
+        f'<a href="../explorer.html?lang={lang}">{e(say("html_explorer_top", lang))}</a></p>',
         f"<h1>{e(say('html_h1', lang))}</h1>",
         f"<p>{e(say('html_intro', lang, data=shown_path(data, where)))}</p>",
     ]
     answers = [a for b in built for a in b.answers]
+    briefs = [a for a in answers if text_of(a, "brief", lang)]
+    if briefs:  # the four questions answered for a student, before anything else (issue 39)
+        parts += [f"<section><h2>{e(say('briefs', lang))}</h2>"]
+        parts += [_md(say("brief_item", lang, title=title_of(a, lang), anchor=a["key"],
+                          text=text_of(a, "brief", lang), verdict=verdict_word(a["verdict"], lang))) for a in briefs]
+        parts += ["</section>"]
     if answers:  # the answers at a glance: every question and claim, its answer in a sentence, its verdict
         head = say("summary_head", lang).split(" | ")[:4]
-        parts += [f"<section><h2>{e(say('summary', lang))}</h2><table>",
+        parts += [f"<section><h2>{e(say('summary', lang))}</h2>{_md(say('legend', lang))}<table>",
                   "<tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"]
-        parts += [f'<tr><td><a href="#{e(slug(a["title"]))}">{e(title_of(a, lang))}</a></td>'
+        parts += [f'<tr><td><a href="#{e(a["key"])}">{e(title_of(a, lang))}</a></td>'
                   f'<td>{e(short_of(a, lang))}</td><td>{e(verdict_word(a["verdict"], lang))}</td>'
                   f'<td>{e(scale_of(a, meta, lang))}</td></tr>' for a in answers]
         note = scale_note(answers, lang)
@@ -1059,7 +1117,7 @@ def index_html(built: list[Built], meta: dict[str, Any], data: Path, figures: Pa
             verdict = a["verdict"]
             css = verdict.replace(" ", "-").replace(",", "")
             parts += [
-                f'<section id="{e(slug(a["title"]))}">',
+                f'<section id="{e(a["key"])}">',  # the question's key: the explorer links here
                 f"<h2>{e(title_of(a, lang))} <span class=\"verdict {css}\">{e(verdict_word(verdict, lang))}</span></h2>",
                 _md(say("question", lang, text=question_of(a, lang))),  # the question first, not folded away
                 f'<div class="plain">{_md(text_of(a, "plain", lang))}</div>',

@@ -99,7 +99,7 @@ ZH: dict[str, str] = {
     "position-and-count task": "位置与计数任务",
     "lag-recall task": "回忆任务",
     "key→value facts task": "键值事实任务",
-    "MNIST rows": "MNIST 行序列",
+    "MNIST rows": "MNIST 按行输入",
     "MNIST rows in order": "按顺序的 MNIST 行",
     "rows in order": "行按原顺序",
     "trained on = rows in order": "训练：行按原顺序",

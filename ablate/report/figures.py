@@ -512,6 +512,11 @@ def heatmaps(maps: list[tuple[str, np.ndarray]], ncols: int | None = None, size:
     return fig
 
 
+def _upright(word: str) -> bool:
+    """A tick label read upright: one or two Chinese characters (a character on its side is not read)."""
+    return 0 < len(word) <= 2 and all("\u3400" <= ch <= "\u9fff" for ch in word)
+
+
 def heatmap_grid(grid: dict[str, list[np.ndarray]], columns: list[str], size: float = 2.4,
                  ticks: list[list[str]] | None = None, shared: bool = False):
     """Rows of T x T attention maps: one row per entry of `grid` (its key labels the row), one column
@@ -536,7 +541,9 @@ def heatmap_grid(grid: dict[str, list[np.ndarray]], columns: list[str], size: fl
             ax.grid(False)
             if ticks is not None and ticks[c] is not None:
                 words = ticks[c]
-                ax.set_xticks(range(len(words)), words, rotation=90, fontsize="x-small")
+                ax.set_xticks(range(len(words)), words, fontsize="x-small")
+                for label in ax.get_xticklabels():  # Chinese characters stand upright; Latin tokens turn
+                    label.set_rotation(0 if _upright(label.get_text()) else 90)
                 ax.set_yticks(range(len(words)), words, fontsize="x-small")
             else:
                 ax.set_xticks([])

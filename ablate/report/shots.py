@@ -4,7 +4,8 @@
     python -m ablate.report.shots [BUILD] [OUT]      (what `make report-shots` runs)
 
 BUILD (default reports/build) holds index.html and index.zh.html (`ablate report build`); OUT (default
-reports/screenshots) gets index.png and index.zh.png, 1400 x 2000 CSS pixels from the top. The Chinese page
+reports/screenshots) gets each page's top at a phone's width and a desktop's (VIEWPORTS: index.390.png,
+index.1280.png, index.zh.390.png, index.zh.1280.png). The Chinese page
 needs a CJK font (Debian: fonts-noto-cjk), else its characters are empty boxes. Prints each page's full
 height. Exit status 2 without Chromium or without the pages, 1 when a page tried to reach the network.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from ..browser import missing_chromium, offline_screenshot
 from .build import INDEX
 
-VIEWPORT = {"width": 1400, "height": 2000}
+VIEWPORTS = {"390": {"width": 390, "height": 844}, "1280": {"width": 1280, "height": 1600}}  # a phone, a desktop
 
 
 def shots(build: Path, out: Path) -> int:
@@ -29,13 +30,14 @@ def shots(build: Path, out: Path) -> int:
         print(f"ablate: {problem}", file=sys.stderr)
         return 2
     for lang, page in pages.items():
-        png = out / f"{Path(INDEX[lang]).stem}.png"
-        shot = offline_screenshot(page, png, VIEWPORT)
-        if shot.blocked:
-            print(f"ablate: {page} tried to reach {shot.blocked[0]} ({len(shot.blocked)} request(s), all blocked); "
-                  "the page must be self-contained", file=sys.stderr)
-            return 1
-        print(f"{png}: the top {VIEWPORT['height']} px of {page} ({shot.height:,} px tall)")
+        for width, viewport in VIEWPORTS.items():
+            png = out / f"{Path(INDEX[lang]).stem}.{width}.png"
+            shot = offline_screenshot(page, png, viewport)
+            if shot.blocked:
+                print(f"ablate: {page} tried to reach {shot.blocked[0]} ({len(shot.blocked)} request(s), all "
+                      "blocked); the page must be self-contained", file=sys.stderr)
+                return 1
+            print(f"{png}: the top {viewport['height']} px of {page} at {width} px wide ({shot.height:,} px tall)")
     return 0
 
 
