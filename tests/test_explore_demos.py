@@ -335,12 +335,21 @@ def test_residual_pair_side_by_side_equals_pytorch(page, built):
         found = _torch_trace(model, _x(built))
         hidden = [found["in"]] + [found["out", i] for i in range(3)]
         norms = [h[0].norm(dim=-1).mean().item() for h in hidden]
+        # the stream before each block's last LayerNorm (Post-LN: x + f(x)), which the bars draw
+        blocks = blocks_of(model)
+        stream = [found["in"]] + [found["norm", i, len(blocks[i].norms) - 1][0] for i in range(3)]
+        stream = [h[0].norm(dim=-1).mean().item() for h in stream]
         print(f"demo 6, {view[side]['name']}: norms {_diff(view[side]['norms'], norms):.1e}, "
+              f"stream {_diff(view[side]['stream'], stream):.1e}, "
               f"probabilities {_diff(view[side]['probabilities'], found['logits'].softmax(-1)):.1e}")
-        assert _diff(view[side]["norms"], norms) < TOL
+        assert _diff(view[side]["norms"], norms) < TOL and _diff(view[side]["stream"], stream) < TOL
         assert _diff(view[side]["probabilities"], found["logits"].softmax(-1)) < TOL
         shown = page.locator(f"#norms-{side} .bv").all_text_contents()
-        assert shown == [f"{v:.2f}" for v in view[side]["norms"]]
+        assert shown == [f"{v:.2f}" for v in view[side]["stream"]]
+        # after a Post-LN norm every layer reads about √d_model: what the old panel showed, and why it moved
+        d_model = model.head.in_features if hasattr(model, "head") else None
+        if d_model:
+            assert all(abs(v - math.sqrt(d_model)) < 0.15 * math.sqrt(d_model) for v in view[side]["norms"][1:])
     page.select_option("#res-b", str(NAMES.index("tutorial")))
     assert _view(page, "residual")["b"]["name"] == "tutorial"
 
@@ -452,7 +461,9 @@ def test_language_switch_changes_every_label(page):
     for word in ("多头注意力", "位置编码", "残差连接", "层归一化", "前馈网络", "温度 τ", "词元"):
         assert word in page.text_content("body"), word
     assert page.text_content("#pred").startswith("预测") and "实验结论" in page.text_content("#s1 a.findings")
-    assert page.get_attribute("#s1 a.findings", "href") == "findings/q1.zh.md"
+    # each demo links its answer's section of the report's HTML index, and the header links the index
+    assert page.get_attribute("#s1 a.findings", "href") == "build/index.zh.html#q1"
+    assert page.get_attribute("#back", "href") == "build/index.zh.html"
     page.click("#lang")
     assert page.evaluate(labelled) == english
 

@@ -33,6 +33,8 @@
  *   attention[layer][head] a (T', T') matrix (T' = T + 1 with a [CLS] token), post-softmax
  *   residualNorms[l]  the L2 norm of every token's hidden state: l = 0 after the embedding (and input
  *                     positions), l = i + 1 after block i
+ *   streamNorms[l]    the same before the block's last norm: x + f(x) ahead of a Post-LN LayerNorm, which
+ *                     rescales every token to about √d_model (Pre-LN and no norm: residualNorms itself)
  *   hiddenStates[l]   those hidden states themselves, (T', d) each (before a Pre-LN model's final norm)
  *   hidden            the tokens after the final norm, (T', d)
  *   layerLogits[l]    classify: the model's readout (final norm, pooling, head) of hiddenStates[l], the logit
@@ -296,7 +298,7 @@
     // the sub-layer's LayerNorm: what it read and what it wrote (Pre-LN: x -> LN(x); Post-LN: x + f(x) -> z)
     const norm = cfg.norm === "pre" ? { name: prefix + "pre_norm", input: x, output: inp }
       : cfg.norm === "post" ? { name: prefix + "post_norm", input: y, output: z } : null;
-    return { x: z, maps: out.maps, heads: out.heads, hidden: out.hidden, norm };
+    return { x: z, sum: y, maps: out.maps, heads: out.heads, hidden: out.hidden, norm };
   }
 
   /** The model's own readout (pooling, then the head; a Pre-LN model's final norm first) applied to every
@@ -362,7 +364,7 @@
       const table = w["encoder.pos_enc.weight"].data;
       x = x.map((row, t) => row.map((v, i) => v + table[t * cfg.d_model + i]));
     }
-    const attentionMaps = [], residualNorms = [norms(x)], hiddenStates = [x], layers = [];
+    const attentionMaps = [], residualNorms = [norms(x)], streamNorms = [norms(x)], hiddenStates = [x], layers = [];
     const rows = (m) => m.map((row) => Array.from(row));
     for (let l = 0; l < cfg.n_layers; l++) {
       const p = `encoder.blocks.${l}.`;
@@ -375,6 +377,7 @@
         x = f.x;
       }
       residualNorms.push(norms(x));
+      streamNorms.push(norms((f || a).sum));  // before a Post-LN norm rescales it
       hiddenStates.push(x);
       if (o.trace) {
         const norm = (n) => n && { name: n.name, input: rows(n.input), output: rows(n.output) };
@@ -400,6 +403,7 @@
       logits,
       attention: attentionMaps.map((layer) => layer.map((A) => A.map((row) => Array.from(row)))),
       residualNorms,
+      streamNorms,
       hiddenStates: hiddenStates.map((h) => h.map((row) => Array.from(row))),
       hidden: x.map((row) => Array.from(row)),
       layerLogits,

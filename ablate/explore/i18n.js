@@ -9,6 +9,7 @@
 const I18N = {
   en: {
     "lang.switch": "中文", "lang.label": "Language: switch to Chinese",
+    back: "all the answers",
     title: "ablate explore: the tutorial's nine demos, on trained models",
     intro: "Every number here is computed in this page from trained weights (MNIST read as 28 rows of 28 pixels: each row is one token). Draw a digit, pick a model, then try each demo.",
     toc: "Demos",
@@ -47,8 +48,8 @@ const I18N = {
     "pe.learnednote": "the learned table: {T} positions (rows) × {d} dimensions, colour ±{max}", "pe.showSin": "show the sinusoidal model",
     "axis.value": "value", "axis.position": "position", "pe.freq": "frequency i", "pe.dim": "dimension",
     "s6.h": "6 · Residual connections through a deep stack",
-    "s6.try": "Eight blocks with and without residual connections, on the same input. Without them the tokens' vectors grow alike layer by layer (cosine → 1) and the prediction suffers; with them each layer adds to the stream.",
-    "s6.this": "this model", norms: "residual-stream norm (mean over tokens)", cosine: "token cosine (mean over pairs of tokens)",
+    "s6.try": "Eight blocks with and without residual connections, on the same input. Without them the tokens' vectors already point one way after the first block (cosine → 1) and the prediction suffers; with them the cosine rises slowly, layer by layer. Both models are Post-LN: after each block LayerNorm rescales every token to a length of about √d_model, so the bars show the stream just before that norm: x + f(x) with the residual connection, f(x) alone without it.",
+    "s6.this": "this model", norms: "stream norm before the block's LayerNorm (mean over tokens)", cosine: "token cosine (mean over pairs of tokens)",
     embedding: "embedding", afterLayer: "after layer {l}",
     "s7.h": "7 · Layer normalisation: a vector onto the sphere",
     "s7.try": "One token's vector before LayerNorm (top; drag a bar, or focus it and use ←→ to pick a component and ↑↓ to change it) and after it. LayerNorm removes the mean and divides by the standard deviation: the result always has mean 0 and norm √d, then the learned γ and β scale and shift it.",
@@ -73,6 +74,7 @@ const I18N = {
   },
   zh: {
     "lang.switch": "English", "lang.label": "语言：切换到英文",
+    back: "全部答案",
     title: "ablate explore：教程的九个演示，在训练好的模型上运行",
     intro: "本页所有数字都由训练好的权重在浏览器中当场算出（MNIST 按 28 行、每行 28 个像素读入：每一行是一个词元）。画一个数字，选一个模型，然后逐个试试下面的演示。",
     toc: "演示",
@@ -111,8 +113,8 @@ const I18N = {
     "pe.learnednote": "可学习的位置编码表：{T} 个位置（行）× {d} 维，颜色 ±{max}", "pe.showSin": "显示正弦位置编码模型",
     "axis.value": "数值", "axis.position": "位置", "pe.freq": "频率 i", "pe.dim": "维度",
     "s6.h": "6 · 残差连接：穿过深层网络",
-    "s6.try": "同样的输入，分别送入有、无残差连接的 8 层模型。没有残差时，各词元的向量逐层趋同（余弦 → 1），预测变差；有残差时，每一层只是把自己的输出叠加到残差流上。",
-    "s6.this": "当前模型", norms: "残差流范数（词元平均）", cosine: "词元间余弦相似度（对所有词元对取平均）",
+    "s6.try": "同样的输入，分别送入有、无残差连接的 8 层模型。没有残差连接时，过了第一个块，各词元的向量就已指向同一个方向（余弦相似度 → 1），预测也随之变差；有残差连接时，余弦相似度是一层一层慢慢升上去的。两个模型都是 Post-LN：每个块之后，层归一化会把每个词元的长度重新缩放到约 √d_model，所以柱状图画的是归一化之前的流：有残差连接时是 x + f(x)，没有时只是 f(x)。",
+    "s6.this": "当前模型", norms: "块内层归一化之前的流范数（词元平均）", cosine: "词元间余弦相似度（对所有词元对取平均）",
     embedding: "嵌入", afterLayer: "第 {l} 层之后",
     "s7.h": "7 · 层归一化：把向量映射到球面上",
     "s7.try": "某个词元的向量在层归一化之前（最上方；可拖动柱条，或聚焦后用 ←→ 选分量、↑↓ 改数值）和之后的样子。层归一化减去均值、除以标准差：结果的均值总是 0、范数总是 √d，之后再由可学习的 γ 和 β 做缩放和平移。",

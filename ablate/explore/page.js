@@ -3,7 +3,8 @@
  * tutorial's nine demos, each drawn from one forward pass of forward.js over the trained weights.
  *
  * window.ablateExplorer holds what the page drew, so that tests read exactly that:
- *   last       {logits, probabilities, attention, residualNorms, hiddenStates, tokenCosine, layerLogits, input, options}
+ *   last       {logits, probabilities, attention, residualNorms, streamNorms, hiddenStates, tokenCosine, layerLogits,
+ *               input, options}
  *   trace      forward.js's per-layer trace of the current model (q, k, v, scores, LayerNorms, FFN activations)
  *   positions  {kind, table, position, vector}: what pos_enc adds (or rotates by), positions x columns
  *   views      {spotlight, qkv, entropy, residual, ln, ffn, lens}: the numbers behind each demo's drawing
@@ -33,8 +34,9 @@ function t(key, vars) {
   for (const [k, v] of Object.entries(vars || {})) s = s.split(`{${k}}`).join(String(v));
   return s;
 }
-// Each demo's answer: its question's own page in the findings (reports/findings/<key>.md, .zh.md), named by the
-// question's key in its study manifest (reports/*.yaml; tests/test_explore_demos.py checks each key is there).
+// Each demo's answer: its question's section of the report's HTML index (reports/build/index.html#<key>, and
+// index.zh.html), named by the question's key in its study manifest (reports/*.yaml; tests/test_explore_demos.py
+// checks each key is there).
 const ANSWERS = { q1: "q1", q2: "q2", q3: "q3", q4: "q4", preln: "claim-norm", ffn: "claim-ffn", tau: "claim-temperature" };
 function setLang(lang) {
   S.lang = lang === "zh" ? "zh" : "en";
@@ -42,7 +44,10 @@ function setLang(lang) {
   $$("[data-i18n]").forEach((el) => { el.textContent = t(el.dataset.i18n); });
   $$("[data-i18n-title]").forEach((el) => { el.title = t(el.dataset.i18nTitle); });
   $$("[data-i18n-aria]").forEach((el) => el.setAttribute("aria-label", t(el.dataset.i18nAria)));
-  $$("a.findings").forEach((a) => { a.href = `findings/${ANSWERS[a.dataset.find]}${S.lang === "zh" ? ".zh" : ""}.md`; });
+  $("back").href = `build/index${S.lang === "zh" ? ".zh" : ""}.html`;  // the findings' page, and back (issue 39)
+  $$("a.findings").forEach((a) => {
+    a.href = `build/index${S.lang === "zh" ? ".zh" : ""}.html#${ANSWERS[a.dataset.find]}`;
+  });
   fillSelects();
   render();
 }
@@ -507,18 +512,21 @@ function pairForward(i) {
   }
   return pairCache.get(key);
 }
+// The bars show the stream before a Post-LN norm (x + f(x); f(x) alone without the skip): after the norm every
+// token has length about √d_model whatever the block did (issue 40: the panel read 8.0 at every layer).
+const meanOf = (rows) => rows.map((n) => n.reduce((a, b) => a + b, 0) / n.length);
 function residualColumn(i, normsEl, cosEl, predEl) {
   const model = MODELS[i], out = pairForward(i), p = softmax(out.logits), best = p.indexOf(Math.max(...p));
-  const mean = out.residualNorms.map((n) => n.reduce((a, b) => a + b, 0) / n.length), cos = out.hiddenStates.map(AblateForward.meanTokenCosine);
+  const mean = meanOf(out.residualNorms), stream = meanOf(out.streamNorms), cos = out.hiddenStates.map(AblateForward.meanTokenCosine);
   const names = layerNames(mean.length);
-  bars($(normsEl), mean, names, (v) => v.toFixed(2), -1);
+  bars($(normsEl), stream, names, (v) => v.toFixed(2), -1);
   bars($(cosEl), cos, names, (v) => v.toFixed(3), -1);
   $(predEl).textContent = t("pred", { best, p: pct(p[best]) }) + (S.label === null ? "" : t("predLabel", { label: S.label }));
-  return { name: model.name, norms: mean, cosine: cos, probabilities: p };
+  return { name: model.name, norms: mean, stream, cosine: cos, probabilities: p };
 }
 function drawResidual() {
-  const last = hook.last, mean = last.residualNorms.map((n) => n.reduce((a, b) => a + b, 0) / n.length), names = layerNames(mean.length);
-  bars($("norms"), mean, names, (v) => v.toFixed(2), -1);
+  const last = hook.last, stream = meanOf(last.streamNorms), names = layerNames(stream.length);
+  bars($("norms"), stream, names, (v) => v.toFixed(2), -1);
   bars($("cosine"), last.tokenCosine, names, (v) => v.toFixed(3), -1);
   $("resname0").textContent = MODELS[S.model].name;
   hook.views.residual = { a: residualColumn(+$("res-a").value, "norms-a", "cosine-a", "respred-a"),
@@ -719,6 +727,7 @@ function render() {
     hook.lang !== S.lang;
   hook.trace = out.trace;
   hook.last = { logits: out.logits, probabilities, attention: out.attention, residualNorms: out.residualNorms,
+                streamNorms: out.streamNorms,
                 hiddenStates: out.hiddenStates, tokenCosine: out.hiddenStates.map(AblateForward.meanTokenCosine),
                 layerLogits: out.layerLogits, input: rows, options: opts };
   if (shapeChanged) { buildMaps(out); hook.lang = S.lang; }
