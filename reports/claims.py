@@ -523,73 +523,25 @@ else:
                        what_zh=f"训练后第 1 层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
                        reason_zh="训练能否抵消它"),
     ]
-    plain = (
-        f"Yes. At τ = {taus[0]:g} layer 0's attention entropy at initialisation is {entropy.b} of the uniform maximum "
-        f"(largest weight per row {rowmax_lo}), at τ = {taus[-1]:g} {entropy.a} (largest weight {rowmax_hi}): near-uniform "
-        f"averaging. " + ("Training sharpens attention at both ends" if sharper else "After training")
-        + f" (entropy {final.b} at τ = {taus[0]:g} and {final.a} at τ = {taus[-1]:g}); on MNIST rows the best test "
-        f"accuracy was at τ = {best_tau:g} ({accs[best_tau]}).",
-        f"是的。τ = {taus[0]:g} 时，初始化时第 1 层注意力的熵是均匀分布最大值的 {entropy.b:zh}（每行最大权重 {rowmax_lo:zh}），"
-        f"τ = {taus[-1]:g} 时为 {entropy.a:zh}（最大权重 {rowmax_hi:zh}）：接近均匀平均。"
-        + ("训练让两端的注意力都更集中" if sharper else "训练后")
-        + f"（τ = {taus[0]:g} 时熵为 {final.b:zh}，τ = {taus[-1]:g} 时为 {final.a:zh}）；在 MNIST 按行输入上，最好的测试准确率出现在 "
-        f"τ = {best_tau:g}（{accs[best_tau]}）。",
-    )
     # each fixed τ at the start and the end of training (issue 25): training moves the entropy a fixed τ set
     start_end = {t: tuple(R.estimate(tau, f"probe/{when}/entropy_l0", {"model.temperature": t}) for when in ("init", "final"))
                  for t in taus}
-    moved = "; ".join(f"τ = {t:g}: {a.mean:.2f} → {b.mean:.2f}" for t, (a, b) in start_end.items())
-    moved_zh = "；".join(f"τ = {t:g}：{a.mean:.2f} → {b.mean:.2f}" for t, (a, b) in start_end.items())
     ends = [start_end[t][1].mean for t in taus]
-    sharpens = all(b.mean < a.mean for a, b in start_end.values())
-    kept = all(x < y for x, y in zip(ends, ends[1:]))  # a larger τ still the softer after training
     spread = (start_end[taus[-1]][0].mean - start_end[taus[0]][0].mean, ends[-1] - ends[0])
-    undone = spread[1] < spread[0] / 2
-    plain = (
-        plain[0] + f" Layer-0 entropy / log T at the start → the end of training, each τ fixed: {moved}. "
-        + ("Training sharpens attention at every τ. " if sharpens else "")
-        + (f"It does not undo a fixed τ: the order by τ is kept and the gap between τ = {taus[0]:g} and τ = {taus[-1]:g} "
-           f"goes from {spread[0]:.2f} to {spread[1]:.2f}, so a τ set in training stays in the trained model (the weights do "
-           "not undo it); the tutorial keeps τ = 1 in training and changes τ only when sampling." if kept and not undone else
-           f"The gap between τ = {taus[0]:g} and τ = {taus[-1]:g} goes from {spread[0]:.2f} to {spread[1]:.2f}: "
-           + ("training largely undoes a fixed τ." if undone else "the weights partly compensate a fixed τ.")),
-        plain[1] + f"在各个固定的 τ 下，第 1 层注意力的熵 / log T 从训练开始到结束的变化：{moved_zh}。"
-        + ("训练让每个 τ 下的注意力都更集中。" if sharpens else "")
-        + (f"但训练并未抵消固定的 τ：熵按 τ 大小的排列顺序不变，τ = {taus[0]:g} 与 τ = {taus[-1]:g} 之间的差距从 {spread[0]:.2f} "
-           f"变为 {spread[1]:.2f}，因此训练时设定的 τ 会保留在训练好的模型里（权重不会把它抵消）；教程在训练时保持 τ = 1，只在采样时调整 τ。"
-           if kept and not undone else
-           f"τ = {taus[0]:g} 与 τ = {taus[-1]:g} 之间的差距从 {spread[0]:.2f} 变为 {spread[1]:.2f}："
-           + ("训练大体抵消了固定的 τ。" if undone else "权重部分补偿了固定 τ 的影响。")),
-    )
-    mechanism = (
-        f"Layer-0 entropy / log T at initialisation, τ = {taus[-1]:g} vs {taus[0]:g}: {entropy}; rows one-hot at "
-        f"initialisation {onehot_lo} at τ = {taus[0]:g}, {onehot_hi} at τ = {taus[-1]:g}; after training the entropy "
-        f"difference is {final}.",
-        f"初始化时第 1 层的熵 / log T，τ = {taus[-1]:g} 对 {taus[0]:g}：{entropy:zh}；初始化时独热行的比例 τ = {taus[0]:g} 为 "
-        f"{onehot_lo:zh}，τ = {taus[-1]:g} 为 {onehot_hi:zh}；训练后熵的差为 {final:zh}。",
-    )
-    outcome = (
-        "Test accuracy on MNIST rows by τ: " + "; ".join(f"{t:g}: {accs[t]}" for t in taus)
-        + (f"; the best against τ = 1: {acc_gap}" if acc_gap is not None else "") + ".",
-        "MNIST 按行输入上按 τ 的测试准确率：" + "；".join(f"{t:g}: {accs[t]:zh}" for t in taus)
-        + (f"；最好的对 τ = 1：{acc_gap:zh}" if acc_gap is not None else "") + "。",
-    )
-    changes = (
-        "The mechanism is the softmax's own arithmetic and no budget changes it; which τ trains best is a "
-        "task-dependent outcome, not part of the claim.",
-        "这一机制是 softmax 自身的算术性质，任何预算都不会改变它；哪个 τ 训练得最好取决于任务，不属于这一论断。",
-    )
     details = " ".join(d for d in (R.lr_phrase(TAU.df) + ".", TAU.still_learning(tau), R.caveat(tau)) if d)
-    lo_t, hi_t = start_end[taus[0]], start_end[taus[-1]]
-    moves = "sharpens" if sharpens else "moves"
-    short = (f"Yes: layer-0 attention entropy at initialisation is {lo_t[0].mean:.2f} of uniform at τ = {taus[0]:g} and "
-             f"{hi_t[0].mean:.2f} at τ = {taus[-1]:g}; training {moves} both ({lo_t[1].mean:.2f} and {hi_t[1].mean:.2f}) "
-             + ("but keeps their order." if kept else "and changes their order."),
-             f"是的：初始化时第 1 层注意力的熵在 τ = {taus[0]:g} 时是均匀分布最大值的 {lo_t[0].mean:.2f}，在 τ = {taus[-1]:g} 时为 "
-             f"{hi_t[0].mean:.2f}；训练{'让两者都更集中' if sharpens else '改变了两者'}（{lo_t[1].mean:.2f} 和 {hi_t[1].mean:.2f}），"
-             + ("但两者的大小顺序不变。" if kept else "而且两者的大小顺序变了。"))
-    Q_TAU.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
-                 checks=checks, figure=fig_tau, short=short)
+    Q_TAU.answer(
+        record=dict(
+            tau_lo=taus[0], tau_hi=taus[-1], trained_tau=1.0, entropy_init=entropy, entropy_final=final,
+            entropy_lo=entropy.b, entropy_hi=entropy.a, final_lo=final.b, final_hi=final.a,
+            rowmax_lo=rowmax_lo, rowmax_hi=rowmax_hi, onehot_lo=onehot_lo, onehot_hi=onehot_hi,
+            sharper=sharper, best_tau=best_tau, best_acc=accs[best_tau], acc_gap=acc_gap,
+            by_tau=[{"tau": t, "acc": accs[t]} for t in taus],
+            start_end=[{"tau": t, "start": a, "end": b} for t, (a, b) in start_end.items()],
+            sharpens=all(b.mean < a.mean for a, b in start_end.values()),
+            kept=all(x < y for x, y in zip(ends, ends[1:])),  # a larger τ still the softer after training
+            undone=spread[1] < spread[0] / 2, spread_start=spread[0], spread_end=spread[1]),
+        details=details, checks=checks, figure=fig_tau)
+
 
 # %% [markdown]
 # ## 2b · τ at inference: "推理采样时调它"
@@ -683,40 +635,13 @@ else:
     verdicts = [c.verdict for c in correct(checks)[0] if c.primary]
     acc = {f: R.estimate(tau_inf, "tau/acc", {"factor": f}) for f in TAU_FACTORS}
     drops = {f: R.compare(tau_inf, "tau/acc", {"factor": f}, one) for f in TAU_FACTORS if f != 1.0}
-    numbers_en = "; ".join(f"× {f:g}: {acc[f]}" for f in TAU_FACTORS)
-    numbers_zh = "；".join(f"× {f:g}：{acc[f]:zh}" for f in TAU_FACTORS)
-    loss_en = (f"Turning the output's τ instead moves the loss (× 0.3: {out_loss[0.3]}, × 3: {out_loss[3.0]} against "
-               "× 1) and never the prediction: an argmax does not see a positive factor.")
-    loss_zh = (f"改为调节输出的 τ，只会改变损失（× 0.3：{out_loss[0.3]:zh}，× 3：{out_loss[3.0]:zh}，相对 × 1），"
-               "不会改变预测：正的缩放因子不改变取最大值的结果。")
-    if all(v == R.AGREES for v in verdicts):
-        plain = (f"Yes, here: a model trained at τ = 1 keeps its accuracy within {100 * TAU_MARGIN:g} point when its "
-                 f"attention's τ is turned to × 0.3 ({drops[0.3]}) or × 3 ({drops[3.0]}) at inference. " + loss_en,
-                 f"在这里可以：以 τ = 1 训练的模型，推理时把注意力的 τ 调到 × 0.3（{drops[0.3]:zh}）或 × 3（{drops[3.0]:zh}），"
-                 f"准确率的变化都在 {100 * TAU_MARGIN:g} 个百分点以内。" + loss_zh)
-    elif R.DISAGREES in verdicts:
-        plain = (f"Not the attention's τ: a model trained at τ = 1 loses accuracy when its attention's τ is turned at "
-                 f"inference (× 0.3: {drops[0.3]}, × 3: {drops[3.0]}); that τ is part of what the weights were trained "
-                 "for. The τ one samples with is the output softmax's. " + loss_en,
-                 f"注意力的 τ 不行：以 τ = 1 训练的模型，推理时调节注意力的 τ 会损失准确率（× 0.3：{drops[0.3]:zh}，× 3："
-                 f"{drops[3.0]:zh}）；这个 τ 是权重训练时所适应的一部分。采样时调的 τ 是输出 softmax 的。" + loss_zh)
-    else:
-        plain = (f"These runs do not decide it: the attention's τ turned at inference moves accuracy by {drops[0.3]} "
-                 f"(× 0.3) and {drops[3.0]} (× 3), not shown within {100 * TAU_MARGIN:g} point. " + loss_en,
-                 f"这些运行无法定论：推理时调节注意力的 τ，准确率变化为 {drops[0.3]:zh}（× 0.3）和 {drops[3.0]:zh}（× 3），"
-                 f"未能证明在 {100 * TAU_MARGIN:g} 个百分点以内。" + loss_zh)
     Q_TAU_INF.answer(
-        plain=plain,
-        mechanism=(f"The attention's τ divides every layer's scores: at × 0.1 each softmax is nearly a hard maximum, at "
-                   f"× 10 nearly a uniform average, so each layer passes on something other than what the next layer "
-                   f"was trained on. Validation accuracy by factor: {numbers_en}.",
-                   f"注意力的 τ 除以每一层的分数：× 0.1 时每个 softmax 接近硬性取最大值，× 10 时接近均匀平均，于是每一层"
-                   f"传给下一层的，都不是下一层训练时见过的东西。按因子的验证准确率：{numbers_zh}。"),
-        outcome=("Validation accuracy (2,048 examples) of the τ = 1 models by the factor on the attention's τ: "
-                 + numbers_en + ".", "τ = 1 模型按注意力 τ 因子的验证准确率（2,048 个样本）：" + numbers_zh + "。"),
-        changes=("A model trained with τ varied, or a task whose attention is nearly one-hot already, could tolerate "
-                 "more; the margin of 1 point decides the verdict.",
-                 "训练时就改变 τ 的模型，或注意力本来就接近独热的任务，可能更能容忍；1 个百分点的容差决定结论。"),
+        record=dict(all_agree=all(v == R.AGREES for v in verdicts), any_disagree=R.DISAGREES in verdicts,
+                    margin=TAU_MARGIN, low=0.3, high=3.0, base=1.0, trained_tau=1.0, drop_low=drops[0.3],
+                    drop_high=drops[3.0],
+                    loss_low=out_loss[0.3], loss_high=out_loss[3.0],
+                    by_factor=[{"factor": f, "acc": acc[f]} for f in TAU_FACTORS],
+                    examples=2048),  # the probe's validation examples (ablate.probing.EXPENSIVE_EXAMPLES)
         details=" ".join(d for d in (R.lr_phrase(TAU_INF.df) + ".", R.caveat(TAU_INF.df)) if d),
         checks=checks, figure=fig_tau_inf,
     )

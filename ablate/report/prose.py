@@ -16,10 +16,11 @@ touches no Python. A template holds one block per part of the answer:
     {% block at_scale %}…{% endblock %}   optional: what may move at a larger scale
 
 `{{ x }}` prints an interval in the template's language; the filters below print plain numbers (`pct`,
-`pts`, `num`, `count`, `fixed`, `times`), each the same digits in both languages. A number typed into a
+`pts`, `num`, `count`, `fixed`, `times`, `g`), each the same digits in both languages. A number typed into a
 template is a number the record does not hold: tests/test_prose.py renders every template with its marks
 on (`render(..., mark=True)`) and fails on any digit outside them. Line breaks inside a block join without
-a space between Chinese characters and with one between Latin words, so a writer may wrap lines freely.
+a space between Chinese characters and with one between Latin words, so a writer may wrap lines freely. A
+block's own phrasings (a jinja2 macro) are defined inside the block that uses them.
 """
 
 from __future__ import annotations
@@ -159,7 +160,10 @@ def _filters(lang: str) -> dict[str, Any]:
     def times(x: float, digits: int = 2) -> str:
         return f"×{number(float(x), digits)}"
 
-    return {"pct": pct, "pts": pts, "num": num, "count": count, "fixed": fixed, "times": times}
+    def g(x: float) -> str:  # a value as it was set (a factor, a learning rate): 0.3, 3, 1e-05
+        return f"{float(x):g}".replace("-", "−")
+
+    return {"pct": pct, "pts": pts, "num": num, "count": count, "fixed": fixed, "times": times, "g": g}
 
 
 def environment(lang: str, folder: Path | None = None, *, mark: bool = False) -> jinja2.Environment:
