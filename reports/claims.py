@@ -744,43 +744,12 @@ else:
                          primary=False, reason="the n × n weights kept for backward",
                          evidence_zh=f"显式实现，内存的斜率 {ex_mem:.2f}", reason_zh="为反向传播保存的 n × n 权重"),
     ]
-    keeps = mem_at("fused") < mem_at("explicit") / 2
-    plain = (
-        (f"Yes: one layer's forward+backward operations, counted, grow as n^{ex_flops:.2f} (n = {fit_from} … {n_hi}), and "
-         f"its time on the explicit path as n^{ex_time:.2f}{band}. " if counted else
-         f"Time, yes: one layer's forward+backward time grows as n^{ex_time:.2f} on the explicit path (n = {fit_from} … "
-         f"{n_hi}). ")
-        + f"Memory only where the n × n weights are kept: n^{ex_mem:.2f} on the explicit path ({mem_at('explicit'):.1f} "
-        f"MB at n = {n_hi}), n^{fu_mem:.2f} on the fused kernel ({mem_at('fused'):.1f} MB), which does the same n² "
-        "arithmetic " + ("without keeping them." if keeps else "and keeps about as much."),
-        (f"是的：一层前向加反向的运算量按 n^{ex_flops:.2f} 增长（n = {fit_from} … {n_hi}，逐次统计），显式实现的时间按 "
-         f"n^{ex_time:.2f}{band} 增长。" if counted else
-         f"就时间而言，是的：在显式实现中，一层的前向加反向时间按 n^{ex_time:.2f} 增长（n = {fit_from} … {n_hi}）。")
-        + f"内存只有在保存 "
-        f"n × n 权重时才是平方增长：显式实现为 n^{ex_mem:.2f}（n = {n_hi} 时 {mem_at('explicit'):.1f} MB），融合内核为 "
-        f"n^{fu_mem:.2f}（{mem_at('fused'):.1f} MB），它做同样的 n² 运算"
-        + ("但不保存这些权重。" if keeps else "，保存的内存也差不多。"),
-    )
-    mechanism = (
-        f"Slopes of log cost against log n for n ≥ {fit_from}: explicit time {ex_time:.2f}, memory ({kind}) {ex_mem:.2f}; "
-        f"fused time {fu_time:.2f}, memory {fu_mem:.2f}.",
-        f"n ≥ {fit_from} 时 log 代价对 log n 的斜率：显式实现时间 {ex_time:.2f}，内存（{kind}）{ex_mem:.2f}；融合内核时间 "
-        f"{fu_time:.2f}，内存 {fu_mem:.2f}。",
-    )
-    outcome = (
-        f"On {first['device']} ({int(first['threads'])} threads), d_model {int(first['d_model'])}, "
-        f"{int(first['n_heads'])} heads, n = {n_lo} … {n_hi}.",
-        f"在 {first['device']}（{int(first['threads'])} 个线程）上，d_model {int(first['d_model'])}，{int(first['n_heads'])} "
-        f"个头，n = {n_lo} … {n_hi}。",
-    )
-    changes = (
-        "The operation count does not depend on the machine: only another attention (a linear one, a sparse one) "
-        f"would change it. Timings on a shared CPU are noisy and caches bend them at large n: a time interval outside "
-        f"{TIME_SLOPE[0]:g}–{TIME_SLOPE[1]:g} on a rerun, or on a GPU where small n is dominated by launch overhead, "
-        "would change the supporting time test.",
-        "运算量与机器无关：只有换一种注意力（线性注意力、稀疏注意力）才会改变它。共享 CPU 上的计时有噪声，大 n 时还受缓存影响："
-        f"如果重新运行（或在小 n 时主要是启动开销的 GPU 上）得到的时间斜率区间落在 {TIME_SLOPE[0]:g}–{TIME_SLOPE[1]:g} 之外，"
-        "改变的是辅助的计时检验。",
-    )
-    Q_COST.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details="", checks=checks,
-                  figure=fig_cost)
+    Q_COST.answer(
+        record=dict(counted=counted, flops_slope=ex_flops if counted else None, time_slope=ex_time,
+                    time_lo=ex_lo if interval else None, time_hi=ex_hi if interval else None,
+                    fit_from=fit_from, n_lo=n_lo, n_hi=n_hi, memory_slope=ex_mem, fused_time_slope=fu_time,
+                    fused_memory_slope=fu_mem, memory_explicit=mem_at("explicit"), memory_fused=mem_at("fused"),
+                    keeps=mem_at("fused") < mem_at("explicit") / 2, memory_kind=kind, band=list(TIME_SLOPE),
+                    device=str(first["device"]), threads=int(first["threads"]), d_model=int(first["d_model"]),
+                    n_heads=int(first["n_heads"])),
+        details="", checks=checks, figure=fig_cost)
