@@ -10,6 +10,7 @@ Without Chromium (or Playwright) these tests skip, saying how to get it; with AB
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -245,6 +246,51 @@ def test_qkv_and_scores_equal_pytorch_under_the_controls(page, built):
     # the query slider moves the view to another token
     _query(page, 6)
     assert _view(page, "qkv")["query"] == 6
+
+
+def _slide(page, sel: str, value: float):
+    page.evaluate(f"(v) => {{ const el = document.querySelector('{sel}'); el.value = v; "
+                  "el.dispatchEvent(new Event('input', {bubbles: true})); }", value)
+
+
+def test_demo2_scales_a_heads_wq_wk_wv_as_scaling_pytorchs_weights(page, built):
+    """Issue 40: the tutorial's demo 2, 「调整 Wq/Wk/Wv 看三张卡如何变化」. Each slider multiplies the chosen head's
+    projection (weights and bias) in the trained model: the page's cards, scores and prediction equal PyTorch's
+    with those rows of W_Q, W_K, W_V multiplied; W_K at 0 makes the row uniform; the reset restores the model."""
+    cfg, model = built["runs"]["tutorial"]
+    page.select_option("#image", "1")
+    _query(page, 5)
+    page.select_option("#s2 .ctl-layer", "1")
+    page.select_option("#s2 .ctl-head", "2")
+    base = _view(page, "qkv")
+    x = _x(built)
+    for factors in ({"q": 2.0, "k": 1.0, "v": 1.0}, {"q": 1.0, "k": 0.0, "v": 0.5}):
+        for w, f in factors.items():
+            _slide(page, f"#w{w}", f)
+        view, last = _view(page, "qkv"), page.evaluate("window.ablateExplorer.last")
+        assert view["project"] == factors
+        twin = copy.deepcopy(model).eval()
+        attn = blocks_of(twin)[1].attention
+        hs = attn.d_head
+        with torch.no_grad():
+            for w, f in factors.items():
+                for param, rows in attn.projections()[f"w{w}"]:
+                    part = param[rows]
+                    part[2 * hs:3 * hs] *= f  # head 2's rows of this projection
+                    param[rows] = part
+            logits = twin.eval()(x[None])[0]
+        assert _diff(last["logits"], logits) < TOL
+        assert _diff(view["q"], [factors["q"] * a for a in base["q"]]) < TOL
+        if factors["k"] == 0:
+            allowed = [s for s in view["softmax"] if s > 0]
+            assert len(allowed) == len(view["softmax"]) and max(allowed) - min(allowed) < 1e-12  # uniform
+        else:
+            assert _diff(view["raw"], [2 * r for r in base["raw"]]) < TOL
+        shown = page.text_content("#wqval")
+        assert shown == f"× {factors['q']:.1f}"
+    page.click("#wreset")
+    assert _view(page, "qkv")["project"] == {"q": 1, "k": 1, "v": 1}
+    assert _diff(_view(page, "qkv")["raw"], base["raw"]) < 1e-12
 
 
 # ---- demo 3: tau and entropy ----

@@ -13,7 +13,9 @@
  *   final norm        LayerNorm after the last block with norm=pre; then pooling and the head
  *
  * and, at inference on the same weights, the explorer's overrides: tau, sqrt(d_k) on/off, heads masked
- * (a masked head's output is zeroed before W_O, as ablate.probes.heads does), positional encoding off
+ * (a masked head's output is zeroed before W_O, as ablate.probes.heads does), one head's W_Q, W_K, W_V
+ * scaled (options.project = {layer, head, q, k, v}: each factor multiplies that projection's weights and bias),
+ * positional encoding off
  * (the model run as pos_enc=none) and the input rows (tokens) permuted.
  *
  * Why no library: the page must open offline from a single file, with no server and no CDN. A tensor
@@ -247,8 +249,12 @@
     const maps = [], heads = [];
     for (let h = 0; h < H; h++) {
       const part = (which) => qkv.map((row) => row.slice(which * inner + h * hs, which * inner + (h + 1) * hs));
-      let q = part(0), k = part(1);
-      const v = part(2);
+      let q = part(0), k = part(1), v = part(2);
+      const p = opts.project && opts.project.layer === layer && opts.project.head === h ? opts.project : null;
+      if (p) { // demo 2: this head's W_Q, W_K, W_V (and biases) scaled: q, k, v scale with them
+        const times = (m, f) => m.map((row) => row.map((a) => a * f));
+        q = times(q, p.q); k = times(k, p.k); v = times(v, p.v);
+      }
       if (cfg.pos_enc === "rope") { q = rope(q); k = rope(k); }
       const A = [], raw = [], scaled = [];
       for (let i = 0; i < T; i++) {
@@ -345,7 +351,7 @@
     if (opts.qkScale !== undefined) cfg.qk_scale = !!opts.qkScale;
     if (opts.posEnc === false) cfg.pos_enc = "none";
     const masked = new Set((opts.headMask || []).map(([l, h]) => `${l},${h}`));
-    return { cfg, masked, permute: opts.permute || null, trace: !!opts.trace };
+    return { cfg, masked, permute: opts.permute || null, trace: !!opts.trace, project: opts.project || null };
   }
 
   function forward(model, input, opts) {

@@ -22,7 +22,8 @@ const DATA = JSON.parse(document.getElementById("images").textContent); // {mean
 const ROWS = 28, $ = (id) => document.getElementById(id), $$ = (sel) => [...document.querySelectorAll(sel)];
 const S = { model: 0, pixels: new Float64Array(ROWS * ROWS), drawn: new Float64Array(ROWS * ROWS), label: null, pen: [14, 14],
             tau: 1, qkScale: true, pe: true, masked: new Set(), perm: null, shuffles: 0, pos: 0, query: 14,
-            layer: 0, head: 0, lang: "en", lnWhich: "0,attn", lnEdit: null, lnComp: 0, image: 0 };
+            layer: 0, head: 0, lang: "en", lnWhich: "0,attn", lnEdit: null, lnComp: 0, image: 0,
+            proj: { q: 1, k: 1, v: 1 } }; // demo 2: the factors on the chosen head's W_Q, W_K, W_V
 // demo 1's Q1 part: the copy model, the word order (0: 猫坐在垫子上, 1: 垫子在猫坐上), layer, head (-1: mean), query
 const Q = { model: 0, order: 0, layer: 0, head: -1, query: 0 };
 const hook = (window.ablateExplorer = { state: S, q1: Q, last: null, trace: null, positions: null, views: {},
@@ -178,6 +179,8 @@ function options() {
   const o = { temperature: S.tau, qkScale: S.qkScale, headMask: [...S.masked].map((k) => k.split(",").map(Number)) };
   if (!S.pe && MODELS[S.model].model.pos_enc !== "none") o.posEnc = false;
   if (S.perm) o.permute = S.perm.slice();
+  const { q, k, v } = S.proj;
+  if (q !== 1 || k !== 1 || v !== 1) o.project = { layer: S.layer, head: Math.max(0, S.head), q, k, v };
   return o;
 }
 function shuffle() { // a fixed sequence of permutations (mulberry32), so that a run of the page is repeatable
@@ -374,8 +377,18 @@ function drawQKV() {
   barChart($("rawv"), H.raw[q], { highlight: q, xlabel: "j" }); barChart($("scaledv"), H.scaled[q], { highlight: q, xlabel: "j" });
   barChart($("softv"), soft, { highlight: soft.indexOf(Math.max(...soft)), range: [0, Math.max(...soft)], xlabel: "j" });
   $("scaledcap").textContent = t("s2.scaled", { scale: H.scale.toPrecision(3) });
-  hook.views.qkv = { layer: l, head: h, query: q, q: H.q[q], k: H.k[q], v: H.v[q], raw: H.raw[q], scaled: H.scaled[q], softmax: soft, scale: H.scale };
+  hook.views.qkv = { layer: l, head: h, query: q, q: H.q[q], k: H.k[q], v: H.v[q], raw: H.raw[q], scaled: H.scaled[q],
+                     softmax: soft, scale: H.scale, project: { ...S.proj } };
+  for (const w of ["q", "k", "v"]) $(`w${w}val`).textContent = `× ${S.proj[w].toFixed(1)}`;
 }
+for (const w of ["q", "k", "v"]) {
+  $(`w${w}`).addEventListener("input", (ev) => { S.proj[w] = +ev.target.value; draw(); });
+}
+$("wreset").addEventListener("click", () => {
+  S.proj = { q: 1, k: 1, v: 1 };
+  for (const w of ["q", "k", "v"]) $(`w${w}`).value = 1;
+  draw();
+});
 
 // ---- demo 3: tau, entropy ----
 const entropy = (p) => -p.reduce((s, v) => s + (v > 0 ? v * Math.log2(v) : 0), 0);
