@@ -463,6 +463,30 @@ def test_ffn_activations_equal_pytorch_at_three_widths(page, built):
     assert max(worst.values()) < TOL, worst
 
 
+def test_demo8_folds_a_plane_as_pytorchs_ffn_does(page, built):
+    """Issue 40: the tutorial's demo 8, the FFN folding space. A square of the layer's input plane goes through
+    the trained FFN: the page's points equal PyTorch's FFN with and without its activation; without it the
+    grid stays straight (one affine map), with it the grid bends at the units whose zero line crosses the
+    square."""
+    _, model = built["runs"]["tutorial"]
+    _pick(page, "tutorial", "#s8")
+    page.select_option("#image", "1")
+    view = _view(page, "fold")
+    ffn = blocks_of(model)[view["layer"]].feed_forward
+    point = torch.tensor(view["probe"]["point"], dtype=torch.float32)
+    with torch.no_grad():
+        folded, _ = ffn.eval()(point[None, None])
+        linear = ffn.fc2(ffn.fc1(point))
+    print(f"demo 8, fold: {view['creases']} of {view['units']} units crease the square; page - PyTorch: "
+          f"folded {_diff(view['probe']['folded'], folded[0, 0]):.1e}, linear {_diff(view['probe']['linear'], linear):.1e}; "
+          f"bend: linear {view['bentLinear']:.1e}, folded {view['bentFolded']:.2f}")
+    assert _diff(view["probe"]["folded"], folded[0, 0]) < TOL and _diff(view["probe"]["linear"], linear) < TOL
+    assert view["bentLinear"] < 1e-9 * max(1.0, view["radius"]) and 0 < view["creases"] <= view["units"]
+    assert view["bentFolded"] > 1e-3
+    stats = page.text_content("#foldstats")
+    assert str(view["creases"]) in stats and str(view["units"]) in stats
+
+
 # ---- demo 9: per-layer readout ----
 
 def test_per_layer_readout_equals_pytorch(page, built):

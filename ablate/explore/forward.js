@@ -44,7 +44,8 @@
  *   trace             with options.trace only, per layer: heads[h] = {q, k, v (T', d_head; after RoPE),
  *                     raw (q_i . k_j), scaled (raw * scale [+ ALiBi bias]: the softmax's input), scale},
  *                     attnNorm / ffnNorm = {name, input, output} (each sub-layer's LayerNorm; null with
- *                     norm=none) and ffnHidden (T', ffn_dim: the FFN's activations)
+ *                     norm=none), ffnHidden (T', ffn_dim: the FFN's activations) and ffnInput (T', d: what
+ *                     the FFN reads)
  *
  * and, for the page's views: meanTokenCosine(h) (ablate.probes' `cosine`: the mean cosine over the pairs of
  * distinct tokens, Dong et al. 2021), sinusoidal(T, d) (the added table) and ropeAngles(T, hs) (the angle
@@ -304,7 +305,7 @@
     // the sub-layer's LayerNorm: what it read and what it wrote (Pre-LN: x -> LN(x); Post-LN: x + f(x) -> z)
     const norm = cfg.norm === "pre" ? { name: prefix + "pre_norm", input: x, output: inp }
       : cfg.norm === "post" ? { name: prefix + "post_norm", input: y, output: z } : null;
-    return { x: z, sum: y, maps: out.maps, heads: out.heads, hidden: out.hidden, norm };
+    return { x: z, sum: y, input: inp, maps: out.maps, heads: out.heads, hidden: out.hidden, norm };
   }
 
   /** The model's own readout (pooling, then the head; a Pre-LN model's final norm first) applied to every
@@ -388,7 +389,7 @@
       if (o.trace) {
         const norm = (n) => n && { name: n.name, input: rows(n.input), output: rows(n.output) };
         layers.push({ heads: a.heads, attnNorm: norm(a.norm), ffnNorm: f && norm(f.norm),
-                      ffnHidden: f ? rows(f.hidden) : null });
+                      ffnHidden: f ? rows(f.hidden) : null, ffnInput: f ? rows(f.input) : null });
       }
     }
     const layerLogits = model.kind === "classify" ? hiddenStates.map((h) => readout(model, h, cfg)) : null;
@@ -417,6 +418,20 @@
     };
   }
 
+  /**
+   * Demo 8, the FFN folding a plane: the points centre + a·u + b·v (`coords`: [a, b] pairs) carried through layer
+   * `layer`'s trained FFN, as feedForward computes it, and through its linear part alone (the activation taken
+   * out: W2 (W1 p + b1) + b2, one affine map). Returns {linear, folded, pre}: the two outputs and the
+   * pre-activations W1 p + b1, one row per point.
+   */
+  function foldPlane(model, layer, centre, u, v, coords) {
+    const w = model.w, prefix = `encoder.blocks.${layer}.ffn.fn.`, act = ACTIVATIONS[model.model.activation];
+    const points = coords.map(([a, b]) => Float64Array.from(centre, (c, i) => c + a * u[i] + b * v[i]));
+    const pre = linear(points, w[prefix + "fc1.weight"], w[prefix + "fc1.bias"]);
+    const out = (h) => linear(h, w[prefix + "fc2.weight"], w[prefix + "fc2.bias"]).map((row) => Array.from(row));
+    return { linear: out(pre), folded: out(pre.map((row) => row.map(act))), pre: pre.map((row) => Array.from(row)) };
+  }
+
   return { load, forward, decode, half, erf, sinusoidal, ropeAngles, meanTokenCosine, alibiSlopes, layerNorm,
-    SUPPORTS };
+    foldPlane, SUPPORTS };
 });

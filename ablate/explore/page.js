@@ -611,11 +611,116 @@ $("lnwhich").addEventListener("change", () => { S.lnWhich = $("lnwhich").value; 
 // ---- demo 8: FFN ----
 function drawFFN() {
   const layer = hook.trace.layers[S.layer], hidden = layer.ffnHidden;
-  if (!hidden) { canvasCtx($("ffnv")); $("ffnstats").textContent = t("s8.none"); hook.views.ffn = null; return; }
+  if (!hidden) {
+    for (const id of ["ffnv", "foldin", "foldlin", "foldact"]) canvasCtx($(id));
+    $("ffnstats").textContent = t("s8.none"); $("foldstats").textContent = "";
+    hook.views.ffn = hook.views.fold = null;
+    return;
+  }
   const h = hidden[S.query], active = h.filter((v) => v > 0).length, max = Math.max(...h);
   barChart($("ffnv"), h, { highlight: h.indexOf(max), xlabel: "unit" });
   $("ffnstats").textContent = t("s8.active", { k: active, n: h.length, max: max.toFixed(3) });
   hook.views.ffn = { layer: S.layer, token: S.query, hidden: h, active };
+  drawFold(layer);
+}
+
+// The fold (the tutorial's 折纸): a plane through the query token's FFN input, spanned by the two directions in
+// which this layer's FFN inputs spread most, carried through the trained FFN. Its linear part alone (the
+// activation taken out) is one affine map: the grid stays a grid of straight lines. Each hidden unit whose
+// pre-activation changes sign inside the plane creases it along a line (drawn in the plane, left); after the
+// activation the grid bends at those lines (right).
+const FOLD = { lines: 11, samples: 41 };
+const dot = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0);
+function spreadDirections(rows) { // the two orthonormal directions of largest spread (power iteration, deflated)
+  const d = rows[0].length, mean = Array.from({ length: d }, (_, i) => rows.reduce((s, r) => s + r[i], 0) / rows.length);
+  const X = rows.map((r) => r.map((x, i) => x - mean[i])), dirs = [];
+  for (let k = 0; k < 2; k++) {
+    let u = Array.from({ length: d }, (_, i) => Math.sin(1 + i + 7 * k)); // a fixed start: the same plane every time
+    for (let it = 0; it < 100; it++) {
+      const s = X.map((r) => dot(r, u));
+      let next = Array(d).fill(0);
+      X.forEach((r, t) => r.forEach((x, i) => { next[i] += s[t] * x; }));
+      for (const e of dirs) { const c = dot(next, e); next = next.map((x, i) => x - c * e[i]); }
+      const n = Math.hypot(...next) || 1;
+      u = next.map((x) => x / n);
+    }
+    dirs.push(u);
+  }
+  const spread = Math.max(...dirs.map((e) => Math.sqrt(X.reduce((s, r) => s + dot(r, e) ** 2, 0) / X.length)));
+  return { u: dirs[0], v: dirs[1], spread };
+}
+function drawMesh(cv, lines, creases) { // lines: [{pts: [[x, y], ...], dir: 0 | 1}]; creases: [[[x, y], [x, y]], ...]
+  const ctx = canvasCtx(cv), all = lines.flatMap((l) => l.pts);
+  const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
+  const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
+  const k = Math.min((cv.width - 8) / Math.max(1e-9, x1 - x0), (cv.height - 8) / Math.max(1e-9, y1 - y0));
+  const X = (x) => 4 + (x - x0) * k + (cv.width - 8 - (x1 - x0) * k) / 2, Y = (y) => cv.height - 4 - (y - y0) * k;
+  ctx.lineWidth = 1;
+  ctx.strokeStyle = "#bbb";
+  for (const [a, b] of creases || []) { ctx.beginPath(); ctx.moveTo(X(a[0]), Y(a[1])); ctx.lineTo(X(b[0]), Y(b[1])); ctx.stroke(); }
+  for (const l of lines) {
+    ctx.strokeStyle = l.dir ? "#e65c00" : "#2c6fbb";
+    ctx.beginPath();
+    l.pts.forEach(([x, y], i) => (i ? ctx.lineTo(X(x), Y(y)) : ctx.moveTo(X(x), Y(y))));
+    ctx.stroke();
+  }
+}
+function bend(lines) { // the largest distance of a point from the straight line through its line's two ends
+  let worst = 0;
+  for (const { pts } of lines) {
+    const [a, b] = [pts[0], pts[pts.length - 1]], len = Math.hypot(b[0] - a[0], b[1] - a[1]) || 1;
+    for (const p of pts) worst = Math.max(worst, Math.abs((b[0] - a[0]) * (a[1] - p[1]) - (a[0] - p[0]) * (b[1] - a[1])) / len);
+  }
+  return worst;
+}
+function drawFold(layer) {
+  const rows = layer.ffnInput, centre = rows[S.query], { u, v, spread } = spreadDirections(rows), r = 2 * spread;
+  const steps = (n) => Array.from({ length: n }, (_, i) => -r + (2 * r * i) / (n - 1));
+  const coords = [[0, 0], [1, 0], [0, 1], [r, r]];
+  const lines = [];
+  for (const dir of [0, 1]) {
+    for (const c of steps(FOLD.lines)) {
+      lines.push({ dir, from: coords.length });
+      for (const s of steps(FOLD.samples)) coords.push(dir ? [s, c] : [c, s]);
+    }
+  }
+  const out = AblateForward.foldPlane(MODELS[S.model], S.layer, centre, u, v, coords);
+  const L0 = out.linear[0], diff = (p) => p.map((x, i) => x - L0[i]);
+  const e1 = diff(out.linear[1]), n1 = Math.hypot(...e1), b1 = e1.map((x) => x / n1);
+  let e2 = diff(out.linear[2]);
+  const c12 = dot(e2, b1); e2 = e2.map((x, i) => x - c12 * b1[i]);
+  const n2 = Math.hypot(...e2) || 1, b2 = e2.map((x) => x / n2);
+  const view = (p) => { const q = diff(p); return [dot(q, b1), dot(q, b2)]; };
+  const meshes = { plane: [], linear: [], folded: [] };
+  for (const l of lines) {
+    const idx = Array.from({ length: FOLD.samples }, (_, i) => l.from + i);
+    meshes.plane.push({ dir: l.dir, pts: idx.map((i) => coords[i]) });
+    meshes.linear.push({ dir: l.dir, pts: idx.map((i) => view(out.linear[i])) });
+    meshes.folded.push({ dir: l.dir, pts: idx.map((i) => view(out.folded[i])) });
+  }
+  // each hidden unit's zero line in the plane: pre = c0 + a·ga + b·gb (affine in a, b)
+  const p0 = out.pre[0], ga = out.pre[1].map((x, i) => x - p0[i]), gb = out.pre[2].map((x, i) => x - p0[i]);
+  const creases = [];
+  p0.forEach((c, i) => {
+    const ends = [];
+    for (const [a, b] of [[-r, -r], [r, -r], [r, r], [-r, r], [-r, -r]]) ends.push(c + a * ga[i] + b * gb[i]);
+    if (Math.min(...ends) < 0 && Math.max(...ends) > 0) { // the line crosses the square: its two edge points
+      const corners = [[-r, -r], [r, -r], [r, r], [-r, r]], hits = [];
+      for (let e = 0; e < 4; e++) {
+        const [a0, b0] = corners[e], [a1, bEnd] = corners[(e + 1) % 4], f0 = ends[e], f1 = ends[e + 1];
+        if ((f0 < 0) !== (f1 < 0)) { const frac = f0 / (f0 - f1); hits.push([a0 + frac * (a1 - a0), b0 + frac * (bEnd - b0)]); }
+      }
+      if (hits.length >= 2) creases.push([hits[0], hits[1]]);
+    }
+  });
+  drawMesh($("foldin"), meshes.plane, creases);
+  drawMesh($("foldlin"), meshes.linear);
+  drawMesh($("foldact"), meshes.folded);
+  $("foldstats").textContent = t("s8.fold", { k: creases.length, n: p0.length });
+  hook.views.fold = { layer: S.layer, token: S.query, radius: r, creases: creases.length, units: p0.length,
+                      bentLinear: bend(meshes.linear), bentFolded: bend(meshes.folded),
+                      probe: { coord: coords[3], point: Array.from(centre, (c, i) => c + r * u[i] + r * v[i]),
+                               linear: out.linear[3], folded: out.folded[3] } };
 }
 
 // ---- demo 9: per-layer readout ----
