@@ -430,52 +430,26 @@ else:
         return {k: est(f"probe/{point}/{k}_l0", at(dk_max, scaled)) for k in ("logit_max", "logit_std", "rowmax")}
 
     lit_init, lit_final, lit_sc = literal("init", False), literal("final", False), literal("init", True)
-    numbers_en = (
-        f"At d_k = {dk_max} without the scaling, at initialisation the largest |score| is {lit_init['logit_max']} and "
-        f"the scores' standard deviation {lit_init['logit_std']}; each softmax row's largest weight is "
-        f"{lit_init['rowmax']} on average (scaled: largest |score| {lit_sc['logit_max']}, largest weight "
-        f"{lit_sc['rowmax']}), and {oh_un} of the rows put more than 99 % on one token. After training the largest "
-        f"|score| is {lit_final['logit_max']} and the largest weight {lit_final['rowmax']}. ")
-    numbers_zh = (
-        f"d_k = {dk_max} 且不缩放时，初始化时最大的 |分数| 为 {zh(lit_init['logit_max'])}，分数的标准差为 "
-        f"{zh(lit_init['logit_std'])}；softmax 每行最大的权重平均为 {zh(lit_init['rowmax'])}（缩放后：最大 |分数| "
-        f"{zh(lit_sc['logit_max'])}，最大权重 {zh(lit_sc['rowmax'])}），有 {zh(oh_un)} 的行把 99 % 以上的权重放在一个词元上。"
-        f"训练后最大的 |分数| 为 {zh(lit_final['logit_max'])}，最大权重为 {zh(lit_final['rowmax'])}。")
-    plain_en = numbers_en + (
-        f"The scores grow {'as √d_k' if grows else 'with d_k'} (√{dk_max} = {math.sqrt(dk_max):.1f}; one-hot rows: "
-        f"{sc_en})" + (", and a saturated softmax passes back little gradient. " if saturates else ". "))
-    plain_zh = numbers_zh + (
-        f"分数{'按 √d_k ' if grows else '随 d_k '}增长（√{dk_max} = {math.sqrt(dk_max):.1f}；独热行：{sc_zh}）"
-        + ("，饱和的 softmax 传回的梯度很小。" if saturates else "。"))
+    record = dict(d_k=dk_max, score_max=lit_init["logit_max"], score_std=lit_init["logit_std"],
+                  rowmax=lit_init["rowmax"], scaled_score_max=lit_sc["logit_max"], scaled_rowmax=lit_sc["rowmax"],
+                  one_hot=oh_un, one_hot_at=0.99, final_score_max=lit_final["logit_max"],
+                  final_rowmax=lit_final["rowmax"], grows=grows, saturates=saturates,
+                  scaled_one_hot=None if none_sc else oh_sc, fails=fails,
+                  unscaled=None, scaled=None, lr_lo=None, lr_hi=None, matched_lr=None, reparam=None)
     if lr512 is not None:  # the search down to 1e-6: what each arm reached at its own best rate
         lr_un, lr_sc = R.learned(lr512, at(DK_LARGE, False), ACC), R.learned(lr512, at(DK_LARGE, True), ACC)
         acc_lr_un, acc_lr_sc = est(ACC, at(DK_LARGE, False), lr512), est(ACC, at(DK_LARGE, True), lr512)
         f_un, f_sc = lr_un, lr_sc
-        plain_en += (f"With each arm at its own best learning rate over 1e-6 … 3e-3 (the unscaled model's matched rate "
-                     f"is about 4e-5), the unscaled model reaches {acc_lr_un} test accuracy, the scaled one "
-                     f"{acc_lr_sc}. ")
-        plain_zh += (f"两组各自在 1e-6 … 3e-3 中用最佳学习率（不缩放模型的匹配学习率约为 4e-5）时，不缩放的模型测试准确率为 "
-                     f"{zh(acc_lr_un)}，缩放的为 {zh(acc_lr_sc)}。")
+        rates = sorted(float(v) for v in LR512.df["optim.lr"].dropna().unique())
+        default_lr = float(R.config_defaults(sweep="scaling_lr_512").get("optim.lr", 1e-3))
+        record.update(unscaled=acc_lr_un, scaled=acc_lr_sc, lr_lo=rates[0], lr_hi=rates[-1],
+                      matched_lr=default_lr / math.sqrt(DK_LARGE))  # Adam: the reparametrised model's rate
     if REPARAM.ready and not R.rows(prepare(REPARAM), {"model.d_head": DK_LARGE}).empty:  # what the scale does
-        rp = est(ACC, {"model.d_head": DK_LARGE}, prepare(REPARAM))
-        plain_en += (f"What the scale does is an initialisation and a step size: an unscaled model whose W_Q and W_K start "
-                     f"and step d_k^¼ smaller (with Adam the same model, to rounding) reaches {rp} at d_k = {DK_LARGE}, "
-                     f"the scaled one on the same learning rates (1e-4 … 3e-3) {est(ACC, at(DK_LARGE, True))}. ")
-        plain_zh += (f"其实除以 √d_k 的效果，换个初始化、换个步长也能做到：不缩放，只把 W_Q 和 W_K 的初始值和步长都缩小 "
-                     f"d_k^¼ 倍（用 Adam 时，它和缩放的模型只差舍入误差），d_k = {DK_LARGE} 时就能达到 {zh(rp)}；"
-                     f"缩放的模型用同样的学习率（1e-4 … 3e-3）是 {zh(est(ACC, at(DK_LARGE, True)))}。")
-    if fails:
-        plain_en += (f"Consistent with this, the unscaled model does not learn: on the histogram task {f_un.k} of "
-                     f"{f_un.n} unscaled runs got above chance, against {f_sc.k} of {f_sc.n} with the scaling (the data "
-                     "show the saturation and the failure side by side, not that one causes the other).")
-        plain_zh += (f"与此一致，不缩放的模型学不会：在直方图任务上，不缩放的运行超过随机水平的是 {f_un.k}/{f_un.n}，"
-                     f"缩放的是 {f_sc.k}/{f_sc.n}（实验只看到饱和与学不会同时出现，并没有证明是饱和造成的）。")
-    else:
-        plain_en += (f"Whether that stops learning is not shown here: at d_k = {dk_max} {f_un.k} of {f_un.n} unscaled "
-                     f"and {f_sc.k} of {f_sc.n} scaled runs got above chance.")
-        plain_zh += (f"这是否让模型学不动，这里没有得到证明：d_k = {dk_max} 时不缩放的 {f_un.n} 次运行中有 {f_un.k} 次、"
-                     f"缩放的 {f_sc.n} 次中有 {f_sc.k} 次超过随机水平。")
-    plain = (plain_en, plain_zh)
+        reparam_rates = sorted(float(v) for v in REPARAM.df["optim.lr"].dropna().unique())
+        record.update(reparam=est(ACC, {"model.d_head": DK_LARGE}, prepare(REPARAM)), reparam_d_k=DK_LARGE,
+                      reparam_scaled=est(ACC, at(DK_LARGE, True)), reparam_lr_lo=reparam_rates[0],
+                      reparam_lr_hi=reparam_rates[-1])
+    record.update(unscaled_learned=f_un, scaled_learned=f_sc)
     mechanism = (
         f"With the unit-variance init the layer-0 q and k components have variance {qv} and {kv}; the unscaled "
         "scores' standard deviation at initialisation is " + "; ".join(
@@ -536,28 +510,6 @@ else:
     else:
         details.append(f"Plain SGD: {SGD.missing}.")
     details.append(R.caveat(best))
-    # the answers table: the literal numbers the question asks for, and whether the unscaled model learns
-    if lr512 is not None:  # the unscaled arm at each arm's own best rate (the primary test's runs)
-        none_learn = f_un.k == 0
-        runs_learn = ("no unscaled run learns" if none_learn else
-                      f"{f_un.k} of {f_un.n} unscaled runs learn" if f_un.n != 1 else "the unscaled run learns")
-        learns = (f"; {runs_learn} ({100 * acc_lr_un.mean:.1f} % against "
-                  f"{100 * acc_lr_sc.mean:.1f} % scaled, each at its best rate from 1e-6 to 3e-3)")
-        learns_zh = (f"；{'没有一个' if none_learn else f'{f_un.n} 个中有 {f_un.k} 个'}不缩放的运行能学会任务（准确率 "
-                     f"{100 * acc_lr_un.mean:.1f} %，缩放后为 {100 * acc_lr_sc.mean:.1f} %，各自用 1e-6 到 3e-3 之间的最佳学习率）")
-    else:
-        learns = learns_zh = ""
-    near = "≈" if grows else "vs"
-    short = (f"At d_k = {dk_max} unscaled scores start with std {lit_init['logit_std'].mean:.1f} {near} √{dk_max} = "
-             f"{math.sqrt(dk_max):.1f} and reach {lit_init['logit_max'].mean:.0f}; {100 * oh_un.mean:.0f} % of softmax "
-             f"rows put > 99 % on one token{learns}.",
-             f"d_k = {dk_max} 时，不缩放的注意力分数初始标准差为 {lit_init['logit_std'].mean:.1f} {'≈' if grows else '对'} "
-             f"√{dk_max} = {math.sqrt(dk_max):.1f}，最大值达到 {lit_init['logit_max'].mean:.0f}；{100 * oh_un.mean:.0f} % 的 softmax 行把 "
-             f"99 % 以上的权重放在同一个词元上{learns_zh}。")
-    Q.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=" ".join(d for d in details if d),
-             checks=checks, figure=fig_attention or fig_scores, figures=figures, short=short,
-             record=dict(d_k=dk_max, score_std=lit_init["logit_std"], score_max=lit_init["logit_max"],
-                         one_hot=oh_un, unscaled=acc_lr_un if lr512 is not None else None,
-                         scaled=acc_lr_sc if lr512 is not None else None,
-                         unscaled_learned=f_un if lr512 is not None else None, one_hot_at=0.99,
-                         chance=R.level(lr512, split="test") if lr512 is not None else chance))
+    record["chance"] = R.level(lr512, split="test") if lr512 is not None else chance
+    Q.answer(mechanism=mechanism, outcome=outcome, changes=changes, details=" ".join(d for d in details if d),
+             checks=checks, figure=fig_attention or fig_scores, figures=figures, record=record)

@@ -16,7 +16,7 @@ touches no Python. A template holds one block per part of the answer:
     {% block at_scale %}…{% endblock %}   optional: what may move at a larger scale
 
 `{{ x }}` prints an interval in the template's language; the filters below print plain numbers (`pct`,
-`pts`, `num`, `count`, `fixed`, `times`, `g`), each the same digits in both languages. A number typed into a
+`pts`, `num`, `count`, `fixed`, `times`, `g`, `sci`), each the same digits in both languages. A number typed into a
 template is a number the record does not hold: tests/test_prose.py renders every template with its marks
 on (`render(..., mark=True)`) and fails on any digit outside them. Line breaks inside a block join without
 a space between Chinese characters and with one between Latin words, so a writer may wrap lines freely. A
@@ -160,10 +160,16 @@ def _filters(lang: str) -> dict[str, Any]:
     def times(x: float, digits: int = 2) -> str:
         return f"×{number(float(x), digits)}"
 
-    def g(x: float) -> str:  # a value as it was set (a factor, a learning rate): 0.3, 3, 1e-05
-        return f"{float(x):g}".replace("-", "−")
+    def g(x: float, digits: int = 6) -> str:  # a value as it was set (a factor, a learning rate): 0.3, 3, 1e-6
+        text = re.sub(r"e([+-])0*(\d)", lambda m: "e" + m.group(1).replace("+", "") + m.group(2),
+                      f"{float(x):.{digits}g}")
+        return "−" + text[1:] if text.startswith("-") else text
 
-    return {"pct": pct, "pts": pts, "num": num, "count": count, "fixed": fixed, "times": times, "g": g}
+    def sci(x: float, digits: int = 1) -> str:  # a learning rate as the sweeps write it: 3e-3, 1e-6, 4.4e-5
+        mantissa, exponent = f"{float(x):.{digits - 1}e}".split("e")
+        return f"{mantissa}e{int(exponent)}".replace("-", "−", 1) if float(x) < 0 else f"{mantissa}e{int(exponent)}"
+
+    return {"pct": pct, "pts": pts, "num": num, "count": count, "fixed": fixed, "times": times, "g": g, "sci": sci}
 
 
 def environment(lang: str, folder: Path | None = None, *, mark: bool = False) -> jinja2.Environment:
