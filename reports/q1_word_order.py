@@ -581,12 +581,14 @@ else:
                                             why_zh=R.missing_zh(te_missing) if TE.missing else "没有可学习或正弦位置编码的运行",
                                             reason_zh=REASON_ZH["3e_converged"]))
     # ---- extrapolation (issue 24): lookup1 at 8x the training length; the primary tests of ALIBI and SIN_EXTRAPOLATES
-    ext_rows = {}  # arm -> (name, where, accuracy at the training length, at the test length), for the answer
+    ext_rows, ext_lengths = {}, None  # arm -> (accuracy at the training length, at the test length), for the answer
     for sweep, causal in ((EXT, True), (EXT_BI, False)):
         if not sweep.ready:
             continue
         ext = R.at_best_lr(sweep.df)
         ext_len, ext_train = int(ext["data.test_length"].iloc[0]), int(ext["data.length"].iloc[0])
+        if causal:
+            ext_lengths = (ext_train, ext_len)  # for the answer: trained on ext_train tokens, tested on ext_len
         ext_level, mask, mask_zh = R.level(ext, split="test"), MASK[causal], "因果" if causal else "双向"
         for pe in order("model.pos_enc", ext["model.pos_enc"]):
             where = {"model.pos_enc": pe}
@@ -710,52 +712,13 @@ else:
                  + ("：这时矩阵本身改变了。" if changed else "。"))
     mechanism = (" ".join(x for x in (eq_en, moved_en) if x), "".join(x for x in (eq_zh, moved_zh) if x))
 
-    if bag is False:
-        matrix_en = (f"Without positional encoding a bidirectional model's attention matrix for {REORDERED} is not "
-                     f"just the matrix for {ORIGINAL} reordered (see the mechanism)")
-        matrix_zh = f"没有位置编码时，双向模型对「{REORDERED}」的注意力矩阵并不只是把「{ORIGINAL}」的矩阵重新排列（见机制）"
-    else:
-        matrix_en = (f"Without positional encoding a bidirectional model's attention matrix for {REORDERED} is the "
-                     f"matrix for {ORIGINAL} with its rows and columns reordered, so the model sees a bag of tokens")
-        matrix_zh = (f"没有位置编码时，双向模型对「{REORDERED}」的注意力矩阵，就是把「{ORIGINAL}」"
-                     "的矩阵的行和列按同样方式重新排列后的结果，所以模型看到的只是一个词袋")
-    if f_none_bi.k == 0:
-        blind_en = f": on the copy task every run stays at the order-blind level of {order_level} ({none_bi})."
-        blind_zh = f"：在复制任务上每次运行都停在词袋基线 {order_level}（{zh(none_bi)}）。"
-    else:
-        blind_en = (f"; yet on the copy task {f_none_bi.k} of {f_none_bi.n} runs rose above the order-blind level "
-                    f"of {order_level} ({none_bi}).")
-        blind_zh = (f"；但在复制任务上 {f_none_bi.n} 次运行中有 {f_none_bi.k} 次超过了词袋基线 {order_level}"
-                    f"（{zh(none_bi)}）。")
-    if f_learned_bi.n and learned_bi.mean >= R.SOLVED:
-        pos_en = (" Positional encoding is what makes the matrix — and the output — depend on order: with learned "
-                  f"positions the copy is exact ({learned_bi}).")
-        pos_zh = f"位置编码让矩阵和输出随词序改变：用可学习的位置编码，复制完全正确（{zh(learned_bi)}）。"
-    elif f_learned_bi.k:
-        pos_en = (" Positional encoding is what makes the matrix — and the output — depend on order: with learned "
-                  f"positions {f_learned_bi.k} of {f_learned_bi.n} runs rise above the order-blind level ({learned_bi}).")
-        pos_zh = (f"位置编码让矩阵和输出随词序改变：用可学习的位置编码，{f_learned_bi.n} 次运行中 {f_learned_bi.k} 次超过"
-                  f"词袋基线（{zh(learned_bi)}）。")
-    else:
-        pos_en = (f" At this budget even learned positions stay at the order-blind level ({learned_bi}): the runs are "
-                  "too short to show what positions add.")
-        pos_zh = f"在这个预算下，连可学习的位置编码也停在词袋基线（{zh(learned_bi)}）：训练太短，看不出位置编码的作用。"
-    plain_en, plain_zh = matrix_en + blind_en + pos_en, matrix_zh + blind_zh + pos_zh
-    if causal_ready:
-        if f_none_causal.k:
-            plain_en += f" A causal mask alone recovers part of the order ({none_causal})."
-            plain_zh += f"不加位置编码、只加因果掩码，模型也能得到部分词序信息（{zh(none_causal)}）。"
-        else:
-            plain_en += f" A causal mask alone did not lift it above the level here ({none_causal})."
-            plain_zh += f"这里只加因果掩码没有让它超过该水平（{zh(none_causal)}）。"
-
-    if (("alibi", True) in ext_rows) and (("sinusoidal", True) in ext_rows):  # extrapolation (issue 24)
-        ranked = sorted((pe for pe, c in ext_rows if c), key=lambda pe: -ext_rows[(pe, True)][1].mean)
-        plain_en += (" Beyond the training length — trained on 8 tokens, tested on 64, with one rule at every position "
-                     "(the token two back), causal — " + ", ".join(
-                         f"{PE[pe]} keeps {ext_rows[(pe, True)][1]}" for pe in ranked) + ".")
-        plain_zh += ("超出训练长度时（因果模型，在 8 个词元上训练、在 64 个词元上测试，每个位置的规则都相同：取前面第二个词元），"
-                     "各编码的准确率为：" + "，".join(f"{PE_ZH[pe]} {zh(ext_rows[(pe, True)][1])}" for pe in ranked) + "。")
+    ranked = sorted((pe for pe, c in ext_rows if c), key=lambda pe: -ext_rows[(pe, True)][1].mean)
+    extrapolates = ("alibi", True) in ext_rows and ("sinusoidal", True) in ext_rows and ext_lengths is not None
+    said = dict(bag=bag, original=ORIGINAL, reordered=REORDERED, no_pe_runs=f_none_bi, learned_runs=f_learned_bi,
+                 solved=R.SOLVED, causal_runs=f_none_causal if causal_ready else None,
+                 ext=[{"name": PE[pe], "name_zh": PE_ZH[pe], "acc": ext_rows[(pe, True)][1]} for pe in ranked]
+                 if extrapolates else [],
+                 ext_train=ext_lengths[0] if extrapolates else None, ext_test=ext_lengths[1] if extrapolates else None)
 
     def per_variant(df, metric, lang):
         out = []
@@ -875,8 +838,8 @@ else:
     else:
         details.append(f"MNIST rows: {ROWS.missing}.")
     details.append(R.caveat(best))
-    Q.answer(plain=(plain_en, plain_zh), mechanism=mechanism, outcome=outcome, changes=changes,
+    Q.answer(mechanism=mechanism, outcome=outcome, changes=changes,
              details=" ".join(d for d in details if d), checks=checks, figure=fig_sentence or fig_copy,
              figures=figures,
              record=dict(no_pe=none_bi, learned_pe=learned_bi, level=val_level, length=train_len,
-                         causal=none_causal if causal_ready else None))
+                         causal=none_causal if causal_ready else None, **said))

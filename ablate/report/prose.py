@@ -174,7 +174,7 @@ def _filters(lang: str) -> dict[str, Any]:
 
 def environment(lang: str, folder: Path | None = None, *, mark: bool = False) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str((folder or prose_dir()) / lang)),
-                             undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=True,
+                             undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=False,
                              lstrip_blocks=True, keep_trailing_newline=False)
     env.filters.update(_filters(lang))
     if mark:
