@@ -548,26 +548,9 @@ else:
         return rates, R.learned(tried, metric=OUTCOME).k == 0, bool(rates) and chosen == rates[:1]
 
     rates, nowhere, at_edge = search(deep)
-    edge_en = (f" (the best was the smallest, {rates[0]:g}, so a smaller one might do better)" if at_edge else "")
-    edge_zh = (f"（最好的是最小的 {rates[0]:g}，更小的学习率也许会更好）" if at_edge else "")
-    if final[HE_DEPTH] == R.AGREES:
-        learned_en = (f"A {deep}-layer stack without skips does not learn the copy task: {f_none.k} of {f_none.n} runs "
-                      f"got above the order-blind level, against {f_skip.k} of {f_skip.n} with skips"
-                      + (f", and none did at any of the {len(rates)} learning rates tried{edge_en}" if nowhere else "")
-                      + ". ")
-        learned_zh = (f"没有残差连接的 {deep} 层堆叠学不会复制任务：{f_none.n} 次运行中 {f_none.k} 次超过词袋基线，"
-                      f"有残差连接时 {f_skip.n} 次中 {f_skip.k} 次"
-                      + (f"；所试的 {len(rates)} 个学习率下都没有运行学会{edge_zh}" if nowhere else "") + "。")
-    else:
-        learned_en = (f"At {deep} layers, {f_none.k} of {f_none.n} runs without skips and {f_skip.k} of {f_skip.n} with "
-                      "them learned the copy task. ")
-        learned_zh = (f"{deep} 层时，无残差连接 {f_none.n} 次中 {f_none.k} 次、有残差连接 {f_skip.n} 次中 {f_skip.k} 次"
-                      "学会了复制任务。")
+    edge = rates[0] if at_edge else None
     def agrees(i):
         return i is not None and corrected[i].verdict == R.AGREES
-
-    def depths_text(ds, zh=False):
-        return ("、" if zh else ", ").join(map(str, ds)) + (" 层" if zh else " layers")
 
     groups = {"collapse": [], "gradient": [], "both": [], "neither": [], "untested": []}
     for d, (gi, _, ci) in decided.items():
@@ -577,68 +560,21 @@ else:
             groups[{(True, False): "collapse", (False, True): "gradient", (True, True): "both",
                     (False, False): "neither"}[any(agrees(i) for i in ci), agrees(gi)]].append(d)
 
-    def numbers(ds, zh=False):
-        """Each depth's deciding numbers: the first layer's gradient ratio and the runs that learned with each identity-start arm."""
-        parts = []
-        for d in ds:
-            _, ge, _ = decided[d]
-            learned_by = [(ARM[name], R.learned(df, {"model.n_layers": d}, metric=OUTCOME)) for name, df in arms]
-            if zh:
-                parts.append(f"{d} 层：第一层梯度为残差堆叠的 {ge:zh}；学会的运行，" + "，".join(
-                    f"用{label_zh.rstrip()} {k:zh}" for (_, _, label_zh), k in learned_by))
-            else:
-                parts.append(f"{d} layers: first-layer gradient {ge} of the residual stack's; learned with "
-                             + ", with ".join(f"{label} {k}" for (_, label, _), k in learned_by))
-        return ("；" if zh else "; ").join(parts)
-
-    why_en, why_zh = [], []
-    if groups["collapse"]:
-        ds = groups["collapse"]
-        why_en.append(f"At {depths_text(ds)} the concrete problem is attention's collapse of the tokens, not a starved "
-                      "gradient: the same plain stack learns when its attention starts as the identity, each token keeping its "
-                      f"own value (Value-SkipInit or shaped attention), and its first layer was not shown starved while training started ({numbers(ds)}). "
-                      "The tutorial's \"gradient highway\" explanation is not borne out there.")
-        why_zh.append(f"在 {depths_text(ds, True)}，具体问题是注意力把词元搅成同一个向量（坍缩），而不是梯度消失：只要注意力一开始是恒等映射、"
-                      f"每个词元保留自己的值（Value-SkipInit 或整形注意力），同一个无残差堆叠就能学会；也没有证据表明训练开始时它的第一层缺梯度（{numbers(ds, True)}）。"
-                      "教程「梯度高速公路」的解释在这里得不到支持。")
-    if groups["gradient"]:
-        ds = groups["gradient"]
-        why_en.append(f"At {depths_text(ds)} the tutorial's \"gradient highway\" explanation holds: without skips the "
-                      "first layer gets under half of the residual stack's gradient while training starts, and attention "
-                      f"that mixes no tokens at initialisation does not rescue the stack ({numbers(ds)}).")
-        why_zh.append(f"在 {depths_text(ds, True)}，教程「梯度高速公路」的解释成立：没有残差连接时，训练开始阶段第一层得到的梯度不到残差堆叠"
-                      f"的一半，而初始化时不混合词元的注意力也救不了这个堆叠（{numbers(ds, True)}）。")
-    if groups["both"]:
-        ds = groups["both"]
-        why_en.append(f"At {depths_text(ds)} both hold: the first layer is starved and attention that mixes no tokens at "
-                      f"initialisation rescues the stack all the same ({numbers(ds)}).")
-        why_zh.append(f"在 {depths_text(ds, True)}，两者都成立：第一层缺梯度，而初始化时不混合词元的注意力仍能救回这个堆叠"
-                      f"（{numbers(ds, True)}）。")
-    if groups["neither"]:
-        ds = groups["neither"]
-        why_en.append(f"At {depths_text(ds)} these runs do not decide what stops the stack: the first layer is not shown "
-                      "starved, and attention that mixes no tokens at initialisation is not shown to rescue it "
-                      f"({numbers(ds)}).")
-        why_zh.append(f"在 {depths_text(ds, True)}，这些运行没能确定是什么拦住了堆叠：既没有证明第一层缺梯度，也没有证明初始化时不混合"
-                      f"词元的注意力能救回它（{numbers(ds, True)}）。")
-    if groups["untested"]:
-        absent = next((x for x in (DYN, SHAPED, SKIPINIT) if not x.ready), None)
-        ds = groups["untested"]
-        if absent is not None:
-            why_en.append(f"What stops the stack at {depths_text(ds)} is not tested yet: {absent.missing}.")
-            why_zh.append(f"{depths_text(ds, True)}时是什么拦住了堆叠，还没有检验：{R.missing_zh(absent.missing)}。")
-        else:
-            covered = sorted({int(d) for _, df in arms for d in df["model.n_layers"]} & set(dyn["model.n_layers"]))
-            why_en.append(f"At {depths_text(ds)} the mechanism was not measured: its sweeps cover "
-                          f"{depths_text(covered)}.")
-            why_zh.append(f"{depths_text(ds, True)}时没有测机制：机制的扫描只覆盖 {depths_text(covered, True)}。")
+    absent = next((x for x in (DYN, SHAPED, SKIPINIT) if not x.ready), None)
+    covered = (sorted({int(d) for _, df in arms for d in df["model.n_layers"]} & set(dyn["model.n_layers"]))
+               if groups["untested"] and absent is None else [])
+    why = [{"kind": kind, "depths": ds, "numbers": [
+                {"layers": d, "first_grad": decided[d][1],
+                 "arms": [{"name": ARM[name][1], "name_zh": ARM[name][2].strip(),
+                           "learned": R.learned(df, {"model.n_layers": d}, metric=OUTCOME)} for name, df in arms]}
+                for d in ds if kind != "untested"]}
+           for kind, ds in groups.items() if ds]
     one = [d for d in depths if d == 1]
-    one_learns = bool(one) and not fails(1)
-    one_en = (f"With only one layer (the question's 只有 1 层) a stack without skips {'learns' if one_learns else 'does not learn'} "
-              f"copy: {learned[False, 1]}, against {learned[True, 1]} with skips. " if one else "")
-    one_zh = (f"只有 1 层时，没有残差连接的堆叠{'也能学会' if one_learns else '学不会'}复制任务：{learned[False, 1]:zh}，有残差连接时 "
-              f"{learned[True, 1]:zh}。" if one else "")
-    plain = (learned_en + one_en + " ".join(why_en), learned_zh + one_zh + "".join(why_zh))
+    said = dict(depth_agrees=final[HE_DEPTH] == R.AGREES, nowhere=nowhere, rates_tried=len(rates), edge_lr=edge,
+                one_learns=bool(one) and not fails(1), shallow_skips=learned[True, 1] if one else None, why=why,
+                missing={"en": absent.missing, "zh": R.missing_zh(absent.missing)} if absent is not None else None,
+                covered=covered)
+
     per_layer_cos = S.per_layer(COLLAPSE)
     per_layer_cos = per_layer_cos[per_layer_cos["run_id"].isin(R.rows(best, at(False, deep))["run_id"])]
     flat = per_layer_cos.groupby("layer")[COLLAPSE].mean()
@@ -723,7 +659,6 @@ else:
     if norm is None:
         details.append(f"Post-LN and no LayerNorm: {NORM.missing}.")
     Q.answer(
-        plain=plain,
         mechanism=mechanism,
         outcome=(" ".join(outcome_en), " ".join(outcome_zh)),
         changes=changes,
@@ -731,7 +666,7 @@ else:
         checks=checks,
         figure=fig_collapse or fig_acc,  # the headline: what happens to the tokens (issue 39)
         figures=[f for f in (fig_acc, fig_grad, fig_collapse) if f is not None],
-        record=dict(layers=deep, plain=learned[False, deep], skips=learned[True, deep], level=lvl,
+        record=dict(**said, layers=deep, plain=learned[False, deep], skips=learned[True, deep], level=lvl,
                     shallow=1 if 1 in depths else None, shallow_plain=learned[False, 1] if 1 in depths else None,
                     ratio_skips=ratio.a, ratio_plain=ratio.b, cos_plain=cos_none, cos_skips=cos_skip,
                     first_grad=[{"layers": d, "ratio": ge, "fails": fails(d)} for d, (_, ge, _) in sorted(decided.items())

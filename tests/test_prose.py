@@ -109,6 +109,11 @@ def test_line_breaks_join_chinese_without_a_space_and_everything_else_with_one()
     assert prose.join_lines("an answer\nin two lines") == "an answer in two lines"
 
 
+def test_chinese_gets_a_space_beside_latin_and_digits_and_none_between_characters():
+    assert prose.zh_spacing("ALiBi保持91.0%的准确率，换用 整形注意力") == "ALiBi 保持 91.0% 的准确率，换用整形注意力"
+    assert prose.zh_spacing("在 d_k = 512 时，第一层") == "在 d_k = 512 时，第一层"
+
+
 def test_an_unknown_block_or_a_name_the_record_lacks_is_refused_with_the_templates_path(tmp_path):
     folder = write(tmp_path, "k", "{% block plainn %}x{% endblock %}", blocks(plain="{{ nope }}"))
     with pytest.raises(ValueError, match=r"en/k\.md: unknown block\(s\) plainn \(blocks: brief, short, plain"):
