@@ -268,7 +268,11 @@ function barChart(cv, values, { highlight = -1, range = null, colour = "#5b8fd6"
   const fmt = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
   for (const v of [lo, 0, hi]) ctx.fillText(fmt(v), CHART.left - 3, y(v));
   ctx.textAlign = "center";
-  for (const i of [0, Math.floor((n - 1) / 2), n - 1]) if (i >= 0) ctx.fillText(String(i), CHART.left + (i + 0.5) * bw, cv.height - 6);
+  for (const i of [0, Math.floor((n - 1) / 2), n - 1]) { // the last label kept inside the canvas ("127", not "12")
+    if (i < 0) continue;
+    const half = ctx.measureText(String(i)).width / 2;
+    ctx.fillText(String(i), Math.min(CHART.left + (i + 0.5) * bw, cv.width - 1 - half), cv.height - 6);
+  }
   if (xlabel) { ctx.textAlign = "right"; ctx.fillText(`${xlabel} →`, CHART.left - 3, cv.height - 6); }
   return { lo, hi, bw };
 }
