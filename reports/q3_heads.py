@@ -526,64 +526,26 @@ else:
     # the control in accuracy: every run of one head and of `two` heads solved it (>= SOLVED)
     both_solve = bool(control) and all(
         f.n and f.k == f.n for f in (R.learned(best, at(control, h), threshold=R.SOLVED) for h in (one, two)))
-    control_en = (f" With one token to fetch (the {cname}), the head count makes no difference in accuracy: one head "
-                  f"and {two} both solve it (≥ {100 * R.SOLVED:g} %) in every run." if both_solve else "")
-    control_zh = (f"只需取一个词元时（{cname_zh}），头数在准确率上没有差别：一个头和 {two} 个头在每次运行中都解决了它"
-                  f"（≥ {100 * R.SOLVED:g} %）。" if both_solve else "")
-    m1_solved = R.estimate(solved_only, MECHANISM, at(task, one))
-    capacity_en = (f"One head can do both lookups: its runs that solved the task spread their weight (largest weight "
-                   f"per row {m1_solved}, against {m2} for {two} heads) and still reach 100 %, so averaging costs "
-                   "time and reliability here, not capacity.")
-    capacity_zh = (f"一个头也能完成两次查找：它解决了任务的那些运行把权重分散开（每行最大的权重为 {m1_solved:zh}，"
-                   f"{two} 个头为 {m2:zh}），照样做到 100 %。所以在这里，把两样东西揉成一个平均，赔上的是学得快不快、稳不稳，"
-                   "而不是做不做得到。")
-    if final[AVERAGING] == R.AGREES:
-        plain = (
-            f"Because one head has to average, and that makes it slow and unreliable to learn. On the {name}, where "
-            f"every answer needs the two tokens before it, {two} heads of {64 // two} dimensions reach 99 % in "
-            f"{speed[two]}, one {64 // one}-wide head in {speed[one]}, at the same parameters and compute "
-            f"({fast_two}). " + capacity_en + control_en,
-            f"因为一个头只能做加权平均，这让它学得又慢又不可靠。在{name_zh}中，每个答案都需要它前面的两个词元；"
-            f"{two} 个 {64 // two} 维的头达到 99 % 用了{speed[two]:zh}，一个 {64 // one} 维的头用了{speed[one]:zh}，"
-            f"参数量和计算量相同（{fast_two:zh}）。" + capacity_zh + control_zh,
-        )
-    else:
-        plain = (
-            f"Not established with these seeds. On the {name}, where every answer needs the two tokens before it, "
-            f"{two} heads reach 99 % in {speed[two]} and one head in {speed[one]} ({fast_two}; {held}). "
-            + capacity_en + control_en,
-            f"用这些种子还不能确认。在{name_zh}中，每个答案都需要它前面的两个词元；{two} 个头达到 99 % 用了"
-            f"{speed[two]:zh}，一个头用了{speed[one]:zh}（{fast_two:zh}；{held_zh}）。" + capacity_zh + control_zh,
-        )
+    said = dict(name={"en": name, "zh": name_zh}, one_heads=one, two_heads=TWO, two=None, pair_heads=two, base=base,
+                averaging_agrees=final[AVERAGING] == R.AGREES, solved=R.SOLVED,
+                speed_two={"en": format(speed[two]), "zh": format(speed[two], "zh")},
+                speed_one={"en": format(speed[one]), "zh": format(speed[one], "zh")},
+                fast_two={"en": format(fast_two), "zh": format(fast_two, "zh")}, held={"en": held, "zh": held_zh},
+                width=int(best["model.d_model"].iloc[0]), one_solved=R.estimate(solved_only, MECHANISM, at(task, one)),
+                pair_weight=m2, control=({"en": cname, "zh": cname_zh} if both_solve else None),
+                ladder=[], sixteen=None, sixteen_heads=16, sixteen_d_k=4, position_only=None, two_one=None,
+                many_one=None, pname=None, heads=BASE, one=None, many=None, split=None,
+                split_runs=None, stuck=None, two_vs=None, many_vs=None)
     if ph is not None:  # the answer leads with the task built for the tutorial's story (issue 24)
         ph_acc = {h: R.estimate(ph, PH_METRIC, {"model.n_heads": h})
                   for h in sorted(int(v) for v in ph["model.n_heads"].unique())}
         pos_only = float(ph["ref/test/position_only"].mean()) if "ref/test/position_only" in ph else math.nan
-        ladder_en = ", ".join(f"{heads_word(h)} {e}" for h, e in ph_acc.items())
-        ladder_zh = "，".join(f"{heads_word(h, True)} {e:zh}" for h, e in ph_acc.items())
-        sixteen = (f"; 16 heads of d_k 4 {R.estimate(ph16, PH_METRIC, {'model.d_head': 4})}"
-                   if ph16 is not None and not R.rows(ph16, {"model.d_head": 4}).empty else "")
-        sixteen_zh = (f"；16 个 d_k = 4 的头 {R.estimate(ph16, PH_METRIC, {'model.d_head': 4}):zh}" if sixteen else "")
         two_one_ph = R.paired(ph, PH_METRIC, {"model.n_heads": 2}, {"model.n_heads": 1})
         eight_one_ph = R.paired(ph, PH_METRIC, {"model.n_heads": 8}, {"model.n_heads": 1})
-        verdict_en = ("Two heads, one per relation, do no better than one"
-                      if final[AVERAGING] != R.AGREES else "Two heads, one per relation, already beat one")
-        verdict_zh = ("两个头（每种关系一个）并不比一个头好" if final[AVERAGING] != R.AGREES else "两个头（每种关系一个）已经胜过一个头")
-        plain = (
-            f"Several small heads do beat one big one; whether for the tutorial's reason, one head per relation, is not "
-            f"testable here. On the {pname} — at every "
-            f"token the token two back (a positional relation) and whether the token occurs again (a content relation), "
-            f"at the same parameters and compute — test accuracy is: {ladder_en}{sixteen} (a model that learns only the "
-            f"positional relation can expect {100 * pos_only:.1f} %). {verdict_en} ({two_one_ph}): both learn the "
-            f"positional relation and stop there. Eight heads of 8 dimensions solve it ({eight_one_ph} over one head). "
-            f"On the {name} (two positional relations) 2 heads reach 99 % in {speed[two]}, one head in {speed[one]}. "
-            + capacity_en + control_en,
-            f"多个小头确实胜过一个大头；至于是不是出于教程说的原因（每种关系一个头），这里无法检验。{pname_zh}要求每个词元"
-            f"同时知道前面第二个词元（位置关系）和自己是否再次出现（内容关系）。在参数量和计算量相同的条件下，测试准确率为："
-            f"{ladder_zh}{sixteen_zh}（只学会位置关系的模型预计能达到 {100 * pos_only:.1f} %）。{verdict_zh}（{two_one_ph:zh}）：两者都只学会了位置关系就停住了。"
-            f"8 个 8 维的头解决了它（比一个头高 {eight_one_ph:zh}）。在{name_zh}（两种位置关系）上，2 个头达到 99% 所需步数："
-            f"{speed[two]:zh}，一个头：{speed[one]:zh}。" + capacity_zh + control_zh,
-        )
+        said.update(pname={"en": pname, "zh": pname_zh}, ladder=[{"heads": h, "acc": e} for h, e in ph_acc.items()],
+                    sixteen=(R.estimate(ph16, PH_METRIC, {"model.d_head": 4}) if ph16 is not None
+                             and not R.rows(ph16, {"model.d_head": 4}).empty else None),
+                    position_only=pos_only, two_one=two_one_ph, many_one=eight_one_ph)
 
     mech_en = (f"Largest layer-0 attention weight per query row after training, {name}: "
                + "; ".join(f"{heads_word(h)} {R.estimate(best, MECHANISM, at(task, h))}" for h in heads) + ".")
@@ -682,38 +644,19 @@ else:
                             f"{int(r.iloc[4])} 次每种关系各由一个头负责")
         mech_en += " Where each head's weight goes on poshist (layer 0, mean over seeds): " + "; ".join(parts_en) + "."
         mech_zh += "在 poshist 上，每个头的注意力权重落在哪里（第 1 层，对种子取平均）：" + "；".join(parts_zh) + "。"
-    short = None  # the answers table: the two-relation task's ladder and whether its heads split the relations
-    if ph is not None and ONE in ph_acc and TWO in ph_acc and BASE in ph_acc:
+    if ph is not None and ONE in ph_acc and TWO in ph_acc and BASE in ph_acc:  # the answers table's sentence
         split = split_row(BASE) if len(heads_split) else None
-        split_en = (f" (one head per relation in {int(split.iloc[4])} of {int(split.iloc[1])} runs)"
-                    if split is not None else "")
-        split_zh = (f"（{int(split.iloc[1])} 次运行中有 {int(split.iloc[4])} 次每种关系各由一个头负责）"
-                    if split is not None else "")
-        # how 2 heads compare with 1 and 8 with 1: by the intervals of the paired differences, as the plain answer
-        def side(e):
+
+        def side(e):  # how 2 heads compare with 1 and 8 with 1: by the intervals of the paired differences
             return 0 if not (e.lo > 0 or e.hi < 0) else (1 if e.lo > 0 else -1)
-        two_vs, many_vs = side(two_one_ph), side(eight_one_ph)
-        stuck = max(ph_acc[ONE].mean, ph_acc[TWO].mean) <= pos_only + R.LEVEL_MARGIN  # both serve one relation only
-        lead_en = ("Several heads do better, each relation with a head of its own" if many_vs > 0 and split is not None
-                   else "Several heads do better" if many_vs > 0 else "Not shown here")
-        lead_zh = ("多个头确实更好，而且每种关系各有一个头负责" if many_vs > 0 and split is not None else
-                   "多个头确实更好" if many_vs > 0 else "这里没有显示出来")
-        if stuck:
-            two_en = (f"{TWO} heads ({100 * ph_acc[TWO].mean:.1f} %) stop with one at the positional relation's level "
-                      f"({100 * pos_only:.1f} %): not testable")
-            two_zh = (f"{TWO} 个头（{100 * ph_acc[TWO].mean:.1f} %）和一个头都停在只学会位置关系的水平"
-                      f"（{100 * pos_only:.1f} %），无法在此检验")
-        else:
-            word = {0: "like one", 1: "above one", -1: "below one"}[two_vs]
-            word_zh = {0: "与一个头相当", 1: "高于一个头", -1: "低于一个头"}[two_vs]
-            two_en = f"{TWO} heads score {100 * ph_acc[TWO].mean:.1f} %, {word} ({100 * ph_acc[ONE].mean:.1f} %)"
-            two_zh = f"{TWO} 个头的准确率为 {100 * ph_acc[TWO].mean:.1f} %，{word_zh}（{100 * ph_acc[ONE].mean:.1f} %）"
-        short = (f"{lead_en}: on a task needing a positional and a content relation at once, {BASE} heads score "
-                 f"{100 * ph_acc[BASE].mean:.1f} % and one head {100 * ph_acc[ONE].mean:.1f} %{split_en}; {two_en}.",
-                 f"{lead_zh}：在同时需要位置关系和内容关系的任务上，{BASE} 个头的准确率为 {100 * ph_acc[BASE].mean:.1f} %，"
-                 f"一个头为 {100 * ph_acc[ONE].mean:.1f} %{split_zh}；{two_zh}。")
+
+        said.update(one=ph_acc[ONE], many=ph_acc[BASE], two=ph_acc[TWO], two_vs=side(two_one_ph),
+                    many_vs=side(eight_one_ph),
+                    stuck=max(ph_acc[ONE].mean, ph_acc[TWO].mean) <= pos_only + R.LEVEL_MARGIN,
+                    split=int(split.iloc[4]) if split is not None else None,
+                    split_runs=int(split.iloc[1]) if split is not None else None)
     Q.answer(
-        plain=plain,
+        record=said,
         mechanism=(mech_en, mech_zh),
         outcome=(" ".join(out_en), " ".join(out_zh)),
         changes=changes,
@@ -721,10 +664,6 @@ else:
         checks=checks,
         figure=fig_acc,
         figures=[fig_acc, fig_mech, *([fig_rel] if fig_rel else [])],
-        short=short,
-        record=dict(heads=BASE, one=ph_acc.get(ONE), many=ph_acc.get(BASE), two=ph_acc.get(TWO), two_heads=TWO,
-                    position_only=pos_only, split_runs=int(split.iloc[1]) if split is not None else None,
-                    split=int(split.iloc[4]) if split is not None else None) if short is not None else None,
         at_scale=("the reason: whether two heads, one per relation, beat one needs runs that leave the positional "
                   "relation's level, with more steps or width than here",
                   "原因：两个头（每种关系一个）是否胜过一个头，需要能越过只学会位置关系水平的运行，即比这里更多的步数或更宽的模型"),
