@@ -8,7 +8,8 @@
 "use strict";
 const I18N = {
   en: {
-    "lang.switch": "中文", "lang.label": "Language: switch to Chinese",
+    "lang.switch": "中文", "lang.label": "中文: switch the page to Chinese",
+    "s6.left": "the model in the middle column", "s6.right": "the model in the right column",
     back: "all the answers",
     title: "ablate explore: the tutorial's nine demos, on trained models",
     intro: "Every number here is computed in this page from trained weights (MNIST read as 28 rows of 28 pixels: each row is one token). Draw a digit, pick a model, then try each demo.",
@@ -31,7 +32,7 @@ const I18N = {
     "s1.try": "Move over the digit, the maps or the query slider: the orange row is the query token, and the blue paint on the other rows is how much of its attention lands there (one head, or the mean of the heads). Try the top rows of a 7 against its stroke.",
     "s2.h": "2 · Q, K and V: the three cards",
     "s2.try": "For the query token: its q, k and v vectors, then for every key j the raw score q·k_j, the scaled score (× 1/√d_k / τ) and the softmax. Scale this head's W_Q, W_K or W_V with the sliders (the trained weights, multiplied): W_Q or W_K scales every score, so the softmax sharpens or flattens; W_K at 0 makes it uniform; W_V leaves the attention alone and scales what it fetches, and the prediction moves. Turn √d_k off in demo 3 and watch the scaled scores spread and the softmax turn one-hot.",
-    "s2.wq": "W_Q ×", "s2.wk": "W_K ×", "s2.wv": "W_V ×", "s2.reset": "trained weights",
+    "s2.wq": "scale W_Q", "s2.wk": "scale W_K", "s2.wv": "scale W_V", "s2.reset": "trained weights",
     "s2.q": "q (query)", "s2.k": "k (key of the same token)", "s2.v": "v (value)", "s2.raw": "raw scores q·k_j", "s2.scaled": "scaled scores q·k_j × {scale}", "s2.soft": "softmax: attention weights",
     "s3.h": "3 · Temperature τ and √d_k",
     "s3.try": "Slide τ down: each row of the map sharpens towards one key and its entropy falls; slide it up: attention spreads towards the uniform log₂T bits. The colours are on a fixed 0–1 scale (legend).",
@@ -78,7 +79,8 @@ const I18N = {
     "q1.pred": "the blanks read {words}: {k} of {n} copied", "q1.query": "query: position {i} ({tok})",
   },
   zh: {
-    "lang.switch": "English", "lang.label": "语言：切换到英文",
+    "lang.switch": "English", "lang.label": "English：把页面切换成英文",
+    "s6.left": "中间一栏的模型", "s6.right": "右边一栏的模型",
     back: "全部答案",
     title: "ablate explore：教程的九个演示，在训练好的模型上运行",
     intro: "本页所有数字都由训练好的权重在浏览器中当场算出（MNIST 按 28 行、每行 28 个像素读入：每一行是一个词元）。画一个数字，选一个模型，然后逐个试试下面的演示。",
@@ -101,7 +103,7 @@ const I18N = {
     "s1.try": "把指针移到数字、注意力图或查询滑块上：橙色行是查询词元，其余行上的蓝色深浅表示它的注意力落在那里的多少（单个头，或各头平均）。对比一下：查询放在 7 顶部的几行，和放在它斜笔画上的行。",
     "s2.h": "2 · Q、K、V：三张卡片",
     "s2.try": "依次是查询词元的 q、k、v 向量，以及它对每个键 j 的原始分数 q·k_j、缩放后的分数（× 1/√d_k / τ）和 softmax 结果。用滑块把这个头的 W_Q、W_K 或 W_V 乘上一个系数（在训练好的权重上直接乘）：调 W_Q 或 W_K，所有分数一起放大或缩小，softmax 随之变尖或变平；W_K 调到 0，注意力变成均匀分布；调 W_V 不改变注意力，只改变取回来的内容，预测也会跟着变。在演示 3 中关掉 √d_k，可以看到缩放分数的范围变大，softmax 趋近独热。",
-    "s2.wq": "W_Q ×", "s2.wk": "W_K ×", "s2.wv": "W_V ×", "s2.reset": "恢复训练好的权重",
+    "s2.wq": "W_Q 乘以", "s2.wk": "W_K 乘以", "s2.wv": "W_V 乘以", "s2.reset": "恢复训练好的权重",
     "s2.q": "q（查询）", "s2.k": "k（同一词元的键）", "s2.v": "v（值）", "s2.raw": "原始分数 q·k_j", "s2.scaled": "缩放分数 q·k_j × {scale}", "s2.soft": "softmax：注意力权重",
     "s3.h": "3 · 温度 τ 与 √d_k",
     "s3.try": "把 τ 调小：注意力图的每一行都集中到某一个键上，行熵下降；调大：注意力趋于平均分布，行熵逼近均匀分布的 log₂T 比特。颜色使用固定的 0–1 刻度（见图例）。",

@@ -45,6 +45,11 @@ function setLang(lang) {
   $$("[data-i18n]").forEach((el) => { el.textContent = t(el.dataset.i18n); });
   $$("[data-i18n-title]").forEach((el) => { el.title = t(el.dataset.i18nTitle); });
   $$("[data-i18n-aria]").forEach((el) => el.setAttribute("aria-label", t(el.dataset.i18nAria)));
+  // a chart says what it draws: its figure's caption as its text alternative (issue 40, accessibility)
+  $$("figure canvas").forEach((cv) => {
+    cv.setAttribute("role", "img");
+    cv.setAttribute("aria-label", cv.closest("figure").querySelector("figcaption")?.textContent || "");
+  });
   $("back").href = `build/index${S.lang === "zh" ? ".zh" : ""}.html`;  // the findings' page, and back (issue 39)
   $$("a.findings").forEach((a) => {
     a.href = `build/index${S.lang === "zh" ? ".zh" : ""}.html#${ANSWERS[a.dataset.find]}`;
