@@ -169,7 +169,11 @@ def _filters(lang: str) -> dict[str, Any]:
         mantissa, exponent = f"{float(x):.{digits - 1}e}".split("e")
         return f"{mantissa}e{int(exponent)}".replace("-", "−", 1) if float(x) < 0 else f"{mantissa}e{int(exponent)}"
 
-    return {"pct": pct, "pts": pts, "num": num, "count": count, "fixed": fixed, "times": times, "g": g, "sci": sci}
+    def or_na(f):  # a value the notebook could not compute (None, from NaN) prints as "n/a", as an interval does
+        return lambda x, *a: "n/a" if x is None else f(x, *a)
+
+    filters = {"pct": pct, "pts": pts, "num": num, "count": count, "fixed": fixed, "times": times, "g": g, "sci": sci}
+    return {name: or_na(f) for name, f in filters.items()}
 
 
 def environment(lang: str, folder: Path | None = None, *, mark: bool = False) -> jinja2.Environment:
