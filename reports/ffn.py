@@ -430,7 +430,7 @@ else:
     ]
     Q_FOLD.answer(
         record=dict(facts=FACTS_TEST, width=FACTS_WIDTH, relu=recall["relu"], linear=recall["linear"],
-                    none=recall["none"], fold=fold, linear_adds=linear_adds,
+                    no_ffn=recall["none"], fold=fold, linear_adds=linear_adds,
                     d_model=int(fold_arms["model.d_model"].iloc[0]), layers=int(fold_arms["model.n_layers"].iloc[0])),
         details=" ".join(d for d in (R.lr_phrase(LINEAR.df) + ".", LINEAR.still_learning(fold_arms),
                                      R.caveat(fold_arms)) if d),

@@ -93,6 +93,8 @@ def test_a_record_keeps_each_interval_in_both_languages_and_refuses_what_it_cann
         prose.record(frame=pd.DataFrame())
     with pytest.raises(prose.RecordError, match=r"record field \"arms\['b'\]\" is a object"):
         prose.record(arms={"b": object()})
+    with pytest.raises(prose.RecordError, match=r"record field 'none' is a word jinja2 reads as its own"):
+        prose.record(none=0.2)  # {{ none }} would print jinja2's None, not the field
 
 
 def test_filters_print_the_same_digits_in_both_languages(tmp_path):

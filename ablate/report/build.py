@@ -256,10 +256,11 @@ TEXT: dict[str, tuple[str, str]] = {
     # index.html and index.zh.html
     "html_title": ("ablate — findings", "ablate — 实验结论"),
     "html_h1": ("ablate — what the experiments say", "ablate — 实验给出的答案"),
-    "html_intro": ("Every answer is computed by its notebook from the tables in {data}. The answers table "
-                   "first; under each question its plain answer and the figure that shows it, the evidence folded.",
-                   "每个答案都由对应的笔记本根据 {data} 中的表格计算得出。先是答案一览；每个问题下先给出直白的答案"
-                   "和说明它的图，证据折叠在后面。"),
+    "html_intro": ("Every answer is computed by its notebook from the tables in {data}. First the four questions "
+                   "answered for a student, then the answers table; under each question its plain answer and the "
+                   "figure that shows it, the evidence folded.",
+                   "每个答案都由对应的笔记本根据 {data} 中的表格计算得出。先是四道思考题的简明答案，再是答案一览；"
+                   "每个问题下先给出直白的答案和说明它的图，证据折叠在后面。"),
     "html_other": ("中文版", "English"),
     "html_explorer_top": ("the trained models in your browser: the explorer", "在浏览器里动手试训练好的模型：交互演示页"),
     "html_more": ("mechanism, outcome, anchors", "机制、结果与已发表的论断"),

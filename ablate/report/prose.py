@@ -98,9 +98,16 @@ def _value(name: str, value: Any) -> Any:
                       "mappings and stats.py's Estimate, Effect and Fraction")
 
 
+# names a template reads as jinja2's own (a record field `none` is the constant None there, not the field)
+RESERVED = frozenset({"none", "None", "true", "True", "false", "False", "loop", "self", "super", "varargs", "kwargs",
+                      "and", "or", "not", "in", "is", "if", "else"})
+
+
 def record(**values: Any) -> dict[str, Any]:
     """The numbers an answer's prose may print, as JSON-ready values (intervals keep their numbers and
     their text in each language)."""
+    if clash := sorted(set(values) & RESERVED):
+        raise RecordError(f"record field {clash[0]!r} is a word jinja2 reads as its own; name it otherwise")
     return {name: _value(name, v) for name, v in values.items()}
 
 
