@@ -290,7 +290,7 @@ def test_demo2_scales_a_heads_wq_wk_wv_as_scaling_pytorchs_weights(page, built):
         assert shown == f"× {factors['q']:.1f}"
     page.click("#wreset")
     assert _view(page, "qkv")["project"] == {"q": 1, "k": 1, "v": 1}
-    assert _diff(_view(page, "qkv")["raw"], base["raw"]) < 1e-12
+    assert _diff(_view(page, "qkv")["raw"], base["raw"]) < TOL
 
 
 # ---- demo 3: tau and entropy ----

@@ -59,12 +59,15 @@ pytestmark = [pytest.mark.slow,
 
 
 def test_the_index_in_each_language_opens_with_the_answers_and_folds_the_evidence(fixture_build, tmp_path):
+    """The four questions answered first (issue 39), then the answers table, the evidence folded."""
     out, results, _ = fixture_build
     seen = {}
     for lang in INDEX:
         got = browse(out / "build" / INDEX[lang], tmp_path / f"{lang}.png", """() => ({
             first: document.querySelector('h2').textContent,
-            rows: document.querySelectorAll('section:first-of-type tr').length,
+            second: document.querySelectorAll('h2')[1].textContent,
+            briefs: document.querySelectorAll('section:first-of-type p').length,
+            rows: document.querySelectorAll('section:nth-of-type(2) tr').length,
             open: [...document.querySelectorAll('details')].filter(d => d.open).length,
             folded: document.querySelectorAll('details').length,
             other: document.querySelector('p.other a').getAttribute('href'),
@@ -75,7 +78,9 @@ def test_the_index_in_each_language_opens_with_the_answers_and_folds_the_evidenc
     answers = sum(len(b.answers) for b in results)
     for lang, other in (("en", "zh"), ("zh", "en")):
         page = seen[lang]
-        assert page["first"] == TEXT["summary"][0 if lang == "en" else 1]
+        i = 0 if lang == "en" else 1
+        assert (page["first"], page["second"]) == (TEXT["briefs"][i], TEXT["summary"][i])
+        assert page["briefs"] == sum(1 for b in results for a in b.answers if (a.get("brief") or {}).get(lang)) == 4
         assert page["rows"] == answers + 1 and page["open"] == 0 and page["folded"] >= answers
         assert page["other"] == INDEX[other]
     assert seen["zh"]["lang"] == "zh-Hans" and seen["en"]["lang"] == "en"

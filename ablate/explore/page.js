@@ -390,13 +390,15 @@ function drawQKV() {
                      softmax: soft, scale: H.scale, project: { ...S.proj } };
   for (const w of ["q", "k", "v"]) $(`w${w}val`).textContent = `× ${S.proj[w].toFixed(1)}`;
 }
+// the factors change the weights the forward pass uses: a new pass, not a redraw
+const projected = () => S.proj.q !== 1 || S.proj.k !== 1 || S.proj.v !== 1;
 for (const w of ["q", "k", "v"]) {
-  $(`w${w}`).addEventListener("input", (ev) => { S.proj[w] = +ev.target.value; draw(); });
+  $(`w${w}`).addEventListener("input", (ev) => { S.proj[w] = +ev.target.value; render(); });
 }
 $("wreset").addEventListener("click", () => {
   S.proj = { q: 1, k: 1, v: 1 };
   for (const w of ["q", "k", "v"]) $(`w${w}`).value = 1;
-  draw();
+  render();
 });
 
 // ---- demo 3: tau, entropy ----
@@ -883,8 +885,8 @@ $("query").addEventListener("input", () => setQuery(+$("query").value));
 $("permute").addEventListener("click", () => { S.perm = shuffle(); render(); });
 $("order").addEventListener("click", () => { S.perm = null; render(); });
 $("res-a").addEventListener("change", render); $("res-b").addEventListener("change", render);
-$$(".ctl-layer").forEach((s) => s.addEventListener("change", () => { S.layer = +s.value; draw(); }));
-$$(".ctl-head").forEach((s) => s.addEventListener("change", () => { S.head = +s.value; draw(); }));
+$$(".ctl-layer").forEach((s) => s.addEventListener("change", () => { S.layer = +s.value; (projected() ? render : draw)(); }));
+$$(".ctl-head").forEach((s) => s.addEventListener("change", () => { S.head = +s.value; (projected() ? render : draw)(); }));
 $("lang").addEventListener("click", () => setLang(S.lang === "en" ? "zh" : "en"));
 
 const asked = new URLSearchParams(location.search).get("lang") || location.hash.replace("#lang=", "");
