@@ -45,7 +45,8 @@ def test_every_number_a_template_prints_comes_from_the_record(key):
     values = COMMITTED[key]["record"]
     for lang in prose.LANGS:
         for block, text in prose.render(key, values, lang, PROSE, mark=True).items():
-            assert prose.stray_numbers(text) == [], f"{lang}/{key}.md, block {block}: a number typed in the template"
+            stray = prose.stray_numbers(text)
+            assert stray == [], f"{lang}/{key}.md, block {block}: a number typed in the template: {stray}"
 
 
 @pytest.mark.parametrize("key", KEYS)
