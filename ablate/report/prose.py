@@ -118,7 +118,9 @@ class _Shown(dict):
     """An interval of the record: its fields by attribute (`e.mean`), its text in the template's language
     when printed."""
 
-    lang = "en"
+    def __init__(self, fields: dict[str, Any], lang: str):
+        super().__init__(fields)
+        self.lang = lang
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -134,9 +136,7 @@ def _view(value: Any, lang: str) -> Any:
     if isinstance(value, dict):
         inner = {k: _view(v, lang) for k, v in value.items()}
         if value.get("type") in _TYPES.values() and "text" in value:
-            shown = type(f"_Shown_{lang}", (_Shown,), {"lang": lang})(inner)
-            shown["text"] = value["text"]
-            return shown
+            return _Shown({**inner, "text": value["text"]}, lang)
         return inner
     if isinstance(value, list):
         return [_view(v, lang) for v in value]
@@ -174,7 +174,7 @@ def _filters(lang: str) -> dict[str, Any]:
 
     def sci(x: float, digits: int = 1) -> str:  # a learning rate as the sweeps write it: 3e-3, 1e-6, 4.4e-5
         mantissa, exponent = f"{float(x):.{digits - 1}e}".split("e")
-        return f"{mantissa}e{int(exponent)}".replace("-", "−", 1) if float(x) < 0 else f"{mantissa}e{int(exponent)}"
+        return f"{mantissa}e{int(exponent)}"
 
     def or_na(f):  # a value the notebook could not compute (None, from NaN) prints as "n/a", as an interval does
         return lambda x, *a: "n/a" if x is None else f(x, *a)
