@@ -8,9 +8,12 @@ A notebook declares its question and the published results it is compared with o
 
 and ends with a cell tagged `answer`:
 
-    Q.answer(plain=(en, zh), mechanism=(en, zh), outcome=(en, zh), changes=(en, zh), details="...",
+    Q.answer(record=dict(no_pe=none_bi, learned_pe=learned_bi, level=lvl), details="...",
              checks=[BAG.less(effect, "copy, validation", level=lvl, primary=True, reason="..."), ...],
              figure=R.savefig(fig, "q1_copy"))
+
+whose prose is the question's templates, reports/prose/en/<key>.md and reports/prose/zh/<key>.md, written
+from the record (prose.py); an older cell passes (English, Chinese) pairs, plain=(en, zh) and so on.
 
 (or `Q.not_run_yet(S)` when a sweep is missing). The cell shows the answer as Markdown and carries the
 same content as JSON (ANSWER_MIME), which `ablate report build` reads back for index.html and
