@@ -413,7 +413,7 @@ else:
         + f". At {top:g}, Pre-LN vs Post-LN: {robust.a} vs {robust.b} ({robust}). Diverged runs: "
         + ", ".join(f"{F.label('model.norm', k)} {int(R.rows(norm, {'model.norm': k})['diverged'].sum())} of "
                     f"{len(R.rows(norm, {'model.norm': k}))}" for k in KINDS) + ".",
-        f"学会复制任务（验证准确率高于词袋基线 {100 * lvl:.1f} %；发散算作未学会）的运行，按学习率："
+        f"学会复制任务（验证准确率高于词袋基线 {100 * lvl:.1f}%；发散算作未学会）的运行，按学习率："
         + "；".join(f"{F.label('model.norm', k)} " + "，".join(f"{lr:g}: {learned[k, lr]:zh}" for lr in lrs)
                    for k in KINDS)
         + f"。在 {top:g} 时 Pre-LN 对 Post-LN：{robust.a:zh} 对 {robust.b:zh}（{robust:zh}）。发散的运行："

@@ -209,7 +209,7 @@ else:
     if 4 in mults:
         checks.append(GEVA.judge(abs(share4 - 2 / 3) < SHARE_TOLERANCE, f"one layer at 4 × d_model: {100 * share4:.1f} %",
                                  primary=True, reason="the two thirds refer to d_ff = 4 × d_model",
-                                 evidence_zh=f"d_ff = 4 × d_model 的一层：{100 * share4:.1f} %",
+                                 evidence_zh=f"d_ff = 4 × d_model 的一层：{100 * share4:.1f}%",
                                  reason_zh="三分之二指的是 d_ff = 4 × d_model 的情形"))
     else:
         checks.append(GEVA.not_testable("one layer at 4 × d_model", "no run at 4 × d_model", primary=True,
@@ -219,7 +219,7 @@ else:
     checks.append(GEVA.judge(abs(share_default - 2 / 3) < SHARE_TOLERANCE,
                              f"the tutorial's own FFN, {default} × d_model: {100 * share_default:.1f} % of a layer",
                              primary=False, reason="the claim as the tutorial applies it to its own model",
-                             evidence_zh=f"教程自己的 FFN，{default} × d_model：占一层的 {100 * share_default:.1f} %",
+                             evidence_zh=f"教程自己的 FFN，{default} × d_model：占一层的 {100 * share_default:.1f}%",
                              reason_zh="教程把这一论断用在它自己的模型上"))
     plain = (
         f"In the standard Transformer, yes: at d_ff = 4 × d_model the FFN is {100 * share4:.1f} % of each layer. The "
@@ -227,16 +227,16 @@ else:
         f"and {100 * whole:.1f} % of the whole model with embeddings and head."
         + (f" Removing it on MNIST rows changed test accuracy by {removed} ({removed.a} vs {removed.b})."
            if removed is not None else ""),
-        f"在标准 Transformer 中是的：d_ff = 4 × d_model 时 FFN 占每层的 {100 * share4:.1f} %。教程自己的 FFN 宽度是 "
-        f"{default} × d_model，所以占每层的 {100 * share_default:.1f} %，而不是 2/3；连同嵌入层和输出头算整个模型则占 "
+        f"在标准 Transformer 中是的：d_ff = 4 × d_model 时 FFN 占每层的 {100 * share4:.1f}%。教程自己的 FFN 宽度是 "
+        f"{default} × d_model，所以占每层的 {100 * share_default:.1f}%，而不是 2/3；连同嵌入层和输出头算整个模型则占 "
         f"{100 * whole:.1f} %。"
         + (f"在 MNIST 按行输入上去掉它，测试准确率变化 {removed:zh}（{removed.a:zh} 对 {removed.b:zh}）。" if removed is not None else ""),
     )
     mechanism = (
         "One layer's share by FFN width: " + "; ".join(f"{m} × d_model {100 * share(m):.1f} %" for m in mults)
         + "; the whole model's: " + "; ".join(f"{m} × {100 * share(m, 'probe/init/share_ffn'):.1f} %" for m in mults) + ".",
-        "按 FFN 宽度，每层的占比：" + "；".join(f"{m} × d_model {100 * share(m):.1f} %" for m in mults)
-        + "；整个模型的占比：" + "；".join(f"{m} × {100 * share(m, 'probe/init/share_ffn'):.1f} %" for m in mults) + "。",
+        "按 FFN 宽度，每层的占比：" + "；".join(f"{m} × d_model {100 * share(m):.1f}%" for m in mults)
+        + "；整个模型的占比：" + "；".join(f"{m} × {100 * share(m, 'probe/init/share_ffn'):.1f}%" for m in mults) + "。",
     )
     outcome = (
         "Test accuracy on MNIST rows by FFN width: " + "; ".join(
@@ -339,13 +339,13 @@ else:
         with_ffn, without_ffn = (100 * recalled[FACTS_TEST, m].mean for m in (FACTS_WIDTH, 0))
         same_size = (f", {100 * R.estimate(matched, 'test/acc').mean:.0f} % without one at as many parameters"
                      if MATCHED.ready else "")
-        same_size_zh = (f"，参数一样多但没有 FFN 时答对 {100 * R.estimate(matched, 'test/acc').mean:.0f} %"
+        same_size_zh = (f"，参数一样多但没有 FFN 时答对 {100 * R.estimate(matched, 'test/acc').mean:.0f}%"
                         if MATCHED.ready else "")
         short = (f"At d_ff = 4 × d_model the FFN is {100 * share4:.1f} % of a layer (the tutorial's {default} ×: "
                  f"{100 * share_default:.1f} %); of {FACTS_TEST:,} key→value facts one layer recalls {with_ffn:.0f} % "
                  f"with an FFN of {FACTS_WIDTH} × d_model and {without_ffn:.0f} % without one{same_size}.",
-                 f"d_ff = 4 × d_model 时 FFN 占一层的 {100 * share4:.1f} %（教程的 {default} ×：{100 * share_default:.1f} %）；"
-                 f"{FACTS_TEST:,} 条键值事实中，单层模型有 {FACTS_WIDTH} × d_model 的 FFN 时答对 {with_ffn:.0f} %，去掉 FFN 时答对 "
+                 f"d_ff = 4 × d_model 时 FFN 占一层的 {100 * share4:.1f}%（教程的 {default} ×：{100 * share_default:.1f}%）；"
+                 f"{FACTS_TEST:,} 条键值事实中，单层模型有 {FACTS_WIDTH} × d_model 的 FFN 时答对 {with_ffn:.0f}%，去掉 FFN 时答对 "
                  f"{without_ffn:.0f} %{same_size_zh}。")
     Q_FFN.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
                  checks=checks, figure=figure, figures=figures, short=short)

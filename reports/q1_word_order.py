@@ -174,7 +174,7 @@ REASON_ZH = {
     "bag": "无位置编码对可学习位置编码，都是双向模型，在训练长度上做复制任务：两者只差位置信号，而复制准确率超过"
            "词袋基线就必须用到词序",
     "causal": "同一个无位置编码的模型，加与不加因果掩码：论断说的正是仅靠掩码就能打破对称性",
-    "3e": "MNIST 按行输入时，两种编码的准确率上下都有余地（复制任务把每种可用的编码都钉在 100 %，那里的「相同」"
+    "3e": "MNIST 按行输入时，两种编码的准确率上下都有余地（复制任务把每种可用的编码都钉在 100%，那里的「相同」"
           "是天花板造成的）；±2 个百分点的等价界限在读取数据之前就已确定。局限：只用一个未调过的学习率（Adam 1e-3）、"
           "3 个种子，而且在这个预算下模型仍在学习",
     "3e_converged": "Vaswani 等人比较的是训练好的模型：两种编码都训练到不再提升（MNIST 按行输入，1,128 步，余弦衰减），"
@@ -185,7 +185,7 @@ REASON_ZH = {
     "sin_extrapolate": "Vaswani 等人选正弦而不选可学习位置编码的理由：单查找任务在 8 个词元上训练、在 64 个词元上测试（因果），"
                        "按种子配对；若正弦编码在训练长度上没有解决任务，则无法在此检验（在运行之前写定）",
     "alibi": "Press 等人训练因果模型，再在更长的输入上测试：在 2 倍训练长度上比较因果 ALiBi 与因果正弦位置编码。"
-             "读取结果之后加上的偏离：这个检验的前提是 ALiBi 在训练长度上解决了任务（≥ 99 %），否则没有东西可以外推",
+             "读取结果之后加上的偏离：这个检验的前提是 ALiBi 在训练长度上解决了任务（≥ 99%），否则没有东西可以外推",
 }
 
 
@@ -513,7 +513,7 @@ else:
             return ""
         low, mid, high = np.min(f.steps), np.median(f.steps), np.max(f.steps)
         span = f"{low:.0f}–{high:.0f}" if high > low else f"{mid:.0f}"
-        return f"，{span} 步达到 99 %" if zh_ else f", solved (≥ 99 %) in {span} steps"
+        return f"，{span} 步达到 99%" if zh_ else f", solved (≥ 99 %) in {span} steps"
 
     val_level, test_level = R.level(best), R.level(best, split="test")
     train_len = int(best["data.length"].iloc[0])
@@ -610,7 +610,7 @@ else:
                 why=f"{PE[a]} ({mask}) reached {at_train} at {ext_train} tokens (solved: ≥ {100 * R.SOLVED:g} %), "
                     "so it has nothing to extrapolate",
                 why_zh=f"{PE_ZH[a]}（{mask_zh}）在 {ext_train} 个词元上只达到 {zh(at_train)}（解决指 ≥ "
-                       f"{100 * R.SOLVED:g} %），谈不上外推",
+                       f"{100 * R.SOLVED:g}%），谈不上外推",
                 primary=primary, reason=REASON[reason] if primary else "", what_zh=what[1],
                 reason_zh=REASON_ZH[reason] if primary else ""))
     if not EXT.ready:
@@ -630,7 +630,7 @@ else:
             why=f"causal ALiBi reached {alibi_train} at {train_len} tokens (sinusoidal {sin_train}; solved: ≥ "
                 f"{100 * EXTRAPOLATION_PREMISE:g} %), so it has nothing to extrapolate",
             why_zh=f"因果 ALiBi 在 {train_len} 个词元上只达到 {zh(alibi_train)}（正弦 {zh(sin_train)}；解决指 ≥ "
-                   f"{100 * EXTRAPOLATION_PREMISE:g} %），谈不上外推",
+                   f"{100 * EXTRAPOLATION_PREMISE:g}%），谈不上外推",
             primary=False, what_zh=long_what[1]))
         if has(best, NO_PE_CAUSAL):  # ALiBi's edge at 2× against what the causal mask alone gives
             checks.append(ALIBI.greater(R.effect(alibi_long, acc(best, NO_PE_CAUSAL, LONG_METRIC)),
@@ -690,7 +690,7 @@ else:
         moved_en = (f"For the sentence itself the largest entry of |A(Px) − P·A(x)·Pᵀ| is {sent[0][2]:.3f} without "
                     "positional encoding (the stored maps are rounded to 1/255)"
                     + (f" and {sent[1][2]:.2f} with learned positions" if sent[1] is not None else "") + ".")
-        moved_zh = (f"对这句话本身，没有位置编码时 |A(Px) − P·A(x)·Pᵀ| 的最大元素为 {sent[0][2]:.3f}（存储的矩阵精度为 1/255）"
+        moved_zh = (f"对例句「{ORIGINAL}」本身，没有位置编码时 |A(Px) − P·A(x)·Pᵀ| 的最大元素为 {sent[0][2]:.3f}（存储的矩阵精度为 1/255）"
                     + (f"，有可学习位置编码时为 {sent[1][2]:.2f}" if sent[1] is not None else "") + "。")
     else:
         moved_en = moved_zh = ""
@@ -740,7 +740,7 @@ else:
     out_zh = [f"复制任务，{train_len} 个词元，验证集（词袋基线 {order_level}）：" + per_variant(best, COPY_METRIC, "zh") + "。"]
     out_en.append(f"At {test_len} tokens ({test_len / train_len:g}× the training length, order-blind level "
                   f"{100 * test_level:.1f} %): " + per_variant(best, LONG_METRIC, "en") + ".")
-    out_zh.append(f"长度为 {test_len} 个词元时（训练长度的 {test_len / train_len:g} 倍，词袋基线 {100 * test_level:.1f} %）："
+    out_zh.append(f"长度为 {test_len} 个词元时（训练长度的 {test_len / train_len:g} 倍，词袋基线 {100 * test_level:.1f}%）："
                   + per_variant(best, LONG_METRIC, "zh") + "。")
     if alibi_long is not None:
         d = R.effect(alibi_long, sin_long)
@@ -794,7 +794,7 @@ else:
         "advantage at 8× length on lookup1 counts only where ALiBi (or, for Vaswani's claim, sinusoidal) solved the task "
         "at the training length; a rate chosen at the top of the grid (the details say where) may not be that arm's best.",
         "如果某个无位置编码的双向运行超过了词袋基线，就与「词袋」的说法矛盾（只要它的注意力对排列等变——探针检查了这一点——"
-        f"这就不可能发生，只能说明有程序错误）。只有当 MNIST 按行输入、训练到收敛时，「可学习 − 正弦」差值的 95 % 区间落在 "
+        f"这就不可能发生，只能说明有程序错误）。只有当 MNIST 按行输入、训练到收敛时，「可学习 − 正弦」差值的 95% 区间落在 "
         f"±{100 * MARGIN_3E_CONVERGED:g} 个百分点以内时，Table 3 (E) 才算成立：更多的种子或完整的训练集会缩小区间。ALiBi 在单查找任务 8 倍长度"
         "上的优势，只有在 ALiBi（对 Vaswani 的说法而言则是正弦编码）于训练长度上解决了任务时才算数；选在网格顶端的学习率"
         "（细节中写明）未必是该组的最佳学习率。",

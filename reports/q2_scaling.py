@@ -387,7 +387,7 @@ else:
                                     why="both solve the task (≥ 99 %): no room for a smaller d_k to lose quality",
                                     primary=True, reason=REASON["3b"],
                                     what_zh=f"Adam，缩放，d_k = {DK_SMALL} 对 {DK_REF} 的测试准确率",
-                                    why_zh="两者都解决了任务（≥ 99 %）：较小的 d_k 没有损失质量的余地",
+                                    why_zh="两者都解决了任务（≥ 99%）：较小的 d_k 没有损失质量的余地",
                                     reason_zh=REASON_ZH["3b"]))
     else:
         checks.append(TABLE_3B.not_testable(f"d_k = {DK_SMALL} vs {DK_REF}", f"the table has d_k = {dks}",
@@ -485,7 +485,7 @@ else:
 
     outcome = [f"Test accuracy, Adam (chance {100 * chance:.1f} %: always the most frequent count): "
                + accuracy(best, "en") + ".",
-               f"测试准确率，Adam（随机水平 {100 * chance:.1f} %：总猜最常见的计数）：" + accuracy(best, "zh") + "。"]
+               f"测试准确率，Adam（随机水平 {100 * chance:.1f}%：总猜最常见的计数）：" + accuracy(best, "zh") + "。"]
     if SGD.ready:
         outcome[0] += " Plain SGD: " + accuracy(sgd, "en") + "."
         outcome[1] += "普通 SGD：" + accuracy(sgd, "zh") + "。"

@@ -419,7 +419,7 @@ else:
     fast_two, fast_base = R.solve_test(speed[two], speed[one]), R.solve_test(speed[base], speed[one])
     slow_many = R.solve_test(speed[base], speed[many])  # the claim: 16 heads slower than 8, i.e. 8 faster
     lvl = R.level(best, {"data.task": task})
-    steps_en, steps_zh = "steps until validation first reaches 99 %", "验证准确率首次达到 99 % 所需的步数"
+    steps_en, steps_zh = "steps until validation first reaches 99 %", "验证准确率首次达到 99% 所需的步数"
     checks = [
         AVERAGING.faster(fast_two, f"{name}, {steps_en}, {two} heads vs {one}", primary=not PH.ready,
                          reason="what averaging costs one head that can still do both lookups: speed and reliability; "
@@ -568,7 +568,7 @@ else:
                       + "; ".join(f"{heads_word(h)} {R.estimate(best, OUTCOME, at(t, h))}" for h in heads)
                       + ". Test accuracy at the end: "
                       + "; ".join(f"{heads_word(h)} {R.estimate(best, 'test/acc', at(t, h))}" for h in heads) + ".")
-        out_zh.append(f"{tn_zh}，解决任务（验证准确率 ≥ {100 * R.SOLVED:g} %）的运行："
+        out_zh.append(f"{tn_zh}，解决任务（验证准确率 ≥ {100 * R.SOLVED:g}%）的运行："
                       + "；".join(f"{heads_word(h, True)} {solved(best, t, h)[1]}" for h in heads)
                       + f"。训练期间的平均验证准确率（{OUTCOME}）："
                       + "；".join(f"{heads_word(h, True)} {R.estimate(best, OUTCOME, at(t, h)):zh}" for h in heads)
@@ -658,7 +658,7 @@ else:
     Q.answer(
         record=said,
         mechanism=(mech_en, mech_zh),
-        outcome=(" ".join(out_en), " ".join(out_zh)),
+        outcome=(" ".join(out_en), "".join(out_zh)),
         changes=changes,
         details=" ".join(d for d in details if d),
         checks=checks,

@@ -165,7 +165,7 @@ HE_DEPTH = R.Anchor(
     "He et al. 2016a (deep residual learning), §1 and Table 2",
     "a deep plain network trains worse than the same network with residual connections (ImageNet top-1 error, "
     "10-crop: plain-34 28.54 %, ResNet-34 25.03 %)",
-    "深的普通网络比加了残差连接的同一网络训练得更差（ImageNet top-1 错误率，10 次裁剪：plain-34 为 28.54 %，ResNet-34 为 25.03 %）",
+    "深的普通网络比加了残差连接的同一网络训练得更差（ImageNet top-1 错误率，10 次裁剪：plain-34 为 28.54%，ResNet-34 为 25.03%）",
     wording="Our extremely deep residual nets are easy to optimize, but the counterpart \"plain\" nets (that simply "
             "stack layers) exhibit higher training error when the depth increases",
     tutorial=True,
@@ -615,7 +615,7 @@ else:
                            for d in depths)
     outcome_en = [f"Runs that learned the copy task (test accuracy above the order-blind level, {100 * lvl:.1f} %), Adam: "
                   f"{by_depth_en}. Test accuracy at {deep} layers: {outcome.a} with skips, {outcome.b} without ({outcome})."]
-    outcome_zh = [f"学会复制任务（测试准确率高于词袋基线 {100 * lvl:.1f} %）的运行，Adam：{by_depth_zh}。"
+    outcome_zh = [f"学会复制任务（测试准确率高于词袋基线 {100 * lvl:.1f}%）的运行，Adam：{by_depth_zh}。"
                   f"{deep} 层时的测试准确率：有残差连接 {outcome.a:zh}，无残差连接 {outcome.b:zh}（{outcome:zh}）。"]
     edges = [d for d in depths if search(d)[1] and search(d)[2]]
     if edges:
@@ -639,7 +639,7 @@ else:
             outcome_en.append(f"{name}, Adam 1e-3: " + "; ".join(
                 f"{layers_word(d)}: {R.learned(sub, at(True, d), metric=OUTCOME)} with skips, "
                 f"{R.learned(sub, at(False, d), metric=OUTCOME)} without" for d in n_depths) + ".")
-            outcome_zh.append(f"{name}，Adam 1e-3：" + "；".join(
+            outcome_zh.append(f"{ {'none': '无层归一化'}.get(n, name) }，Adam 1e-3：" + "；".join(
                 f"{layers_word(d, True)}：有残差连接 {R.learned(sub, at(True, d), metric=OUTCOME):zh}，无残差连接 "
                 f"{R.learned(sub, at(False, d), metric=OUTCOME):zh}" for d in n_depths) + "。")
     changes = (
@@ -648,8 +648,8 @@ else:
         "(the full budget). The gradient verdict depends on the margin of a factor "
         f"{HEALTHY_FACTOR:g}: a plain first layer more than ×{HEALTHY_FACTOR:g} below the residual one would make it disagree.",
         "机制检验都在初始化时进行，与预算无关。可能改变结果的是：在所试 4 个学习率之外的某个学习率下，或在更长的训练"
-        f"（完整预算）中，{deep} 层的普通堆叠学会了复制任务。关于梯度的结论取决于 {HEALTHY_FACTOR:g} 倍的容差：若普通堆叠的"
-        f"第一层梯度比残差堆叠低 {HEALTHY_FACTOR:g} 倍以上，结论就会变成不成立。",
+        f"（完整预算）中，{deep} 层的普通堆叠学会了复制任务。He 等人（2016a）那条关于梯度的判定取决于 {HEALTHY_FACTOR:g} 倍"
+        f"的容差：若普通堆叠第一层的梯度不到残差堆叠的 1/{HEALTHY_FACTOR:g}，这条判定就会变成不成立。",
     )
     details = [f"Primary comparison, copy, Pre-LN, Adam: {R.lr_phrase(S.df)}.", R.convergence(best), R.caveat(best)]
     if sgd is not None:
@@ -660,7 +660,7 @@ else:
         details.append(f"Post-LN and no LayerNorm: {NORM.missing}.")
     Q.answer(
         mechanism=mechanism,
-        outcome=(" ".join(outcome_en), " ".join(outcome_zh)),
+        outcome=(" ".join(outcome_en), "".join(outcome_zh)),
         changes=changes,
         details=" ".join(d for d in details if d),
         checks=checks,

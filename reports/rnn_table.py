@@ -824,12 +824,12 @@ else:
                    f"of the same size {ls_long} (order-blind level {level_long:.1f} %"
                    + (": no better than a model blind to order)" if blind else ")"))
         lead_zh = (f"长度为 {long_len} 个词元时，有位置编码的 Transformer 复制正确的词元比例为 {zh(tf_long)}，同样大小的 LSTM 为 "
-                   f"{zh(ls_long)}（词袋基线 {level_long:.1f} %" + ("：与看不到词序的模型无异）" if blind else "）"))
+                   f"{zh(ls_long)}（词袋基线 {level_long:.1f}%" + ("：与看不到词序的模型无异）" if blind else "）"))
     else:
         lead_en = (f"At {long_len} tokens the LSTM copies {ls_long} of the tokens right, the Transformer with positions "
                    f"{tf_long} (order-blind level {level_long:.1f} %): the LSTM is not behind")
         lead_zh = (f"长度为 {long_len} 个词元时，LSTM 复制正确的词元比例为 {zh(ls_long)}，有位置编码的 Transformer 为 {zh(tf_long)}"
-                   f"（词袋基线 {level_long:.1f} %）：LSTM 并不落后")
+                   f"（词袋基线 {level_long:.1f}%）：LSTM 并不落后")
     drop_en = (f"; the LSTM itself falls from {ls_short} at {short} tokens" if ls_short.mean - ls_long.mean > 0.02
                else f"; the LSTM holds its {short}-token accuracy ({ls_short})")
     drop_zh = (f"；LSTM 自身的准确率则从长度 {short} 时的 {zh(ls_short)} 降了下来" if ls_short.mean - ls_long.mean > 0.02
@@ -859,7 +859,7 @@ else:
         f"{recall_en}{'On copy, which holds every token at once, ' + lead_en[0].lower() + lead_en[1:] if recall_en else lead_en}"
         f"{drop_en}. Runs that "
         f"solved it (≥ {100 * R.SOLVED:g} %): Transformer {f_tf}, LSTM {f_ls}.{rev_en}" + where_en,
-        f"{recall_zh}{'而在需要同时记住全部词元的复制任务上，' if recall_zh else ''}{lead_zh}{drop_zh}。解决任务（≥ {100 * R.SOLVED:g} %）"
+        f"{recall_zh}{'而在需要同时记住全部词元的复制任务上，' if recall_zh else ''}{lead_zh}{drop_zh}。解决任务（≥ {100 * R.SOLVED:g}%）"
         f"的运行：Transformer {zh(f_tf)}，LSTM {zh(f_ls)}。{rev_zh}" + where_zh,
     )
     out_en = [f"Copy, test accuracy by length ({R.lr_phrase(COPY.df)}" + ("; 64 tokens at Adam's 1e-3, 2 seeds" if C64.ready
@@ -875,7 +875,7 @@ else:
                         if has(best, dict(zip(("model.arch", "model.pos_enc"), k))))]
     out_en.append("Order-blind level by length: " + "; ".join(f"{n}: {100 * v:.1f} %" for n, v in length_levels(lengthwise).items())
                   + ".")
-    out_zh.append("各长度下的词袋基线：" + "；".join(f"{n}：{100 * v:.1f} %" for n, v in length_levels(lengthwise).items()) + "。")
+    out_zh.append("各长度下的词袋基线：" + "；".join(f"{n}：{100 * v:.1f}%" for n, v in length_levels(lengthwise).items()) + "。")
     if REV.ready:
         out_en.append("Reverse copy (Adam 1e-3): " + " ".join(
             f"{variant(*k)}: {line(rev, dict(zip(('model.arch', 'model.pos_enc'), k)), 'en')}."
@@ -942,10 +942,10 @@ else:
                  + (f"; with its chosen remedy the LSTM recalls {100 * remedied_acc.mean:.0f} % at lag {hi}."
                     if remedied is not None else
                     f"; at lag {hi}, Transformer − LSTM = {100 * top_lag.diff:+.0f} points."),
-                 f"只需记住一个词元时，LSTM 在间隔 {lo} 时答对 {a['lstm', lo]:.0f} %，间隔 {hi} 时 {a['lstm', hi]:.0f} %"
-                 f"（词袋基线 {100 * recall_level[hi]:.0f} %），Transformer 分别为 {a['transformer', lo]:.0f} % 和 "
+                 f"只需记住一个词元时，LSTM 在间隔 {lo} 时答对 {a['lstm', lo]:.0f}%，间隔 {hi} 时 {a['lstm', hi]:.0f}%"
+                 f"（词袋基线 {100 * recall_level[hi]:.0f}%），Transformer 分别为 {a['transformer', lo]:.0f}% 和 "
                  f"{a['transformer', hi]:.0f} %"
-                 + (f"；采用所选补救办法后，LSTM 在间隔 {hi} 时答对 {100 * remedied_acc.mean:.0f} %。" if remedied is not None
+                 + (f"；采用所选补救办法后，LSTM 在间隔 {hi} 时答对 {100 * remedied_acc.mean:.0f}%。" if remedied is not None
                     else f"；间隔 {hi} 时 Transformer − LSTM = {100 * top_lag.diff:+.0f} 个百分点。"))
     Q_LONG.answer(plain=plain, mechanism=mechanism, outcome=(" ".join(out_en), "".join(out_zh)), changes=changes, short=short,
                   details=" ".join(d for d in details if d), checks=checks,
@@ -1094,7 +1094,7 @@ else:
                   f"({f_ls_none.k} of {f_ls_none.n} runs above the order-blind level of {blind:.1f} %), the Transformer "
                   f"{tf_none}.")
         cn.append(f"完全没有位置编码时，在 {order_len} 个词元的复制任务上 LSTM 达到 {zh(ls_none)}（{f_ls_none.n} 次运行中 "
-                  f"{f_ls_none.k} 次超过词袋基线 {blind:.1f} %），Transformer 为 {zh(tf_none)}。")
+                  f"{f_ls_none.k} 次超过词袋基线 {blind:.1f}%），Transformer 为 {zh(tf_none)}。")
     if d_ls is not None:
         en.append(f"On MNIST rows, permuting the test rows lowers the LSTM's test accuracy by {d_ls} (points) and the "
                   f"Transformer's without positions by {d_tf}: the recurrence reads the order, self-attention alone does not.")
@@ -1271,7 +1271,7 @@ else:
                        f"Transformer reaches {100 * conv_tut.mean:.1f} %, the LSTM of matched size {100 * conv_ls.mean:.1f} % "
                        f"(difference {conv_diff}, paired by seed: {better}).",
                        f"这是一项测量：在 MNIST 按行输入上训练到收敛（各 {conv_tut.n} 个种子），教程的 Transformer 达到 "
-                       f"{100 * conv_tut.mean:.1f} %，参数量匹配的 LSTM 为 {100 * conv_ls.mean:.1f} %（相差 {zh(conv_diff)}，"
+                       f"{100 * conv_tut.mean:.1f}%，参数量匹配的 LSTM 为 {100 * conv_ls.mean:.1f}%（相差 {zh(conv_diff)}，"
                        f"按种子配对：{better_zh}）。")
     out_en = ("Test accuracy: " + "; ".join(f"{v} {R.estimate(rows, 'test/acc', {'variant': v})}" for v in variants_in(rows))
               + ". Seconds per training epoch: " + "; ".join(

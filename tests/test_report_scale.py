@@ -17,8 +17,8 @@ META = {"sweeps": {
 
 
 @pytest.mark.parametrize("sweeps, en, zh", [
-    (["a"], "quick budget, CPU", "quick 预算，CPU"),
-    (["a", "b"], "full, quick budget, CPU, CUDA", "full、quick 预算，CPU、CUDA"),
+    (["a"], "quick budget, CPU", "快速预算，CPU"),
+    (["a", "b"], "full, quick budget, CPU, CUDA", "完整、快速预算，CPU、CUDA"),
     (["cost"], "benchmark, CPU", "基准测试，CPU"),
     (["missing"], "—", "—"),
 ])

@@ -1200,7 +1200,7 @@ def test_findings_costs_come_from_meta_json_and_the_build_imports_no_cost_or_swe
     assert "**At budget quick, 1 of 1 primary tests is inconclusive.**" in q3 and "9.4 M optimiser steps" in q3
     zh = _findings(tmp_path, built, _meta(COST_FULL), "zh")
     assert TEXT["full"][1] in _sections(zh)
-    assert "**在 quick 预算下，1 个主要检验中有 1 个证据不足。**" in _pages(tmp_path, built, _meta(COST_FULL), "zh")["Q3 · 标题"]
+    assert "**在快速预算下，1 个主要检验中有 1 个证据不足。**" in _pages(tmp_path, built, _meta(COST_FULL), "zh")["Q3 · 标题"]
     without = _findings(tmp_path, built, _meta(), "en")  # exported before meta.json carried cost_full: no section
     assert TEXT["full"][0] not in _sections(without) and "At budget" not in without
     code = ("import sys, ablate.report.build; "

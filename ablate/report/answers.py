@@ -397,7 +397,7 @@ def _family_note(m: int, moved: int) -> dict[str, str]:
                 "zh": "只有一个主要检验带 p 值，无需多重比较校正。"}
     return {"en": f"Holm–Bonferroni across the {m} primary tests that carry a p-value (family-wise error "
                   f"{100 * ALPHA:g} %): {moved} verdict{'s' if moved != 1 else ''} moved to inconclusive by it.",
-            "zh": f"对 {m} 个带 p 值的主要检验做 Holm–Bonferroni 校正（族错误率 {100 * ALPHA:g} %）："
+            "zh": f"对 {m} 个带 p 值的主要检验做 Holm–Bonferroni 校正（族错误率 {100 * ALPHA:g}%）："
                   f"{moved} 个判定因此改为证据不足。"}
 
 

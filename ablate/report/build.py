@@ -85,7 +85,7 @@ FINDINGS = {"en": "FINDINGS.md", "zh": "FINDINGS.zh.md"}
 # is the one the Chinese text uses).
 GLOSSARY: tuple[tuple[str, str, str], ...] = (
     ("词元", "token", "模型读入的最小单位；教程把例句「猫坐在垫子上」切成「猫」「坐」「在」「垫子」「上」五个词元，"
-                    "这里的复制任务则按字输入，「垫」「子」各算一个词元，共六个"),
+                    "把例句送进这里的复制模型时则按字输入，「垫」「子」各算一个词元，共六个"),
     ("词袋", "bag of tokens", "只记每个词元出现几次、不记顺序的表示；没有位置编码的双向 Transformer 看到的就是词袋"),
     ("词袋基线", "order-blind level", "看不到词序的模型（只知道序列的词袋和当前位置上的词元）所能期望达到的准确率，在每个任务的评估集上精确算出"),
     ("随机水平", "chance", "始终猜最常见的答案所能得到的准确率"),
@@ -93,6 +93,8 @@ GLOSSARY: tuple[tuple[str, str, str], ...] = (
     ("缩放", "scaling by √d_k", "注意力分数 QKᵀ 除以 √d_k，使分数的标准差与 d_k 无关"),
     ("多头注意力", "multi-head attention", "几个小注意力头并行，各自决定看哪里（教程比作几盏「聚光灯」）"),
     ("残差连接", "residual (skip) connection", "把子层的输入直接加到输出上：x + f(x)（教程比作「便利贴」和「梯度高速公路」）"),
+    ("普通堆叠", "plain stack", "没有残差连接的层堆叠（无残差堆叠）；Q4 拿它和有残差连接的同一堆叠比较"),
+    ("整形注意力", "shaped attention", "一种初始化时让每个词元主要关注自己的注意力（Noci 等人 2023），用来检验「词元坍缩」的解释"),
     ("层归一化", "LayerNorm", "对每个词元的向量做归一化；Pre-LN 放在子层之前（残差分支内），Post-LN 放在残差相加之后"),
     ("前馈网络（FFN）", "feed-forward network", "每个词元各自经过的两层全连接网络（教程比作「折纸」和「键值记忆」）；"
                                             "这里检验它能否存下只能记在权重里的事实"),
@@ -138,15 +140,15 @@ TEXT: dict[str, tuple[str, str]] = {
         "only inside an equivalence margin stated with its test (TOST); two arms that both stayed at the "
         "task's reference level (chance, or the order-blind level), or both solved it (≥ 99 %), make a claim "
         "not testable: runs that learned nothing, or that have no room to differ, are no evidence either way.",
-        "以下每个数字都由笔记本根据这些表格计算得出。准确率给出对随机种子和评估样本的 95 % bootstrap 区间"
-        "（区间不会超出 0–100 %），梯度之比在对数尺度上给出区间，其他量给出对随机种子的 Student-t 区间；"
+        "以下每个数字都由笔记本根据这些表格计算得出。准确率给出对随机种子和评估样本的 95% bootstrap 区间"
+        "（区间不会超出 0–100%），梯度之比在对数尺度上给出区间，其他量给出对随机种子的 Student-t 区间；"
         "调参的扫描中，每个变体取其第一阶段在验证集上选出的学习率。每条已发表的论断只有一个主要检验，"
         "连同理由写在笔记本中（如各笔记本所述，Q1–Q4 和各论断的检验是在读过此前一版结论之后写定的，RNN 对照表的检验"
         "写于其运行之前；读到结果之后所做的改动都有标注）；"
-        "其他比较只是辅助证据，不影响判定。所有 p 值都是双侧的，预先登记为单向（a 高于 b）的检验也不例外："
-        "判定要求 95 % 区间完全落在预测的一侧，相当于 2.5 % 水平的单侧检验，比登记的 5 % 更严。"
+        "其他比较只是辅助证据，不影响判定。所有 p 值都是双侧的，预先登记为单侧（a 高于 b）的检验也不例外："
+        "判定要求 95% 区间完全落在预测的一侧，相当于 2.5% 水平的单侧检验，比登记的 5% 更严。"
         "「两者相同」类的论断只有在差异落入与检验一同声明的等价界限之内（TOST）时"
-        "才算成立；两个变体都停留在任务的参考水平（随机水平或词袋基线），或都已解决任务（≥ 99 %）时，"
+        "才算成立；两个变体都停留在任务的参考水平（随机水平或词袋基线），或都已解决任务（≥ 99%）时，"
         "该论断无法在此检验：什么都没学到、或没有差异空间的模型无法为任何一方提供证据。",
     ),
     "other": ("中文版：[FINDINGS.zh.md](FINDINGS.zh.md)", "English: [FINDINGS.md](FINDINGS.md)"),
@@ -200,7 +202,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "settle": (
         "**At budget {budgets}, {n} of {total} primary tests {what}.** Whether longer training changes "
         "{them} is for the full budget to show: {costs}.",
-        "**在 {budgets} 预算下，{total} 个主要检验中有 {n} 个{what}。** 更长的训练是否会改变结论，"
+        "**在{budgets}预算下，{total} 个主要检验中有 {n} 个{what}。** 更长的训练是否会改变结论，"
         "要由完整预算来回答：{costs}。",
     ),
     "settle_inconclusive": ("{are} inconclusive", "证据不足"),
@@ -770,7 +772,9 @@ def settle_line(unsettled: list[dict], n_primary: int, costs: list[dict], meta: 
     parts = [say("settle_cost", lang, sweep=c["sweep"], runs=c["runs"], epochs=c["epochs"],
                  msteps=f"{c['steps'] / 1e6:.1f}", gpu=f"{_hours(c['gpu_hours'][0])}–{_hours(c['gpu_hours'][1])}")
              for c in costs]
-    return say("settle", lang, budgets=", ".join(budgets), n=len(unsettled), total=n_primary,
+    if lang == "zh":
+        budgets = [BUDGET_ZH.get(b, b) for b in budgets]
+    return say("settle", lang, budgets=say("scale_sep", lang).join(budgets), n=len(unsettled), total=n_primary,
                what=say("settle_or", lang).join(w for w in what if w), them="it" if one else "them",
                costs="; ".join(parts))
 

@@ -74,7 +74,7 @@ ZH: dict[str, str] = {
     "attention": "注意力",
     "optimiser step": "训练步数",
     "optimiser steps to 99 %": "达到 99% 所需步数",
-    "steps until validation reaches 99 %": "验证准确率达到 99 % 所用的步数",
+    "steps until validation reaches 99 %": "验证准确率达到 99% 所用的步数",
     "the runs that got there": "仅统计达到的运行",
     "solved": "个种子学会",
     "the premise": "前提假设",
