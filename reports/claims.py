@@ -514,13 +514,13 @@ else:
     best_tau = max(accs, key=lambda t: accs[t].mean if accs[t].n else -1)
     acc_gap = R.effect(accs[best_tau], accs[1.0]) if 1.0 in accs and best_tau != 1.0 else None
     checks = [
-        HINTON.greater(entropy, f"layer-0 attention entropy at initialisation, τ = {taus[-1]:g} vs {taus[0]:g}",
+        HINTON.greater(entropy, f"first-layer attention entropy at initialisation, τ = {taus[-1]:g} vs {taus[0]:g}",
                        primary=True, reason="the softmax itself, before training reshapes the scores",
-                       what_zh=f"初始化时第 1 层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
+                       what_zh=f"初始化时第一层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
                        reason_zh="softmax 本身，在训练改变分数之前"),
-        HINTON.greater(final, f"layer-0 attention entropy after training, τ = {taus[-1]:g} vs {taus[0]:g}",
+        HINTON.greater(final, f"first-layer attention entropy after training, τ = {taus[-1]:g} vs {taus[0]:g}",
                        primary=False, reason="whether training undoes it",
-                       what_zh=f"训练后第 1 层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
+                       what_zh=f"训练后第一层注意力的熵，温度 τ = {taus[-1]:g} 对 {taus[0]:g}",
                        reason_zh="训练能否抵消它"),
     ]
     # each fixed τ at the start and the end of training (issue 25): training moves the entropy a fixed τ set

@@ -645,9 +645,9 @@ else:
     if "none_bi" in eq and eq["none_bi"].n:
         checks.append(BAG.judge(
             eq["none_bi"].mean < EQUIVARIANT,
-            f"mechanism: layer-0 attention of the trained no-PE bidirectional models on a reordered validation "
+            f"mechanism: first-layer attention of the trained no-PE bidirectional models on a reordered validation "
             f"sequence, max |A(Px) − P·A(x)·Pᵀ| = {eq['none_bi']} (equivariant below {EQUIVARIANT:g})",
-            evidence_zh=f"机制：训练后的无位置编码双向模型在一个重新排列的验证序列上的第 1 层注意力，"
+            evidence_zh=f"机制：训练后的无位置编码双向模型在一个重新排列的验证序列上的第一层注意力，"
                         f"max |A(Px) − P·A(x)·Pᵀ| = {eq['none_bi']:zh}（低于 {EQUIVARIANT:g} 即为等变）",
             primary=False))
     checks.append(BAG.judge(f_none_bi.k == 0 if f_none_bi.n else None,
@@ -697,14 +697,14 @@ else:
     eq_en = eq_zh = ""
     if "none_bi" in eq:
         changed = [k for k in ("learned_bi", "none_causal") if k in eq and eq[k].n and eq[k].mean >= EQUIVARIANT]
-        eq_en = (f"On a reordered validation sequence, layer 0's attention of the trained models changes by "
+        eq_en = (f"On a reordered validation sequence, the first layer's attention of the trained models changes by "
                  f"max |A(Px) − P·A(x)·Pᵀ| = {eq['none_bi']} without positional encoding"
                  + (": the matrix is only reordered, the model sees a bag of tokens" if bag else
                     ": more than reordering (not a bag of tokens)" if bag is False else "")
                  + (f"; {eq['learned_bi']} with learned positions" if "learned_bi" in eq else "")
                  + (f" and {eq['none_causal']} with a causal mask and no positions" if "none_causal" in eq else "")
                  + (": there the matrix itself changes." if changed else "."))
-        eq_zh = (f"在一个重新排列的验证序列上，训练后模型第 1 层注意力的变化 max |A(Px) − P·A(x)·Pᵀ| 在没有位置编码时为 "
+        eq_zh = (f"在一个重新排列的验证序列上，训练后模型第一层注意力的变化 max |A(Px) − P·A(x)·Pᵀ| 在没有位置编码时为 "
                  f"{zh(eq['none_bi'])}"
                  + ("：矩阵只是被重新排列，模型看到的是词袋" if bag else "：不只是重新排列（不是词袋）" if bag is False else "")
                  + (f"；有可学习位置编码时为 {zh(eq['learned_bi'])}" if "learned_bi" in eq else "")

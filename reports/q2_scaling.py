@@ -342,9 +342,9 @@ else:
                       primary=True, reason=REASON["variance"],
                       what_zh=f"初始化时 log 分数标准差对 log d_k 的斜率，不缩放：{slope_un:zh}（缩放：{slope_sc:zh}），"
                               "对照 √d_k 的 0.5", reason_zh=REASON_ZH["variance"]),
-        SATURATION.less(grad_init, f"d_k = {dk_max}, layer-0 gradient to W_Q per unit of score at initialisation, "
+        SATURATION.less(grad_init, f"d_k = {dk_max}, first-layer gradient to W_Q per unit of score at initialisation, "
                         "unscaled vs scaled (geometric means)", primary=True, reason=REASON["saturation"],
-                        what_zh=f"d_k = {dk_max}，初始化时第 1 层每单位分数传到 W_Q 的梯度，不缩放对缩放（几何平均）",
+                        what_zh=f"d_k = {dk_max}，初始化时第一层每单位分数传到 W_Q 的梯度，不缩放对缩放（几何平均）",
                         reason_zh=REASON_ZH["saturation"]),
         TRAINS.greater(R.effect(acc_sc, acc_un), f"Adam, test accuracy at d_k = {dk_max}, scaled vs unscaled, "
                        "learning rates 1e-4 … 3e-3", level=chance, primary=not LR512.ready, reason=REASON["trains"],
@@ -394,15 +394,15 @@ else:
                                             primary=True, reason=REASON["3b"], what_zh=f"d_k = {DK_SMALL} 对 {DK_REF}",
                                             why_zh=f"表中只有 d_k = {dks}", reason_zh=REASON_ZH["3b"]))
     # supporting
-    checks.append(SATURATION.greater(R.effect(*onehot_init[dk_max]), f"d_k = {dk_max}, share of one-hot layer-0 rows "
+    checks.append(SATURATION.greater(R.effect(*onehot_init[dk_max]), f"d_k = {dk_max}, share of one-hot first-layer rows "
                                      "at initialisation, unscaled vs scaled", primary=False,
-                                     what_zh=f"d_k = {dk_max}，初始化时第 1 层独热行的比例，不缩放对缩放"))
-    checks.append(SATURATION.greater(R.effect(*onehot_final[dk_max]), f"d_k = {dk_max}, share of one-hot layer-0 rows "
+                                     what_zh=f"d_k = {dk_max}，初始化时第一层独热行的比例，不缩放对缩放"))
+    checks.append(SATURATION.greater(R.effect(*onehot_final[dk_max]), f"d_k = {dk_max}, share of one-hot first-layer rows "
                                      "after training, unscaled vs scaled", primary=False,
-                                     what_zh=f"d_k = {dk_max}，训练后第 1 层独热行的比例，不缩放对缩放"))
-    checks.append(SATURATION.less(grad_final, f"d_k = {dk_max}, layer-0 gradient to W_Q per unit of score after "
+                                     what_zh=f"d_k = {dk_max}，训练后第一层独热行的比例，不缩放对缩放"))
+    checks.append(SATURATION.less(grad_final, f"d_k = {dk_max}, first-layer gradient to W_Q per unit of score after "
                                   "training, unscaled vs scaled", primary=False,
-                                  what_zh=f"d_k = {dk_max}，训练后第 1 层每单位分数传到 W_Q 的梯度，不缩放对缩放"))
+                                  what_zh=f"d_k = {dk_max}，训练后第一层每单位分数传到 W_Q 的梯度，不缩放对缩放"))
     if SGD.ready:
         sgd_max = int(sgd["model.d_head"].max())
         sgd_acc = R.effect(est(ACC, at(sgd_max, True), sgd), est(ACC, at(sgd_max, False), sgd))
@@ -412,9 +412,9 @@ else:
         # (at initialisation the SGD runs are the Adam runs' models: the same seeds, the same init)
         sgd_grad = R.effect(est("softmax_grad_wq_l0_final", at(sgd_max, False), sgd, scale="log"),
                             est("softmax_grad_wq_l0_final", at(sgd_max, True), sgd, scale="log"))
-        checks.append(SATURATION.less(sgd_grad, f"plain SGD, d_k = {sgd_max}, layer-0 gradient to W_Q per unit of score "
+        checks.append(SATURATION.less(sgd_grad, f"plain SGD, d_k = {sgd_max}, first-layer gradient to W_Q per unit of score "
                                       "after training, unscaled vs scaled", primary=False,
-                                      what_zh=f"普通 SGD，d_k = {sgd_max}，训练后第 1 层每单位分数传到 W_Q 的梯度，"
+                                      what_zh=f"普通 SGD，d_k = {sgd_max}，训练后第一层每单位分数传到 W_Q 的梯度，"
                                               "不缩放对缩放"))
 
     # ---- the text ----
@@ -451,18 +451,18 @@ else:
                       reparam_lr_hi=reparam_rates[-1])
     record.update(unscaled_learned=f_un, scaled_learned=f_sc)
     mechanism = (
-        f"With the unit-variance init the layer-0 q and k components have variance {qv} and {kv}; the unscaled "
+        f"With the unit-variance init the first layer's q and k components have variance {qv} and {kv}; the unscaled "
         "scores' standard deviation at initialisation is " + "; ".join(
             f"{std_init[d]} at d_k = {d} (√d_k = {math.sqrt(d):.1f})" for d in dks)
-        + f": it grows as d_k^{slope_un} (scaled: d_k^{slope_sc}). One-hot layer-0 rows at initialisation, unscaled / "
+        + f": it grows as d_k^{slope_un} (scaled: d_k^{slope_sc}). One-hot first-layer rows at initialisation, unscaled / "
         "scaled: " + "; ".join(f"d_k = {d}: {onehot_init[d][0]} / {onehot_init[d][1]}" for d in dks)
         + "; after training: " + "; ".join(f"d_k = {d}: {onehot_final[d][0]} / {onehot_final[d][1]}" for d in dks)
         + f". Training makes the unscaled scores larger still: at d_k = {dk_max} their standard deviation ends at "
         f"{std_final[0]} (scaled: {std_final[1]}). Per unit of score the unscaled softmax passes back {grad_init} the "
         f"gradient of the scaled one at initialisation and {grad_final} after training.",
-        f"初始化为单位方差时，第 1 层 q 和 k 分量的方差为 {zh(qv)} 和 {zh(kv)}；不缩放的分数在初始化时的标准差为"
+        f"初始化为单位方差时，第一层 q 和 k 分量的方差为 {zh(qv)} 和 {zh(kv)}；不缩放的分数在初始化时的标准差为"
         + "；".join(f"d_k = {d} 时 {zh(std_init[d])}（√d_k = {math.sqrt(d):.1f}）" for d in dks)
-        + f"：按 d_k^{zh(slope_un)} 增长（缩放后 d_k^{zh(slope_sc)}）。初始化时第 1 层独热行的比例，不缩放 / 缩放："
+        + f"：按 d_k^{zh(slope_un)} 增长（缩放后 d_k^{zh(slope_sc)}）。初始化时第一层独热行的比例，不缩放 / 缩放："
         + "；".join(f"d_k = {d}：{zh(onehot_init[d][0])} / {zh(onehot_init[d][1])}" for d in dks)
         + "；训练后：" + "；".join(f"d_k = {d}：{zh(onehot_final[d][0])} / {zh(onehot_final[d][1])}" for d in dks)
         + f"。训练让不缩放的分数更大：d_k = {dk_max} 时标准差最终为 {zh(std_final[0])}（缩放：{zh(std_final[1])}）。"

@@ -549,7 +549,7 @@ else:
 
     mech_en = (f"Largest layer-0 attention weight per query row after training, {name}: "
                + "; ".join(f"{heads_word(h)} {R.estimate(best, MECHANISM, at(task, h))}" for h in heads) + ".")
-    mech_zh = (f"训练后第 1 层每个查询行的最大注意力权重（{name_zh}）："
+    mech_zh = (f"训练后第一层每个查询行的最大注意力权重（{name_zh}）："
                + "；".join(f"{heads_word(h, True)} {R.estimate(best, MECHANISM, at(task, h)):zh}" for h in heads) + "。")
     if control:
         mech_en += (f" On the {cname}: " + "; ".join(
@@ -643,7 +643,7 @@ else:
                             f"最偏向内容的头把 {r.iloc[3]:.2f} 放在与查询相同的词元和 BOS 上，{int(r.iloc[1])} 次运行中有 "
                             f"{int(r.iloc[4])} 次每种关系各由一个头负责")
         mech_en += " Where each head's weight goes on poshist (layer 0, mean over seeds): " + "; ".join(parts_en) + "."
-        mech_zh += "在 poshist 上，每个头的注意力权重落在哪里（第 1 层，对种子取平均）：" + "；".join(parts_zh) + "。"
+        mech_zh += "在 poshist 上，每个头的注意力权重落在哪里（第一层，对种子取平均）：" + "；".join(parts_zh) + "。"
     if ph is not None and ONE in ph_acc and TWO in ph_acc and BASE in ph_acc:  # the answers table's sentence
         split = split_row(BASE) if len(heads_split) else None
 

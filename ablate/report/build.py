@@ -557,6 +557,10 @@ def build(
                 atomic_write(pages / FULL_PAGE[lang], full_budget_page(costs, lang))
                 written.add(FULL_PAGE[lang])
             log(f"ablate report build: {findings} (and {pages}/)")
+        # every answer's record (the numbers its prose templates print), committed beside the pages: what
+        # tests/test_prose.py renders the templates from (reports/build/ is not committed)
+        records = {a["key"]: a["record"] for b in built for a in b.answers if "record" in a}
+        atomic_write(pages / RECORDS, json.dumps(records, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
         for stale in pages.glob("*.md"):  # a page of an answer that no longer exists
             if stale.name not in written:
                 stale.unlink()
@@ -922,6 +926,7 @@ _STARTS_BLOCK = re.compile(r"(\d+[.)]\s|[-+*>]\s|#|\||=+\s*$|-+\s*$)")
 
 
 BUDGET_ZH = {"quick": "快速", "full": "完整", "smoke": "冒烟测试"}
+RECORDS = "records.json"  # findings/records.json: each answer's record, by key
 
 
 def scale_of(a: dict[str, Any], meta: dict[str, Any], lang: str) -> str:
