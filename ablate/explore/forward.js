@@ -74,9 +74,12 @@
     "residual": [true, false],
     "norm": ["pre", "post", "none"],
     "pos_enc": ["none", "sinusoidal", "learned", "rope", "alibi"],
-    "causal": [true, false]
+    "causal": [true, false],
+    "qkv_tie": ["none", "kv", "qk"]
   };
   // SUPPORTS-END
+  // model.qkv_tie: the row block of qkv that W_Q, W_K, W_V read (ablate/models/attention.py TIES)
+  const TIES = { none: [0, 1, 2], kv: [0, 1, 1], qk: [0, 0, 1] };
 
   function bytesOf(b64) {
     if (typeof Buffer !== "undefined") {
@@ -244,13 +247,14 @@
   function attention(x, w, prefix, cfg, opts, layer) {
     const T = x.length, H = cfg.n_heads, hs = cfg.head_dim, inner = H * hs;
     const qkv = linear(x, w[prefix + "qkv.weight"], w[prefix + "qkv.bias"]); // (T, 3*inner): [Q; K; V], heads contiguous
+    const blocks = TIES[cfg.qkv_tie || "none"]; // with a tie two of Q, K, V read one block of (T, 2*inner)
     const scale = (cfg.qk_scale ? 1 / Math.sqrt(hs) : 1) / cfg.temperature;
     const slopes = cfg.pos_enc === "alibi" ? alibiSlopes(H) : null;
     const merged = x.map(() => new Float64Array(inner));
     const maps = [], heads = [];
     for (let h = 0; h < H; h++) {
       const part = (which) => qkv.map((row) => row.slice(which * inner + h * hs, which * inner + (h + 1) * hs));
-      let q = part(0), k = part(1), v = part(2);
+      let q = part(blocks[0]), k = part(blocks[1]), v = part(blocks[2]);
       const p = opts.project && opts.project.layer === layer && opts.project.head === h ? opts.project : null;
       if (p) { // demo 2: this head's W_Q, W_K, W_V (and biases) scaled: q, k, v scale with them
         const times = (m, f) => m.map((row) => row.map((a) => a * f));

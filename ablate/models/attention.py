@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import skip_init
 
-from .config import INIT_NAMES, registry_names
+from .config import INIT_NAMES, QKV_TIE_NAMES, registry_names
 from .positional import Positional
 
 if TYPE_CHECKING:  # at run time cfg is duck-typed
@@ -26,7 +26,7 @@ def _xavier(attn: MultiHeadAttention) -> None:
     bound over all three; per projection keeps the score variance independent of d_head."""
     inner = attn.inner_dim
     with torch.no_grad():
-        for i in range(3):
+        for i in range(attn.qkv.out_features // inner):  # each matrix once: 3, or 2 with model.qkv_tie
             nn.init.xavier_uniform_(attn.qkv.weight[i * inner : (i + 1) * inner])
         attn.qkv.bias.zero_()
         attn.out.bias.zero_()
@@ -57,14 +57,19 @@ def _unit(attn: MultiHeadAttention) -> None:
     previous block's LayerNorm output. The probes report what each layer measures (`q_var_l<i>`,
     `k_var_l<i>`, beside `logit_std_l<i>`).
     """
-    inner = attn.inner_dim
+    rows = slice(0, attn.rows["wk"].stop)  # [W_Q; W_K], or with model.qkv_tie the one matrix both are
     with torch.no_grad():
-        nn.init.normal_(attn.qkv.weight[: 2 * inner], std=attn.qkv.in_features**-0.5)  # [W_Q; W_K]
-        attn.qkv.bias[: 2 * inner].zero_()
+        nn.init.normal_(attn.qkv.weight[rows], std=attn.qkv.in_features**-0.5)
+        attn.qkv.bias[rows].zero_()
 
 
 INITS = {"default": _default, "xavier": _xavier, "small": _small, "unit": _unit}  # model.init's names
 registry_names(INITS, INIT_NAMES, "models/attention.py:INITS")
+
+
+# model.qkv_tie: which of qkv's row blocks (of inner rows each) W_Q, W_K and W_V read.
+TIES = {"none": (0, 1, 2), "kv": (0, 1, 1), "qk": (0, 0, 1)}
+registry_names(TIES, QKV_TIE_NAMES, "models/attention.py:TIES")
 
 
 def lr_factors(model: nn.Module) -> list[tuple[nn.Parameter, float]]:
@@ -129,7 +134,12 @@ class MultiHeadAttention(nn.Module):
     `shaped_attention` mixes (alpha I + beta A - gamma C) V (`centre`), the identity at initialisation too, with W_Q
     learning from 0 (Noci et al. 2023; He & Hofmann 2024).
 
-    Public parts (what probes use): `qkv` ([W_Q; W_K; W_V], heads contiguous; with qk_reparam a SplitQKV of
+    `qkv_tie` shares one matrix between two projections (the tutorial's three cards made two): kv, W_V = W_K
+    (biases too), so a token is fetched by what it is found by; qk, W_Q = W_K, so the scores before the
+    positional rotation are symmetric, q_i.k_j = q_j.k_i. `qkv` then holds two row blocks, the tied one once
+    (one tensor, one gradient: the sum of both uses'), and `rows` says where each projection reads.
+
+    Public parts (what probes use): `qkv` ([W_Q; W_K; W_V], heads contiguous, `rows` per projection; with qk_reparam a SplitQKV of
     the same output), `out` (W_O), `alpha`, `beta`, `gamma` (value_skipinit, shaped_attention; else None),
     `n_heads`, `d_head`, `inner_dim`, `scale`, `project(x)`, `logits(q, k)`, `projections()`, `lr_factors()`.
     """
@@ -144,7 +154,11 @@ class MultiHeadAttention(nn.Module):
                 "(ablate.models.build_positional(cfg)) or None"
             )
         self.n_heads, self.d_head, self.inner_dim = cfg.n_heads, cfg.head_dim, cfg.inner_dim
-        self.qkv = nn.Linear(cfg.d_model, 3 * self.inner_dim)  # rows: [W_Q; W_K; W_V], heads contiguous
+        self.blocks = TIES[cfg.qkv_tie]  # the row block of W_Q, W_K, W_V: (0, 1, 2), or two shared ones when tied
+        inner = self.inner_dim
+        self.rows = {name: slice(b * inner, (b + 1) * inner) for name, b in zip(("wq", "wk", "wv"), self.blocks)}
+        # rows: [W_Q; W_K; W_V], heads contiguous; with qkv_tie=kv [W_Q; W_K = W_V], with qk [W_Q = W_K; W_V]
+        self.qkv = nn.Linear(cfg.d_model, (max(self.blocks) + 1) * inner)
         self.out = nn.Linear(self.inner_dim, cfg.d_model)  # W_O
         self.rotary = positional.qk  # RoPE or nn.Identity
         self.score_bias = positional.scores  # T -> (nh, T, T) additive bias, or None
@@ -181,13 +195,14 @@ class MultiHeadAttention(nn.Module):
         if isinstance(self.qkv, SplitQKV):
             return {name: [(p, slice(None)) for p in lin.parameters()]
                     for name, lin in zip(("wq", "wk", "wv"), (self.qkv.q, self.qkv.k, self.qkv.v))}
-        rows = [slice(i * self.inner_dim, (i + 1) * self.inner_dim) for i in range(3)]
-        return {name: [(self.qkv.weight, r), (self.qkv.bias, r)] for name, r in zip(("wq", "wk", "wv"), rows)}
+        return {name: [(self.qkv.weight, r), (self.qkv.bias, r)] for name, r in self.rows.items()}
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q, k, v, each (B, nh, T, hs), with the positional rotation applied to q and k."""
+        """q, k, v, each (B, nh, T, hs), with the positional rotation applied to q and k (with model.qkv_tie two
+        of them are one tensor before the rotation)."""
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+        parts = self.qkv(x).view(B, T, -1, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+        q, k, v = (parts[b] for b in self.blocks)
         return self.rotary(q), self.rotary(k), v
 
     def logits(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,8 @@ ACTIVATION_NAMES = ("relu", "gelu", "identity")  # block.ACTIVATIONS; identity: 
 NORM_NAMES = ("pre", "post", "none")
 NORM_TYPE_NAMES = ("layer", "rms")  # block.NORMS
 BLOCK_NAMES = ("sequential", "parallel")  # block.BLOCKS
-RESIDUAL_AROUND = ("both", "attention", "ffn")  # which sub-layers get the identity skip (block.SKIPS)
+RESIDUAL_AROUND = ("both", "attention", "ffn")
+QKV_TIE_NAMES = ("none", "kv", "qk")  # which projections share one matrix (attention.TIES)  # which sub-layers get the identity skip (block.SKIPS)
 # The registries' names, spelled here so that the config imports no torch (`ablate keys` in a fraction of a
 # second); each registry checks at import that its keys are these (registry_names below).
 POS_ENC_NAMES = ("none", "sinusoidal", "learned", "rope", "alibi")  # positional.POS_ENCODINGS
@@ -87,7 +88,7 @@ def _bounded(field: str, value, bound: Bound) -> None:
 # Toggles of the Transformer's parts: with arch=lstm/gru each must stay at its default (why, in words).
 ATTENTION_ONLY = {
     **dict.fromkeys(("n_heads", "d_head", "qk_scale", "qk_reparam", "temperature", "init", "value_skipinit",
-                     "shaped_attention"),
+                     "shaped_attention", "qkv_tie"),
                     "an RNN has no attention"),
     **dict.fromkeys(("ffn_mult", "activation"), "an RNN has no FFN"),
     **dict.fromkeys(("residual", "residual_around"), "an RNN has no residual connections"),
@@ -126,6 +127,9 @@ class EncoderConfig:
                                        "optimiser group of their own: with Adam the scaled model to float64 rounding "
                                        "(tested); needs adam/adamw, no weight decay, no grad_clip")
     temperature: float = option(1.0, "tau: scores are also divided by tau")
+    qkv_tie: Literal[QKV_TIE_NAMES] = option(
+        "none", "none: W_Q, W_K, W_V three matrices (the tutorial's three cards); kv: W_V = W_K, what is found is "
+                "what is fetched; qk: W_Q = W_K, symmetric scores q_i.k_j = q_j.k_i (models/attention.py)")
     residual: bool = option(True, "skip connections around the sub-layers residual_around names (He et al. 2016)")
     residual_around: Literal[RESIDUAL_AROUND] = option("both", "with residual: skip around both sub-layers, the attention only (the FFN's output "
                                                                   "replaces the stream) or the FFN only")
@@ -177,6 +181,7 @@ class EncoderConfig:
             raise ValueError("block='parallel' adds attention and the FFN to one stream with one skip: it needs "
                              "residual_around='both' and an FFN (ffn_mult >= 1); change those or use "
                              "block='sequential'")
+        self._check_qkv_tie()
         if self.value_skipinit and self.shaped_attention:
             raise ValueError("shaped_attention=True and value_skipinit=True are two mixings of attention's output; "
                              "choose one (set the other false)")
@@ -193,6 +198,19 @@ class EncoderConfig:
         if self.qk_reparam and self.qk_scale:  # after the arch's check: an RNN has neither
             raise ValueError("qk_reparam=True needs qk_scale=False (it stands in for the 1/sqrt(d_head) scale, "
                              "it does not add to it); set qk_scale=false or leave qk_reparam=false")
+
+    def _check_qkv_tie(self) -> None:
+        """Tied projections are one tensor: qk_reparam's own W_Q, W_K groups and shaped attention's zero W_Q
+        would act on the tied one too."""
+        _choice("qkv_tie", self.qkv_tie, QKV_TIE_NAMES)
+        if self.qkv_tie == "none":
+            return
+        if self.qk_reparam:
+            raise ValueError(f"qkv_tie={self.qkv_tie!r} and qk_reparam=True: the reparametrisation steps W_Q and "
+                             "W_K as tensors of their own; set qkv_tie=none or qk_reparam=false")
+        if self.qkv_tie == "qk" and self.shaped_attention:
+            raise ValueError("qkv_tie='qk' and shaped_attention=True: shaped attention starts W_Q at 0, which "
+                             "would zero the tied W_K too; set qkv_tie=none or kv, or shaped_attention=false")
 
     def _check_residual_around(self) -> None:
         """Skips around one sub-layer only need skips on (residual=False is "neither") and that sub-layer."""

@@ -17,13 +17,14 @@ from .common import blocks_of, has_attention, probe, ratio, task_loss, to_device
 GROUPS = ("wq", "wk", "wv", "wo", "ffn", "norm")  # W_Q, W_K, W_V, W_O, FFN, LayerNorms
 
 
-def _group_squares(block: Block, grads: list[tuple[nn.Parameter, torch.Tensor]]) -> dict[str, float]:
+def _group_squares(block: Block, grads: list[tuple[nn.Parameter, torch.Tensor]]) -> tuple[dict[str, float], float]:
     """Sum of squared gradients of each group of one block, by the module each parameter belongs to.
     W_Q/W_K/W_V (each with its bias) are where the attention's `projections()` say, in either layout
     (the fused qkv projection's row slices, or model.qk_reparam's separate q, k, v); W_O includes its
     bias; model.value_skipinit's and shaped_attention's alpha, beta, gamma count with W_V (they weigh the values);
     everything else in the
-    block (its LayerNorms) is `norm`."""
+    block (its LayerNorms) is `norm`. With model.qkv_tie two groups read one tensor: each shows its gradient,
+    and the second return value is what they count twice (0.0 untied), for the block's total."""
     attn, ffn = block.attention, block.feed_forward
     rows: dict[int, list[tuple[str, slice]]] = {}
     for name, parts in attn.projections().items():
@@ -32,14 +33,18 @@ def _group_squares(block: Block, grads: list[tuple[nn.Parameter, torch.Tensor]])
     group = {id(p): "wo" for p in attn.out.parameters()}
     group |= {id(p): "ffn" for p in (ffn.parameters() if ffn is not None else ())}
     group |= {id(p): "wv" for p in (attn.alpha, attn.beta, attn.gamma) if p is not None}  # the mixing's scalars weigh V
-    sq = dict.fromkeys(GROUPS, 0.0)
+    sq, twice = dict.fromkeys(GROUPS, 0.0), 0.0
     for p, g in grads:
         if id(p) in rows:
+            seen = set()
             for name, r in rows[id(p)]:
-                sq[name] += g[r].double().square().sum().item()
+                value = g[r].double().square().sum().item()
+                sq[name] += value
+                twice += value if (r.start, r.stop) in seen else 0.0
+                seen.add((r.start, r.stop))
         else:
             sq[group.get(id(p), "norm")] += g.double().square().sum().item()
-    return sq
+    return sq, twice
 
 
 @probe
@@ -66,8 +71,8 @@ def gradient_flow(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) ->
         if not grouped:
             out[f"grad_l{layer}"] = math.sqrt(sum(g.double().square().sum().item() for _, g in grads_l))
             continue
-        sq = _group_squares(block, grads_l)
-        out[f"grad_l{layer}"] = math.sqrt(sum(sq.values()))
+        sq, twice = _group_squares(block, grads_l)
+        out[f"grad_l{layer}"] = math.sqrt(sum(sq.values()) - twice)
         for group in GROUPS:
             out[f"grad_{group}_l{layer}"] = math.sqrt(sq[group])
     out["grad_ratio"] = ratio(out["grad_l0"], out[f"grad_l{len(blocks) - 1}"])
