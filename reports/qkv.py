@@ -75,7 +75,7 @@ REFORMER = R.Anchor(
     "Kitaev et al. 2020",
     "sharing one projection for queries and keys (shared-QK attention) does not hurt",
     "查询和键共用一个投影（shared-QK 注意力）不会变差",
-    wording="shared-QK attention does not affect the performance of a Transformer",
+    wording="a shared query-key space does not perform worse than regular attention",
 )
 Q = R.question("claim-qkv", anchors=[TUTORIAL, REFORMER])
 EQUAL = R.sweep("qkv_tie")
