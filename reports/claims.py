@@ -435,11 +435,18 @@ else:
             f"若训练超过 {int(deep['global_step'].max())} 步，小学习率下原本没学会的运行可能会学会；网格上相邻学习率约差 3 倍，"
             "所以每种位置确切从哪个学习率开始失败，只能确定在某两个相邻学习率之间；梯度检验在初始化时进行，与训练预算无关。",
         )
-    details = (f"The learning rate is an axis, not tuned; every run of `norm` had warm-up {warm:g}. "
-               + R.convergence(norm[~norm["diverged"]], "completed runs") + " " + R.caveat(NORM.df))
-    if DEEP.ready:
-        details += (f" The depth grid ({', '.join(NORM_DEPTH_SWEEPS)}): {int(deep['diverged'].sum())} of {len(deep)} runs "
-                    "diverged. " + R.convergence(deep[~deep["diverged"]], "completed runs") + " " + R.caveat(DEEP.df))
+
+    def details(lang):
+        said = [(f"The learning rate is an axis, not tuned; every run of `norm` had warm-up {warm:g}.",
+                 f"学习率是一个扫描轴，不调参；`norm` 的每次运行都预热 {warm:g}。")[lang == "zh"],
+                R.convergence(norm[~norm["diverged"]], "completed runs", lang=lang), R.caveat(NORM.df, lang=lang)]
+        if DEEP.ready:
+            diverged, n = int(deep["diverged"].sum()), len(deep)
+            said += [(f"The depth grid ({', '.join(NORM_DEPTH_SWEEPS)}): {diverged} of {n} runs diverged.",
+                      f"深度网格（{'、'.join(NORM_DEPTH_SWEEPS)}）：{n} 次运行中有 {diverged} 次发散。")[lang == "zh"],
+                     R.convergence(deep[~deep["diverged"]], "completed runs", lang=lang), R.caveat(DEEP.df, lang=lang)]
+        return said
+
     short = None
     if DEEP.ready:
         def top(kind, warmup, zh_=False):
@@ -452,7 +459,7 @@ else:
                  f"{NORM_DEEPEST} 层、不预热时，Post-LN 只在学习率不超过 {top('post', d_cold, True)} 时每个种子都学会复制任务，"
                  f"Pre-LN 可到 {top('pre', d_cold, True)}；加预热后 Post-LN 可到 {top('post', d_warm, True)}。"
                  f"在整个学习率范围内，Pre-LN − Post-LN = {100 * robust_deep.diff:+.0f} 个百分点。")
-    Q_NORM.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details.strip(), short=short,
+    Q_NORM.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details, short=short,
                   checks=checks, figure=fig_norm_depth if DEEP.ready else fig_norm,
                   figures=[fig_norm_depth, fig_norm, fig_norm_grad] if DEEP.ready else [fig_norm, fig_norm_grad])
 
@@ -528,7 +535,11 @@ else:
                  for t in taus}
     ends = [start_end[t][1].mean for t in taus]
     spread = (start_end[taus[-1]][0].mean - start_end[taus[0]][0].mean, ends[-1] - ends[0])
-    details = " ".join(d for d in (R.lr_phrase(TAU.df) + ".", TAU.still_learning(tau), R.caveat(tau)) if d)
+
+    def details(lang):
+        return [R.lr_phrase(TAU.df, lang=lang) + R.full_stop(lang), TAU.still_learning(tau, lang=lang),
+                R.caveat(tau, lang=lang)]
+
     Q_TAU.answer(
         record=dict(
             tau_lo=taus[0], tau_hi=taus[-1], trained_tau=1.0, entropy_init=entropy, entropy_final=final,
@@ -642,7 +653,7 @@ else:
                     loss_low=out_loss[0.3], loss_high=out_loss[3.0],
                     by_factor=[{"factor": f, "acc": acc[f]} for f in TAU_FACTORS],
                     examples=2048),  # the probe's validation examples (ablate.probing.EXPENSIVE_EXAMPLES)
-        details=" ".join(d for d in (R.lr_phrase(TAU_INF.df) + ".", R.caveat(TAU_INF.df)) if d),
+        details=lambda lang: [R.lr_phrase(TAU_INF.df, lang=lang) + R.full_stop(lang), R.caveat(TAU_INF.df, lang=lang)],
         checks=checks, figure=fig_tau_inf,
     )
 

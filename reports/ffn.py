@@ -253,7 +253,13 @@ else:
         "at this budget are a small test of capacity.",
         "占比是算术结果，任何预算都不会改变它。去掉 FFN 的代价取决于任务：在这个预算下，MNIST 按行输入对容量的检验很有限。",
     )
-    details = " ".join(d for d in (R.lr_phrase(FFN.df) + ".", FFN.still_learning(ffn), R.caveat(ffn)) if d)
+    details_facts = None  # the facts sweeps' sentences, when they have run
+
+    def details(lang):
+        said = [R.lr_phrase(FFN.df, lang=lang) + R.full_stop(lang), FFN.still_learning(ffn, lang=lang),
+                R.caveat(ffn, lang=lang)]
+        return said + (details_facts(lang) if details_facts else [])
+
     figure, figures = fig_ffn, [fig_ffn]
     if FACTS.ready and FACTS_TEST in counts and {0, FACTS_WIDTH} <= set(widths):
         stores = R.paired(facts, "test/acc", {"facts": FACTS_TEST, "model.ffn_mult": FACTS_WIDTH},
@@ -324,7 +330,9 @@ else:
                    "training or more layers would store more facts per parameter.",
                    changes[1] + f"键值事实任务只训练一层、{int(facts['global_step'].max())} 步：训练更久或层数更多，"
                    "每个参数能存下的事实还会更多。")
-        details += " Facts: " + " ".join(d for d in (R.lr_phrase(FACTS.df) + ".", FACTS.still_learning(facts)) if d)
+        def details_facts(lang):
+            return [("Facts:", "键值事实：")[lang == "zh"], R.lr_phrase(FACTS.df, lang=lang) + R.full_stop(lang),
+                    FACTS.still_learning(facts, lang=lang)]
         figure, figures = fig_facts, [fig_facts, fig_ffn]
     else:
         checks.append(GEVA_MEMORY.not_testable(
@@ -432,7 +440,7 @@ else:
         record=dict(facts=FACTS_TEST, width=FACTS_WIDTH, relu=recall["relu"], linear=recall["linear"],
                     no_ffn=recall["none"], fold=fold, linear_adds=linear_adds,
                     d_model=int(fold_arms["model.d_model"].iloc[0]), layers=int(fold_arms["model.n_layers"].iloc[0])),
-        details=" ".join(d for d in (R.lr_phrase(LINEAR.df) + ".", LINEAR.still_learning(fold_arms),
-                                     R.caveat(fold_arms)) if d),
+        details=lambda lang: [R.lr_phrase(LINEAR.df, lang=lang) + R.full_stop(lang),
+                              LINEAR.still_learning(fold_arms, lang=lang), R.caveat(fold_arms, lang=lang)],
         checks=checks, figure=fig_fold,
     )

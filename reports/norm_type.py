@@ -103,6 +103,7 @@ else:
     Q.answer(
         record=dict(post=post, pre=pre, params_layer=params["layer"], params_rms=params["rms"],
                     **{f"acc_{t}_{n}": acc[t, n] for t, n in acc}),
-        details=" ".join(d for d in (R.lr_phrase(NORMS.df) + ".", NORMS.still_learning(best), R.caveat(best)) if d),
+        details=lambda lang: [R.lr_phrase(NORMS.df, lang=lang) + R.full_stop(lang), NORMS.still_learning(best, lang=lang),
+                              R.caveat(best, lang=lang)],
         checks=checks, figure=fig_norms,
     )

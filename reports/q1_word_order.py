@@ -800,46 +800,73 @@ else:
         "（细节中写明）未必是该组的最佳学习率。",
     )
 
-    details = [f"Primary comparison: {R.lr_phrase(S.df)} ({R.chosen_lrs(best, lambda r: r['variant'])}).",
-               R.convergence(best)]
-    for sweep, name in ((EXT, "causal"), (EXT_BI, "bidirectional")):
-        if sweep.ready:
-            ext_best = R.at_best_lr(sweep.df)
-            details.append(f"Extrapolation, {name} (lookup1, {sweep.name}): {R.lr_phrase(sweep.df, metric='val/acc_mean')} "
-                           f"({R.chosen_lrs(ext_best, lambda r: PE[r['model.pos_enc']])}). " + R.convergence(ext_best))
-    if THREE_E is not None:
-        details.append(f"Table 3 (E) at convergence ({TE.name}, {TE_BERT.name}): {R.lr_phrase(TE.df)}"
-                       + (f"; N(0, 0.02²): {R.lr_phrase(TE_BERT.df)}" if TE_BERT.ready else "") + " "
-                       f"({R.chosen_lrs(THREE_E, lambda r: PE[r['model.pos_enc']] + ' N(0, ' + format(r['model.learned_std'], 'g') + '²)' if r['model.pos_enc'] == 'learned' else PE[r['model.pos_enc']])}). "
-                       + R.convergence(THREE_E))
-    if CAUSAL_MISSING:
-        details.append(f"Causal arm (pos_enc_causal): {CAUSAL_MISSING}.")
-    if REV.ready:
-        rpes = order("model.pos_enc", rev["model.pos_enc"])
-        details.append(f"Reverse copy ({R.lr_phrase(REV.df)}; order-blind level {100 * R.level(rev):.1f} %): " + "; ".join(
-            f"{pe} {acc(rev, {'model.pos_enc': pe, 'model.causal': False})} / "
-            f"{acc(rev, {'model.pos_enc': pe, 'model.causal': True})}" for pe in rpes)
-            + f" (bidirectional / causal); {int(R.at_level(rev).sum())} of {len(rev)} runs at the order-blind level. "
-            + R.convergence(rev, "runs"))
-    else:
-        details.append(f"Reverse copy: {REV.missing}.")
-    if ROWS.ready:
-        inorder = rows[rows["data.permute"] == "none"]
-        rpes = order("model.pos_enc", inorder["model.pos_enc"])
-        details.append(f"MNIST rows ({R.lr_phrase(ROWS.df)}), trained on rows in order, test accuracy on rows in "
-                       "order / permuted: " + "; ".join(
-                           f"{pe} {R.estimate(inorder, 'test/acc', {'model.pos_enc': pe})} / "
-                           f"{R.estimate(inorder, 'test/acc_perm', {'model.pos_enc': pe})}" for pe in rpes) + ".")
-        permuted = rows[rows["data.permute"] != "none"]
-        if not permuted.empty:
-            details.append("Trained and tested on permuted rows: " + "; ".join(
-                f"{pe} {R.estimate(permuted, 'test/acc', {'model.pos_enc': pe})}" for pe in rpes) + ".")
-        details.append(R.convergence(rows, "MNIST runs"))
-    else:
-        details.append(f"MNIST rows: {ROWS.missing}.")
-    details.append(R.caveat(best))
+    def details(lang):
+        z = lang == "zh"
+
+        def say(en, zh):
+            return zh if z else en
+
+        def shown(x):
+            return format(x, "zh") if z else str(x)
+
+        chosen = R.chosen_lrs(best, lambda r: r['variant'], lang=lang)
+        out = [say(f"Primary comparison: {R.lr_phrase(S.df)} ({chosen}).",
+                   f"主要比较：{R.lr_phrase(S.df, lang=lang)}（{chosen}）。"),
+               R.convergence(best, lang=lang)]
+        for sweep, name, name_zh in ((EXT, "causal", "因果"), (EXT_BI, "bidirectional", "双向")):
+            if sweep.ready:
+                ext_best = R.at_best_lr(sweep.df)
+                chosen = R.chosen_lrs(ext_best, lambda r: PE[r['model.pos_enc']], lang=lang)
+                out += [say(f"Extrapolation, {name} (lookup1, {sweep.name}): "
+                            f"{R.lr_phrase(sweep.df, metric='val/acc_mean')} ({chosen}).",
+                            f"外推，{name_zh}（lookup1，{sweep.name}）：{R.lr_phrase(sweep.df, metric='val/acc_mean', lang=lang)}"
+                            f"（{chosen}）。"), R.convergence(ext_best, lang=lang)]
+        if THREE_E is not None:
+            chosen = R.chosen_lrs(THREE_E, lambda r: PE[r['model.pos_enc']] + ' N(0, ' + format(r['model.learned_std'], 'g')
+                                  + '²)' if r['model.pos_enc'] == 'learned' else PE[r['model.pos_enc']], lang=lang)
+            bert = (say(f"; N(0, 0.02²): {R.lr_phrase(TE_BERT.df)}", f"；N(0, 0.02²)：{R.lr_phrase(TE_BERT.df, lang=lang)}")
+                    if TE_BERT.ready else "")
+            out += [say(f"Table 3 (E) at convergence ({TE.name}, {TE_BERT.name}): {R.lr_phrase(TE.df)}{bert} ({chosen}).",
+                        f"训练到收敛时的 Table 3 (E)（{TE.name}、{TE_BERT.name}）：{R.lr_phrase(TE.df, lang=lang)}{bert}"
+                        f"（{chosen}）。"), R.convergence(THREE_E, lang=lang)]
+        if CAUSAL_MISSING:
+            out.append(say(f"Causal arm (pos_enc_causal): {CAUSAL_MISSING}.",
+                           f"因果组（pos_enc_causal）：{R.missing_zh(CAUSAL_MISSING)}。"))
+        if REV.ready:
+            rpes = order("model.pos_enc", rev["model.pos_enc"])
+            pairs = say("; ", "；").join(
+                f"{pe} {shown(acc(rev, {'model.pos_enc': pe, 'model.causal': False}))} / "
+                f"{shown(acc(rev, {'model.pos_enc': pe, 'model.causal': True}))}" for pe in rpes)
+            at, n, level = int(R.at_level(rev).sum()), len(rev), 100 * R.level(rev)
+            out += [say(f"Reverse copy ({R.lr_phrase(REV.df)}; order-blind level {level:.1f} %): {pairs} "
+                        f"(bidirectional / causal); {at} of {n} runs at the order-blind level.",
+                        f"倒序复制（{R.lr_phrase(REV.df, lang=lang)}；词袋基线 {level:.1f}%）：{pairs}（双向 / 因果）；"
+                        f"{n} 次运行中有 {at} 次停在词袋基线。"), R.convergence(rev, "runs", lang=lang)]
+        else:
+            out.append(say(f"Reverse copy: {REV.missing}.", f"倒序复制：{R.missing_zh(REV.missing)}。"))
+        if ROWS.ready:
+            inorder = rows[rows["data.permute"] == "none"]
+            rpes = order("model.pos_enc", inorder["model.pos_enc"])
+            pairs = say("; ", "；").join(
+                f"{pe} {shown(R.estimate(inorder, 'test/acc', {'model.pos_enc': pe}))} / "
+                f"{shown(R.estimate(inorder, 'test/acc_perm', {'model.pos_enc': pe}))}" for pe in rpes)
+            out.append(say(f"MNIST rows ({R.lr_phrase(ROWS.df)}), trained on rows in order, test accuracy on rows in "
+                           f"order / permuted: {pairs}.",
+                           f"MNIST 按行输入（{R.lr_phrase(ROWS.df, lang=lang)}），按原顺序训练，测试准确率（原顺序 / 打乱行序）："
+                           f"{pairs}。"))
+            permuted = rows[rows["data.permute"] != "none"]
+            if not permuted.empty:
+                pairs = say("; ", "；").join(
+                    f"{pe} {shown(R.estimate(permuted, 'test/acc', {'model.pos_enc': pe}))}" for pe in rpes)
+                out.append(say(f"Trained and tested on permuted rows: {pairs}.", f"用打乱行序的数据训练和测试：{pairs}。"))
+            out.append(R.convergence(rows, "MNIST runs", lang=lang))
+        else:
+            out.append(say(f"MNIST rows: {ROWS.missing}.", f"MNIST 按行输入：{R.missing_zh(ROWS.missing)}。"))
+        out.append(R.caveat(best, lang=lang))
+        return out
+
     Q.answer(mechanism=mechanism, outcome=outcome, changes=changes,
-             details=" ".join(d for d in details if d), checks=checks, figure=fig_sentence or fig_copy,
+             details=details, checks=checks, figure=fig_sentence or fig_copy,
              figures=figures,
              record=dict(no_pe=none_bi, learned_pe=learned_bi, level=val_level, length=train_len,
                          causal=none_causal if causal_ready else None, **said))

@@ -164,6 +164,7 @@ LR, LR512 = R.sweep("scaling_lr"), R.sweep("scaling_lr_512")  # the search down 
 REPARAM, DEFAULT_INIT = R.sweep("scaling_reparam"), R.sweep("scaling_default")
 REPARAM_MARGIN = 0.02  # ±2 points of test accuracy: the reparametrised model trains as the scaled one
 SCALED = {True: "scores ÷ √d_k", False: "no scaling"}
+SCALED_ZH = {True: "分数 ÷ √d_k", False: "不缩放"}
 display(Q)
 
 
@@ -450,66 +451,39 @@ else:
                       reparam_scaled=est(ACC, at(DK_LARGE, True)), reparam_lr_lo=reparam_rates[0],
                       reparam_lr_hi=reparam_rates[-1])
     record.update(unscaled_learned=f_un, scaled_learned=f_sc)
-    mechanism = (
-        f"With the unit-variance init the first layer's q and k components have variance {qv} and {kv}; the unscaled "
-        "scores' standard deviation at initialisation is " + "; ".join(
-            f"{std_init[d]} at d_k = {d} (√d_k = {math.sqrt(d):.1f})" for d in dks)
-        + f": it grows as d_k^{slope_un} (scaled: d_k^{slope_sc}). One-hot first-layer rows at initialisation, unscaled / "
-        "scaled: " + "; ".join(f"d_k = {d}: {onehot_init[d][0]} / {onehot_init[d][1]}" for d in dks)
-        + "; after training: " + "; ".join(f"d_k = {d}: {onehot_final[d][0]} / {onehot_final[d][1]}" for d in dks)
-        + f". Training makes the unscaled scores larger still: at d_k = {dk_max} their standard deviation ends at "
-        f"{std_final[0]} (scaled: {std_final[1]}). Per unit of score the unscaled softmax passes back {grad_init} the "
-        f"gradient of the scaled one at initialisation and {grad_final} after training.",
-        f"初始化为单位方差时，第一层 q 和 k 分量的方差为 {zh(qv)} 和 {zh(kv)}；不缩放的分数在初始化时的标准差为"
-        + "；".join(f"d_k = {d} 时 {zh(std_init[d])}（√d_k = {math.sqrt(d):.1f}）" for d in dks)
-        + f"：按 d_k^{zh(slope_un)} 增长（缩放后 d_k^{zh(slope_sc)}）。初始化时第一层独热行的比例，不缩放 / 缩放："
-        + "；".join(f"d_k = {d}：{zh(onehot_init[d][0])} / {zh(onehot_init[d][1])}" for d in dks)
-        + "；训练后：" + "；".join(f"d_k = {d}：{zh(onehot_final[d][0])} / {zh(onehot_final[d][1])}" for d in dks)
-        + f"。训练让不缩放的分数更大：d_k = {dk_max} 时标准差最终为 {zh(std_final[0])}（缩放：{zh(std_final[1])}）。"
-        f"每单位分数，不缩放的 softmax 传回的梯度在初始化时是缩放模型的 {zh(grad_init)}，训练后是 {zh(grad_final)}。",
-    )
+    def accuracy(df):
+        return [{"d_k": d, "scaled": est(ACC, at(d, True), df), "unscaled": est(ACC, at(d, False), df),
+                 "diff": R.effect(est(ACC, at(d, True), df), est(ACC, at(d, False), df)),
+                 "learned_scaled": R.learned(df, at(d, True), ACC), "learned_unscaled": R.learned(df, at(d, False), ACC)}
+                for d in sorted(int(v) for v in df["model.d_head"].unique())]
 
-    def accuracy(df, lang):
-        out = []
-        for d in sorted(int(v) for v in df["model.d_head"].unique()):
-            a, b = est(ACC, at(d, True), df), est(ACC, at(d, False), df)
-            fa, fb = R.learned(df, at(d, True), ACC), R.learned(df, at(d, False), ACC)
-            diff = R.effect(a, b)
-            if lang == "en":
-                out.append(f"d_k = {d}: {a} scaled, {b} unscaled ({diff}; above chance: {fa.k} of {fa.n} / "
-                           f"{fb.k} of {fb.n} runs)")
-            else:
-                out.append(f"d_k = {d}：缩放 {zh(a)}，不缩放 {zh(b)}（{zh(diff)}；超过随机水平：{fa.n} 次中 {fa.k} 次 / "
-                           f"{fb.n} 次中 {fb.k} 次）")
-        return ("; " if lang == "en" else "；").join(out)
-
-    outcome = [f"Test accuracy, Adam (chance {100 * chance:.1f} %: always the most frequent count): "
-               + accuracy(best, "en") + ".",
-               f"测试准确率，Adam（随机水平 {100 * chance:.1f}%：总猜最常见的计数）：" + accuracy(best, "zh") + "。"]
-    if SGD.ready:
-        outcome[0] += " Plain SGD: " + accuracy(sgd, "en") + "."
-        outcome[1] += "普通 SGD：" + accuracy(sgd, "zh") + "。"
-    outcome = tuple(outcome)
-    changes = (
-        f"The mechanism would be in doubt if, at d_k = {dk_max}, the unscaled softmax passed back as much gradient per "
-        "unit of score as the scaled one, or its rows were not one-hot; the outcome, if unscaled runs at that size "
-        "learned as often as scaled ones with a longer budget or a better-tuned learning rate (the learning rate was "
-        "tuned per variant here). Table 3 (B) needs a task that d_k = 8 does not already solve.",
-        f"如果在 d_k = {dk_max} 时不缩放的 softmax 每单位分数传回的梯度和缩放的一样多，或者它的行并不是独热，"
-        "机制就值得怀疑；如果在更长的训练或更好的学习率下（这里每个变体都单独调了学习率），这个大小的不缩放模型和缩放模型"
-        "一样常学会，结论就会改变。Table 3 (B) 需要一个 d_k = 8 还解决不了的任务。",
-    )
-    details = [f"Adam: {R.lr_phrase(S.df)}.", R.convergence(best)]
+    record.update(  # the mechanism, outcome and changes blocks of reports/prose/<lang>/q2.md
+        q_var=qv, k_var=kv, slope_unscaled=slope_un, slope_scaled=slope_sc, d_k_max=dk_max, d_k_min=min(dks),
+        by_d_k=[{"d_k": d, "root": math.sqrt(d), "std": std_init[d], "onehot_init_unscaled": onehot_init[d][0],
+                 "onehot_init_scaled": onehot_init[d][1], "onehot_final_unscaled": onehot_final[d][0],
+                 "onehot_final_scaled": onehot_final[d][1]} for d in dks],
+        std_final_unscaled=std_final[0], std_final_scaled=std_final[1], grad_init=grad_init, grad_final=grad_final,
+        chance_adam=chance, accuracy_adam=accuracy(best), accuracy_sgd=accuracy(sgd) if SGD.ready else None)
     stuck = best[R.at_level(best, ACC, split="test")]
-    if not stuck.empty:
-        details.append("Runs within 1 point of chance on the test set: " + ", ".join(
-            f"d_k = {int(d)} {SCALED[bool(q)]} {n} of {len(R.rows(best, at(d, q)))}"
-            for (d, q), n in stuck.groupby(["model.d_head", "model.qk_scale"]).size().items()) + ".")
-    if SGD.ready:
-        details += [f"Plain SGD: {R.lr_phrase(SGD.df)}.", R.convergence(sgd, "SGD runs")]
-    else:
-        details.append(f"Plain SGD: {SGD.missing}.")
-    details.append(R.caveat(best))
+
+    def details(lang):
+        z = lang == "zh"
+        out = [("Adam: ", "Adam：")[z] + R.lr_phrase(S.df, lang=lang) + R.full_stop(lang), R.convergence(best, lang=lang)]
+        if not stuck.empty:
+            groups = stuck.groupby(["model.d_head", "model.qk_scale"]).size().items()
+            if z:
+                out.append("测试集上与随机水平相差不到 1 个百分点的运行：" + "，".join(
+                    f"d_k = {int(d)} {SCALED_ZH[bool(q)]}，{len(R.rows(best, at(d, q)))} 次中 {n} 次" for (d, q), n in groups) + "。")
+            else:
+                out.append("Runs within 1 point of chance on the test set: " + ", ".join(
+                    f"d_k = {int(d)} {SCALED[bool(q)]} {n} of {len(R.rows(best, at(d, q)))}" for (d, q), n in groups) + ".")
+        if SGD.ready:
+            out += [("Plain SGD: ", "普通 SGD：")[z] + R.lr_phrase(SGD.df, lang=lang) + R.full_stop(lang),
+                    R.convergence(sgd, "SGD runs", lang=lang)]
+        else:
+            out.append(f"Plain SGD: {SGD.missing}." if not z else f"普通 SGD：{R.missing_zh(SGD.missing)}。")
+        return [*out, R.caveat(best, lang=lang)]
+
     record["chance"] = R.level(lr512, split="test") if lr512 is not None else chance
-    Q.answer(mechanism=mechanism, outcome=outcome, changes=changes, details=" ".join(d for d in details if d),
+    Q.answer(details=details,
              checks=checks, figure=fig_attention or fig_scores, figures=figures, record=record)

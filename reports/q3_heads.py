@@ -592,17 +592,27 @@ else:
         "若在某个预算或学习率下一个头始终解决不了它，或任务每个答案需要的关系多于头数，不同头数之间的差别会更明显；"
         f"更多种子能缩小单头的宽区间。Vaswani 的 32 个头 d_k = 16，这里 {many} 个头 d_k = {64 // many}。",
     )
-    chosen = R.chosen_lrs(best, lambda r: f"{R.TASKS.get(r['data.task'], r['data.task'])}, {heads_word(int(r['model.n_heads']))}")
-    details = [f"Primary comparison, 1-layer attention-only model, {R.lr_phrase(S.df)} ({chosen})."]
     every = S.curves("val/acc").sort_values(["run_id", "step"]).groupby("run_id")["step"].diff().median()
-    if every == every:
-        details.append(f"Validation is checked every {every:.0f} optimiser steps, so steps to 99 % differing by less "
+
+    def details(lang):
+        z = lang == "zh"
+        chosen = R.chosen_lrs(best, lambda r: f"{R.TASKS.get(r['data.task'], r['data.task'])}, "
+                                              f"{heads_word(int(r['model.n_heads']))}", lang=lang)
+        out = [f"主要比较，单层、只有注意力的模型：{R.lr_phrase(S.df, lang=lang)}（{chosen}）。" if z else
+               f"Primary comparison, 1-layer attention-only model, {R.lr_phrase(S.df)} ({chosen})."]
+        if every == every:
+            out.append(f"验证每 {every:.0f} 个优化步检查一次，所以达到 99% 所需步数相差不到这个数时分辨不出。" if z else
+                       f"Validation is checked every {every:.0f} optimiser steps, so steps to 99 % differing by less "
                        "than that are not resolved.")
-    details += [R.convergence(best), R.caveat(best)]
-    if TUT.ready:
-        details.append(f"The tutorial's model: {R.lr_phrase(TUT.df)}. " + R.convergence(tut, "runs"))
-    else:
-        details.append(f"The tutorial's 2-layer model: {TUT.missing}.")
+        out += [R.convergence(best, lang=lang), R.caveat(best, lang=lang)]
+        if TUT.ready:
+            out += [("The tutorial's model: ", "教程的模型：")[z] + R.lr_phrase(TUT.df, lang=lang) + R.full_stop(lang),
+                    R.convergence(tut, "runs", lang=lang)]
+        else:
+            out.append(f"教程的两层模型：{R.missing_zh(TUT.missing)}。" if z else
+                       f"The tutorial's 2-layer model: {TUT.missing}.")
+        return out
+
     if len(head_masking):  # supporting: which heads matter after training (Michel et al. 2019)
         def mask_row(h):
             r = head_masking[head_masking["heads"] == h]
@@ -660,7 +670,7 @@ else:
         mechanism=(mech_en, mech_zh),
         outcome=(" ".join(out_en), "".join(out_zh)),
         changes=changes,
-        details=" ".join(d for d in details if d),
+        details=details,
         checks=checks,
         figure=fig_acc,
         figures=[fig_acc, fig_mech, *([fig_rel] if fig_rel else [])],

@@ -129,6 +129,7 @@ OUTCOME = "test/acc"
 # gradient is as well fed as it; the vanishing the highway story describes compounds over 16 layers (0.9 per
 # layer is already ×0.19), far outside a factor of 2.
 HEALTHY_FACTOR = 2.0
+ALIKE = 0.99  # mean token cosine from which the answer calls a plain stack's tokens collapsed (the mechanism's words)
 EARLY = 100  # optimiser steps: the window of residual_dynamics(_sgd), whose gradient the mechanism tests read
 VANISH = 1 / HEALTHY_FACTOR  # "starved": the plain first layer gets under half of the residual one's gradient
 NORM_ZH = {"pre": "Pre-LN", "post": "Post-LN", "none": "无层归一化"}
@@ -578,95 +579,57 @@ else:
     per_layer_cos = S.per_layer(COLLAPSE)
     per_layer_cos = per_layer_cos[per_layer_cos["run_id"].isin(R.rows(best, at(False, deep))["run_id"])]
     flat = per_layer_cos.groupby("layer")[COLLAPSE].mean()
-    flat = flat[flat >= 0.99]
-    after_en = (f" Without skips the tokens are already this alike (mean cosine ≥ 0.99) after layer "
-                f"{int(flat.index.min()) + 1} (counted from 1)." if len(flat) else "")
-    after_zh = (f"没有残差连接时，过了第 {int(flat.index.min()) + 1} 层，词元之间就已经这么相似了（平均余弦 ≥ 0.99）。"
-                if len(flat) else "")
+    flat = flat[flat >= ALIKE]
+
     def starved(skips):
         """How many runs' first layer got under 1/100 of the last layer's gradient at most probes."""
         return int(R.rows(best, at(skips, deep))["starved"].fillna(False).astype(bool).sum())
 
-    mechanism = (
-        f"Token cosine after the last of {deep} layers, no skips vs skips: {cos_none} vs {cos_skip} at initialisation, "
-        f"{cos_final.a} vs {cos_final.b} after training; effective rank after training {rank_final.a} vs {rank_final.b}."
-        + after_en + f" The last layer's gradient at initialisation is {last_grad} as large without skips as with them; "
-        f"the first layer's is {first_none} without skips and {first_skip} with them ({first}). "
-        f"First / last layer gradient at initialisation: {ratio.a} with skips, {ratio.b} without ({ratio}); during "
-        f"training (geometric mean over the periodic probes) {ratio_train.a} vs {ratio_train.b} ({ratio_train}); the "
-        "first layer got under 1/100 of the last layer's gradient at most probes in "
-        f"{starved(False)} of {len(R.rows(best, at(False, deep)))} runs without skips and "
-        f"{starved(True)} of {len(R.rows(best, at(True, deep)))} with them. The first layer's own gradient during training: "
-        f"{first_train.a} without skips, {first_train.b} with ({first_train}); a run that solved the task has a small "
-        "loss and so small gradients, which is why the initialisation is the primary point.",
-        f"{deep} 层最后一层之后的词元余弦相似度（无残差连接对有残差连接）：初始化时 {cos_none:zh} 对 {cos_skip:zh}，训练后 "
-        f"{cos_final.a:zh} 对 {cos_final.b:zh}；训练后有效秩 {rank_final.a:zh} 对 {rank_final.b:zh}。" + after_zh + f"初始化时无残差连接的最后一层梯度是有残差"
-        f"连接时的 {last_grad:zh}；第一层的梯度无残差连接为 {first_none:zh}，有残差连接为 {first_skip:zh}（{first:zh}）。"
-        "初始化时第一层与最后一层的梯度之比："
-        f"有残差连接 {ratio.a:zh}，无残差连接 {ratio.b:zh}（{ratio:zh}）；训练期间（各次周期探针的几何平均）{ratio_train.a:zh} 对 "
-        f"{ratio_train.b:zh}（{ratio_train:zh}）；在大多数探针上第一层得到的梯度不到最后一层的 1/100 的运行，无残差连接 "
-        f"{len(R.rows(best, at(False, deep)))} 次中有 {starved(False)} 次，有残差连接 {len(R.rows(best, at(True, deep)))} "
-        f"次中有 {starved(True)} 次。训练期间第一层自身的梯度：无残差连接 {first_train.a:zh}，有残差连接 "
-        f"{first_train.b:zh}（{first_train:zh}）；已经解决任务的运行损失很小，梯度也就很小，所以以初始化为主要检验点。",
-    )
-    by_depth_en = "; ".join(f"{layers_word(d)}: {learned[True, d]} with skips, {learned[False, d]} without"
-                            for d in depths)
-    by_depth_zh = "；".join(f"{layers_word(d, True)}：有残差连接 {learned[True, d]:zh}，无残差连接 {learned[False, d]:zh}"
-                           for d in depths)
-    outcome_en = [f"Runs that learned the copy task (test accuracy above the order-blind level, {100 * lvl:.1f} %), Adam: "
-                  f"{by_depth_en}. Test accuracy at {deep} layers: {outcome.a} with skips, {outcome.b} without ({outcome})."]
-    outcome_zh = [f"学会复制任务（测试准确率高于词袋基线 {100 * lvl:.1f}%）的运行，Adam：{by_depth_zh}。"
-                  f"{deep} 层时的测试准确率：有残差连接 {outcome.a:zh}，无残差连接 {outcome.b:zh}（{outcome:zh}）。"]
-    edges = [d for d in depths if search(d)[1] and search(d)[2]]
-    if edges:
-        outcome_en.append(f"Without skips at {', '.join(map(str, edges))} layers no run learned the task at any rate tried, "
-                          "and the search chose the smallest rate tried: a smaller one might do better.")
-        outcome_zh.append(f"无残差连接的 {'、'.join(map(str, edges))} 层在所试的每个学习率下都没有运行学会任务，而且搜索选中的是"
-                          "所试的最小学习率：更小的学习率也许会更好。")
-    if sgd is not None:
-        sgd_depths = sorted(int(d) for d in sgd["model.n_layers"].unique())
-        outcome_en.append("Plain SGD: " + "; ".join(
-            f"{layers_word(d)}: {R.learned(sgd, at(True, d), metric=OUTCOME)} with skips, "
-            f"{R.learned(sgd, at(False, d), metric=OUTCOME)} without" for d in sgd_depths) + ".")
-        outcome_zh.append("普通 SGD：" + "；".join(
-            f"{layers_word(d, True)}：有残差连接 {R.learned(sgd, at(True, d), metric=OUTCOME):zh}，无残差连接 "
-            f"{R.learned(sgd, at(False, d), metric=OUTCOME):zh}" for d in sgd_depths) + "。")
-    if norm is not None:
-        for n in [n for n in F.order("model.norm", norm["model.norm"]) if n != "pre"]:
-            sub = norm[norm["model.norm"] == n]
-            n_depths = sorted(int(d) for d in sub["model.n_layers"].unique())
-            name = F.label("model.norm", n)
-            outcome_en.append(f"{name}, Adam 1e-3: " + "; ".join(
-                f"{layers_word(d)}: {R.learned(sub, at(True, d), metric=OUTCOME)} with skips, "
-                f"{R.learned(sub, at(False, d), metric=OUTCOME)} without" for d in n_depths) + ".")
-            outcome_zh.append(f"{ {'none': '无层归一化'}.get(n, name) }，Adam 1e-3：" + "；".join(
-                f"{layers_word(d, True)}：有残差连接 {R.learned(sub, at(True, d), metric=OUTCOME):zh}，无残差连接 "
-                f"{R.learned(sub, at(False, d), metric=OUTCOME):zh}" for d in n_depths) + "。")
-    changes = (
-        "The mechanism tests are at initialisation and do not depend on the budget. What could change the outcome: a "
-        f"plain {deep}-layer stack that learns copy at some learning rate outside the 4 tried, or with longer training "
-        "(the full budget). The gradient verdict depends on the margin of a factor "
-        f"{HEALTHY_FACTOR:g}: a plain first layer more than ×{HEALTHY_FACTOR:g} below the residual one would make it disagree.",
-        "机制检验都在初始化时进行，与预算无关。可能改变结果的是：在所试 4 个学习率之外的某个学习率下，或在更长的训练"
-        f"（完整预算）中，{deep} 层的普通堆叠学会了复制任务。He 等人（2016a）那条关于梯度的判定取决于 {HEALTHY_FACTOR:g} 倍"
-        f"的容差：若普通堆叠第一层的梯度不到残差堆叠的 1/{HEALTHY_FACTOR:g}，这条判定就会变成不成立。",
-    )
-    details = [f"Primary comparison, copy, Pre-LN, Adam: {R.lr_phrase(S.df)}.", R.convergence(best), R.caveat(best)]
-    if sgd is not None:
-        details += [f"Plain SGD: {R.lr_phrase(SGD.df)}.", R.convergence(sgd, "SGD runs")]
-    else:
-        details.append(f"Plain SGD: {SGD.missing}.")
-    if norm is None:
-        details.append(f"Post-LN and no LayerNorm: {NORM.missing}.")
+    def by_depth(df, ds):
+        return [{"layers": d, "skips": R.learned(df, at(True, d), metric=OUTCOME),
+                 "plain": R.learned(df, at(False, d), metric=OUTCOME)} for d in ds]
+
+    mechanism_record = dict(
+        cos_final_plain=cos_final.a, cos_final_skips=cos_final.b, rank_plain=rank_final.a, rank_skips=rank_final.b,
+        alike=ALIKE, alike_after=int(flat.index.min()) + 1 if len(flat) else None,  # layers counted from 1
+        last_grad=last_grad, first_plain=first_none, first_skips=first_skip, first=first, ratio=ratio,
+        ratio_train_skips=ratio_train.a, ratio_train_plain=ratio_train.b, ratio_train=ratio_train,
+        starved_plain=starved(False), starved_skips=starved(True), runs_plain=len(R.rows(best, at(False, deep))),
+        runs_skips=len(R.rows(best, at(True, deep))), first_train_plain=first_train.a, first_train_skips=first_train.b,
+        first_train=first_train)
+    norms = [{"name": F.label("model.norm", n), "name_zh": {"none": "无层归一化"}.get(n, F.label("model.norm", n)),
+              "rate": float(sub["optim.lr"].iloc[0]),
+              "depths": by_depth(sub, sorted(int(d) for d in sub["model.n_layers"].unique()))}
+             for n in (F.order("model.norm", norm["model.norm"]) if norm is not None else []) if n != "pre"
+             for sub in [norm[norm["model.norm"] == n]]]
+    outcome_record = dict(
+        by_depth=[{"layers": d, "skips": learned[True, d], "plain": learned[False, d]} for d in depths],
+        acc_skips=outcome.a, acc_plain=outcome.b, acc_diff=outcome,
+        edges=[d for d in depths if search(d)[1] and search(d)[2]],
+        sgd=by_depth(sgd, sorted(int(d) for d in sgd["model.n_layers"].unique())) if sgd is not None else None,
+        norms=norms, healthy=HEALTHY_FACTOR)
+
+    def details(lang):
+        z = lang == "zh"
+        out = [("Primary comparison, copy, Pre-LN, Adam: ", "主要比较，复制任务，Pre-LN，Adam：")[z]
+               + R.lr_phrase(S.df, lang=lang) + R.full_stop(lang), R.convergence(best, lang=lang), R.caveat(best, lang=lang)]
+        if sgd is not None:
+            out += [("Plain SGD: ", "普通 SGD：")[z] + R.lr_phrase(SGD.df, lang=lang) + R.full_stop(lang),
+                    R.convergence(sgd, "SGD runs", lang=lang)]
+        else:
+            out.append(f"普通 SGD：{R.missing_zh(SGD.missing)}。" if z else f"Plain SGD: {SGD.missing}.")
+        if norm is None:
+            out.append(f"Post-LN 与不用层归一化：{R.missing_zh(NORM.missing)}。" if z else
+                       f"Post-LN and no LayerNorm: {NORM.missing}.")
+        return out
+
     Q.answer(
-        mechanism=mechanism,
-        outcome=(" ".join(outcome_en), "".join(outcome_zh)),
-        changes=changes,
-        details=" ".join(d for d in details if d),
+        details=details,
         checks=checks,
         figure=fig_collapse or fig_acc,  # the headline: what happens to the tokens (issue 39)
         figures=[f for f in (fig_acc, fig_grad, fig_collapse) if f is not None],
-        record=dict(**said, layers=deep, plain=learned[False, deep], skips=learned[True, deep], level=lvl,
+        record=dict(**said, **mechanism_record, **outcome_record,
+                    layers=deep, plain=learned[False, deep], skips=learned[True, deep], level=lvl,
                     shallow=1 if 1 in depths else None, shallow_plain=learned[False, 1] if 1 in depths else None,
                     ratio_skips=ratio.a, ratio_plain=ratio.b, cos_plain=cos_none, cos_skips=cos_skip,
                     first_grad=[{"layers": d, "ratio": ge, "fails": fails(d)} for d, (_, ge, _) in sorted(decided.items())

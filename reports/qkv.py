@@ -144,7 +144,7 @@ else:
                     d_head_matched=int(MATCHED.df["model.d_head"].iloc[0]),
                     **{f"acc_{k}": v for k, v in acc.items()}, **{f"diff_{k}": v for k, v in effects.items()},
                     **{f"params_{k}": v for k, v in params.items()}),
-        details=" ".join(d for d in (R.lr_phrase(pd.concat([EQUAL.df, MATCHED.df])) + ".",
-                                     EQUAL.still_learning(arms), R.caveat(arms)) if d),
+        details=lambda lang: [R.lr_phrase(pd.concat([EQUAL.df, MATCHED.df]), lang=lang) + R.full_stop(lang),
+                              EQUAL.still_learning(arms, lang=lang), R.caveat(arms, lang=lang)],
         checks=checks, figure=fig_qkv,
     )

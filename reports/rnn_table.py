@@ -916,22 +916,33 @@ else:
         "（才能在那里定位它的错误）才能在论断所指之处检验它；更多种子会缩小区间。若 Transformer 在最长长度上也失败，检验会变成"
         "证据不足或无法在此检验，而不是 LSTM 的得分。",
     )
-    def variant_lag(r):
-        return f"{r['variant']}, lag {int(r['data.length'])}"
+    def details(lang):
+        z = lang == "zh"
 
-    details = ([f"Recall: {R.lr_phrase(RECALL.df)} ({R.chosen_lrs(recall, variant_lag)}). "
-                + R.convergence(recall, "recall runs")] if RECALL.ready else [])
-    details += [f"Copy: {R.lr_phrase(COPY.df)} ({R.chosen_lrs(best, lambda r: variant_at(r))}).",
-               R.convergence(best), R.caveat(best)]
-    if C64.ready:
-        details.append(f"Copy at 64 tokens (added after the primary comparison had been read; supporting): "
-                       f"{R.lr_phrase(C64.df)}. " + R.convergence(c64, "runs"))
-    else:
-        details.append(f"Copy at 64 tokens: {C64.missing}.")
-    if REV.ready:
-        details.append(f"Reverse copy: {R.lr_phrase(REV.df)}. " + R.convergence(rev, "runs"))
-    else:
-        details.append(f"Reverse copy: {REV.missing}.")
+        def lag(r):
+            return f"{r['variant']}, lag {int(r['data.length'])}"
+
+        out = []
+        if RECALL.ready:
+            out += [f"回忆任务：{R.lr_phrase(RECALL.df, lang=lang)}（{R.chosen_lrs(recall, lag, lang=lang)}）。" if z else
+                    f"Recall: {R.lr_phrase(RECALL.df)} ({R.chosen_lrs(recall, lag, lang=lang)}).",
+                    R.convergence(recall, "recall runs", lang=lang)]
+        out += [f"复制：{R.lr_phrase(COPY.df, lang=lang)}（{R.chosen_lrs(best, variant_at, lang=lang)}）。" if z else
+                f"Copy: {R.lr_phrase(COPY.df)} ({R.chosen_lrs(best, variant_at, lang=lang)}).",
+                R.convergence(best, lang=lang), R.caveat(best, lang=lang)]
+        if C64.ready:
+            out += [f"64 个词元的复制（在读过主要比较之后才加的，仅作佐证）：{R.lr_phrase(C64.df, lang=lang)}。" if z else
+                    f"Copy at 64 tokens (added after the primary comparison had been read; supporting): "
+                    f"{R.lr_phrase(C64.df)}.", R.convergence(c64, "runs", lang=lang)]
+        else:
+            out.append(f"64 个词元的复制：{R.missing_zh(C64.missing)}。" if z else f"Copy at 64 tokens: {C64.missing}.")
+        if REV.ready:
+            out += [("Reverse copy: ", "倒序复制：")[z] + R.lr_phrase(REV.df, lang=lang) + R.full_stop(lang),
+                    R.convergence(rev, "runs", lang=lang)]
+        else:
+            out.append(f"倒序复制：{R.missing_zh(REV.missing)}。" if z else f"Reverse copy: {REV.missing}.")
+        return out
+
     short = None
     if recall_primary:
         a = {k: 100 * v.mean for k, v in recall_acc.items()}
@@ -948,7 +959,7 @@ else:
                  + (f"；采用所选补救办法后，LSTM 在间隔 {hi} 时答对 {100 * remedied_acc.mean:.0f}%。" if remedied is not None
                     else f"；间隔 {hi} 时 Transformer − LSTM = {100 * top_lag.diff:+.0f} 个百分点。"))
     Q_LONG.answer(plain=plain, mechanism=mechanism, outcome=(" ".join(out_en), "".join(out_zh)), changes=changes, short=short,
-                  details=" ".join(d for d in details if d), checks=checks,
+                  details=details, checks=checks,
                   figure=figures_long[0] if figures_long else None, figures=figures_long,
                   at_scale=("the LSTM's recall at long lags: with more steps, its standard remedies (forget-gate "
                             "initialisation, model.rnn_init, and gradient clipping) and tuning, an LSTM of this size may "
@@ -1126,13 +1137,16 @@ else:
         "若没有位置编码的 LSTM 在复制任务上停在词袋基线，就与论断矛盾（它是按顺序读入的）；若没有位置编码的 Transformer "
         "超过了这条基线，则说明有程序错误（它对排列等变）。更多种子会缩小区间。",
     )
-    details = []
-    if COPY.ready:
-        details.append(f"Copy: {R.lr_phrase(COPY.df)}.")
-    details.append(f"MNIST rows: {R.lr_phrase(ROWS.df)}. " + R.convergence(rows, "MNIST runs") if ROWS.ready
-                   else f"MNIST rows: {ROWS.missing}.")
+    def details(lang):
+        z = lang == "zh"
+        out = [("Copy: ", "复制：")[z] + R.lr_phrase(COPY.df, lang=lang) + R.full_stop(lang)] if COPY.ready else []
+        if ROWS.ready:
+            return out + [("MNIST rows: ", "MNIST 按行输入：")[z] + R.lr_phrase(ROWS.df, lang=lang) + R.full_stop(lang),
+                          R.convergence(rows, "MNIST runs", lang=lang)]
+        return out + [f"MNIST 按行输入：{R.missing_zh(ROWS.missing)}。" if z else f"MNIST rows: {ROWS.missing}."]
+
     Q_ORDER.answer(plain=plain, mechanism=(mech_en, mech_zh), outcome=(out_en, out_zh), changes=changes,
-                   details=" ".join(details), checks=checks, figure=figures_order[0] if figures_order else None,
+                   details=details, checks=checks, figure=figures_order[0] if figures_order else None,
                    figures=figures_order)
 
 # %% [markdown]
@@ -1293,10 +1307,17 @@ else:
         "finish learning (at the quick budget the MNIST runs are still improving).",
         "在 GPU 上以完整预算运行，才能在论断所指的条件下检验训练时间，并让两个模型都学完（在快速预算下 MNIST 的运行仍在进步）。",
     )
-    details = " ".join(d for d in (f"MNIST rows: {R.lr_phrase(ROWS.df)} ({R.chosen_lrs(rows, lambda r: r['variant'])}).",
-                                   R.convergence(rows, "MNIST runs"), R.caveat(rows),
-                                   *((f"Trained to convergence (rnn_rows_converged, pos_enc_3e): LSTM "
-                                      f"{R.lr_phrase(ROWS_LSTM.df)}. " + R.convergence(converged, "converged MNIST runs"),)
-                                     if converged is not None else ())) if d)
+    def details(lang):
+        z = lang == "zh"
+        chosen = R.chosen_lrs(rows, lambda r: r['variant'], lang=lang)
+        out = [f"MNIST 按行输入：{R.lr_phrase(ROWS.df, lang=lang)}（{chosen}）。" if z else
+               f"MNIST rows: {R.lr_phrase(ROWS.df)} ({chosen}).",
+               R.convergence(rows, "MNIST runs", lang=lang), R.caveat(rows, lang=lang)]
+        if converged is not None:
+            out += [("Trained to convergence (rnn_rows_converged, pos_enc_3e): LSTM ",
+                     "训练到收敛（rnn_rows_converged、pos_enc_3e）：LSTM ")[z] + R.lr_phrase(ROWS_LSTM.df, lang=lang)
+                    + R.full_stop(lang), R.convergence(converged, "converged MNIST runs", lang=lang)]
+        return out
+
     Q_MNIST.answer(plain=plain, mechanism=mechanism, outcome=(out_en, out_zh), changes=changes, details=details, short=mnist_short,
                    checks=checks, figure=fig_mnist)

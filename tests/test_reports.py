@@ -40,7 +40,7 @@ def answers_by_key(results) -> dict[str, dict]:
 
 def all_text(answer: dict) -> str:
     """Everything an Answer says in English: plain answer, mechanism, outcome, what would change it, details."""
-    return "\n".join([*(answer[k]["en"] for k in ("plain", "mechanism", "outcome", "changes")), answer["details"]])
+    return "\n".join([*(answer[k]["en"] for k in ("plain", "mechanism", "outcome", "changes")), answer["details"]["en"]])
 
 
 # ------------------------------------------------------------------ the fixture build
@@ -443,6 +443,12 @@ def test_convergence_and_tuning_sentences_come_from_the_table():
                                               "or had solved the task (≥ 99 %): still learning: the comparison is of "
                                               "models early in training.")
     assert R.convergence(df.drop(columns="val/gain_last_epoch")) == ""
+    assert R.convergence(df, "runs", lang="zh") == ("最后一个 epoch 里，5 次运行的验证准确率中位数变化了 +2.0 个百分点；其中 2 次的"
+                                                    "变化不超过 1 个百分点，或已解决任务（≥ 99%）：仍在学习：比较的是训练早期的模型。")
+    with pytest.raises(ValueError, match="has no Chinese name; add it"):
+        R.convergence(df, "fancy runs", lang="zh")
+    with pytest.raises(ValueError, match="written in en and zh"):
+        R.convergence(df, lang="fr")
 
     rows = [{"model.n_heads": h, "optim.lr": lr, "seed": seed, "stage": 1 if seed == 0 else 2, "status": "completed",
              "tuned.optim.lr": chosen, "val/acc_best": 0.5 + (lr == chosen) * 0.1 + seed * 0.01}
@@ -457,6 +463,9 @@ def test_convergence_and_tuning_sentences_come_from_the_table():
                                   "from 4 values (0.0003 to 0.01, 33×), then 3 seeds at the chosen value; of the 2 "
                                   "variants, 1 the largest value tried, strictly better there than at its neighbour: "
                                   "the best may lie outside the range")
+    assert R.lr_phrase(tuned, lang="zh") == ("每个变体使用各自的学习率：在种子 0 上，从 4 个取值（0.0003 到 0.01，相差 33×）中按 "
+                                             "val/acc_best（验证集）选出，再在选定的值上跑 3 个种子；2 个变体中，1 个选中了所试的"
+                                             "最大值，而且在那里严格优于相邻的取值：最佳值可能在范围之外")
     two = tuned["model.n_heads"] == 2  # every value solves it: the rule takes the smallest, a tie, not flagged
     tied = tuned.assign(**{"val/acc_best": tuned["val/acc_best"].where(~two, 1.0),
                            "tuned.optim.lr": tuned["tuned.optim.lr"].where(~two, 0.0003),
@@ -469,6 +478,8 @@ def test_convergence_and_tuning_sentences_come_from_the_table():
     untuned = tuned.drop(columns="tuned.optim.lr")
     untuned.attrs = {"swept_keys": ["model.n_heads", "optim.lr", "seed"]}
     assert R.lr_phrase(untuned).startswith("each variant at its best of 4 learning rates (0.01, 0.003, 0.001, 0.0003)")
+    assert R.lr_phrase(untuned, lang="zh") == "每个变体取 4 个学习率（0.01, 0.003, 0.001, 0.0003）中按 val/acc_best 最好的一个"
+    assert R.caveat(best.head(2), lang="zh").startswith("每个变体只有一个种子，没有 95% 区间")
 
 
 # ------------------------------------------------------------------ export
@@ -1045,7 +1056,7 @@ def _payload(key, verdict, checks, sweeps=("heads",), figure="q3_x.png"):
             "mechanism": {"en": f"Mechanism of {key}.", "zh": f"{key} 的机制。"},
             "outcome": {"en": f"Outcome of {key}.", "zh": f"{key} 的结果。"},
             "changes": {"en": "A longer budget.", "zh": "更长的预算。"},
-            "details": "Every number.", "verdict": verdict, "checks": checks,
+            "details": {"en": "Every number.", "zh": "每个数字。"}, "verdict": verdict, "checks": checks,
             "multiplicity": {"en": "Holm across 2 tests.", "zh": "对 2 个检验做 Holm 校正。"},
             "intervals": [], "figure": figure, "figures": [figure], "sweeps": list(sweeps), "budget": "quick"}
 

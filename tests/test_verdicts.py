@@ -206,12 +206,15 @@ def test_the_payload():
     d = effect(*FAR, n_eval=500)
     f = R.learned(pd.DataFrame({"status": ["completed"] * 3, "val/acc_best": [1.0, 1.0, 0.105], "ref/val/chance": 0.1}))
     plain = (f"a wins by {d}; {f} learned.", f"a 领先 {d}；{f} 学会了。")
-    payload = ask([x.greater(d, "copy", primary=True, reason=REASON)], plain=plain, details="more", figure="/x/q9_acc.png",
+    payload = ask([x.greater(d, "copy", primary=True, reason=REASON)], plain=plain, figure="/x/q9_acc.png",
+                  details=lambda lang: ["more", "", "of it"] if lang == "en" else ["更多", "细节"],
                   figures=["/x/q9_a.png", "/x/q9_b.png"])
     assert set(payload) == {"key", "title", "title_zh", "question", "question_zh", "status", "plain", "mechanism",
                             "outcome", "changes", "details", "verdict", "checks", "multiplicity", "intervals", "figure",
                             "figures", "sweeps", "budget", "side", "short", "at_scale", "brief"}
     assert payload["brief"] == {"en": "", "zh": ""}  # no template: the findings show the short answer
+    # details: each language's own sentences, empty ones left out, joined as the language joins them
+    assert payload["details"] == {"en": "more of it", "zh": "更多细节"}
     assert payload["at_scale"] == {"en": "", "zh": ""}  # no at_scale= given: the build's default scale note
     # no short= given: the answers table shows the plain answer's first sentence
     assert payload["short"] == {"en": plain[0], "zh": plain[1]}
@@ -320,10 +323,16 @@ def test_not_run_yet():
     assert [c["kind"] for c in payload["checks"]] == ["outcome", "mechanism"]
 
 
+def test_details_in_one_language_only_are_refused():
+    """The Chinese page shows the details in Chinese: a plain English string is refused, naming the form to use."""
+    with pytest.raises(TypeError, match="details= takes a function of the language"):
+        ask([anchor().greater(effect(*FAR), primary=True, reason=REASON)], details="English only")
+
+
 def test_the_answer_cell_shows_the_plain_answer_first():
     x = anchor()
     data = ask([x.greater(effect(*FAR), primary=True, reason=REASON), x.less(effect(*FAR), primary=False)],
-               details="d")
+               details=lambda lang: "d")
     md = answers.markdown(data)
     order = [md.index(s) for s in ("**Answer.** plain en", "plain 中", "**Mechanism.** mechanism en",
                                    "**Outcome.** outcome en", "**Published anchors** — overall: **agrees**",

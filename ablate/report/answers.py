@@ -458,6 +458,21 @@ def _pair(name: str, value: Any) -> dict[str, str]:
     return {"en": re.sub(r" {2,}", " ", value[0]).strip(), "zh": re.sub(r" {2,}", " ", value[1]).strip()}
 
 
+def _details(details: Any) -> dict[str, str]:
+    """Q.answer(details=...): "" (none), or a function of the language returning a string or a list of them."""
+    if isinstance(details, str) and not details.strip():
+        return {"en": "", "zh": ""}
+    if not callable(details):
+        raise TypeError("Q.answer: details= takes a function of the language (\"en\", \"zh\") returning its sentences, "
+                        f"so that the Chinese page is Chinese; got {type(details).__name__}")
+    out = {}
+    for lang in ("en", "zh"):
+        said = details(lang)
+        said = [said] if isinstance(said, str) else list(said)
+        out[lang] = re.sub(r" {2,}", " ", ("" if lang == "zh" else " ").join(s.strip() for s in said if s and s.strip()))
+    return out
+
+
 def _budget(sweeps: Sequence[str]) -> str:
     """The budgets the question's sweeps were run at, from meta.json ('' when none is exported)."""
     meta = read_meta().get("sweeps", {})
@@ -484,7 +499,7 @@ class Question:
         return f"### {self.title}\n\n**Question.** {self.text}{zh}\n\n**Published anchors.**\n\n{cited}\n"
 
     def payload(self, *, status: str, plain: dict[str, str], mechanism: dict[str, str], outcome: dict[str, str],
-                changes: dict[str, str], details: str, checks: Sequence[Check], multiplicity: dict[str, str],
+                changes: dict[str, str], details: dict[str, str], checks: Sequence[Check], multiplicity: dict[str, str],
                 figure: str | Path | None, figures: Sequence[str | Path], short: dict[str, str]) -> dict[str, Any]:
         return {
             "short": short,
@@ -511,7 +526,7 @@ class Question:
         }
 
     def answer(self, *, plain: tuple[str, str] | None = None, mechanism: tuple[str, str] | None = None,
-               outcome: tuple[str, str] | None = None, changes: tuple[str, str] | None = None, details: str = "",
+               outcome: tuple[str, str] | None = None, changes: tuple[str, str] | None = None, details: Any = "",
                checks: Sequence[Check] = (), figure: str | Path | None = None,
                figures: Sequence[str | Path] = (), short: tuple[str, str] | None = None,
                at_scale: tuple[str, str] | None = None, record: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -526,7 +541,10 @@ class Question:
         `short`: the answer in one sentence with the number that decides it, for the findings' answers table
         (at most SHORT_LIMIT characters each; without it the table shows the plain answer's first sentence).
         `at_scale`: what of this answer is expected to move at a larger scale than it was measured at (more
-        steps, width, length, parallel hardware), and why; the answers table marks the answer and says it."""
+        steps, width, length, parallel hardware), and why; the answers table marks the answer and says it.
+        `details`: how the numbers were made (learning rates, convergence, seeds), in both languages: a function
+        of the language ("en", "zh") returning the sentences (a string or a list of them, empty ones left out),
+        the sentence helpers taking `lang=` (R.lr_phrase, R.convergence, R.caveat, Sweep.still_learning)."""
         values, brief = None, None
         if record is not None:
             values = prose.record(**record)
@@ -555,7 +573,7 @@ class Question:
                 raise ValueError(f"Q.answer(short=...): the {lang} answer has {len(text)} characters; keep it to "
                                  f"{SHORT_LIMIT} (one sentence and its deciding number)")
         checked, multiplicity = correct(checks)
-        data = self.payload(status="answered", details=str(details).strip(), checks=checked, multiplicity=multiplicity,
+        data = self.payload(status="answered", details=_details(details), checks=checked, multiplicity=multiplicity,
                             figure=figure, figures=figures, **pairs)
         data["at_scale"] = _pair("at_scale", at_scale) if at_scale is not None else {"en": "", "zh": ""}
         data["brief"] = _pair("brief", brief) if brief is not None else {"en": "", "zh": ""}
@@ -573,7 +591,7 @@ class Question:
         empty = {"en": "", "zh": ""}
         take_intervals()  # nothing quoted: forget what earlier cells formatted
         data = self.payload(status=NOT_RUN, plain={"en": text, "zh": zh}, mechanism=empty, outcome=empty,
-                            changes=empty, details="", checks=checks, multiplicity=empty, figure=None, figures=(),
+                            changes=empty, details=empty, checks=checks, multiplicity=empty, figure=None, figures=(),
                             short={"en": text, "zh": zh})
         show(data)
         return data
@@ -636,8 +654,8 @@ def markdown(data: dict[str, Any]) -> str:
         lines += [f"**Multiplicity.** {data['multiplicity']['en']}", ""]
     if data["changes"].get("en"):
         lines += [f"**What would change the answer.** {data['changes']['en']}", ""]
-    if data["details"] and data["details"] != data["plain"]["en"]:
-        lines += [f"**Details.** {data['details']}", ""]
+    if data["details"]["en"]:
+        lines += [f"**Details.** {data['details']['en']}", ""]
     return "\n".join(lines).rstrip()
 
 

@@ -191,7 +191,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "paper_says": ("the paper: {text}", "论文原文：{text}"),
     "multiplicity": ("**Multiplicity.** {text}", "**多重比较。** {text}"),
     "changes": ("**What would change the answer.** {text}", "**答案在什么情况下会变。** {text}"),
-    "details": ("**Details.** {text}", "**细节**（英文）。{text}"),
+    "details": ("**Details.** {text}", "**细节。**{text}"),
     "notebook": ("Notebook: [`{name}.py`]({path})", "笔记本：[`{name}.py`]({path})"),
     "page_link": ("The tutorial's claim: **{verdict}**. The tests, the evidence and every figure: [{path}]({path}).",
                   "对教程论断的判定：**{verdict}**。检验、证据和所有图：[{path}]({path})。"),
@@ -868,8 +868,7 @@ def answer_body(a: dict[str, Any], lang: str) -> list[str]:
     for key in ("multiplicity", "changes"):
         if text := text_of(a, key, lang):
             lines += [say(key, lang, text=text), ""]
-    details = str(a.get("details") or "").strip()
-    if details and details != text_of(a, "plain", "en"):  # Q.answer(text) of older notebooks gives both
+    if details := (a.get("details") or {}).get(lang, ""):
         lines += [say("details", lang, text=details), ""]
     return lines
 
@@ -964,12 +963,11 @@ def findings_md(built: list[Built], meta: dict[str, Any], data: Path, figures: P
                 scale_of(a, meta, lang), side_text(a, lang) or say("side_none", lang)] for _, a in answers]
     summary += [[b.name, say("failed_row", lang, error=b.error), "", "", ""] for b in built if b.error]
     note = scale_note([a for _, a in answers], lang)
-    lines = [
+    lines = [  # the notice for editors as a comment: a reader's first screen holds the answers (issue 39)
+        f"<!-- {say('generated', lang, data=shown_path(data, where))} -->",
         f"# {say('title', lang)}",
         "",
         say("other", lang),
-        "",
-        say("generated", lang, data=shown_path(data, where)),
         "",
     ]
     briefs = [a for _, a in answers if text_of(a, "brief", lang)]

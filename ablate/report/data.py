@@ -38,6 +38,7 @@ from ..results.exported import (  # noqa: F401 - the data folder's format, re-ex
 )
 from ..results.exported import read_meta as _read_meta
 from ..results.stats import config_columns, swept, swept_keys
+from .sentences import language, runs_zh
 
 DATA_ENV = "ABLATE_REPORT_DATA"
 FIGURES_ENV = "ABLATE_REPORT_FIGURES"
@@ -235,17 +236,23 @@ class Sweep:
         return last_two.astype(float)
 
     def still_learning(self, df: pd.DataFrame | None = None, what: str = "runs", metric: str = "val/acc",
-                       threshold: float = 0.02) -> str:
-        """A sentence for the Answer when the runs of `df` (default: all) had not converged: the median
-        run's `metric` still rose by more than `threshold` over its last logged interval; else ""."""
+                       threshold: float = 0.02, lang: str = "en") -> str:
+        """A sentence for the Answer (in `lang`, en or zh) when the runs of `df` (default: all) had not converged:
+        the median run's `metric` still rose by more than `threshold` over its last logged interval; else ""."""
+        zh = language(lang) == "zh"
         df = self.df if df is None else df
         gains = df["run_id"].map(self.last_gain(metric)).dropna()
         if gains.empty or gains.median() <= threshold:
             return ""
+        median, low, high = (100 * gains.median(), 100 * gains.min(), 100 * gains.max())
+        if zh:
+            steps = f"（{int(df['global_step'].max()):,} 个优化步）" if "global_step" in df else ""
+            return (f"在这个预算下{steps}，这些{runs_zh(what)}还在学习：最后一个 epoch 里，中位运行的 {metric} 上升了 "
+                    f"{median:.1f} 个百分点（各运行从 {low:.1f} 到 {high:.1f} 个百分点不等），所以比较的是训练早期的模型。")
         steps = f" ({int(df['global_step'].max()):,} optimiser steps)" if "global_step" in df else ""
         return (f"At this budget{steps} the {what} were still learning: over its last epoch the {metric} of the "
-                f"median run rose by {100 * gains.median():.1f} points (the gains ranged from {100 * gains.min():.1f} "
-                f"to {100 * gains.max():.1f} points across runs), so the comparisons are of models early in training.")
+                f"median run rose by {median:.1f} points (the gains ranged from {low:.1f} "
+                f"to {high:.1f} points across runs), so the comparisons are of models early in training.")
 
     def probe_curves(self) -> pd.DataFrame | None:
         """The periodic probes during training (<sweep>_curves.csv), long: run_id, the swept keys, step,

@@ -267,7 +267,8 @@ def names_used(key: str, lang: str, folder: Path | None = None) -> dict[str, set
 
 def stray_numbers(text: str) -> list[str]:
     """The digits of a marked rendering that no printed value brought: each with a little context.
-    Years of a citation (1900–2099, after a name) and the four questions' names (Q1–Q4) are words."""
+    Years of a citation (1900–2099, after a name), a cited paper's table (Table 3 (B)) and the four questions'
+    names (Q1–Q4) are words."""
     outside = re.sub(f"{MARK[0]}.*?{MARK[1]}", "\u2026", text, flags=re.S)
-    outside = re.sub(r"\bQ[1-4]\b|(?<=[A-Za-z.] )(?:19|20)\d\d[a-z]?\b", "", outside)
+    outside = re.sub(r"\bQ[1-4]\b|(?<=[A-Za-z.] )(?:19|20)\d\d[a-z]?\b|\bTable \d+(?: \([A-Z]\))?", "", outside)
     return [outside[max(0, m.start() - 20): m.end() + 20] for m in re.finditer(r"\d+", outside)]
