@@ -389,6 +389,7 @@ else:
 from ablate.report.answers import correct  # noqa: E402 - the verdicts after Holm, for the plain answer's wording
 
 TASK_ZH = {"lookup": "查找任务", "lookup1": "单查找对照任务", "poshist": "位置与计数任务"}
+VASWANI_HEADS, VASWANI_D_K = 32, 16  # Vaswani et al. 2017, Table 3 (A): the most heads they tried, and their d_k
 
 
 def solved(df, task, h):
@@ -547,51 +548,41 @@ else:
                              and not R.rows(ph16, {"model.d_head": 4}).empty else None),
                     position_only=pos_only, two_one=two_one_ph, many_one=eight_one_ph)
 
-    mech_en = (f"Largest layer-0 attention weight per query row after training, {name}: "
-               + "; ".join(f"{heads_word(h)} {R.estimate(best, MECHANISM, at(task, h))}" for h in heads) + ".")
-    mech_zh = (f"训练后第一层每个查询行的最大注意力权重（{name_zh}）："
-               + "；".join(f"{heads_word(h, True)} {R.estimate(best, MECHANISM, at(task, h)):zh}" for h in heads) + "。")
-    if control:
-        mech_en += (f" On the {cname}: " + "; ".join(
-            f"{heads_word(h)} {R.estimate(best, MECHANISM, at(control, h))}" for h in heads)
-                    + f" ({two} vs {one} heads: {c_mech}).")
-        mech_zh += (f"{cname_zh}：" + "；".join(
-            f"{heads_word(h, True)} {R.estimate(best, MECHANISM, at(control, h)):zh}" for h in heads)
-                    + f"（{two} 个头对 {one} 个头：{c_mech:zh}）。")
+    def solved_row(df, t, h):
+        f = R.learned(df, at(t, h), threshold=R.SOLVED)
+        steps = [x for x in f.steps if x == x]
+        return {"heads": h, "solved": f, "median_steps": float(np.median(steps)) if steps else None}
 
-    out_en, out_zh = [], []
-    for t in tasks:
-        tn, tn_zh = R.TASKS.get(t, t), TASK_ZH.get(t, t)
-        out_en.append(f"{tn[0].upper() + tn[1:]}, runs that solved it (≥ {100 * R.SOLVED:g} % validation accuracy): "
-                      + "; ".join(f"{heads_word(h)} {solved(best, t, h)[0]}" for h in heads)
-                      + f". Mean validation accuracy over training ({OUTCOME}): "
-                      + "; ".join(f"{heads_word(h)} {R.estimate(best, OUTCOME, at(t, h))}" for h in heads)
-                      + ". Test accuracy at the end: "
-                      + "; ".join(f"{heads_word(h)} {R.estimate(best, 'test/acc', at(t, h))}" for h in heads) + ".")
-        out_zh.append(f"{tn_zh}，解决任务（验证准确率 ≥ {100 * R.SOLVED:g}%）的运行："
-                      + "；".join(f"{heads_word(h, True)} {solved(best, t, h)[1]}" for h in heads)
-                      + f"。训练期间的平均验证准确率（{OUTCOME}）："
-                      + "；".join(f"{heads_word(h, True)} {R.estimate(best, OUTCOME, at(t, h)):zh}" for h in heads)
-                      + "。训练结束时的测试准确率："
-                      + "；".join(f"{heads_word(h, True)} {R.estimate(best, 'test/acc', at(t, h)):zh}" for h in heads) + "。")
-    out_en.append(f"On the {name}, {base} heads vs {one}: {eight_one}; {many} vs {base}: {many_base}.")
-    out_zh.append(f"{name_zh}上 {base} 个头对 {one} 个头：{eight_one:zh}；{many} 个对 {base} 个：{many_base:zh}。")
-    if TUT.ready:
-        tut_heads = sorted(int(h) for h in tut["model.n_heads"].unique())
-        out_en.append("The tutorial's 2-layer model on the lookup task, runs that solved it: " + "; ".join(
-            f"{heads_word(h)} {solved(tut, 'lookup', h)[0]}" for h in tut_heads) + ".")
-        out_zh.append("教程的两层模型在查找任务上，解决任务的运行：" + "；".join(
-            f"{heads_word(h, True)} {solved(tut, 'lookup', h)[1]}" for h in tut_heads) + "。")
+    def mask_row(h):
+        r = head_masking[head_masking["heads"] == h]
+        return None if r.empty else r.iloc[0]
 
-    changes = (
-        f"At this budget most head counts solve the {name} within the first validation check, so the outcome tests "
-        "compare speed, resolved to one check. A budget or learning rate at which one head never solves it, or a task "
-        "with more relations per answer than heads, would separate the head counts further; more seeds would narrow the "
-        f"single head's wide interval. Vaswani's 32 heads had d_k = 16, ours at {many} heads d_k = {64 // many}.",
-        f"在这个预算下，大多数头数在第一次验证检查前就解决了{name_zh}，所以结果检验比较的是速度，分辨率为一次检查。"
-        "若在某个预算或学习率下一个头始终解决不了它，或任务每个答案需要的关系多于头数，不同头数之间的差别会更明显；"
-        f"更多种子能缩小单头的宽区间。Vaswani 的 32 个头 d_k = 16，这里 {many} 个头 d_k = {64 // many}。",
-    )
+    def split_row(h):
+        r = heads_split[heads_split["heads"] == h]
+        return None if r.empty else r.iloc[0]
+
+    two_masked = mask_row(TWO) if len(head_masking) else None
+    said.update(  # the mechanism, outcome and changes blocks of reports/prose/<lang>/q3.md
+        head_counts=heads,
+        max_weight=[{"heads": h, "w": R.estimate(best, MECHANISM, at(task, h))} for h in heads],
+        control_task={"en": cname, "zh": cname_zh} if control else None,
+        control_weight=[{"heads": h, "w": R.estimate(best, MECHANISM, at(control, h))} for h in heads] if control else [],
+        control_mech=c_mech if control else None,
+        masking=[{"heads": int(h), "loss": float(mask_row(h)["largest loss (mean)"]),
+                  "many": float(mask_row(h)["heads costing > 5 points (mean)"] or 0.0)} for h in head_masking["heads"]]
+        if len(head_masking) else [],
+        mask_cost=0.05, two_alone_unneeded=bool(two_masked is not None and two_masked["largest loss (mean)"] < 0.05),
+        specialise=[{"heads": int(h), "positional": float(split_row(h).iloc[2]), "content": float(split_row(h).iloc[3]),
+                     "split": int(split_row(h).iloc[4]), "runs": int(split_row(h).iloc[1])} for h in heads_split["heads"]]
+        if len(heads_split) else [],
+        metric=OUTCOME, by_task=[{"name": {"en": R.TASKS.get(t, t), "zh": TASK_ZH.get(t, t)},
+                                  "rows": [{**solved_row(best, t, h), "mean_acc": R.estimate(best, OUTCOME, at(t, h)),
+                                            "test": R.estimate(best, "test/acc", at(t, h))} for h in heads]}
+                                 for t in tasks],
+        many_heads=many, eight_one=eight_one, many_base=many_base,
+        tutorial_rows=[solved_row(tut, "lookup", h) for h in sorted(int(h) for h in tut["model.n_heads"].unique())]
+        if TUT.ready else None,
+        vaswani_heads=VASWANI_HEADS, vaswani_d_k=VASWANI_D_K)
     every = S.curves("val/acc").sort_values(["run_id", "step"]).groupby("run_id")["step"].diff().median()
 
     def details(lang):
@@ -613,47 +604,6 @@ else:
                        f"The tutorial's 2-layer model: {TUT.missing}.")
         return out
 
-    if len(head_masking):  # supporting: which heads matter after training (Michel et al. 2019)
-        def mask_row(h):
-            r = head_masking[head_masking["heads"] == h]
-            return None if r.empty else r.iloc[0]
-        parts_en, parts_zh = [], []
-        for h in head_masking["heads"]:
-            r = mask_row(h)
-            if h == 1:
-                parts_en.append(f"masking the single head costs {100 * r['largest loss (mean)']:.1f} points")
-                parts_zh.append(f"屏蔽唯一的头，准确率下降 {100 * r['largest loss (mean)']:.1f} 个百分点")
-            else:
-                many_ = r["heads costing > 5 points (mean)"]
-                parts_en.append(f"with {h} heads the costliest head {100 * r['largest loss (mean)']:.1f} points, "
-                                + (f"{many_:.1f} heads more than 5 points each" if many_ else "no head more than 5 points"))
-                parts_zh.append(f"{h} 个头时，屏蔽代价最大的头使准确率下降 {100 * r['largest loss (mean)']:.1f} 个百分点，"
-                                + (f"平均有 {many_:.1f} 个头各自使准确率下降超过 5 个百分点" if many_ else "没有哪个头使准确率下降超过 5 个百分点"))
-        mech_en += (" Masking one head after training on the two-relation task (poshist, validation, mean over seeds; "
-                    "Michel et al. 2019): " + "; ".join(parts_en) + ".")
-        mech_zh += ("在需要两种关系的任务（poshist）上训练后，每次屏蔽一个头（验证集，对种子取平均；Michel 等人，2019）："
-                    + "；".join(parts_zh) + "。")
-        two = mask_row(TWO)
-        if two is not None and two["largest loss (mean)"] < 0.05:
-            mech_en += (f" Neither of the {TWO} heads is needed alone: both serve the same relation, so the split did not "
-                        "give each relation a head of its own.")
-            mech_zh += f"{TWO} 个头中没有哪一个是单独不可缺的：它们负责的是同一种关系，拆成多个头并没有让每种关系各有一个专属的头。"
-    def split_row(h):
-        r = heads_split[heads_split["heads"] == h]
-        return None if r.empty else r.iloc[0]
-
-    if len(heads_split):  # supporting: do the heads specialise (each head's weight on the two relations)
-        parts_en, parts_zh = [], []
-        for h in heads_split["heads"]:
-            r = split_row(h)
-            parts_en.append(f"{heads_word(int(h))}: the most positional head puts {r.iloc[2]:.2f} of its weight on the "
-                            f"token two back, the most content-bound {r.iloc[3]:.2f} on its own token and BOS, one head per "
-                            f"relation in {int(r.iloc[4])} of {int(r.iloc[1])} runs")
-            parts_zh.append(f"{heads_word(int(h), zh=True)}：最偏向位置的头把 {r.iloc[2]:.2f} 的权重放在往前数第二个词元上，"
-                            f"最偏向内容的头把 {r.iloc[3]:.2f} 放在与查询相同的词元和 BOS 上，{int(r.iloc[1])} 次运行中有 "
-                            f"{int(r.iloc[4])} 次每种关系各由一个头负责")
-        mech_en += " Where each head's weight goes on poshist (layer 0, mean over seeds): " + "; ".join(parts_en) + "."
-        mech_zh += "在 poshist 上，每个头的注意力权重落在哪里（第一层，对种子取平均）：" + "；".join(parts_zh) + "。"
     if ph is not None and ONE in ph_acc and TWO in ph_acc and BASE in ph_acc:  # the answers table's sentence
         split = split_row(BASE) if len(heads_split) else None
 
@@ -667,9 +617,6 @@ else:
                     split_runs=int(split.iloc[1]) if split is not None else None)
     Q.answer(
         record=said,
-        mechanism=(mech_en, mech_zh),
-        outcome=(" ".join(out_en), "".join(out_zh)),
-        changes=changes,
         details=details,
         checks=checks,
         figure=fig_acc,

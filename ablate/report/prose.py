@@ -270,5 +270,5 @@ def stray_numbers(text: str) -> list[str]:
     Years of a citation (1900–2099, after a name), a cited paper's table (Table 3 (B)) and the four questions'
     names (Q1–Q4) are words."""
     outside = re.sub(f"{MARK[0]}.*?{MARK[1]}", "\u2026", text, flags=re.S)
-    outside = re.sub(r"\bQ[1-4]\b|(?<=[A-Za-z.] )(?:19|20)\d\d[a-z]?\b|\bTable \d+(?: \([A-Z]\))?", "", outside)
+    outside = re.sub(r"\bQ[1-4]\b|(?:(?<=[A-Za-z.] )|(?<=等人 ))(?:19|20)\d\d[a-z]?\b|\bTable \d+(?: \([A-Z]\))?", "", outside)
     return [outside[max(0, m.start() - 20): m.end() + 20] for m in re.finditer(r"\d+", outside)]
