@@ -686,31 +686,11 @@ else:
         bag = sent[0][2] <= 2 / 255
     else:
         bag = eq["none_bi"].mean < EQUIVARIANT if "none_bi" in eq and eq["none_bi"].n else None
-    if sent[0] is not None:
-        moved_en = (f"For the sentence itself the largest entry of |A(Px) − P·A(x)·Pᵀ| is {sent[0][2]:.3f} without "
-                    "positional encoding (the stored maps are rounded to 1/255)"
-                    + (f" and {sent[1][2]:.2f} with learned positions" if sent[1] is not None else "") + ".")
-        moved_zh = (f"对例句「{ORIGINAL}」本身，没有位置编码时 |A(Px) − P·A(x)·Pᵀ| 的最大元素为 {sent[0][2]:.3f}（存储的矩阵精度为 1/255）"
-                    + (f"，有可学习位置编码时为 {sent[1][2]:.2f}" if sent[1] is not None else "") + "。")
-    else:
-        moved_en = moved_zh = ""
-    eq_en = eq_zh = ""
-    if "none_bi" in eq:
-        changed = [k for k in ("learned_bi", "none_causal") if k in eq and eq[k].n and eq[k].mean >= EQUIVARIANT]
-        eq_en = (f"On a reordered validation sequence, the first layer's attention of the trained models changes by "
-                 f"max |A(Px) − P·A(x)·Pᵀ| = {eq['none_bi']} without positional encoding"
-                 + (": the matrix is only reordered, the model sees a bag of tokens" if bag else
-                    ": more than reordering (not a bag of tokens)" if bag is False else "")
-                 + (f"; {eq['learned_bi']} with learned positions" if "learned_bi" in eq else "")
-                 + (f" and {eq['none_causal']} with a causal mask and no positions" if "none_causal" in eq else "")
-                 + (": there the matrix itself changes." if changed else "."))
-        eq_zh = (f"在一个重新排列的验证序列上，训练后模型第一层注意力的变化 max |A(Px) − P·A(x)·Pᵀ| 在没有位置编码时为 "
-                 f"{zh(eq['none_bi'])}"
-                 + ("：矩阵只是被重新排列，模型看到的是词袋" if bag else "：不只是重新排列（不是词袋）" if bag is False else "")
-                 + (f"；有可学习位置编码时为 {zh(eq['learned_bi'])}" if "learned_bi" in eq else "")
-                 + (f"，有因果掩码、无位置编码时为 {zh(eq['none_causal'])}" if "none_causal" in eq else "")
-                 + ("：这时矩阵本身改变了。" if changed else "。"))
-    mechanism = (" ".join(x for x in (eq_en, moved_en) if x), "".join(x for x in (eq_zh, moved_zh) if x))
+    changed = [k for k in ("learned_bi", "none_causal") if k in eq and eq[k].n and eq[k].mean >= EQUIVARIANT]
+    mechanism_record = dict(  # the mechanism block of reports/prose/<lang>/q1.md
+        eq_plain=eq.get("none_bi"), eq_learned=eq.get("learned_bi"), eq_causal=eq.get("none_causal"),
+        eq_changed=bool(changed), sent_plain=sent[0][2] if sent[0] is not None else None,
+        sent_learned=sent[1][2] if sent[1] is not None else None, map_levels=255)
 
     ranked = sorted((pe for pe, c in ext_rows if c), key=lambda pe: -ext_rows[(pe, True)][1].mean)
     extrapolates = ("alibi", True) in ext_rows and ("sinusoidal", True) in ext_rows and ext_lengths is not None
@@ -720,85 +700,40 @@ else:
                  if extrapolates else [],
                  ext_train=ext_lengths[0] if extrapolates else None, ext_test=ext_lengths[1] if extrapolates else None)
 
-    def per_variant(df, metric, lang):
-        out = []
+    def per_variant(df, metric):
+        rows = []
         for pe in pes:
             for m in masks:
                 where = {"model.pos_enc": pe, "model.causal": m}
                 if has(df, where):
-                    e, f = acc(df, where, metric), R.learned(df, where)
-                    if lang == "en":
-                        out.append(f"{label('model.pos_enc', pe)}, {MASK[bool(m)]}: {e}" + (f", {f.k} of {f.n} runs above the order-blind "
-                                                                    f"level{steps_text(f)}" if metric == COPY_METRIC else ""))
-                    else:
-                        out.append(f"{PE_ZH.get(pe, pe)}，{ {False: '双向', True: '因果'}[bool(m)] }：{zh(e)}" + (
-                            f"，{f.n} 次中 {f.k} 次超过词袋基线{steps_text(f, True)}" if metric == COPY_METRIC else ""))
-        return ("; " if lang == "en" else "；").join(out)
+                    f = R.learned(df, where)
+                    steps = ({"lo": float(np.min(f.steps)), "hi": float(np.max(f.steps))}
+                             if metric == COPY_METRIC and f.steps else None)
+                    rows.append({"pe": {"en": label("model.pos_enc", pe), "zh": PE_ZH.get(pe, pe)}, "causal": bool(m),
+                                 "acc": acc(df, where, metric), "learned": f if metric == COPY_METRIC else None,
+                                 "steps": steps})
+        return rows
 
-    out_en = [f"Copy at {train_len} tokens, validation (order-blind level {order_level}): "
-              + per_variant(best, COPY_METRIC, "en") + "."]
-    out_zh = [f"复制任务，{train_len} 个词元，验证集（词袋基线 {order_level}）：" + per_variant(best, COPY_METRIC, "zh") + "。"]
-    out_en.append(f"At {test_len} tokens ({test_len / train_len:g}× the training length, order-blind level "
-                  f"{100 * test_level:.1f} %): " + per_variant(best, LONG_METRIC, "en") + ".")
-    out_zh.append(f"长度为 {test_len} 个词元时（训练长度的 {test_len / train_len:g} 倍，词袋基线 {100 * test_level:.1f}%）："
-                  + per_variant(best, LONG_METRIC, "zh") + "。")
-    if alibi_long is not None:
-        d = R.effect(alibi_long, sin_long)
-        out_en.append(f"ALiBi against sinusoidal there, causal: {d}.")
-        out_zh.append(f"该长度下因果 ALiBi 相对正弦位置编码：{zh(d)}。")
-        if not alibi_solved:
-            blind_long = f"{100 * test_level:.1f} %"
-            nc_long = acc(best, NO_PE_CAUSAL, LONG_METRIC) if has(best, NO_PE_CAUSAL) else None
-            solved = [{"model.pos_enc": pe, "model.causal": True} for pe in pes
-                      if has(best, {"model.pos_enc": pe, "model.causal": True})
-                      and acc(best, {"model.pos_enc": pe, "model.causal": True}).mean >= R.SOLVED]
-            below = bool(solved) and all(acc(best, w, LONG_METRIC).mean < test_level for w in solved)
-            out_en.append(f"But causal ALiBi did not solve copy at the training length ({alibi_train}), so its lead at "
-                          f"{test_len} tokens is no extrapolation: there it scores {alibi_long} against the order-blind "
-                          f"level of {blind_long}" + (f" and {nc_long} for causal no PE" if nc_long is not None else "")
-                          + (", and the causal schemes that solved copy fall below that level: none of them "
-                             "extrapolates." if below else "."))
-            out_zh.append(f"但因果 ALiBi 在训练长度上没有解决复制任务（{zh(alibi_train)}），所以它在 {test_len} 个词元上的领先"
-                          f"不是外推：它在那里得到 {zh(alibi_long)}，词袋基线为 {blind_long}"
-                          + (f"，因果无位置编码为 {zh(nc_long)}" if nc_long is not None else "")
-                          + ("；而解决了复制任务的因果编码都跌到这条基线以下：没有一种能外推。" if below else "。"))
-    for causal in (True, False):  # extrapolation (issue 24): lookup1, 8 -> 64 tokens
-        arms = [pe for pe in pes if (pe, causal) in ext_rows]
-        if arms:
-            mask_en, mask_zh = MASK[causal], "因果" if causal else "双向"
-            out_en.append(f"The one-lookup task trained at 8 tokens, {mask_en}, validation at 8 / test at 64 tokens: " + "; ".join(
-                f"{PE[pe]} {ext_rows[(pe, causal)][0]} / {ext_rows[(pe, causal)][1]}" for pe in arms) + ".")
-            out_zh.append(f"单查找任务在 8 个词元上训练，{mask_zh}，8 个词元的验证集 / 64 个词元的测试集：" + "；".join(
-                f"{PE_ZH[pe]} {zh(ext_rows[(pe, causal)][0])} / {zh(ext_rows[(pe, causal)][1])}" for pe in arms) + "。")
-    if "learned" in three_e:
-        bert_en = f", learned N(0, 0.02²) {three_e['bert']}" if "bert" in three_e else ""
-        bert_zh = f"，可学习 N(0, 0.02²) {zh(three_e['bert'])}" if "bert" in three_e else ""
-        out_en.append(f"MNIST rows trained to convergence, test accuracy: learned N(0, 1) {three_e['learned']}, sinusoidal "
-                      f"{three_e['sinusoidal']}{bert_en}; learned − sinusoidal {te_diff} against the "
-                      f"±{100 * MARGIN_3E_CONVERGED:g}-point margin.")
-        out_zh.append(f"MNIST 按行输入、训练到收敛的测试准确率：可学习 N(0, 1) {zh(three_e['learned'])}，正弦 "
-                      f"{zh(three_e['sinusoidal'])}{bert_zh}；可学习 − 正弦 = {zh(te_diff)}，等价界限为 "
-                      f"±{100 * MARGIN_3E_CONVERGED:g} 个百分点。")
-    if rows_diff is not None:
-        out_en.append(f"At the quick budget (still learning, supporting) MNIST rows in order: learned {rows_learned}, "
-                      f"sinusoidal {rows_sin}, difference {rows_diff} against ±{100 * MARGIN_3E:g} points.")
-        out_zh.append(f"快速预算下（仍在学习，仅作辅助证据），MNIST 按行输入（行顺序不变）：可学习 {zh(rows_learned)}，正弦 {zh(rows_sin)}，差值 "
-                      f"{zh(rows_diff)}，等价界限为 ±{100 * MARGIN_3E:g} 个百分点。")
-    outcome = (" ".join(out_en), "".join(out_zh))
-
-    changes = (
-        "A no-PE bidirectional run above the order-blind level would contradict the bag-of-tokens claim (it cannot "
-        "happen while its attention is permutation-equivariant, which the probe checks: it would point to a bug). "
-        f"Table 3 (E) agrees only if the 95 % interval of learned − sinusoidal on MNIST rows trained to convergence "
-        f"lies inside ±{100 * MARGIN_3E_CONVERGED:g} points: more seeds, or the full training set, would narrow it. ALiBi's "
-        "advantage at 8× length on lookup1 counts only where ALiBi (or, for Vaswani's claim, sinusoidal) solved the task "
-        "at the training length; a rate chosen at the top of the grid (the details say where) may not be that arm's best.",
-        "如果某个无位置编码的双向运行超过了词袋基线，就与「词袋」的说法矛盾（只要它的注意力对排列等变——探针检查了这一点——"
-        f"这就不可能发生，只能说明有程序错误）。只有当 MNIST 按行输入、训练到收敛时，「可学习 − 正弦」差值的 95% 区间落在 "
-        f"±{100 * MARGIN_3E_CONVERGED:g} 个百分点以内时，Table 3 (E) 才算成立：更多的种子或完整的训练集会缩小区间。ALiBi 在单查找任务 8 倍长度"
-        "上的优势，只有在 ALiBi（对 Vaswani 的说法而言则是正弦编码）于训练长度上解决了任务时才算数；选在网格顶端的学习率"
-        "（细节中写明）未必是该组的最佳学习率。",
-    )
+    unsolved = None
+    if alibi_long is not None and not alibi_solved:
+        nc_long = acc(best, NO_PE_CAUSAL, LONG_METRIC) if has(best, NO_PE_CAUSAL) else None
+        solved_causal = [{"model.pos_enc": pe, "model.causal": True} for pe in pes
+                         if has(best, {"model.pos_enc": pe, "model.causal": True})
+                         and acc(best, {"model.pos_enc": pe, "model.causal": True}).mean >= R.SOLVED]
+        unsolved = dict(train=alibi_train, long=alibi_long, no_pe=nc_long,
+                        below=bool(solved_causal) and all(acc(best, w, LONG_METRIC).mean < test_level for w in solved_causal))
+    outcome_record = dict(  # the outcome and changes blocks of reports/prose/<lang>/q1.md
+        copy_rows=per_variant(best, COPY_METRIC), long_rows=per_variant(best, LONG_METRIC), long_len=test_len,
+        long_level=test_level, longer=test_len / train_len,
+        alibi_vs_sin=R.effect(alibi_long, sin_long) if alibi_long is not None else None, alibi_unsolved=unsolved,
+        lookup_lengths=list(ext_lengths) if ext_lengths is not None else None,
+        lookup_arms=[{"causal": c, "rows": [{"pe": {"en": PE[pe], "zh": PE_ZH[pe]}, "val": ext_rows[(pe, c)][0],
+                                             "test": ext_rows[(pe, c)][1]} for pe in pes if (pe, c) in ext_rows]}
+                     for c in (True, False) if any((pe, c) in ext_rows for pe in pes)],
+        three_e=dict(learned=three_e["learned"], sinusoidal=three_e["sinusoidal"], bert=three_e.get("bert"),
+                     diff=te_diff, init="N(0, 1)", init_bert="N(0, 0.02²)") if "learned" in three_e else None,
+        rows_quick=dict(learned=rows_learned, sinusoidal=rows_sin, diff=rows_diff) if rows_diff is not None else None,
+        margin_converged=MARGIN_3E_CONVERGED, margin_quick=MARGIN_3E)
 
     def details(lang):
         z = lang == "zh"
@@ -865,8 +800,7 @@ else:
         out.append(R.caveat(best, lang=lang))
         return out
 
-    Q.answer(mechanism=mechanism, outcome=outcome, changes=changes,
-             details=details, checks=checks, figure=fig_sentence or fig_copy,
+    Q.answer(details=details, checks=checks, figure=fig_sentence or fig_copy,
              figures=figures,
              record=dict(no_pe=none_bi, learned_pe=learned_bi, level=val_level, length=train_len,
-                         causal=none_causal if causal_ready else None, **said))
+                         causal=none_causal if causal_ready else None, **said, **mechanism_record, **outcome_record))
