@@ -45,11 +45,6 @@ function setLang(lang) {
   $$("[data-i18n]").forEach((el) => { el.textContent = t(el.dataset.i18n); });
   $$("[data-i18n-title]").forEach((el) => { el.title = t(el.dataset.i18nTitle); });
   $$("[data-i18n-aria]").forEach((el) => el.setAttribute("aria-label", t(el.dataset.i18nAria)));
-  // a chart says what it draws: its figure's caption as its text alternative (issue 40, accessibility)
-  $$("figure canvas").forEach((cv) => {
-    cv.setAttribute("role", "img");
-    cv.setAttribute("aria-label", cv.closest("figure").querySelector("figcaption")?.textContent || "");
-  });
   $("back").href = `build/index${S.lang === "zh" ? ".zh" : ""}.html`;  // the findings' page, and back (issue 39)
   $$("a.findings").forEach((a) => {
     a.href = `build/index${S.lang === "zh" ? ".zh" : ""}.html#${ANSWERS[a.dataset.find]}`;
@@ -873,6 +868,16 @@ function draw() { // what depends on the query token, layer and head, not on the
   $$(".ctl-layer").forEach((s) => { s.value = S.layer; });
   $$(".ctl-head").forEach((s) => { s.value = s.dataset.nomean ? Math.max(0, S.head) : S.head; });
   drawDigit(); drawSpotlight(); drawQKV(); drawTau(); drawMaps(); drawPositions(); drawLN(); drawFFN(); drawLens();
+  labelCharts();
+}
+// a chart says what it draws: its figure's caption as its text alternative (issue 40, accessibility), taken after
+// the drawing has written the caption (some captions carry the current numbers, and the language may have changed)
+function labelCharts() {
+  $$("figure canvas").forEach((cv) => {
+    if (cv.hasAttribute("role") && cv.getAttribute("role") !== "img") return; // a control (a head's map) keeps its own
+    cv.setAttribute("role", "img");
+    cv.setAttribute("aria-label", cv.closest("figure").querySelector("figcaption")?.textContent || "");
+  });
 }
 
 $("model").addEventListener("change", () => { loadModel(+$("model").value); render(); });
