@@ -30,13 +30,13 @@
 # over 10 seeds), where 8 heads reach 99 % and leave no room. **The arms:** separate W_Q, W_K, W_V (d_k 16);
 # K = V tied and Q = K tied at the same width (one d_model × d_model projection fewer), and both tied arms at
 # the separate arm's parameter count, each head widened to d_k 21 (`qkv_tie_matched`: 35,772 parameters
-# against 36,052). Each arm at its own learning rate (4 values on seed 0, chosen on `val/acc_mean`, as Q3),
+# against 36,052). Each arm at its own learning rate (4 values on seed 0, 5 after the pilot below; chosen on `val/acc_mean`, as Q3),
 # then 10 seeds.
 #
 # | claim | anchor | kind | primary test | why this test |
 # | --- | --- | --- | --- | --- |
 # | K and V apart are more expressive | the tutorial (拆开 K 和 V) | outcome | **separate − K = V tied at matched parameters**, test accuracy, paired by seed, greater; the position-only level as the floor | at equal parameters only the tie differs; poshist finds by position and fetches a token, which one matrix must do at once |
-# | a shared Q = K costs nothing | Kitaev et al. 2020 (Reformer, sec. 3) | outcome | **separate − Q = K tied at matched parameters**, test accuracy, paired by seed, the same within `MARGIN` (2 points) | the paper's claim is no loss; its shared-QK attention also stops a token attending to itself, which ours does not, so this is the tie alone |
+# | a shared Q = K costs nothing | Kitaev et al. 2020 (Reformer, sec. 3) | outcome | **separate − Q = K tied at matched parameters**, test accuracy, paired by seed, the same within `MARGIN` (2 points); *changed after the pilot (below): separate − tied wholly below `MARGIN`* | the paper's claim is no loss; its shared-QK attention also stops a token attending to itself, which ours does not, so this is the tie alone |
 #
 # Supporting (never moves a verdict): both ties at equal width (fewer parameters); each arm's parameters.
 # What we expect, and why it is not the test: a Q = K head scores with a positive semi-definite form
@@ -47,6 +47,17 @@
 # The answer's words were fixed with the test: *agrees*, "yes: with one matrix for finding and fetching the
 # model learns less, at the same size"; *disagrees*, "no: one matrix does as well here"; otherwise "these runs
 # do not decide it".
+#
+# **Changed after the first runs were read** (the same day, before the runs these tables come from). A first
+# run of both sweeps, from the commit that fixed the tests above, chose for the Q = K arm the largest rate tried
+# (0.01), strictly better there than at 0.003 on seed 0 (`val/acc_mean` 0.96 against 0.85; separate 0.64 at
+# its chosen 0.001): its best rate may lie above the range, which the rule that every arm is tuned up to its
+# own best forbids. Two changes, both marked here, and both sweeps run again from the commit that made them:
+# (1) the learning-rate grid gains 0.03 for every arm; (2) the Reformer's test becomes the non-inferiority test
+# its words ask for ("does not perform worse"): separate − Q = K tied wholly below `MARGIN` (the tied arm at
+# most 2 points worse), where the sameness test written first would have called a tied arm that does *better*
+# a disagreement with a claim of no loss. The tutorial's test is unchanged. The first run is kept as a pilot
+# (design data, not results).
 
 # %%
 import matplotlib.pyplot as plt  # noqa: F401 - the figures' backend, before seaborn
@@ -57,7 +68,7 @@ from IPython.display import display
 from ablate import report as R
 from ablate.report import figures as F
 
-MARGIN = 0.02  # the Reformer's test: Q = K tied within 2 points of separate projections is "the same"
+MARGIN = 0.02  # the Reformer's test: Q = K tied at most 2 points below separate projections is "no worse"
 METRIC = "test/acc"
 ARMS = {"none": "separate", "kv": "K = V", "qk": "Q = K"}
 SIZES = {"equal": "same width", "matched": "same parameters"}
@@ -126,15 +137,16 @@ else:
             effects["kv_equal"], "poshist, test accuracy, separate − K = V tied, same width, paired by seed",
             level=floor, primary=False, reason="the tie as a saving: one projection fewer",
             what_zh="poshist，测试准确率，分开 − K = V 共用，宽度相同，按种子配对", reason_zh="把共用当作节省：少一个投影"),
-        REFORMER.same(
-            effects["qk_matched"], "poshist, test accuracy, separate − Q = K tied, same parameters, paired by seed",
-            margin=MARGIN, level=floor, primary=True,
+        REFORMER.below(
+            effects["qk_matched"], MARGIN,
+            "poshist, test accuracy, separate − Q = K tied, same parameters, paired by seed (non-inferiority, changed "
+            "after the pilot)", primary=True,
             reason="the paper's claim is no loss; here without its ban on a token attending to itself",
-            what_zh="poshist，测试准确率，分开 − Q = K 共用，参数量相同，按种子配对",
+            what_zh="poshist，测试准确率，分开 − Q = K 共用，参数量相同，按种子配对（非劣效检验，读过试跑后改定）",
             reason_zh="论文说不会变差；这里没有它「词元不许关注自己」的限制"),
-        REFORMER.same(
-            effects["qk_equal"], "poshist, test accuracy, separate − Q = K tied, same width, paired by seed",
-            margin=MARGIN, level=floor, primary=False, reason="the tie as a saving: one projection fewer",
+        REFORMER.below(
+            effects["qk_equal"], MARGIN, "poshist, test accuracy, separate − Q = K tied, same width, paired by seed",
+            primary=False, reason="the tie as a saving: one projection fewer",
             what_zh="poshist，测试准确率，分开 − Q = K 共用，宽度相同，按种子配对", reason_zh="把共用当作节省：少一个投影"),
     ]
     Q.answer(
