@@ -128,3 +128,26 @@ def test_chinese_pages_show_the_chinese_figures_and_english_pages_the_english(bu
     for a in _answers(results):
         assert a["short"]["zh"].replace('"', "&quot;") in index_zh or a["short"]["zh"] in index_zh.replace(
             "&quot;", '"').replace("&#x27;", "'"), a["key"]
+
+
+ENGLISH = re.compile(r"(?:\b[A-Za-z][A-Za-z'’-]*\b[ ,;:]+){4,}[A-Za-z][A-Za-z'’-]*")  # five English words in a row
+PARTS = ("brief", "short", "plain", "mechanism", "outcome", "changes", "details", "at_scale", "multiplicity")
+
+
+def english_in(text: str) -> list[str]:
+    """Runs of five or more English words in a Chinese text, code spans left out (`val/acc_best` and the like)."""
+    return ENGLISH.findall(re.sub(r"`[^`]*`", " ", text))
+
+
+def test_the_chinese_answers_hold_no_english_sentence(built):
+    """Every part of every answer in Chinese (issue 39: the details paragraphs too) is Chinese: no run of five
+    English words; names such as LSTM, Pre-LN or val/acc_best stay. The check can fail: an English sentence
+    put into a Chinese part is found."""
+    _, results, _ = built
+    for a in _answers(results):
+        for part in PARTS:
+            text = (a.get(part) or {}).get("zh", "")
+            assert english_in(text) == [], (a["key"], part)
+        for c in a["checks"]:
+            assert english_in(c["evidence_zh"]) == [] and english_in(c["reason_zh"]) == [], (a["key"], c["evidence_zh"])
+    assert english_in("学习率：each variant at its own learning rate。") == ["each variant at its own learning rate"]
