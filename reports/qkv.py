@@ -57,7 +57,9 @@
 # its words ask for ("does not perform worse"): separate − Q = K tied wholly below `MARGIN` (the tied arm at
 # most 2 points worse), where the sameness test written first would have called a tied arm that does *better*
 # a disagreement with a claim of no loss. The tutorial's test is unchanged. The first run is kept as a pilot
-# (design data, not results).
+# (design data, not results). The answer's mechanism paragraph on Q = K (a symmetric form makes "find the tokens
+# equal to me", poshist's content relation, its default) was also written after the pilot; which way it concludes
+# follows the data it is rendered from.
 
 # %%
 import matplotlib.pyplot as plt  # noqa: F401 - the figures' backend, before seaborn
