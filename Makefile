@@ -110,6 +110,10 @@ explore: venv ## rebuild reports/explorer.html (committed: offline, self-contain
 explore-shots: venv ## screenshots of the explorer's nine demos and demo 1's copy part (Q1), English and Chinese, at 1280 and 390 px, into docs/explorer/ (needs chromium and fonts-noto-cjk)
 	$(BIN)/python -m ablate.explore.screenshot $(EXPLORE_PAGE) --demos docs/explorer
 
+explore-bench: venv ## the explorer page's load and redraw times in headless Chromium, against the page of BEFORE=<git revision> (default HEAD~1), same run
+	@git show $(or $(BEFORE),HEAD~1):$(EXPLORE_PAGE) > .explore-before.html
+	$(BIN)/python -m ablate.explore.bench $(EXPLORE_PAGE) --before .explore-before.html; status=$$?; rm -f .explore-before.html; exit $$status
+
 clean: ## remove the virtualenv and caches (keeps runs/ and data/)
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info .coverage .coverage.*
 

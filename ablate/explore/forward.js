@@ -428,12 +428,45 @@
    * out: W2 (W1 p + b1) + b2, one affine map). Returns {linear, folded, pre}: the two outputs and the
    * pre-activations W1 p + b1, one row per point.
    */
-  function foldPlane(model, layer, centre, u, v, coords) {
+  function foldPlane(model, layer, centre, u, v, coords, full = 4) {
+    // The plane's points are centre + a u + b v, and fc1 and fc2 are affine maps: fc1's pre-activations at (a, b)
+    // are p0 + a (p_u - p0) + b (p_v - p0) from three evaluations, and so are the linear part's outputs. The page
+    // draws every output in the plane the linear part spans (orthonormal b1, b2 from its images of u and v), so the
+    // folded points need only two dot products with W2ᵀb1 and W2ᵀb2, not all of fc2. Returned: `view` (every
+    // point's 2-D coordinates, linear and folded) and, for the first `full` coordinates, the whole vectors
+    // (`linear`, `folded`, `pre`), which the tests compare with PyTorch.
     const w = model.w, prefix = `encoder.blocks.${layer}.ffn.fn.`, act = ACTIVATIONS[model.model.activation];
-    const points = coords.map(([a, b]) => Float64Array.from(centre, (c, i) => c + a * u[i] + b * v[i]));
-    const pre = linear(points, w[prefix + "fc1.weight"], w[prefix + "fc1.bias"]);
-    const out = (h) => linear(h, w[prefix + "fc2.weight"], w[prefix + "fc2.bias"]).map((row) => Array.from(row));
-    return { linear: out(pre), folded: out(pre.map((row) => row.map(act))), pre: pre.map((row) => Array.from(row)) };
+    const W1 = w[prefix + "fc1.weight"], B1 = w[prefix + "fc1.bias"], W2 = w[prefix + "fc2.weight"], B2 = w[prefix + "fc2.bias"];
+    const corners = [Float64Array.from(centre), Float64Array.from(centre, (c, i) => c + u[i]),
+      Float64Array.from(centre, (c, i) => c + v[i])];
+    const affine = ([o, pu, pv]) => {
+      const du = pu.map((x, i) => x - o[i]), dv = pv.map((x, i) => x - o[i]), n = o.length;
+      return ([a, b]) => { const r = new Float64Array(n); for (let i = 0; i < n; i++) r[i] = o[i] + a * du[i] + b * dv[i]; return r; };
+    };
+    const dot = (a, b) => { let t = 0; for (let i = 0; i < a.length; i++) t += a[i] * b[i]; return t; };
+    const preCorners = linear(corners, W1, B1), preAt = affine(preCorners), linearAt = affine(linear(preCorners, W2, B2));
+    const L0 = linearAt([0, 0]), e1 = linearAt([1, 0]).map((x, i) => x - L0[i]);
+    const b1 = e1.map((x) => x / (Math.hypot(...e1) || 1));
+    let e2 = linearAt([0, 1]).map((x, i) => x - L0[i]);
+    const c12 = dot(e2, b1); e2 = e2.map((x, i) => x - c12 * b1[i]);
+    const b2 = e2.map((x) => x / (Math.hypot(...e2) || 1));
+    const [out, inp] = W2.shape, back = (b) => { // W2ᵀ b
+      const r = new Float64Array(inp);
+      for (let o = 0; o < out; o++) for (let i = 0; i < inp; i++) r[i] += W2.data[o * inp + i] * b[o];
+      return r;
+    };
+    const P1 = back(b1), P2 = back(b2), shift = Float64Array.from(B2.data, (x, o) => x - L0[o]);
+    const k1 = dot(shift, b1), k2 = dot(shift, b2);
+    const pre = coords.slice(0, full).map((c) => Array.from(preAt(c)));
+    const hidden = coords.map((c) => { const row = preAt(c); for (let i = 0; i < row.length; i++) row[i] = act(row[i]); return row; });
+    const view = {
+      linear: coords.map((c) => { const q = linearAt(c).map((x, i) => x - L0[i]); return [dot(q, b1), dot(q, b2)]; }),
+      folded: hidden.map((h) => [dot(h, P1) + k1, dot(h, P2) + k2]),
+    };
+    const first = coords.slice(0, full);
+    return { view, linear: first.map((c) => Array.from(linearAt(c))),
+      folded: linear(hidden.slice(0, full), W2, B2).map((row) => Array.from(row)),
+      pre };
   }
 
   return { load, forward, decode, half, erf, sinusoidal, ropeAngles, meanTokenCosine, alibiSlopes, layerNorm,

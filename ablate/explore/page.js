@@ -636,23 +636,24 @@ function drawFFN() {
 // pre-activation changes sign inside the plane creases it along a line (drawn in the plane, left); after the
 // activation the grid bends at those lines (right).
 const FOLD = { lines: 11, samples: 41 };
-const dot = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0);
+const dot = (a, b) => { let s = 0; for (let i = 0; i < a.length; i++) s += a[i] * b[i]; return s; };
 function spreadDirections(rows) { // the two orthonormal directions of largest spread (power iteration, deflated)
-  const d = rows[0].length, mean = Array.from({ length: d }, (_, i) => rows.reduce((s, r) => s + r[i], 0) / rows.length);
-  const X = rows.map((r) => r.map((x, i) => x - mean[i])), dirs = [];
+  const n = rows.length, d = rows[0].length, X = rows.map((r) => Float64Array.from(r)), mean = new Float64Array(d);
+  for (const r of X) for (let i = 0; i < d; i++) mean[i] += r[i] / n;
+  for (const r of X) for (let i = 0; i < d; i++) r[i] -= mean[i];
+  const dirs = [];
   for (let k = 0; k < 2; k++) {
-    let u = Array.from({ length: d }, (_, i) => Math.sin(1 + i + 7 * k)); // a fixed start: the same plane every time
+    let u = Float64Array.from({ length: d }, (_, i) => Math.sin(1 + i + 7 * k)); // a fixed start: the same plane every time
     for (let it = 0; it < 100; it++) {
-      const s = X.map((r) => dot(r, u));
-      let next = Array(d).fill(0);
-      X.forEach((r, t) => r.forEach((x, i) => { next[i] += s[t] * x; }));
-      for (const e of dirs) { const c = dot(next, e); next = next.map((x, i) => x - c * e[i]); }
-      const n = Math.hypot(...next) || 1;
-      u = next.map((x) => x / n);
+      const next = new Float64Array(d);
+      for (const r of X) { const s = dot(r, u); for (let i = 0; i < d; i++) next[i] += s * r[i]; }
+      for (const e of dirs) { const c = dot(next, e); for (let i = 0; i < d; i++) next[i] -= c * e[i]; }
+      const norm = Math.hypot(...next) || 1;
+      u = next.map((x) => x / norm);
     }
-    dirs.push(u);
+    dirs.push(Array.from(u));
   }
-  const spread = Math.max(...dirs.map((e) => Math.sqrt(X.reduce((s, r) => s + dot(r, e) ** 2, 0) / X.length)));
+  const spread = Math.max(...dirs.map((e) => Math.sqrt(X.reduce((s, r) => s + dot(r, e) ** 2, 0) / n)));
   return { u: dirs[0], v: dirs[1], spread };
 }
 function drawMesh(cv, lines, creases) { // lines: [{pts: [[x, y], ...], dir: 0 | 1}]; creases: [[[x, y], [x, y]], ...]
@@ -691,18 +692,12 @@ function drawFold(layer) {
     }
   }
   const out = AblateForward.foldPlane(MODELS[S.model], S.layer, centre, u, v, coords);
-  const L0 = out.linear[0], diff = (p) => p.map((x, i) => x - L0[i]);
-  const e1 = diff(out.linear[1]), n1 = Math.hypot(...e1), b1 = e1.map((x) => x / n1);
-  let e2 = diff(out.linear[2]);
-  const c12 = dot(e2, b1); e2 = e2.map((x, i) => x - c12 * b1[i]);
-  const n2 = Math.hypot(...e2) || 1, b2 = e2.map((x) => x / n2);
-  const view = (p) => { const q = diff(p); return [dot(q, b1), dot(q, b2)]; };
   const meshes = { plane: [], linear: [], folded: [] };
   for (const l of lines) {
     const idx = Array.from({ length: FOLD.samples }, (_, i) => l.from + i);
     meshes.plane.push({ dir: l.dir, pts: idx.map((i) => coords[i]) });
-    meshes.linear.push({ dir: l.dir, pts: idx.map((i) => view(out.linear[i])) });
-    meshes.folded.push({ dir: l.dir, pts: idx.map((i) => view(out.folded[i])) });
+    meshes.linear.push({ dir: l.dir, pts: idx.map((i) => out.view.linear[i]) });
+    meshes.folded.push({ dir: l.dir, pts: idx.map((i) => out.view.folded[i]) });
   }
   // each hidden unit's zero line in the plane: pre = c0 + a·ga + b·gb (affine in a, b)
   const p0 = out.pre[0], ga = out.pre[1].map((x, i) => x - p0[i]), gb = out.pre[2].map((x, i) => x - p0[i]);
