@@ -229,7 +229,7 @@ else:
            if removed is not None else ""),
         f"在标准 Transformer 中是的：d_ff = 4 × d_model 时 FFN 占每层的 {100 * share4:.1f}%。教程自己的 FFN 宽度是 "
         f"{default} × d_model，所以占每层的 {100 * share_default:.1f}%，而不是 2/3；连同嵌入层和输出头算整个模型则占 "
-        f"{100 * whole:.1f} %。"
+        f"{100 * whole:.1f}%。"
         + (f"在 MNIST 按行输入上去掉它，测试准确率变化 {removed:zh}（{removed.a:zh} 对 {removed.b:zh}）。" if removed is not None else ""),
     )
     mechanism = (
@@ -354,7 +354,7 @@ else:
                  f"with an FFN of {FACTS_WIDTH} × d_model and {without_ffn:.0f} % without one{same_size}.",
                  f"d_ff = 4 × d_model 时 FFN 占一层的 {100 * share4:.1f}%（教程的 {default} ×：{100 * share_default:.1f}%）；"
                  f"{FACTS_TEST:,} 条键值事实中，单层模型有 {FACTS_WIDTH} × d_model 的 FFN 时答对 {with_ffn:.0f}%，去掉 FFN 时答对 "
-                 f"{without_ffn:.0f} %{same_size_zh}。")
+                 f"{without_ffn:.0f}%{same_size_zh}。")
     Q_FFN.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
                  checks=checks, figure=figure, figures=figures, short=short)
 

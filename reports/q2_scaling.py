@@ -409,13 +409,13 @@ else:
         sgd_acc = R.effect(est(ACC, at(sgd_max, True), sgd), est(ACC, at(sgd_max, False), sgd))
         checks.append(TRAINS.greater(sgd_acc, f"plain SGD, test accuracy at d_k = {sgd_max}, scaled vs unscaled",
                                      level=R.level(sgd, split="test"), primary=False,
-                                     what_zh=f"普通 SGD，d_k = {sgd_max} 时的测试准确率，缩放对不缩放"))
+                                     what_zh=f"不带动量的 SGD，d_k = {sgd_max} 时的测试准确率，缩放对不缩放"))
         # (at initialisation the SGD runs are the Adam runs' models: the same seeds, the same init)
         sgd_grad = R.effect(est("softmax_grad_wq_l0_final", at(sgd_max, False), sgd, scale="log"),
                             est("softmax_grad_wq_l0_final", at(sgd_max, True), sgd, scale="log"))
         checks.append(SATURATION.less(sgd_grad, f"plain SGD, d_k = {sgd_max}, first-layer gradient to W_Q per unit of score "
                                       "after training, unscaled vs scaled", primary=False,
-                                      what_zh=f"普通 SGD，d_k = {sgd_max}，训练后第一层每单位分数传到 W_Q 的梯度，"
+                                      what_zh=f"不带动量的 SGD，d_k = {sgd_max}，训练后第一层每单位分数传到 W_Q 的梯度，"
                                               "不缩放对缩放"))
 
     # ---- the text ----
@@ -478,10 +478,10 @@ else:
                 out.append("Runs within 1 point of chance on the test set: " + ", ".join(
                     f"d_k = {int(d)} {SCALED[bool(q)]} {n} of {len(R.rows(best, at(d, q)))}" for (d, q), n in groups) + ".")
         if SGD.ready:
-            out += [("Plain SGD: ", "普通 SGD：")[z] + R.lr_phrase(SGD.df, lang=lang) + R.full_stop(lang),
+            out += [("Plain SGD: ", "不带动量的 SGD：")[z] + R.lr_phrase(SGD.df, lang=lang) + R.full_stop(lang),
                     R.convergence(sgd, "SGD runs", lang=lang)]
         else:
-            out.append(f"Plain SGD: {SGD.missing}." if not z else f"普通 SGD：{R.missing_zh(SGD.missing)}。")
+            out.append(f"Plain SGD: {SGD.missing}." if not z else f"不带动量的 SGD：{R.missing_zh(SGD.missing)}。")
         return [*out, R.caveat(best, lang=lang)]
 
     record["chance"] = R.level(lr512, split="test") if lr512 is not None else chance

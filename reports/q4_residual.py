@@ -470,11 +470,11 @@ else:
         checks += [
             HE_DEPTH.greater(sgd_acc, f"plain SGD, {deep} layers, test accuracy, skips vs none",
                              level=R.level(sgd, split="test"), primary=False, reason="another optimiser",
-                             what_zh=f"普通 SGD，{deep} 层，测试准确率，有残差连接对无残差连接", reason_zh="另一种优化器"),
+                             what_zh=f"不带动量的 SGD，{deep} 层，测试准确率，有残差连接对无残差连接", reason_zh="另一种优化器"),
             HE_PLAIN.same(sgd_first, f"plain SGD, {deep} layers, the first layer's gradient during training, no skips "
                                      "vs skips", margin=HEALTHY_FACTOR, primary=False,
                           reason="SGD's step is the gradient itself; confounded by each arm's loss",
-                          what_zh=f"普通 SGD，{deep} 层，训练中第一层的梯度，无残差连接对有残差连接",
+                          what_zh=f"不带动量的 SGD，{deep} 层，训练中第一层的梯度，无残差连接对有残差连接",
                           reason_zh="SGD 的步长就是梯度本身；混杂了每组自己的损失"),
         ]
     if norm is not None:
@@ -537,7 +537,7 @@ else:
                 checks.append(TUTORIAL_VANISH.below(
                     R.compare(dyn_sgd, "grad_first_training", at(False, d), at(True, d)), VANISH,
                     f"{d} layers, plain SGD, the first layer's gradient over the first {EARLY} steps, no skips / skips",
-                    primary=False, what_zh=f"{d} 层，普通 SGD，前 {EARLY} 步中第一层的梯度，无残差连接 / 有残差连接"))
+                    primary=False, what_zh=f"{d} 层，不带动量的 SGD，前 {EARLY} 步中第一层的梯度，无残差连接 / 有残差连接"))
     corrected = correct(checks)[0]
     final = {c.anchor: c.verdict for c in corrected if c.primary}  # after Holm, as the Answer shows them
 
@@ -614,10 +614,10 @@ else:
         out = [("Primary comparison, copy, Pre-LN, Adam: ", "主要比较，复制任务，Pre-LN，Adam：")[z]
                + R.lr_phrase(S.df, lang=lang) + R.full_stop(lang), R.convergence(best, lang=lang), R.caveat(best, lang=lang)]
         if sgd is not None:
-            out += [("Plain SGD: ", "普通 SGD：")[z] + R.lr_phrase(SGD.df, lang=lang) + R.full_stop(lang),
+            out += [("Plain SGD: ", "不带动量的 SGD：")[z] + R.lr_phrase(SGD.df, lang=lang) + R.full_stop(lang),
                     R.convergence(sgd, "SGD runs", lang=lang)]
         else:
-            out.append(f"普通 SGD：{R.missing_zh(SGD.missing)}。" if z else f"Plain SGD: {SGD.missing}.")
+            out.append(f"不带动量的 SGD：{R.missing_zh(SGD.missing)}。" if z else f"Plain SGD: {SGD.missing}.")
         if norm is None:
             out.append(f"Post-LN 与不用层归一化：{R.missing_zh(NORM.missing)}。" if z else
                        f"Post-LN and no LayerNorm: {NORM.missing}.")
@@ -631,6 +631,7 @@ else:
         record=dict(**said, **mechanism_record, **outcome_record,
                     layers=deep, plain=learned[False, deep], skips=learned[True, deep], level=lvl,
                     shallow=1 if 1 in depths else None, shallow_plain=learned[False, 1] if 1 in depths else None,
+                    plain_learns=[d for d in depths if not fails(d)],
                     ratio_skips=ratio.a, ratio_plain=ratio.b, cos_plain=cos_none, cos_skips=cos_skip,
                     first_grad=[{"layers": d, "ratio": ge, "fails": fails(d)} for d, (_, ge, _) in sorted(decided.items())
                                 if ge is not None]),

@@ -955,7 +955,7 @@ else:
                     f"; at lag {hi}, Transformer − LSTM = {100 * top_lag.diff:+.0f} points."),
                  f"只需记住一个词元时，LSTM 在间隔 {lo} 时答对 {a['lstm', lo]:.0f}%，间隔 {hi} 时 {a['lstm', hi]:.0f}%"
                  f"（词袋基线 {100 * recall_level[hi]:.0f}%），Transformer 分别为 {a['transformer', lo]:.0f}% 和 "
-                 f"{a['transformer', hi]:.0f} %"
+                 f"{a['transformer', hi]:.0f}%"
                  + (f"；采用所选补救办法后，LSTM 在间隔 {hi} 时答对 {100 * remedied_acc.mean:.0f}%。" if remedied is not None
                     else f"；间隔 {hi} 时 Transformer − LSTM = {100 * top_lag.diff:+.0f} 个百分点。"))
     Q_LONG.answer(plain=plain, mechanism=mechanism, outcome=(" ".join(out_en), "".join(out_zh)), changes=changes, short=short,
@@ -1277,7 +1277,7 @@ else:
                  "训练到收敛后（" + (f"两者各 {conv_tut.n} 个种子" if conv_tut.n == conv_ls.n else
                                      f"Transformer {conv_tut.n} 个种子，LSTM {conv_ls.n} 个") +
                  f"）：教程的 Transformer {zh(conv_tut)}，LSTM {zh(conv_ls)}，"
-                 f"相差 {zh(conv_diff)}（按种子配对）。在 快速预算下：" + plain[1])
+                 f"相差 {zh(conv_diff)}（按种子配对）。在快速预算下：" + plain[1])
         better = ("the LSTM is more accurate" if conv_diff.hi < 0 else "the Transformer is more accurate"
                   if conv_diff.lo > 0 else "no difference resolved")
         better_zh = ("LSTM 更准确" if conv_diff.hi < 0 else "Transformer 更准确" if conv_diff.lo > 0 else "差别不显著")

@@ -443,7 +443,7 @@ def test_convergence_and_tuning_sentences_come_from_the_table():
                                               "or had solved the task (≥ 99 %): still learning: the comparison is of "
                                               "models early in training.")
     assert R.convergence(df.drop(columns="val/gain_last_epoch")) == ""
-    assert R.convergence(df, "runs", lang="zh") == ("最后一个 epoch 里，5 次运行的验证准确率中位数变化了 +2.0 个百分点；其中 2 次的"
+    assert R.convergence(df, "runs", lang="zh") == ("最后一轮训练中，5 次运行的验证准确率中位数变化了 +2.0 个百分点；其中 2 次的"
                                                     "变化不超过 1 个百分点，或已解决任务（≥ 99%）：仍在学习：比较的是训练早期的模型。")
     with pytest.raises(ValueError, match="has no Chinese name; add it"):
         R.convergence(df, "fancy runs", lang="zh")

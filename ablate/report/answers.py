@@ -208,17 +208,17 @@ class Anchor:
         if not effect.comparable:
             return None
         if ceiling and a.kind == ACCURACY and b.kind == ACCURACY and min(a.mean, b.mean) >= SOLVED:
-            at = f"{100 * SOLVED:g} %"
+            at = f"{100 * SOLVED:g}"
             return self._check(NOT_TESTABLE, _also(
-                evidence, f"both solve the task (≥ {at}): no room to differ",
-                f"两者都解决了这个任务（≥ {at}）：没有相差的余地，无法在此检验"), **said)
+                evidence, f"both solve the task (≥ {at} %): no room to differ",
+                f"两者都解决了这个任务（≥ {at}%）：没有相差的余地，无法在此检验"), **said)
         if level is None or not math.isfinite(level):
             return None
         if max(a.mean, b.mean) <= level + LEVEL_MARGIN:
-            at, margin = f"{100 * level:.1f} %", f"{100 * LEVEL_MARGIN:g}"
+            at, margin = f"{100 * level:.1f}", f"{100 * LEVEL_MARGIN:g}"
             return self._check(NOT_TESTABLE, _also(
-                evidence, f"neither variant learned the task (both at or below the reference level {at} + {margin} point)",
-                f"两个变体都没有学会这个任务（都停留在参考水平 {at} + {margin} 个百分点及以下），无法在此检验"), **said)
+                evidence, f"neither variant learned the task (both at or below the reference level {at} % + {margin} point)",
+                f"两个变体都没有学会这个任务（都没有比参考水平 {at}% 高出 {margin} 个百分点以上），无法在此检验"), **said)
         return None
 
     def _direction(self, effect: Effect, what: Words, want: int, when: dict[str, Any], why: Words, primary: bool,
@@ -299,7 +299,7 @@ class Anchor:
             return self._check(INCONCLUSIVE, (en, zh), **said)
         side, p = effect.against(value)
         bound = f"×{value:g}" if effect.ratio else f"{value:g}"
-        en, zh = f"{en}, against {bound}: {p_text(p)}", f"{zh}，对照 {bound}：{p_text(p, 'zh')}"
+        en, zh = f"{en}, against {bound}: {p_text(p)}", f"{zh}，以 {bound} 为界检验：{p_text(p, 'zh')}"
         verdict = {-1: AGREES, 1: DISAGREES, 0: INCONCLUSIVE}[side]
         return self._check(verdict, (en, zh), p=p, **said)
 

@@ -678,10 +678,14 @@ def machine_zh(machine: str) -> str:
     """A table's machine (export's "cpu (x86_64), 1 thread(s) per run, torch 2.14.1") in Chinese; a shape it
     does not know is kept as it is."""
     m = re.fullmatch(r"(\w+) \(([^)]*)\), (\d+) thread\(s\) per run, torch (\S+)", machine)
-    if not m:
-        return machine
-    device, arch, threads, torch = m.groups()
-    return f"{device.upper()}（{arch}），每个运行 {threads} 个线程，torch {torch}"
+    if m:
+        device, arch, threads, torch = m.groups()
+        return f"{device.upper()}（{arch}），每个运行 {threads} 个线程，torch {torch}"
+    m = re.fullmatch(r"(\w+), (\d+) thread\(s\), torch (\S+)", machine)  # a benchmark's table (cost tables)
+    if m:
+        device, threads, torch = m.groups()
+        return f"{device.upper()}，{threads} 个线程，torch {torch}"
+    return machine
 
 
 def shown_path(path: Path, where: Path) -> str:
@@ -746,7 +750,7 @@ def full_budget_section(costs: dict[str, dict[str, Any]], lang: str) -> list[str
     return [
         f"## {say('full', lang)}",
         "",
-        say("full_total", lang, lo=_hours(total[0]), hi=_hours(total[1])) + " "
+        say("full_total", lang, lo=_hours(total[0]), hi=_hours(total[1])) + ("" if lang == "zh" else " ")
         + say("full_link", lang, path=f"{PAGES}/{FULL_PAGE[lang]}"),
         "",
     ]
@@ -1016,7 +1020,7 @@ def provenance_section(meta: dict[str, Any], lang: str) -> list[str]:
     return [f"## {say('provenance', lang)}", "",
             say("provenance_link", lang, tables=len(done), commits=len({m["commit"] for m in done}),
                 dirty=say("provenance_dirty", lang, n=dirty) if dirty else "",
-                path=f"{PAGES}/{PROVENANCE_PAGE[lang]}") + " " + machines_line(meta, lang), ""]
+                path=f"{PAGES}/{PROVENANCE_PAGE[lang]}") + ("" if lang == "zh" else " ") + machines_line(meta, lang), ""]
 
 
 def provenance_page(built: list[Built], meta: dict[str, Any], lang: str) -> str:

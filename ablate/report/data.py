@@ -247,7 +247,7 @@ class Sweep:
         median, low, high = (100 * gains.median(), 100 * gains.min(), 100 * gains.max())
         if zh:
             steps = f"（{int(df['global_step'].max()):,} 个优化步）" if "global_step" in df else ""
-            return (f"在这个预算下{steps}，这些{runs_zh(what)}还在学习：最后一个 epoch 里，中位运行的 {metric} 上升了 "
+            return (f"在这个预算下{steps}，这些{runs_zh(what)}还在学习：最后一轮训练中，中位运行的 {metric} 上升了 "
                     f"{median:.1f} 个百分点（各运行从 {low:.1f} 到 {high:.1f} 个百分点不等），所以比较的是训练早期的模型。")
         steps = f" ({int(df['global_step'].max()):,} optimiser steps)" if "global_step" in df else ""
         return (f"At this budget{steps} the {what} were still learning: over its last epoch the {metric} of the "

@@ -94,9 +94,11 @@ def full_stop(lang: str) -> str:
 
 
 def runs_zh(what: str) -> str:
+    """What a sentence calls the runs in Chinese, with the space a Latin word needs after 「次」 (「20 次 SGD 运行」)."""
     if what not in RUNS_ZH:
         raise ValueError(f"what={what!r} has no Chinese name; add it to ablate/report/sentences.py RUNS_ZH")
-    return RUNS_ZH[what]
+    name = RUNS_ZH[what]
+    return f" {name}" if name[:1].isascii() else name
 
 
 def _edge_choices(df, best, values, lr_key, metric, goal) -> tuple[int, tuple[int, int]] | None:
@@ -155,7 +157,7 @@ def convergence(df: pd.DataFrame, what: str = "primary runs", gain: str = "val/g
     converged = median <= PLATEAU or solved.mean() > 0.5
     if zh:
         state = "已收敛或进入平台期" if converged else "仍在学习：比较的是训练早期的模型"
-        return (f"最后一个 epoch 里，{len(done)} 次{runs_zh(what)}的验证准确率中位数变化了 {100 * median:+.1f} 个百分点；"
+        return (f"最后一轮训练中，{len(done)} 次{runs_zh(what)}的验证准确率中位数变化了 {100 * median:+.1f} 个百分点；"
                 f"其中 {int(flat.sum())} 次的变化不超过 {100 * PLATEAU:g} 个百分点，或已解决任务（≥ {100 * SOLVED:g}%）："
                 f"{state}。")
     state = "converged or plateaued" if converged else "still learning: the comparison is of models early in training"
