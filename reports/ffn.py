@@ -222,12 +222,12 @@ else:
                              evidence_zh=f"教程自己的 FFN，{default} × d_model：占一层的 {100 * share_default:.1f}%",
                              reason_zh="教程把这一论断用在它自己的模型上"))
     plain = (
-        f"In the standard Transformer, yes: at d_ff = 4 × d_model the FFN is {100 * share4:.1f} % of each layer. The "
+        f"About two thirds in the standard Transformer: at d_ff = 4 × d_model the FFN is {100 * share4:.1f} % of each layer. The "
         f"tutorial's own FFN is {default} × d_model wide, so there it is {100 * share_default:.1f} % of a layer, not 2/3, "
         f"and {100 * whole:.1f} % of the whole model with embeddings and head."
         + (f" Removing it on MNIST rows changed test accuracy by {removed} ({removed.a} vs {removed.b})."
            if removed is not None else ""),
-        f"在标准 Transformer 中是的：d_ff = 4 × d_model 时 FFN 占每层的 {100 * share4:.1f}%。教程自己的 FFN 宽度是 "
+        f"标准 Transformer 里约占三分之二：d_ff = 4 × d_model 时 FFN 占每层的 {100 * share4:.1f}%。教程自己的 FFN 宽度是 "
         f"{default} × d_model，所以占每层的 {100 * share_default:.1f}%，而不是 2/3；连同嵌入层和输出头算整个模型则占 "
         f"{100 * whole:.1f}%。"
         + (f"在 MNIST 按行输入上去掉它，测试准确率变化 {removed:zh}（{removed.a:zh} 对 {removed.b:zh}）。" if removed is not None else ""),

@@ -109,7 +109,8 @@ if EQUAL.ready and MATCHED.ready:
     sns.pointplot(arms, x="projections", y=METRIC, hue="size", order=list(ARMS.values()),
                   hue_order=list(SIZES.values()), errorbar=R.errorbar, seed=0, dodge=0.3, linestyle="none", ax=ax)
     F.reference_lines(ax, arms, split="test")
-    ax.set(xlabel="W_Q, W_K, W_V", ylabel="test accuracy", title="poshist, 1 layer, 4 heads: two cards made one")
+    ax.set(xlabel="W_Q, W_K, W_V", ylabel="test accuracy",
+           title="position-and-count task, 1 layer, 4 heads: W_Q, W_K, W_V apart, or two of them one matrix")
     F.legend(ax)
     F.stamp(fig, EQUAL, MATCHED)
     fig_qkv = R.savefig(fig, "qkv_tie")
@@ -135,23 +136,23 @@ else:
             effects["kv_matched"], "poshist, test accuracy, separate − K = V tied, same parameters, paired by seed",
             level=floor, primary=True,
             reason="at equal parameters only the tie differs; poshist finds by position and fetches a token",
-            what_zh="poshist，测试准确率，分开 − K = V 共用，参数量相同，按种子配对",
-            reason_zh="参数量相同时，两组只差是否共用；poshist 按位置找、取回的却是词元"),
+            what_zh="位置与计数任务，测试准确率，分开 − K = V 共用，参数量相同，按种子配对",
+            reason_zh="参数量相同时，两组只差是否共用；位置与计数任务按位置找、取回的却是词元"),
         TUTORIAL.greater(
             effects["kv_equal"], "poshist, test accuracy, separate − K = V tied, same width, paired by seed",
             level=floor, primary=False, reason="the tie as a saving: one projection fewer",
-            what_zh="poshist，测试准确率，分开 − K = V 共用，宽度相同，按种子配对", reason_zh="把共用当作节省：少一个投影"),
+            what_zh="位置与计数任务，测试准确率，分开 − K = V 共用，宽度相同，按种子配对", reason_zh="把共用当作节省：少一个投影"),
         REFORMER.below(
             effects["qk_matched"], MARGIN,
             "poshist, test accuracy, separate − Q = K tied, same parameters, paired by seed (non-inferiority, changed "
             "after the pilot)", primary=True,
             reason="the paper's claim is no loss; here without its ban on a token attending to itself",
-            what_zh="poshist，测试准确率，分开 − Q = K 共用，参数量相同，按种子配对（非劣效检验，读过试跑后改定）",
+            what_zh="位置与计数任务，测试准确率，分开 − Q = K 共用，参数量相同，按种子配对（非劣效检验，读过试跑后改定）",
             reason_zh="论文说不会变差；这里没有它「词元不许关注自己」的限制"),
         REFORMER.below(
             effects["qk_equal"], MARGIN, "poshist, test accuracy, separate − Q = K tied, same width, paired by seed",
             primary=False, reason="the tie as a saving: one projection fewer",
-            what_zh="poshist，测试准确率，分开 − Q = K 共用，宽度相同，按种子配对", reason_zh="把共用当作节省：少一个投影"),
+            what_zh="位置与计数任务，测试准确率，分开 − Q = K 共用，宽度相同，按种子配对", reason_zh="把共用当作节省：少一个投影"),
     ]
     Q.answer(
         record=dict(separate=R.estimate(arms, METRIC, arm("none", "equal")), floor=floor,

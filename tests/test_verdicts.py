@@ -275,7 +275,7 @@ def test_two_arms_at_the_ceiling_are_not_testable():
                   x.same(top, primary=False)):
         assert check.verdict == "not testable", check.evidence
         assert "both solve the task (≥ 99 %): no room to differ" in check.evidence
-        assert "两者都解决了这个任务（≥ 99 %）" in check.evidence_zh
+        assert "两者都解决了这个任务（≥ 99%）" in check.evidence_zh
         assert numbers(check.evidence_zh) == numbers(check.evidence)
     assert x.same(top, margin=0.02, ceiling=False, primary=True, reason=REASON).verdict == "agrees"  # opted out
     assert x.greater(top, ceiling=False, primary=True, reason=REASON).verdict == "inconclusive"
@@ -370,7 +370,7 @@ def test_chinese_evidence_carries_the_same_numbers_and_the_rules_clauses():
         (x.less(grads, "copy, 8 tokens", primary=True, reason=REASON, **ZH), "×", "×"),
         (x.greater(effect(*STUCK), "copy, 8 tokens", level=0.297, primary=True, reason=REASON, **ZH),
          "neither variant learned the task (both at or below the reference level 29.7 % + 1 point)",
-         "两个变体都没有学会这个任务（都停留在参考水平 29.7 % + 1 个百分点及以下），无法在此检验"),
+         "两个变体都没有学会这个任务（都没有比参考水平 29.7% 高出 1 个百分点以上），无法在此检验"),
         (x.greater(effect(*FAR), "copy, 8 tokens", premise=False, why="the task needs no order", why_zh="任务不需要词序",
                    primary=True, reason=REASON, **ZH), "; the task needs no order", "；任务不需要词序"),
         (x.same(inside, "copy, 8 tokens", margin=0.02, primary=True, reason=REASON, **ZH),

@@ -97,6 +97,11 @@ ZH: dict[str, str] = {
     "one-lookup control": "单查找对照",
     "histogram task": "直方图任务",
     "position-and-count task": "位置与计数任务",
+    # the Q/K/V claim (reports/qkv.py)
+    "separate": "各自独立",
+    "same width": "宽度相同",
+    "same parameters": "参数量相同",
+    "W_Q, W_K, W_V apart, or two of them one matrix": "W_Q、W_K、W_V 各自独立，或其中两个共用一个矩阵",
     "lag-recall task": "回忆任务",
     "key→value facts task": "键值事实任务",
     "MNIST rows": "MNIST 按行输入",
@@ -214,5 +219,5 @@ KEEP = frozenset({
     "LSTM", "RNN", "MNIST", "FFN", "PE", "RoPE", "ALiBi", "BERT", "Pre", "Post", "LN", "SGD",
     "Adam", "AdamW", "lr", "d_k", "d_model", "d_head", "d_ff", "softmax", "QK", "BOS", "SEP", "CPU", "GPU",
     "CUDA", "cuda", "smoke", "quick", "full", "log", "std", "ms", "MB", "GB", "GiB", "MiB", "Px", "Transformer",
-    "dropout", "torch", "cu", "ReLU", "RMSNorm",
+    "dropout", "torch", "cu", "ReLU", "RMSNorm", "W_Q", "W_K", "W_V",
 })
