@@ -604,6 +604,15 @@ def test_phone_390px_reflows_and_touch_draws_drags_and_masks(browser, built):
         _touch_drag(tab, [(cx, box["y"] + 65 * s), (cx, box["y"] + 40 * s), (cx, box["y"] + 15 * s)])
         view = tab.evaluate("window.ablateExplorer.views.ln")
         assert view["edited"] and view["component"] == 20
+        # a tap on the spotlight picks the tapped row as the query (issue 40: only dragging did)
+        tab.locator("#spot").scroll_into_view_if_needed()
+        box = tab.locator("#spot").bounding_box()
+        before = tab.evaluate("window.ablateExplorer.state.query")
+        row = 20 if before != 20 else 5  # a row (28 rows of 7 px from y = 4 of the canvas's 204) the query is not on
+        tab.touchscreen.tap(box["x"] + box["width"] / 2, box["y"] + (4 + 7 * row + 3.5) * box["height"] / 204)
+        assert tab.evaluate("window.ablateExplorer.state.query") - before != 0
+        assert tab.evaluate("window.ablateExplorer.state.query") == row + tab.evaluate(
+            "MODELS[window.ablateExplorer.state.model].pooling === 'cls' ? 1 : 0")
         # a tap masks a head
         tab.locator("canvas.map").first.scroll_into_view_if_needed()
         box = tab.locator("canvas.map").first.bounding_box()

@@ -362,10 +362,12 @@ function drawSpotlight() {
   legend($("spotlegend"), t("legend"));
   hook.views.spotlight = { layer: S.layer, head: S.head, query: q, weights: off ? A[q].slice() : weights };
 }
-$("spot").addEventListener("pointermove", (ev) => {
+function spotAt(ev) { // the row under the pointer becomes the query: a mouse hovering, a finger dragging or tapping
   const box = $("spot").getBoundingClientRect(), r = Math.floor((((ev.clientY - box.top) * $("spot").height) / box.height - 4) / 7);
   if (r >= 0 && r < ROWS) setQuery(r + offset());
-});
+}
+$("spot").addEventListener("pointermove", spotAt);
+$("spot").addEventListener("pointerdown", spotAt);
 $("digit").addEventListener("pointermove", (ev) => {
   if (painting !== null) return;
   const box = $("digit").getBoundingClientRect(), r = Math.floor((((ev.clientY - box.top) * $("digit").height) / box.height) / CELL);
