@@ -589,6 +589,16 @@ def test_phone_390px_reflows_and_touch_draws_drags_and_masks(browser, built):
         assert widest <= 390
         assert tab.evaluate("document.querySelector('meta[name=viewport]').content") == \
             "width=device-width, initial-scale=1"
+        # a tap on the digit picks the row as the query and keeps the test image and its label (issue 40: a touch
+        # used to paint and drop the label)
+        tab.locator("#digit").scroll_into_view_if_needed()
+        box = tab.locator("#digit").bounding_box()
+        image, pixels = tab.input_value("#image"), tab.evaluate("window.ablateExplorer.last.input")
+        tab.touchscreen.tap(box["x"] + box["width"] / 2, box["y"] + box["height"] * (3.5 / 28))
+        assert tab.evaluate("window.ablateExplorer.state.query") == 3 + tab.evaluate(
+            "MODELS[window.ablateExplorer.state.model].pooling === 'cls' ? 1 : 0")
+        assert tab.input_value("#image") == image != "-1"
+        assert tab.evaluate("window.ablateExplorer.last.input") == pixels
         # a finger draws on the digit
         tab.click("#clear")
         tab.locator("#digit").scroll_into_view_if_needed()

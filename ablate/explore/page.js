@@ -320,9 +320,30 @@ function paintAt(r, c) { // the brush at row r (as shown), column c: the cell, i
   S.drawn = Float64Array.from(S.pixels); S.image++;
   $("image").value = -1; S.label = null; render();
 }
-$("digit").addEventListener("pointerdown", (ev) => { painting = ev.pointerId; $("digit").setPointerCapture(ev.pointerId); paint(ev); ev.preventDefault(); });
-$("digit").addEventListener("pointermove", (ev) => { if (painting === ev.pointerId) paint(ev); });
-for (const end of ["pointerup", "pointercancel"]) $("digit").addEventListener(end, () => { painting = null; });
+// A mouse paints from its press. A finger paints once it moves (more than a few px): a tap, as demo 1 asks ("move
+// over the digit"), picks the tapped row as the query and leaves the test image and its label as they are.
+let tapStart = null;
+const TAP_SLOP = 6; // px a finger may wander and still tap
+$("digit").addEventListener("pointerdown", (ev) => {
+  painting = ev.pointerId; $("digit").setPointerCapture(ev.pointerId); ev.preventDefault();
+  if (ev.pointerType === "mouse") paint(ev); else tapStart = { clientX: ev.clientX, clientY: ev.clientY };
+});
+$("digit").addEventListener("pointermove", (ev) => {
+  if (painting !== ev.pointerId) return;
+  if (tapStart) {
+    if (Math.hypot(ev.clientX - tapStart.clientX, ev.clientY - tapStart.clientY) < TAP_SLOP) return;
+    paint(tapStart); tapStart = null;
+  }
+  paint(ev);
+});
+$("digit").addEventListener("pointerup", (ev) => {
+  if (tapStart && painting === ev.pointerId) {
+    const box = $("digit").getBoundingClientRect(), r = Math.floor((((ev.clientY - box.top) * $("digit").height) / box.height) / CELL);
+    if (r >= 0 && r < ROWS) setQuery(r + offset());
+  }
+  painting = null; tapStart = null;
+});
+$("digit").addEventListener("pointercancel", () => { painting = null; tapStart = null; });
 // by keyboard: the arrows move the pen (blue), Space or Enter paints, Shift + an arrow paints as it moves
 const PEN_MOVES = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
 $("digit").addEventListener("keydown", (ev) => {
