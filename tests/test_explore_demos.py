@@ -631,3 +631,21 @@ def test_phone_390px_reflows_and_touch_draws_drags_and_masks(browser, built):
         assert tab.requests == [] and tab.errors == [], (tab.requests, tab.errors)
     finally:
         context.close()
+
+
+def test_the_input_column_shows_the_query_and_the_digit_above_the_fold(browser, built):
+    """Issue 40: at 1280 x 720 and 1440 x 900 the query slider sat below the fold of its column (under the
+    config table); now the model, the image, the query and the digit come first, and the column stays in view
+    (sticky) while the demos scroll."""
+    for width, height in ((1280, 720), (1440, 900)):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        tab = open_tab(context, built["html"])
+        try:
+            for element in ("#query", "#digit"):
+                box = tab.locator(element).bounding_box()
+                assert box["y"] >= 0 and box["y"] + box["height"] <= height, (width, element, box)
+            tab.evaluate("window.scrollTo(0, document.body.scrollHeight / 2)")
+            box = tab.locator("#query").bounding_box()
+            assert 0 <= box["y"] and box["y"] + box["height"] <= height, (width, "scrolled", box)
+        finally:
+            context.close()
