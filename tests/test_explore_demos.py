@@ -589,6 +589,12 @@ def test_phone_390px_reflows_and_touch_draws_drags_and_masks(browser, built):
         assert widest <= 390
         assert tab.evaluate("document.querySelector('meta[name=viewport]').content") == \
             "width=device-width, initial-scale=1"
+        # charts at the screen's resolution (issue 40): at devicePixelRatio 2 a canvas's bitmap has twice the pixels
+        # of its CSS size, which is what its `width` reads and what it is shown at
+        sizes = tab.evaluate("""() => { const c = document.getElementById('spot'),
+            bitmap = Object.getOwnPropertyDescriptor(HTMLCanvasElement.prototype, 'width').get.call(c);
+            return [c.width, bitmap, c.getBoundingClientRect().width]; }""")
+        assert sizes[1] == 2 * sizes[0] and sizes[2] <= sizes[0]
         # a tap on the digit picks the row as the query and keeps the test image and its label (issue 40: a touch
         # used to paint and drop the label)
         tab.locator("#digit").scroll_into_view_if_needed()

@@ -205,9 +205,29 @@ function diverging(v) { // -1 blue, 0 white, +1 orange
   return v >= 0 ? `rgb(255,${Math.round(255 - 120 * a)},${Math.round(255 - 255 * a)})`
                 : `rgb(${Math.round(255 - 200 * a)},${Math.round(255 - 110 * a)},255)`;
 }
+// Charts at the screen's resolution (issue 40: they were drawn at 1 pixel per CSS pixel, blurry on phones and
+// Retina screens). A canvas keeps its size in CSS pixels as its `width` and `height`, which every drawing reads; its
+// bitmap holds devicePixelRatio times as many pixels, and the context draws through that scale.
+const DPR = Math.max(1, Math.min(3, window.devicePixelRatio || 1));
+const BITMAP = { w: Object.getOwnPropertyDescriptor(HTMLCanvasElement.prototype, "width"),
+  h: Object.getOwnPropertyDescriptor(HTMLCanvasElement.prototype, "height") };
+function sharp(cv) {
+  if (cv.cssSize) return;
+  cv.cssSize = { w: BITMAP.w.get.call(cv), h: BITMAP.h.get.call(cv) };
+  const fit = () => {
+    BITMAP.w.set.call(cv, Math.round(cv.cssSize.w * DPR)); BITMAP.h.set.call(cv, Math.round(cv.cssSize.h * DPR));
+    cv.style.setProperty("--css-w", `${cv.cssSize.w}px`);
+  };
+  for (const [key, side] of [["width", "w"], ["height", "h"]]) {
+    Object.defineProperty(cv, key, { configurable: true, get: () => cv.cssSize[side],
+      set: (v) => { cv.cssSize[side] = +v; fit(); } });
+  }
+  fit();
+}
 function canvasCtx(cv) {
+  sharp(cv);
   const ctx = cv.getContext("2d");
-  ctx.setTransform(1, 0, 0, 1, 0, 0); ctx.clearRect(0, 0, cv.width, cv.height);
+  ctx.setTransform(DPR, 0, 0, DPR, 0, 0); ctx.clearRect(0, 0, cv.width, cv.height);
   ctx.font = "10px system-ui, sans-serif"; ctx.textBaseline = "middle";
   return ctx;
 }
