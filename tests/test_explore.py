@@ -10,6 +10,7 @@ import json
 import math
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -587,3 +588,11 @@ def test_committed_copy_models_in_js_equal_pytorch_on_the_sentence(tmp_path):
             assert d_perm < 1e-9
             assert predicted[0] == predicted[1] and len(set(predicted[0])) == 1  # every blank alike, either order
             assert 0.2 < m["metrics"]["test/acc"] < 0.45  # the order-blind level (~30 %), not a copy
+
+
+def test_the_pages_text_sizes_follow_the_readers_font_size():
+    """Issue 40: the page's fonts were fixed in px, so a reader's larger default font did not reach them; every
+    font size in page.css is in rem (relative to the browser's root size), none in px."""
+    css = (Path(__file__).resolve().parents[1] / "ablate" / "explore" / "page.css").read_text()
+    sizes = re.findall(r"font(?:-size)?:\s*([\d.]+)(px|rem|em)", css)
+    assert sizes and all(unit == "rem" for _, unit in sizes), sizes
