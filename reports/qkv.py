@@ -110,7 +110,7 @@ if EQUAL.ready and MATCHED.ready:
                   hue_order=list(SIZES.values()), errorbar=R.errorbar, seed=0, dodge=0.3, linestyle="none", ax=ax)
     F.reference_lines(ax, arms, split="test")
     ax.set(xlabel="W_Q, W_K, W_V", ylabel="test accuracy",
-           title="position-and-count task, 1 layer, 4 heads: W_Q, W_K, W_V apart, or two of them one matrix")
+           title="position-and-count task, 1 layer, 4 heads")
     F.legend(ax)
     F.stamp(fig, EQUAL, MATCHED)
     fig_qkv = R.savefig(fig, "qkv_tie")

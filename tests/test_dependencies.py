@@ -22,6 +22,7 @@ DISTRIBUTION = {"yaml": "pyyaml", "PIL": "pillow", "IPython": "ipython", "pytorc
                 "wandb_workspaces": "wandb-workspaces"}
 # the modules that need an extra, and which (everything else needs the core dependencies only)
 EXTRA_OF = {"ablate.report": "reports", "ablate.dashboard": "dashboards", "ablate.explore.screenshot": "explore",
+            "ablate.explore.bench": "explore",
             "ablate.browser": "explore", "ablate.sweep.executor": "slurm"}
 # declared though never imported by name: what needs them
 NOT_IMPORTED = {"pyarrow": "pandas' Parquet engine (the results table)",

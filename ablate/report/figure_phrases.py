@@ -101,7 +101,7 @@ ZH: dict[str, str] = {
     "separate": "各自独立",
     "same width": "宽度相同",
     "same parameters": "参数量相同",
-    "W_Q, W_K, W_V apart, or two of them one matrix": "W_Q、W_K、W_V 各自独立，或其中两个共用一个矩阵",
+    "size": "规模",  # the legend's title: same width or same parameters
     "lag-recall task": "回忆任务",
     "key→value facts task": "键值事实任务",
     "MNIST rows": "MNIST 按行输入",
