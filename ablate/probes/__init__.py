@@ -16,8 +16,10 @@ from .collapse import (
 from .common import NotApplicable, accuracy, has_attention, probe_mode, task_loss
 from .gradients import GROUPS, gradient_flow
 from .heads import head_importance, masked_heads, masked_output, relation_weights
+from .norms import geometry, norm_geometry
 from .order import equivariance_error, order_sensitivity
 from .positions import accuracy_by_position
+from .readout import layer_readout
 from .run import (
     AT_ENDS_ONLY,
     NOT_APPLICABLE_TO_RNN,
@@ -48,15 +50,18 @@ __all__ = [
     "equivariance_error",
     "factor_name",
     "format_probes",
+    "geometry",
     "gradient_flow",
     "has_attention",
     "head_importance",
     "inference_temperature",
     "layer_arrays",
     "layer_logits",
+    "layer_readout",
     "masked_heads",
     "masked_output",
     "mean_token_cosine",
+    "norm_geometry",
     "norms_of",
     "not_applicable",
     "order_sensitivity",

@@ -15,7 +15,9 @@ from .collapse import collapse_of, norms_of, sublayer_outputs
 from .common import blocks_of, has_attention
 from .gradients import gradient_flow
 from .heads import head_importance
+from .norms import norm_geometry
 from .order import equivariance_error, order_sensitivity
+from .readout import layer_readout
 from .scores import attention_maps, score_stats
 from .shares import parameter_shares
 from .temperature import inference_temperature
@@ -28,11 +30,14 @@ FAMILIES = {
     "shares": ("share",),
     "heads": ("head_drop",),
     "temperature at inference": ("tau_acc", "tau_loss", "out_tau_loss"),
+    "norms": ("norm_cos", "norm_centre", "norm_cv_in", "norm_cv_out"),
+    "readout": ("readout_r2", "readout_acc"),
 }
 PER_LAYER = re.compile(r"^(?P<name>.+)_l(?P<layer>\d+)(?:_(?P<slot>.+))?$")
 # Cheap scalars measured at init and at the end only, never periodically: parameter shares (fixed by
-# the architecture) and the equivariance error (how the architecture sees order). Name prefixes.
-AT_ENDS_ONLY = ("share", "params_total", "equiv_error")
+# the architecture), the equivariance error (how the architecture sees order) and what the norm layers do
+# to the tokens (a gain and a bias away from their initial 1 and 0 by the end). Name prefixes.
+AT_ENDS_ONLY = ("share", "params_total", "equiv_error", "norm_")
 # What a model without attention (model.arch=lstm/gru) is not measured for: its keys are absent (the
 # results table shows them empty), never NaN and never an error. Everything else applies to it.
 NOT_APPLICABLE_TO_RNN = (
@@ -84,10 +89,12 @@ def run_probes(
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """(scalars, arrays) for `model` on the probe `batch` = (x, y).
 
-    cheap: score statistics, gradient flow, collapse, residual norms, parameter shares, and, when a
-    `permutation` of the sequence is given (MNIST rows), the first layer's equivariance error.
+    cheap: score statistics, gradient flow, collapse, residual norms, parameter shares, what each norm layer
+    does to the tokens (`norm_geometry`), and, when a `permutation` of the sequence is given (MNIST rows),
+    the first layer's equivariance error.
     expensive: head importance over `val_loader`, the trained model at other attention temperatures on it
-    (`inference_temperature`), and, with a `permutation`, order sensitivity on it.
+    (`inference_temperature`), a sequence classifier's linear readouts of each layer (`layer_readout`), and,
+    with a `permutation`, order sensitivity on it.
     arrays: `attention` (L, H, T, T) of the first example, and one array per per-layer scalar family
     (`entropy` (L,), `resid_norm` (2L,) attn/ffn interleaved, `head_drop` (L, H), ...).
     Each probe runs in eval mode under a forked RNG; the model's modes and `.grad`s are left as found.
@@ -101,6 +108,7 @@ def run_probes(
     if cheap:
         scalars.update(periodic_probes(model, batch))
         scalars.update(parameter_shares(model))
+        scalars.update(norm_geometry(model, x))
         if has_attention(model):
             if permutation is not None:
                 scalars["equiv_error"] = equivariance_error(model, x, permutation)
@@ -113,6 +121,7 @@ def run_probes(
         scalars.update(head_importance(model, val_loader))
         if has_attention(model):
             scalars.update(inference_temperature(model, val_loader))
+        scalars.update(layer_readout(model, val_loader))
         if permutation is not None:
             scalars.update(order_sensitivity(model, val_loader, permutation))
     arrays.update(layer_arrays(scalars, len(blocks_of(model))))

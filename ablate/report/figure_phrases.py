@@ -7,6 +7,7 @@ Latin letters. A figure phrase not covered here leaves English words in a .zh.pn
 # (regular expression, replacement), applied in this order before ZH
 PATTERNS: tuple[tuple[str, str], ...] = (
     (r"layer (\d+), head (\d+)", r"第 \1 层第 \2 个头"),
+    (r"block (\d+)", r"第 \1 个块"),
     (r"layer (\d+)", r"第 \1 层"),
     (r"(\d+)-layer model", r"\1 层模型"),
     (r"(\d+) layers?", r"\1 层"),
@@ -102,6 +103,17 @@ ZH: dict[str, str] = {
     "same width": "宽度相同",
     "same parameters": "参数量相同",
     "size": "规模",  # the legend's title: same width or same parameters
+    # inside the tutorial's model (reports/inside.py)
+    "the turn a norm makes": "归一化层带来的转向",
+    "what a token holds": "一个词元里装着什么",
+    "cosine, token in and out": "词元进、出的余弦",
+    "stage": "阶段",
+    "trained": "训练后",
+    "readout": "读出",
+    "the label": "类别",
+    "its own row": "词元自身那一行",
+    "linear readout from one token": "从单个词元线性读出",
+    "depth (0: entering the first block)": "深度（0：进入第一个块之前）",
     "lag-recall task": "回忆任务",
     "key→value facts task": "键值事实任务",
     "MNIST rows": "MNIST 按行输入",
