@@ -22,8 +22,8 @@
 # 1. **Computation and complexity** — serial vs parallel, O(n) vs O(n²), "eats memory":
 #    `ablate bench rnn` (`reports/data/rnn_cost.csv`), one training step against sequence length n.
 # 2. **Long-range dependencies** — an RNN forgets the start of a long sequence, attention reaches any
-#    position in one step: sweeps `rnn_copy` + `rnn_copy_long` (copy at 8, 16, 32 tokens, LSTM and
-#    Transformer, each with and without positions, tuned), `rnn_copy_64` (64 tokens, untuned: added after
+#    position in one step: sweeps `rnn_copy` + `rnn_copy_long` + `rnn_copy_long_transformer` (copy at 8,
+#    16, 32 tokens, LSTM and Transformer, each with and without positions, tuned), `rnn_copy_64` (64 tokens, untuned: added after
 #    the primary comparison had been read, supporting only) and `rnn_reverse` (reverse copy, 8 and 32).
 # 3. **Position information** — an RNN reads in order, a Transformer needs positional encoding: the
 #    same copy sweeps at 8 tokens, and `rnn_rows` (MNIST rows, tested with the rows permuted).
@@ -204,7 +204,7 @@ def zh(x) -> str:
     return format(x, "zh")
 
 
-COPY = R.sweeps("rnn_copy", "rnn_copy_long")
+COPY = R.sweeps("rnn_copy", "rnn_copy_long", "rnn_copy_long_transformer")
 C64 = R.sweep("rnn_copy_64")  # 64 tokens, Adam 1e-3, 2 seeds: supporting, added after the primary had been read
 REV, ROWS, COST = R.sweep("rnn_reverse"), R.sweep("rnn_rows"), R.sweep("rnn_cost")
 # MNIST at convergence (issue 25): the LSTM's sweep and its partner, pos_enc_3e's learned arm (the tutorial's model)
@@ -566,7 +566,7 @@ if positions is not None:
     figures_long.append(R.savefig(fig, "rnn_error_positions"))
 else:
     print("accuracy by position: not in the exported tables (export again: `ablate report export --sweeps "
-          "rnn_copy,rnn_copy_long,rnn_reverse`)")
+          "rnn_copy,rnn_copy_long,rnn_copy_long_transformer,rnn_reverse`)")
 
 # %% [markdown]
 # ## The long range, one token at a time: recall at lag n (issue 25)
