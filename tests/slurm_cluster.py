@@ -84,6 +84,7 @@ KillWait=10
 MinJobAge=5
 NodeName={self.node} NodeAddr=127.0.0.1 CPUs={CPUS} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+PartitionName=short Nodes=ALL MaxTime=1 State=UP
 """)
 
     def start(self, timeout: float = 60) -> None:

@@ -163,6 +163,10 @@ def test_past_its_retries_an_interrupted_run_is_reported_and_the_same_command_re
      "(or drop --runs-per-gpu)"),
     (["--executor", "slurm", "--dry-run", "--gpus-per-job", "1", "--runs-per-gpu", "0"],
      "ablate: --runs-per-gpu=0 is not allowed; expected an integer >= 1"),
+    (["--executor", "local", "--mem", "8 GB"],
+     "ablate: --mem 8 GB: not a memory size; write it as sbatch does, e.g. 8G or 16000M (a run of the tutorial's "
+     "models peaks at about 1.3 GB, times the runs a job trains at once)"),
+    (["--mem", "8G"], "ablate: --mem: only with --executor slurm or local; add --executor slurm (or drop them)"),
 ])
 def test_bad_job_options_exit_2_in_one_line_before_any_work(tmp_path, capsys, argv, line):
     path = write(tmp_path, "bad", {"seed": {"values": [0]}})
@@ -188,6 +192,23 @@ def test_dry_run_prints_the_sbatch_parameters(tmp_path, capsys):
         assert line in out.splitlines(), out
     assert "6 runs, 3 jobs of 2" in out
     assert not (tmp_path / "runs").exists()
+
+
+def test_dry_run_passes_the_resource_flags_to_sbatch(tmp_path, capsys):
+    path = write(tmp_path, "res", {"seed": {"values": [0, 1]}})
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--dry-run", "--account", "lab", "--qos", "short",
+                           "--mem", "4G", "--constraint", "avx512")
+    assert code == 0, err
+    assert {"#SBATCH --account=lab", "#SBATCH --qos=short", "#SBATCH --mem=4G",
+            "#SBATCH --constraint=avx512"} <= set(out.splitlines()), out
+
+
+@pytest.mark.parametrize("text, expected", [("infinite", None), ("UNLIMITED", None), ("1:00:00", 60), ("30:00", 30),
+                                            ("1-00:00:00", 1440), ("2-12:30:00", 3630), ("5", 5), ("0:59", 0)])
+def test_sinfo_time_limits_read_in_minutes(text, expected):
+    from ablate.sweep.executor import minutes
+
+    assert minutes(text) == expected
 
 
 def test_dry_run_of_gpu_jobs_says_how_they_are_packed_and_shares_the_cpus_out(tmp_path, capsys):
@@ -311,8 +332,122 @@ def test_an_unknown_partition_exits_2_in_one_line_before_any_work(tmp_path, caps
     path = write(tmp_path, "part", {"seed": {"values": [0]}})
     code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--partition", "gpu")
     assert code == 2 and err.strip().splitlines() == [
-        "ablate: --partition gpu: the cluster has no such partition; choose one of debug"]
+        "ablate: --partition gpu: the cluster has no such partition; choose one of debug, short"]
     assert not (tmp_path / "runs").exists()
+
+
+@needs_slurm
+def test_a_time_over_the_partitions_limit_exits_2_before_any_work(tmp_path, capsys, slurm):
+    """SLURM would accept the array and leave it pending forever (PartitionTimeLimit): refused before submitting."""
+    path = write(tmp_path, "limit", {"seed": {"values": [0]}})
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--partition", "short", "--time", "60")
+    assert code == 2 and err.strip().splitlines() == [
+        "ablate: --time 60: partition short's time limit is 1 minutes, so SLURM would leave the jobs pending forever "
+        "(PartitionTimeLimit); use --time 1 or less (an interrupted run resumes in the next job) or another --partition"]
+    assert not (tmp_path / "runs").exists()
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--partition", "short", "--time", "1", "--dry-run")
+    assert code == 0 and "#SBATCH --partition=short" in out.splitlines()
+
+
+class _Job:  # what the driver reads of a submitit job: its id
+    def __init__(self, job_id: str):
+        self.job_id = job_id
+
+
+@needs_slurm
+def test_a_pending_reason_slurm_never_gets_past_cancels_and_names_the_fix(tmp_path, slurm, monkeypatch):
+    """A job SLURM accepted but will never start (submitted past the check, as by hand): squeue's reason is read,
+    the job cancelled, and the command stops in one line with the fix."""
+    from ablate.sweep import executor as E
+
+    submitted = subprocess.run(["sbatch", "--parsable", "-p", "short", "-t", "60", "--wrap", "true"],
+                               capture_output=True, text=True, check=True)
+    job = submitted.stdout.strip().split(";")[0]
+    monkeypatch.setattr(E, "MAX_POLL_S", 1.0)
+    sweep_file = write(tmp_path, "stuck", {"seed": {"values": [0]}})
+    dispatch = E.Dispatch(spec.load(str(sweep_file)), E.Options(executor="slurm"), sys.stderr)
+    dispatch.job_ids = [job]
+    deadline = time.monotonic() + 30
+    with pytest.raises(E.SweepError) as stop:
+        while time.monotonic() < deadline:  # the controller sets the reason at its first scheduling pass
+            dispatch._wait([_Job(job)], [])
+    assert str(stop.value) == (f"SLURM will not start the jobs (PartitionTimeLimit): {E.NEVER['PartitionTimeLimit']}; "
+                               f"the jobs {job} were cancelled and nothing ran")
+    for _ in range(50):
+        listed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+        if listed in ("", "CANCELLED"):
+            break
+        time.sleep(0.2)
+    assert listed in ("", "CANCELLED")
+
+
+@needs_slurm
+@pytest.mark.slow
+def test_the_progress_line_shows_why_jobs_are_pending(tmp_path, capsys, slurm):
+    """Every CPU of the cluster held by another job: the sweep's job pends, and the driver says why (Resources)."""
+    blocker = subprocess.run(["sbatch", "--parsable", "-c", str(slurm_cluster.CPUS), "--wrap", "sleep 6"],
+                             capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    try:
+        path = write(tmp_path, "wait", {"seed": {"values": [0]}})
+        code, out, err = sweep(capsys, str(path), "--executor", "slurm")
+    finally:
+        subprocess.run(["scancel", blocker], capture_output=True)
+    assert code == 0, err
+    assert "1 of 1 jobs queued or running (pending: 1 Resources)" in err or \
+        "1 of 1 jobs queued or running (pending: 1 Priority)" in err, err
+    assert all(s["status"] == "completed" for s in summaries(tmp_path, "wait").values())
+
+
+@needs_slurm
+@pytest.mark.slow
+def test_a_driver_killed_with_sigkill_and_run_again_adopts_its_jobs_and_submits_nothing_twice(tmp_path, capsys, slurm):
+    """The driver (on a login node, its ssh gone) killed with SIGKILL while its jobs wait; the same command again
+    finds the array still queued, waits for it, and every run is trained once."""
+    import select
+
+    blocker = subprocess.run(["sbatch", "--parsable", "-c", str(slurm_cluster.CPUS), "--wrap", "sleep 10"],
+                             capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    path = write(tmp_path, "adopt", {"seed": {"values": [0, 1]}})
+    try:
+        driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "slurm"],
+                                  stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path)
+        said, deadline = "", time.monotonic() + 120
+        while "submitted" not in said and time.monotonic() < deadline and driver.poll() is None:
+            if select.select([driver.stderr], [], [], 1.0)[0]:
+                said += driver.stderr.readline()
+        driver.kill()
+        driver.wait()
+        assert "submitted 2 runs as 2 jobs" in said, said
+        queued = subprocess.run(["squeue", "-h", "-r", "-n", "ablate-adopt", "-o", "%i"], capture_output=True,
+                                text=True).stdout.split()
+        assert len(queued) == 2  # left behind by the killed driver, pending behind the blocker
+        code, out, err = sweep(capsys, str(path), "--executor", "slurm")
+    finally:
+        subprocess.run(["scancel", blocker], capture_output=True)
+    assert code == 0, err
+    assert "adopting SLURM job array" in err and "submitted" not in err, err
+    runs = summaries(tmp_path, "adopt")
+    assert len(runs) == 2 and all(s["status"] == "completed" and s["attempts"] == 1 for s in runs.values())
+
+
+@needs_slurm
+def test_a_second_driver_of_the_same_sweep_is_refused_in_one_line(tmp_path, capsys, slurm):
+    path = write(tmp_path, "twice", {"seed": {"values": [0]}})
+    folder = tmp_path / "runs" / ".submitit" / "twice"
+    folder.mkdir(parents=True)
+    (folder / "driver.lock.pid").write_text("pid 1 on elsewhere\n")
+    child = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+                              "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                              str(folder / "driver.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        code, out, err = sweep(capsys, str(path), "--executor", "slurm")
+    finally:
+        child.kill()
+        child.wait()
+    assert code == 2 and err.strip().splitlines() == [
+        "ablate: another command is driving sweep twice (pid 1 on elsewhere); let it finish, or stop it and run this "
+        "again: its queued jobs are adopted, not submitted twice"]
 
 
 @needs_slurm

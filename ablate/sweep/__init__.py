@@ -62,6 +62,12 @@ def parser() -> argparse.ArgumentParser:
                       "scheduler's choice, local: one per core)")
     jobs.add_argument("--retries", type=int, metavar="R", help="submissions again of a run whose job was preempted, "
                       f"timed out or killed (default {FLAGS['retries']})")
+    jobs.add_argument("--account", metavar="A", help="SLURM account to charge (sbatch --account)")
+    jobs.add_argument("--qos", metavar="Q", help="SLURM quality of service (sbatch --qos)")
+    jobs.add_argument("--mem", metavar="M", help="host memory of a job, as sbatch writes it (8G, 16000M; default: the "
+                      "partition's): a run of the tutorial's models peaks at about 1.3 GB, times the runs a job "
+                      "trains at once")
+    jobs.add_argument("--constraint", metavar="F", help="node features a job needs (sbatch --constraint)")
     return p
 
 

@@ -25,8 +25,11 @@ scheduler: what the tests of this module run where SLURM is not installed. (Its 
 
 from __future__ import annotations
 
+import fcntl
+import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -36,13 +39,17 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..fileio import atomic_write
 from ..rundir import FINISHED, read_summary, runs_root
 from . import runner as R
 from .spec import Run, Sweep, SweepError
 
 EXECUTORS = ("here", "local", "slurm")
 JOBS_FOLDER = ".submitit"  # under the runs folder: each job's pickles and log (<runs>/.submitit/<sweep>/)
-POLL_S = 1.0  # how often the scheduler is asked whether the jobs are still there
+LEDGER = "jobs.json"  # in the jobs folder: every array a driver submitted, with its runs (adopted by the next)
+DRIVER_LOCK = "driver.lock"  # in the jobs folder: held by the command driving the sweep
+POLL_S = 1.0  # the first wait between two looks at the jobs (squeue, and the runs' summary.json files)
+MAX_POLL_S = 15.0  # the wait doubles while nothing changes, up to this: one squeue call per driver per 15 s
 SAY_EVERY_S = 30.0  # a progress line at least this often while nothing changes
 SQUEUE_TRIES = 30  # squeue failing this many times in a row (a second apart) stops the command
 
@@ -61,6 +68,10 @@ class Options:
     chunk: int = 1  # runs per job
     max_jobs: int | None = None  # jobs at once (the array's %N; local: processes at once)
     retries: int = 2  # how often an unfinished run is submitted again
+    account: str | None = None  # sbatch --account
+    qos: str | None = None  # sbatch --qos
+    mem: str | None = None  # sbatch --mem: a job's host memory (8G, 16000M)
+    constraint: str | None = None  # sbatch --constraint: node features
     runs_per_gpu: int = 1  # runs at once on each of a job's GPUs (the local runner's --runs-per-gpu)
 
     @property
@@ -97,6 +108,9 @@ def check(options: Options, dry_run: bool = False) -> None:
     if options.runs_per_gpu > 1 and not options.gpus_per_job:
         raise SweepError(f"--runs-per-gpu {options.runs_per_gpu} packs runs onto a job's GPUs, but the jobs ask for "
                          "none; add --gpus-per-job G (or drop --runs-per-gpu)")
+    if options.mem is not None and not re.fullmatch(r"\d+[KMGT]?", options.mem):
+        raise SweepError(f"--mem {options.mem}: not a memory size; write it as sbatch does, e.g. 8G or 16000M (a run "
+                         "of the tutorial's models peaks at about 1.3 GB, times the runs a job trains at once)")
     try:
         import submitit  # noqa: F401
     except ImportError:
@@ -105,11 +119,45 @@ def check(options: Options, dry_run: bool = False) -> None:
     if options.executor == "slurm" and not dry_run and not shutil.which("sbatch"):
         raise SweepError("--executor slurm needs SLURM's sbatch and squeue, which are not on PATH here; run it on "
                          "the cluster's login node (or use --executor local or here)")
-    if options.executor == "slurm" and not dry_run and options.partition:
-        known = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()
-        if known and options.partition not in known:
+    if options.executor == "slurm" and not dry_run:
+        limits, default = partition_limits()
+        if options.partition and limits and options.partition not in limits:
             raise SweepError(f"--partition {options.partition}: the cluster has no such partition; choose one of "
-                             f"{', '.join(known)}")
+                             f"{', '.join(limits)}")
+        where = options.partition or default
+        limit = limits.get(where) if where else None
+        if limit is not None and options.time > limit:
+            raise SweepError(f"--time {options.time}: partition {where}'s time limit is {limit} minutes, so SLURM would "
+                             f"leave the jobs pending forever (PartitionTimeLimit); use --time {limit} or less (an "
+                             "interrupted run resumes in the next job) or another --partition")
+
+
+def minutes(text: str) -> int | None:
+    """A SLURM time limit as sinfo prints it ([days-]hours:minutes:seconds, minutes:seconds, or minutes) in
+    whole minutes, rounded down; None for infinite or unknown."""
+    m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)|(\d+)", text.strip())
+    if not m:
+        return None
+    if m[5]:
+        return int(m[5])
+    days, hours, mins = (int(g) if g else 0 for g in m.groups()[:3])  # seconds are rounded away
+    if m[2] is None:  # minutes:seconds
+        hours, mins = 0, int(m[3])
+    return days * 1440 + hours * 60 + mins
+
+
+def partition_limits() -> tuple[dict[str, int | None], str | None]:
+    """({partition: its time limit in minutes, None if infinite}, the default partition's name), from sinfo
+    (which marks the default with *); ({}, None) when sinfo does not answer."""
+    out = subprocess.run(["sinfo", "-h", "-o", "%P %l"], capture_output=True, text=True)
+    limits: dict[str, int | None] = {}
+    default = None
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        name, _, limit = line.strip().partition(" ")
+        if name.endswith("*"):
+            name = default = name[:-1]
+        limits[name] = minutes(limit)
+    return limits, default
 
 
 def check_runs(sweep: Sweep) -> None:
@@ -139,6 +187,7 @@ def _executor(options: Options, folder: Path, name: str, jobs: int):
                                ntasks_per_node=1, stderr_to_stdout=True,
                                array_parallelism=options.max_jobs or 256,
                                **({"partition": options.partition} if options.partition else {}),
+                               **{k: v for k in ("account", "qos", "mem", "constraint") if (v := getattr(options, k))},
                                **({"gpus_per_node": options.gpus_per_job} if options.gpus_per_job else {}))
     return executor
 
@@ -228,6 +277,13 @@ def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[
     return [_status(run) or "failed" for run in runs]
 
 
+class _JobRef:
+    """A job known by its id alone (an array an earlier command submitted): what `_alive` reads of a job."""
+
+    def __init__(self, job_id: str):
+        self.job_id = job_id
+
+
 def _run_of(cfg) -> Run:
     from .. import config as C
 
@@ -252,7 +308,57 @@ class Dispatch:
         self.stream.write(f"ablate sweep {self.sweep.name}: {line}\n")
         self.stream.flush()
 
+    def _hold(self) -> None:
+        """The sweep's driver lock (released by the OS however this process ends, kill -9 included): a second
+        command driving the same sweep would submit its pending runs again."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._lock = os.open(self.folder / DRIVER_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock)
+            holder = (self.folder / (DRIVER_LOCK + ".pid")).read_text().strip() if \
+                (self.folder / (DRIVER_LOCK + ".pid")).is_file() else "?"
+            raise SweepError(f"another command is driving sweep {self.sweep.name} ({holder}); let it finish, or stop it "
+                             "and run this again: its queued jobs are adopted, not submitted twice") from None
+        atomic_write(self.folder / (DRIVER_LOCK + ".pid"), f"pid {os.getpid()} on {os.uname().nodename}\n")
+
+    def _ledger(self) -> dict[str, list[str]]:
+        try:
+            return json.loads((self.folder / LEDGER).read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _record(self, ids: list[str], runs: list[Run]) -> None:
+        ledger = self._ledger()
+        for job_id in ids:
+            ledger[job_id] = [r.run_id for r in runs]
+        atomic_write(self.folder / LEDGER, json.dumps(ledger, indent=1) + "\n")
+
+    def _adopt(self) -> list[Run]:
+        """The arrays an earlier command submitted that are still queued or running (a driver killed, a login
+        shell gone): waited for as this command's own, their runs never submitted twice. Returns their runs."""
+        if self.options.executor != "slurm":
+            return []
+        ledger = self._ledger()
+        if not ledger:
+            return []
+        alive = [job_id for job_id in ledger if self._alive([_JobRef(job_id)])[0]]
+        atomic_write(self.folder / LEDGER, json.dumps({j: ledger[j] for j in alive}, indent=1) + "\n")
+        if not alive:
+            return []
+        known = {r.run_id: r for r in self.sweep.runs}
+        runs = [known[i] for job_id in alive for i in ledger[job_id] if i in known]
+        self.job_ids += alive
+        self.say(f"adopting SLURM job array {' '.join(alive)} of an earlier command ({len(runs)} runs): waiting for "
+                 "it instead of submitting its runs again")
+        for run in runs:
+            self.tries[run.run_id] = self.tries.get(run.run_id, 0) + 1
+        self._wait([_JobRef(j) for j in alive], runs)
+        return runs
+
     def run(self) -> R.Report:
+        self._hold()
         stages = R.Stages(self.sweep) if self.sweep.tune is not None else None
         first = stages.stage1 if stages else self.sweep.runs
         report = R.Report(total=len(first) + (stages.stage2_total if stages else 0), stages=stages)
@@ -269,6 +375,9 @@ class Dispatch:
                  f"{runs_root() / self.sweep.name}")
         old_term = signal.signal(signal.SIGTERM, R._raise_interrupt) if R._main_thread() else None
         try:
+            adopted = [r for r in self._adopt() if r in todo]  # stage 2's adopted runs: stages.plan() sorts them
+            if adopted:
+                todo = [r for r in todo if r not in adopted] + self._after(adopted, report)
             while True:
                 if stages:
                     for name, runs in stages.plan():
@@ -306,6 +415,7 @@ class Dispatch:
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
+            os.close(self._lock)  # the driver lock, released
         report.wall_s = time.monotonic() - started
         return report
 
@@ -327,10 +437,17 @@ class Dispatch:
                                           [self.options.gpus_per_job] * n)
             except Exception as err:  # sbatch refused the array (a limit of the partition, the account)
                 text = [line for line in str(err).splitlines() if line.strip()]
-                raise SweepError(f"the scheduler refused the jobs: {text[-1] if text else type(err).__name__}; "
-                                 "fix the job options (--partition, --time, --cpus-per-job, --gpus-per-job)") from None
+                said = text[-1] if text else type(err).__name__
+                if "array" in str(err).lower() and n > 1:  # MaxArraySize (default 1001): fewer, larger jobs
+                    raise SweepError(f"the scheduler refused an array of {n} jobs: {said}; raise --chunk (now "
+                                     f"{chunk}) so that fewer jobs carry the {len(todo)} runs, e.g. --chunk "
+                                     f"{math.ceil(len(todo) / 1000)}") from None
+                raise SweepError(f"the scheduler refused the jobs: {said}; fix the job options (--partition, --time, "
+                                 "--cpus-per-job, --gpus-per-job, --mem, --account, --qos, --constraint)") from None
             ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
             self.job_ids += ids
+            if self.options.executor == "slurm":
+                self._record(ids, [r for c in wave for r in c])
             where = f"SLURM job array {' '.join(ids)}" if self.options.executor == "slurm" else \
                 f"local jobs {' '.join(str(j.job_id) for j in jobs)}"
             self.say(f"submitted {sum(len(c) for c in wave)} runs as {len(wave)} jobs: {where}"
@@ -338,29 +455,44 @@ class Dispatch:
             self._wait(jobs, [r for c in wave for r in c])
 
     def _wait(self, jobs: list, runs: list[Run]) -> None:
-        """Until every job of the wave is gone, with a line when the counts change (or every 30 s)."""
-        shown, last = None, time.monotonic()
+        """Until every job of the wave is gone, with a line when the counts or SLURM's reasons for pending jobs
+        change (or every 30 s). The looks at squeue and the summaries come 1 s apart at first and twice as far
+        apart while nothing changes, up to MAX_POLL_S. A reason SLURM never gets past (NEVER) cancels the
+        jobs and stops the command in one line naming the fix."""
+        shown, last, pause = None, time.monotonic(), POLL_S
         while True:
-            left = self._alive(jobs)
+            left, pending = self._alive(jobs)
             done = sum(1 for r in runs if _status(r) in FINISHED)
-            counts = (done, left)
+            stuck = sorted({reason for reason in pending if reason in NEVER})
+            if stuck:
+                self._cancel()
+                raise SweepError(f"SLURM will not start the jobs ({stuck[0]}): {NEVER[stuck[0]]}; the jobs "
+                                 f"{' '.join(self.job_ids)} were cancelled and nothing ran")
+            counts = (done, left, tuple(sorted(pending.items())))
             if counts != shown or time.monotonic() - last > SAY_EVERY_S:
-                self.say(f"{done} of {len(runs)} runs of this round finished; {left} of {len(jobs)} jobs queued or running")
+                why = ", ".join(f"{n} {reason}" for reason, n in sorted(pending.items()))
+                self.say(f"{done} of {len(runs)} runs of this round finished; {left} of {len(jobs)} jobs queued or running"
+                         + (f" (pending: {why})" if why else ""))
+                pause = POLL_S if counts != shown else pause
                 shown, last = counts, time.monotonic()
             if not left:
                 return
-            time.sleep(POLL_S)
+            time.sleep(pause)
+            pause = min(MAX_POLL_S, 2 * pause)
 
-    def _alive(self, jobs: list) -> int:
+    def _alive(self, jobs: list) -> tuple[int, dict[str, int]]:
+        """The jobs (array tasks) still queued or running, and of the pending ones how many wait for each reason
+        SLURM gives (squeue's %r; "None" left out)."""
         if self.options.executor != "slurm":
-            return sum(1 for j in jobs if not j.done())
+            return sum(1 for j in jobs if not j.done()), {}
         ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
         for _ in range(SQUEUE_TRIES):  # a busy slurmctld answers late or not at all now and then
-            out = subprocess.run(["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(ids)], capture_output=True, text=True)
+            out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T|%r", "-j", ",".join(ids)], capture_output=True,
+                                 text=True)
             if out.returncode == 0:
-                return len(out.stdout.split())
+                return queue_state(out.stdout)
             if "Invalid job id" in out.stderr:  # every job has ended and been purged
-                return 0
+                return 0, {}
             time.sleep(POLL_S)
         raise SchedulerGone(f"squeue failed {SQUEUE_TRIES} times: {out.stderr.strip() or out.returncode}; the jobs "
                          f"{' '.join(ids)} may still run: run the same command again once the cluster answers")
@@ -386,6 +518,35 @@ class Dispatch:
     def _cancel(self) -> None:
         if self.options.executor == "slurm" and self.job_ids:
             subprocess.run(["scancel", *self.job_ids], capture_output=True)
+
+
+# SLURM's reasons for a pending job that it will never get past by itself, and the fix in ablate's flags
+# (squeue's %r; slurm.schedmd.com/job_reason_codes.html). Any other reason (Priority, Resources,
+# JobArrayTaskLimit, ...) is shown in the progress line and waited for.
+NEVER = {
+    "PartitionTimeLimit": "--time is over the partition's time limit; lower --time (an interrupted run resumes in "
+                          "the next job) or choose another --partition",
+    "PartitionNodeLimit": "a job asks for more nodes than the partition allows; choose another --partition",
+    "QOSMaxWallDurationPerJobLimit": "--time is over the QOS's time limit; lower --time or choose another --qos",
+    "QOSMaxCpuPerJobLimit": "--cpus-per-job is over the QOS's limit; lower it or choose another --qos",
+    "QOSMaxGRESPerJob": "--gpus-per-job is over the QOS's limit; lower it or choose another --qos",
+    "AccountNotAllowed": "the account may not use this partition; choose another --account or --partition",
+    "QOSNotAllowed": "the QOS may not be used here; choose another --qos or --partition",
+    "InvalidAccount": "no such account for this user; check --account (sacctmgr show assoc user=$USER)",
+    "InvalidQOS": "no such QOS for this user; check --qos (sacctmgr show assoc user=$USER)",
+    "BadConstraints": "no node has the features asked for; check --constraint (sinfo -o '%N %f')",
+}  # not PartitionConfig ("not available now"): SLURM 22.05 gives it for a moment after the submission, then the real one
+
+
+def queue_state(squeue_out: str) -> tuple[int, dict[str, int]]:
+    """(jobs listed, {reason: pending jobs}) from squeue's `%i|%T|%r` lines (one per array task)."""
+    lines = [line.split("|") for line in squeue_out.splitlines() if line.strip()]
+    pending: dict[str, int] = {}
+    for fields_ in lines:
+        if len(fields_) == 3 and fields_[1].strip() == "PENDING" and fields_[2].strip() not in ("None", "(null)", ""):
+            reason = fields_[2].strip()
+            pending[reason] = pending.get(reason, 0) + 1
+    return len(lines), pending
 
 
 def dry_run(sweep: Sweep, options: Options, out: TextIO) -> int:
