@@ -63,6 +63,12 @@
 # differences in their length"; in part, each part's own words. Layers: *agrees*, "yes: with depth a token's
 # own row fades and the digit becomes readable from it"; *disagrees*, "no: the layers do not divide the work
 # that way here"; otherwise "these runs do not decide it".
+#
+# **Changed after the runs were read** (the tests unchanged): the LayerNorm answer's mechanism paragraph. Written
+# with the tests, it said the gain and the bias move a token off its direction and that the tutorial's sentence
+# describes only the division; the runs show the trained norms turn a token by about 4°, most of it the
+# centring's, so the paragraph now gives the angles each step turns by, from the record, and says which step
+# does what. Its short answer prints the cosines to three digits (two printed 1.00 for both).
 
 # %%
 import math
@@ -211,6 +217,8 @@ else:
                     cv_out=R.values_estimate("length spread out", trained["cv_out"]),
                     cos_deep=R.values_estimate("norm_cos", deeper["cos"]),
                     ratio_deep=R.values_estimate("length spread out / in", deeper["ratio"], scale="log"),
+                    turn_deg=math.degrees(math.acos(cos.mean)), centre_deg=math.degrees(math.acos(trained["centre"].mean())),
+                    turn_init_deg=math.degrees(math.acos(initial["cos"].mean())),
                     direction={1: "kept", -1: "turned"}.get(turn, "undecided"),
                     length={-1: "erased", 1: "kept"}.get(spread, "undecided"),
                     kept=KEPT, kept_deg=math.degrees(math.acos(KEPT)), erased=ERASED, layers=TUTORIAL_LAYERS, layers_deep=DEEP_LAYERS,
