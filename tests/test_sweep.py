@@ -173,6 +173,8 @@ BAD = {
     "bad value": ({**HEADER, "method": "grid", "parameters": {"model.norm": {"values": ["pre", "side"]}}},
                   "model.norm"),
     "bayes": ({**HEADER, "method": "bayes", "parameters": {"seed": {"values": [0, 1]}}}, "wandb agent"),
+    "early_terminate": ({**HEADER, "method": "grid", "early_terminate": {"type": "hyperband", "min_iter": 1},
+                         "parameters": {"seed": {"values": [0, 1]}}}, "early_terminate is applied by W&B's agents only"),
     "random without run_cap": ({**HEADER, "method": "random", "parameters": {"seed": {"values": [0, 1]}}},
                                "run_cap"),
     "run.dir": ({**HEADER, "method": "grid", "parameters": {"run.dir": {"value": "/tmp/x"}}}, "cannot be swept"),

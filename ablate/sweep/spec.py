@@ -136,6 +136,10 @@ def check_top_level(path: Path, spec: dict[str, Any]) -> None:
                          "and `wandb agent`, or use method grid or random here")
     if method not in METHODS:
         raise SweepError(f"{path}: method={method!r} is not allowed; use grid or random")
+    if "early_terminate" in spec:  # W&B's agents stop runs by it; ablate's runners would train every run to the end
+        raise SweepError(f"{path}: early_terminate is applied by W&B's agents only, and ablate's runners would "
+                         f"train every run to its end; remove it here, or run the file with `wandb sweep {path}` "
+                         "and `wandb agent`")
     params = spec.get("parameters")
     if not isinstance(params, dict) or not params:
         raise SweepError(f"{path}: 'parameters' must be a non-empty mapping of ablate train keys; "
