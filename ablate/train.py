@@ -101,15 +101,25 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 
 def _cluster_environment():
-    """Lightning's own environment where a launcher started this process (torchrun; srun or sbatch: its tasks
-    are the ranks), or None: then Lightning's launcher starts the ranks > 0 (LOCAL_RANK, NODE_RANK)."""
-    from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+    """Lightning's own environment where a launcher started this process as one of a run's ranks (torchrun;
+    srun: the tasks of its step are the ranks). Inside a SLURM allocation but not one of several srun tasks
+    (a batch script, `srun -n1`, where ablate's runner trains runs side by side): Lightning's plain
+    environment, whose launcher starts the ranks > 0 on a free port of the run's own; Lightning would pick
+    SLURM's by itself, whose port comes from the job id and is the same for every run of the job (issue 42:
+    EADDRINUSE). Else None: Lightning's launcher starts the ranks > 0 (LOCAL_RANK, NODE_RANK)."""
+    from lightning_fabric.plugins.environments import (
+        LightningEnvironment,
+        SLURMEnvironment,
+        TorchElasticEnvironment,
+    )
 
     quiet()  # SLURMEnvironment.detect() warns when srun exists but did not start this process
     if TorchElasticEnvironment.detect():
         return TorchElasticEnvironment()
-    if SLURMEnvironment.detect():  # requeueing is ablate's (a resubmission resumes through its checks), never
-        return SLURMEnvironment(auto_requeue=False)  # Lightning's SIGUSR1 handler and hpc_ckpt
+    if SLURMEnvironment.detect():
+        if int(os.environ.get("SLURM_STEP_NUM_TASKS", "1")) > 1:  # srun's tasks are the ranks; requeueing is
+            return SLURMEnvironment(auto_requeue=False)  # ablate's, never Lightning's SIGUSR1 handler and hpc_ckpt
+        return LightningEnvironment()
     return None
 
 

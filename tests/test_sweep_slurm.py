@@ -529,3 +529,30 @@ def test_srun_ddp_on_two_tasks_completes_and_matches_torchrun(tmp_path, slurm):
     assert a["status"] == b["status"] == "completed" and a["global_step"] == b["global_step"] == 2 * 4
     for key in ("val/loss", "val/acc", "test/acc"):
         assert a["metrics"][key] == b["metrics"][key], key
+
+
+@needs_slurm
+@pytest.mark.slow
+def test_ddp_runs_side_by_side_inside_one_allocation_each_get_their_own_port(tmp_path, slurm):
+    """`ablate sweep` of 2-rank DDP runs, --workers 2, inside `sbatch -n1`: Lightning's launcher starts each run's
+    ranks on a free port of its own. SLURM's environment (its port derived from the job id, the same for every
+    run of the job) is for srun's tasks only; with it the second run died of EADDRINUSE (issue 42)."""
+    sweep_file = tmp_path / "pair.yaml"
+    params = {k: {"value": v} for k, v in (item.split("=", 1) for item in DDP)}
+    params["seed"] = {"values": [0, 1]}
+    sweep_file.write_text(yaml.safe_dump({**HEADER, "parameters": params}, sort_keys=False))
+    log = tmp_path / "job.log"
+    script = (f"cd {tmp_path} && ABLATE_RUNS_DIR={tmp_path / 'runs'} {sys.executable} -m ablate sweep {sweep_file} "
+              "--workers 2 --threads 1")
+    env = {**os.environ, **slurm.env}
+    job = subprocess.run(["sbatch", "--parsable", "-n1", "-c4", "-o", str(log), "--wrap", script], capture_output=True,
+                         text=True, env=env, check=True).stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 420
+    while time.monotonic() < deadline:
+        if not subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True, env=env).stdout.strip():
+            break
+        time.sleep(2)
+    said = log.read_text(errors="replace") if log.exists() else ""
+    runs = summaries(tmp_path, "pair")
+    assert len(runs) == 2 and all(s["status"] == "completed" for s in runs.values()), said[-3000:]
+    assert "EADDRINUSE" not in said and "address already in use" not in said.lower()
