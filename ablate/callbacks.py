@@ -121,17 +121,28 @@ class LastCheckpoint(Checkpoint):
     its step, so a run resumed at its last step (killed while probing or testing) reports them.
     `after_epoch(trainer)` is called once an epoch's checkpoint is on disk (progress lines)."""
 
-    def __init__(self, path: Path, every_n_steps: int = 0, after_epoch=None):
+    def __init__(self, path: Path, every_n_steps: int = 0, after_epoch=None, stop=None):
         self.path = Path(path)
         self.every = every_n_steps
         self.after_epoch = after_epoch
         self.metrics: dict[str, float] = {}  # callback_metrics of the checkpoint resumed from
+        self.stop = stop  # stop(signum): raises, ending the run as that signal would (train.Interrupted)
+        self.asked: int | None = None  # a signal that asked the run to save its place and stop
+
+    def save_and_stop(self, signum: int) -> None:
+        """A warning before the end (SLURM's USR2 ahead of the time limit): save last.ckpt at the next step
+        (mid-epoch; a resume from it is exact) or after the epoch's validation when that comes first, then
+        stop through `stop(signum)`."""
+        self.asked = signum
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         # never on an epoch's last batch: Lightning resumes such a checkpoint past the epoch's validation
         # (a run killed in it was recorded completed with the previous epoch's val/acc); the epoch's own
         # checkpoint follows the validation
         last = batch_idx + 1 >= trainer.num_training_batches
+        if self.asked is not None and not last and self.stop is not None:
+            trainer.save_checkpoint(self.path)
+            self.stop(self.asked)
         if self.every and trainer.global_step % self.every == 0 and not last:
             trainer.save_checkpoint(self.path)
 
@@ -139,6 +150,8 @@ class LastCheckpoint(Checkpoint):
         trainer.save_checkpoint(self.path)
         if self.after_epoch is not None and trainer.is_global_zero:
             self.after_epoch(trainer)
+        if self.asked is not None and self.stop is not None:
+            self.stop(self.asked)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         checkpoint["callback_metrics"] = {k: float(v) for k, v in trainer.callback_metrics.items()}

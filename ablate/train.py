@@ -136,8 +136,9 @@ def launch_id() -> str:
     none: rank 0 writes it into summary.json once it has taken stock, and the other ranks wait for it."""
     if os.environ.get("TORCHELASTIC_RUN_ID") and os.environ.get("RANK"):
         return f"torchrun:{os.environ['TORCHELASTIC_RUN_ID']}:{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-    if os.environ.get("SLURM_STEP_ID") and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
-        return f"slurm:{os.environ.get('SLURM_JOB_ID')}.{os.environ['SLURM_STEP_ID']}"
+    if os.environ.get("SLURM_STEP_ID") and int(os.environ.get("SLURM_NTASKS", "1")) > 1:  # a requeued job keeps
+        restart = os.environ.get("SLURM_RESTART_COUNT", "0")  # its id and step: the restart count tells them apart
+        return f"slurm:{os.environ.get('SLURM_JOB_ID')}.{os.environ['SLURM_STEP_ID']}.{restart}"
     return ""
 
 
@@ -447,6 +448,27 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
         lock.release()
 
 
+def _stop(signum: int) -> None:
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _warning_saves(last: LastCheckpoint):
+    """While training, SIGUSR2 (SLURM's warning ahead of a job's time limit: `sbatch --signal=USR2@S`)
+    saves the run's place at the next step and then stops it, recorded `interrupted` by SIGUSR2, so the
+    partial epoch is not lost; a SIGTERM still stops it at once. Left alone where SIGUSR2 is ignored (the
+    runs of a packed job: their runner stops them) and outside the main thread."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN:
+        yield
+        return
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: last.save_and_stop(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+
+
 @contextlib.contextmanager
 def _signals_held():
     """While the block runs, SIGTERM and SIGINT do nothing: one that comes meanwhile asks for what is
@@ -566,7 +588,7 @@ def _fit(a: Attempt) -> dict[str, Any]:
         loggers.append(wandb_logger(run_dir, cfg))
     throughput = Throughput()
     lines = ProgressLines(log, run_dir) if progress else None
-    last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=lines)
+    last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=lines, stop=_stop)
     extra = [last, RngState(), DivergenceGuard(), throughput, *([lines] if lines else []), *a.callbacks]
     recorder = None
     if cfg.run.probes:
@@ -583,8 +605,9 @@ def _fit(a: Attempt) -> dict[str, Any]:
     # a set the levels cannot be computed for fails the run before it has trained
     status, diverged = "completed", {}
     try:
-        trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if a.resume_step is not None else None,
-                    weights_only=True)
+        with _warning_saves(last):
+            trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if a.resume_step is not None else None,
+                        weights_only=True)
         metrics = {**last.metrics, **_scalars(trainer.callback_metrics)}
         if recorder is not None and trainer.is_global_zero:
             if progress:

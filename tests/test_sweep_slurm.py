@@ -506,6 +506,52 @@ def test_a_job_stopped_by_sigterm_is_resubmitted_and_resumes_to_the_uninterrupte
         assert resumed["metrics"][key] == reference["metrics"][key], key
 
 
+@needs_slurm
+@pytest.mark.slow
+def test_the_time_limit_warning_saves_the_partial_epoch_and_the_resume_is_exact(tmp_path, slurm):
+    """SLURM's warning ahead of the time limit (SIGUSR2) in the middle of an epoch: the run saves its place at
+    the next step and stops, recorded interrupted by SIGUSR2; submitted again it resumes from that step (not
+    the epoch's start) and ends with the uninterrupted run's numbers."""
+    longer = {"data.n_train": {"value": 32768}, "trainer.max_epochs": {"value": 2}, "model.n_heads": {"value": 2},
+              "seed": {"value": 0}}
+    path = write(tmp_path, "warn", longer)
+    env = {**os.environ, **slurm.env}
+    driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "slurm"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    (run,) = spec.load(str(path)).runs
+    folder, logs = tmp_path / "runs" / "warn" / run.run_id, tmp_path / "runs" / ".submitit" / "warn"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "ablate: training" not in "".join(
+            p.read_text(errors="replace") for p in logs.glob("*_log.out")):
+        time.sleep(0.05)
+    time.sleep(0.5)  # inside the first epoch (1,024 steps of a few ms)
+    jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
+    assert len(jobs) == 1, (jobs, driver.poll())
+    subprocess.run(["scancel", "--signal=USR2", jobs[0]], check=True, env=env)
+    out, err = driver.communicate(timeout=300)
+    assert driver.returncode == 0, err
+    log = "".join(p.read_text() for p in logs.glob("*_log.out"))
+    assert "interrupted by SIGUSR2" in log, log[-3000:]
+    step = int(log.split("from last.ckpt (step ")[1].split(")")[0])
+    assert 0 < step < 1024, step  # the place inside the first epoch, not its start
+    resumed = read_summary(folder)
+    assert resumed["status"] == "completed" and resumed["attempts"] == 2
+
+    from ablate import config as C
+    from ablate.train import train
+
+    reference = train(C.build({**C.flat(run.cfg), "run.dir": str(tmp_path / "uninterrupted")}), log=lambda _: None)
+    assert resumed["global_step"] == reference["global_step"]
+    for key in ("train/loss", "val/loss", "val/acc", "val/acc_best", "test/acc"):
+        assert resumed["metrics"][key] == reference["metrics"][key], key
+
+
+def test_the_warning_comes_90_s_before_the_limit_or_a_quarter_of_a_short_job():
+    from ablate.sweep.executor import warning_s
+
+    assert [warning_s(m) for m in (60, 6, 2, 1)] == [90, 90, 30, 15]
+
+
 DDP = ["data.task=copy", "data.vocab=6", "data.length=4", "data.n_train=256", "data.n_val=64", "data.n_test=64",
        "data.batch_size=32", "model.d_model=16", "model.n_heads=2", "trainer.max_epochs=2", "tracking=none",
        "run.probes=false", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", "trainer.threads=1"]

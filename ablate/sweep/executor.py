@@ -184,12 +184,19 @@ def _executor(options: Options, folder: Path, name: str, jobs: int):
         return executor
     executor = submitit.SlurmExecutor(folder, max_num_timeout=0)  # requeueing is ablate's (resume checks)
     executor.update_parameters(job_name=f"ablate-{name}", time=options.time, cpus_per_task=options.cpus_per_job,
+                               signal_delay_s=warning_s(options.time),
                                ntasks_per_node=1, stderr_to_stdout=True,
                                array_parallelism=options.max_jobs or 256,
                                **({"partition": options.partition} if options.partition else {}),
                                **{k: v for k in ("account", "qos", "mem", "constraint") if (v := getattr(options, k))},
                                **({"gpus_per_node": options.gpus_per_job} if options.gpus_per_job else {}))
     return executor
+
+
+def warning_s(minutes_: int) -> int:
+    """Seconds before a job's time limit SLURM sends SIGUSR2 (sbatch --signal=USR2@S): 90, or a quarter of a
+    short job's time (submitit's fixed 90 s came 8 s into a 1-minute job, before any run had started)."""
+    return max(5, min(90, minutes_ * 60 // 4))
 
 
 def sbatch_lines(options: Options, folder: Path, name: str, jobs: int) -> list[str]:
@@ -222,9 +229,10 @@ def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs
     from ..train import Interrupted, RunBusy, train
 
     def interrupt(signum, frame):
-        raise Interrupted(signal.SIGTERM)
+        raise Interrupted(signum)
 
-    for signum in (signal.SIGTERM, signal.SIGUSR2):  # submitit's own handlers would ignore SIGTERM
+    for signum in (signal.SIGTERM, signal.SIGUSR2):  # submitit's own handlers would ignore SIGTERM; while a run
+        # trains, SIGUSR2 saves its place first (train._warning_saves)
         signal.signal(signum, interrupt)
     statuses = []
     for command in commands:
@@ -236,9 +244,9 @@ def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs
         except RunBusy as err:  # another process trains it: the driver reads what it makes of it
             print(f"ablate: {err}", flush=True)
             statuses.append("busy")
-        except Interrupted:
-            print(f"ablate: {R.run_dir(_run_of(cfg))} interrupted by SIGTERM; it resumes when submitted again",
-                  flush=True)
+        except Interrupted as stop:
+            print(f"ablate: {R.run_dir(_run_of(cfg))} interrupted by {signal.Signals(stop.signum).name}; it resumes "
+                  "when submitted again", flush=True)
             raise
         except Exception as err:  # recorded as failed by train: the next configuration still runs
             print(f"ablate: {type(err).__name__}: {err}", flush=True)
