@@ -31,13 +31,42 @@ class Diverged(RuntimeError):
 
 
 class DivergenceGuard(pl.Callback):
-    """Stops the run at the first non-finite training loss (raises `Diverged`, caught by the driver)."""
+    """Stops the run at the first non-finite training loss (raises `Diverged`, caught by the driver).
+
+    On the CPU every step's loss is read. On an accelerator reading the loss back makes the host wait for the
+    step to finish, every step (issue 42), so the first non-finite step and its loss are kept on the device
+    and read every `every` steps, at an epoch's last step and before any checkpoint is saved: the step
+    recorded is the same, and a checkpoint never holds the weights of a diverged run."""
+
+    every = 50
+
+    def __init__(self, lazy: bool | None = None) -> None:
+        self.lazy = lazy  # None: lazy on an accelerator, every step on the CPU
+        self.first: torch.Tensor | None = None  # the first non-finite step (-1: none yet), on the loss's device
+        self.value: torch.Tensor | None = None  # its loss
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise Diverged(trainer.global_step, value)
+        loss = (outputs["loss"] if isinstance(outputs, dict) else outputs).detach()
+        if not (self.lazy if self.lazy is not None else loss.device.type != "cpu"):
+            value = float(loss)
+            if not math.isfinite(value):
+                raise Diverged(trainer.global_step, value)
+            return
+        if self.first is None:
+            self.first = torch.full((), -1, dtype=torch.long, device=loss.device)
+            self.value = torch.zeros((), dtype=torch.float32, device=loss.device)
+        newly = ~torch.isfinite(loss) & (self.first < 0)
+        self.first = torch.where(newly, torch.full_like(self.first, trainer.global_step), self.first)
+        self.value = torch.where(newly, loss.float(), self.value)
+        if trainer.global_step % self.every == 0 or batch_idx + 1 >= trainer.num_training_batches:
+            self.check()
+
+    def check(self) -> None:
+        if self.first is not None and int(self.first) >= 0:
+            raise Diverged(int(self.first), float(self.value))
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        self.check()
 
 
 def _numpy_state() -> tuple:

@@ -947,6 +947,11 @@ def test_runs_per_gpu_packs_the_workers_onto_the_visible_gpus_and_says_so(tmp_pa
     captured = capsys.readouterr()
     assert "3 to run on 3 workers x 1 thread(s), GPUs 0 x2 | 1 -> " in captured.err  # 3 runs: 2 on GPU 0, 1 on 1
     assert _json(captured.out)["completed"] == 3
+    import torch
+
+    if not torch.cuda.is_available():  # listed GPUs torch cannot use (an old driver): said in one line
+        notes = [line for line in captured.err.splitlines() if line.startswith("note: CUDA_VISIBLE_DEVICES lists")]
+        assert len(notes) == 1 and "the runs train on the CPU, shared out as if per GPU" in notes[0], captured.err
     assert cli.main(["sweep", str(path), "--workers", "5", "--runs-per-gpu", "2"]) == 2
     assert "ablate: --workers=5 needs 3 GPUs at 2 runs per GPU but 2 are visible; use --workers 4 or fewer" \
         in capsys.readouterr().err

@@ -60,6 +60,20 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
+def gpus_unusable() -> str:
+    """Why torch cannot use the GPUs CUDA_VISIBLE_DEVICES lists ('' when it can): most often a driver older than
+    the one torch's CUDA build needs (the cu130 wheels: driver 580 or newer), when accelerator=auto would
+    quietly train on the CPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return ""
+    if torch.version.cuda is None:
+        return f"this torch ({torch.__version__}) is a CPU-only build; install a CUDA build of torch"
+    return (f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees none (no NVIDIA driver, or one older than "
+            "its CUDA build needs: check nvidia-smi, or install the torch wheel for your driver's CUDA version)")
+
+
 def gpu_slots(gpus: list[str], per_run: int) -> list[str]:
     """Disjoint CUDA_VISIBLE_DEVICES values, one per GPU group: 8 GPUs, 2 per run -> '0,1' .. '6,7'."""
     return G.groups(gpus, per_run)
