@@ -13,8 +13,9 @@
 # %% [markdown]
 # # Q4 · Residual connections and deep stacks
 #
-# **Primary comparison** (sweeps `residual`, depth 1, 2, 4, 8, and `residual_deep`, depth 16; two sweeps
-# so that each fits 10 minutes at quick): skip connections around both sub-layers on or off, on the
+# **Primary comparison** (sweeps `residual`, depth 1, 2, 4, `residual_8`, depth 8, and `residual_deep`, depth
+# 16; three sweeps so that each fits 10 minutes at quick, `residual_8` split off on 2026-12-06 after the depths
+# 1 to 8 together took about 11.5 minutes alone): skip connections around both sub-layers on or off, on the
 # **copy task** (it needs positions and two layers' worth of routing; a model blind to order sits at the
 # order-blind level, 30 %), d_model 32, 2 heads, **Pre-LN**, each variant at its own learning rate.
 # **Why Pre-LN:** with skips every depth is then trainable, and without them the stack is a plain deep
@@ -78,7 +79,7 @@
 # tests of its own, on new data, with the depths chosen from the outcome data (not from these runs):
 #
 # - **where**: every depth at which the plain stack fails with Adam — fewer than half of its runs learned
-#   copy in `residual` / `residual_deep` at its chosen rate (the data say which; 4, 8 and 16 are expected);
+#   copy in `residual` / `residual_8` / `residual_deep` at its chosen rate (the data say which; 4, 8 and 16 are expected);
 # - **the tutorial's explanation** (a claim of the tutorial, so it enters the headline): *without skips the
 #   gradient vanishes on its way back, so the first layers are starved*. Test, at each such depth: the first
 #   layer's gradient norm over the first 100 optimiser steps (geometric mean of the probes at steps 10 … 100,
@@ -201,8 +202,8 @@ HE_SKIPINIT = R.Anchor(
 )
 Q = R.question("q4", anchors=[DONG, HE_IDENTITY, HE_PLAIN, HE_DEPTH, TUTORIAL_VANISH, HE_SKIPINIT, NOCI_SHAPED])
 INIT, AROUND = R.sweep("residual_init"), R.sweep("residual_init_around")  # at initialisation, 120 seeds
-SHALLOW, DEEP_SWEEP = R.sweep("residual"), R.sweep("residual_deep")
-PARTS = [s.name for s in (SHALLOW, DEEP_SWEEP) if s.ready]
+SHALLOW, EIGHT, DEEP_SWEEP = R.sweep("residual"), R.sweep("residual_8"), R.sweep("residual_deep")
+PARTS = [s.name for s in (SHALLOW, EIGHT, DEEP_SWEEP) if s.ready]
 S = R.sweeps(*PARTS) if PARTS else DEEP_SWEEP  # every depth there is; a missing table says so below
 SGD, NORM = R.sweep("residual_sgd"), R.sweep("residual_norm")
 SKIPS = "model.residual"
