@@ -200,13 +200,13 @@ else:
         TUTORIAL_NORM.judge(
             {1: True, -1: False}.get(turn), f"the 2-layer model's 4 norm layers, trained: mean cosine in, out {cos}, "
             f"against {KEPT:g}", primary=True, reason="a cosine of 0.9 is a turn of 26°",
-            evidence_zh=f"两层模型的 4 个归一化层，训练后：进出余弦的均值 {cos:zh}，以 {KEPT:g} 为界",
+            evidence_zh=f"2 层模型的 4 个归一化层，训练后：输入与输出余弦相似度的均值 {cos:zh}，判定界限为 {KEPT:g}",
             reason_zh="余弦 0.9 相当于转了 26°"),
         TUTORIAL_NORM.judge(
             {-1: True, 1: False}.get(spread), f"the 2-layer model's 4 norm layers, trained: length spread out / in "
             f"{ratio}, against {ERASED:g}", primary=True,
             reason="what the gain and the bias leave of the lengths' differences",
-            evidence_zh=f"两层模型的 4 个归一化层，训练后：长度离散度（出/进）{ratio:zh}，以 {ERASED:g} 为界",
+            evidence_zh=f"2 层模型的 4 个归一化层，训练后：长度离散度的输出/输入之比 {ratio:zh}，判定界限为 {ERASED:g}",
             reason_zh="增益和偏置留下了多少长度上的差别"),
     ]
     QN.answer(
