@@ -92,6 +92,8 @@ def test_local_executor_runs_each_configuration_once_with_the_runners_ids(tmp_pa
     assert set(runs) == {r.run_id for r in spec.load(str(path)).runs}  # the local runner's ids
     assert all(s["status"] == "completed" and s["attempts"] == 1 for s in runs.values())
     assert "submitted 4 runs as 2 jobs: local jobs" in err
+    for run_id in runs:  # each run's own log, as the local runner's runs have it (issue 42)
+        assert "ablate: training " in (tmp_path / "runs" / "loc" / run_id / "train.log").read_text()
     code, out, err = sweep(capsys, str(path), "--executor", "local")  # again: nothing trained twice
     assert code == 0 and "4 finished before, 0 to run" in err
     assert all(s["attempts"] == 1 for s in summaries(tmp_path, "loc").values())

@@ -240,7 +240,7 @@ def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs
         if cfg.trainer.threads is None:
             cfg = C.build({"trainer.threads": threads}, base=cfg)
         try:
-            statuses.append(train(cfg, log=lambda line: print(line, flush=True))["status"])
+            statuses.append(train(cfg, log=_chunk_log(R.run_dir(_run_of(cfg))))["status"])
         except RunBusy as err:  # another process trains it: the driver reads what it makes of it
             print(f"ablate: {err}", flush=True)
             statuses.append("busy")
@@ -252,6 +252,26 @@ def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs
             print(f"ablate: {type(err).__name__}: {err}", flush=True)
             statuses.append("failed")
     return statuses
+
+
+def _chunk_log(folder: Path):
+    """A run's lines in a chunk job: to the job's log, and appended to the run's own train.log as the local
+    runner's runs have it (never through a link: worker.open_log)."""
+    from .worker import LOG, open_log
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = open_log(folder / LOG)
+        except Exception:  # the job's log has it; a run folder that cannot be written fails the run elsewhere
+            return
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+    return log
 
 
 def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[str]:
