@@ -177,7 +177,7 @@ if INSIDE.ready:
               title=f"{DEEP_LAYERS}-layer model: what a token holds")
     F.legend(right)
     F.stamp(fig, INSIDE)
-    fig_inside = R.savefig(fig, "inside")
+    fig_inside = R.savefig(fig, "inside_probes")
 else:
     best = None
     print(INSIDE.missing)

@@ -48,8 +48,9 @@ def all_text(answer: dict) -> str:
 
 def test_fixture_is_small_and_complete():
     size = sum(p.stat().st_size for p in FIXTURE.iterdir())
-    # 1.38 MB before issue 25 added 14 sweeps (2.0 MB): the depth grid's tables hold per-layer probes of 24 layers
-    assert size < 2_500_000, f"fixture is {size} bytes"
+    # 1.38 MB before issue 25 added 14 sweeps (2.0 MB): the depth grid's tables hold per-layer probes of 24 layers;
+    # 2.54 MB after issue 37's inside, residual_8 and rnn_copy_long_transformer
+    assert size < 2_700_000, f"fixture is {size} bytes"
     for name in SWEEPS:
         assert (FIXTURE / f"{name}.csv").is_file() and (FIXTURE / f"{name}.npz").is_file()
         assert (FIXTURE / f"{name}_curves.csv").is_file() == (name in probed_sweeps()), name
@@ -299,13 +300,14 @@ def check_data_folder(data: Path) -> None:
 
 
 def test_the_committed_findings_are_read_at_a_glance():
-    """reports/FINDINGS.md stays under 5,000 words (the evidence lives on each answer's page), and its answers
-    table gives every question and claim an answer of at most 300 characters (issue 26)."""
+    """reports/FINDINGS.md stays under 5,500 words (the evidence lives on each answer's page), and its answers
+    table gives every question and claim an answer of at most 300 characters (issue 26). 5,000 words when it
+    held 16 answers; issue 37's two claims on the model's inside made 18 and 5,304 words (about 110 each)."""
     from ablate.report.answers import SHORT_LIMIT
     from ablate.report.build import TEXT
 
     text = (ROOT / "reports" / "FINDINGS.md").read_text()
-    assert len(text.split()) <= 5000
+    assert len(text.split()) <= 5500
     summary = "\n".join(_sections(text)[TEXT["summary"][0]])
     rows = [re.split(r"(?<!\\) \| ", line[2:-2]) for line in summary.splitlines()[2:] if line.startswith("| [")]
     assert len(rows) >= 12 and all(len(cells[1]) <= SHORT_LIMIT for cells in rows), [c[1] for c in rows]
