@@ -387,7 +387,7 @@ def test_a_pending_reason_slurm_never_gets_past_cancels_and_names_the_fix(tmp_pa
 @pytest.mark.slow
 def test_the_progress_line_shows_why_jobs_are_pending(tmp_path, capsys, slurm):
     """Every CPU of the cluster held by another job: the sweep's job pends, and the driver says why (Resources)."""
-    blocker = subprocess.run(["sbatch", "--parsable", "-c", str(slurm_cluster.CPUS), "--wrap", "sleep 6"],
+    blocker = subprocess.run(["sbatch", "--parsable", "-c", str(slurm_cluster.CPUS), "--wrap", "sleep 4"],
                              capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
     try:
         path = write(tmp_path, "wait", {"seed": {"values": [0]}})
@@ -514,7 +514,7 @@ def test_the_time_limit_warning_saves_the_partial_epoch_and_the_resume_is_exact(
     """SLURM's warning ahead of the time limit (SIGUSR2) in the middle of an epoch: the run saves its place at
     the next step and stops, recorded interrupted by SIGUSR2; submitted again it resumes from that step (not
     the epoch's start) and ends with the uninterrupted run's numbers."""
-    longer = {"data.n_train": {"value": 32768}, "trainer.max_epochs": {"value": 2}, "model.n_heads": {"value": 2},
+    longer = {"data.n_train": {"value": 32768}, "trainer.max_epochs": {"value": 1}, "model.n_heads": {"value": 2},
               "seed": {"value": 0}}
     path = write(tmp_path, "warn", longer)
     env = {**os.environ, **slurm.env}
@@ -588,6 +588,7 @@ def test_ddp_runs_side_by_side_inside_one_allocation_each_get_their_own_port(tmp
     sweep_file = tmp_path / "pair.yaml"
     params = {k: {"value": v} for k, v in (item.split("=", 1) for item in DDP)}
     params["seed"] = {"values": [0, 1]}
+    params["trainer.max_epochs"] = {"value": 1}
     sweep_file.write_text(yaml.safe_dump({**HEADER, "parameters": params}, sort_keys=False))
     log = tmp_path / "job.log"
     script = (f"cd {tmp_path} && ABLATE_RUNS_DIR={tmp_path / 'runs'} {sys.executable} -m ablate sweep {sweep_file} "

@@ -49,7 +49,7 @@ JOBS_FOLDER = ".submitit"  # under the runs folder: each job's pickles and log (
 LEDGER = "jobs.json"  # in the jobs folder: every array a driver submitted, with its runs (adopted by the next)
 DRIVER_LOCK = "driver.lock"  # in the jobs folder: held by the command driving the sweep
 POLL_S = 1.0  # the first wait between two looks at the jobs (squeue, and the runs' summary.json files)
-MAX_POLL_S = 15.0  # the wait doubles while nothing changes, up to this: one squeue call per driver per 15 s
+MAX_POLL_S = 5.0  # the wait doubles while nothing changes, up to this: one squeue call per driver per 5 s
 SAY_EVERY_S = 30.0  # a progress line at least this often while nothing changes
 SQUEUE_TRIES = 30  # squeue failing this many times in a row (a second apart) stops the command
 
