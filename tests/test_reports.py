@@ -332,7 +332,26 @@ def test_make_report_regenerates_the_committed_findings_and_figures(committed_bu
 
     chinese = set() if cjk_font() or os.environ.get("ABLATE_REQUIRE_CJK") == "1" else {
         *CHINESE_FIGURES, *(n for n in built if n.endswith(".zh.png"))}  # the Chinese figures too
-    assert [n for n in built if built[n] != committed[n] and n not in chinese] == []
+    assert [n for n in built if not same_figure(built[n], committed[n]) and n not in chinese] == []
+
+
+def same_figure(a: bytes, b: bytes) -> bool:
+    """The same PNG, or one whose pixels differ from it in at most 0.01 % of places by at most 2 levels: the
+    log scales' transforms (numpy's SIMD log10) round their last bits differently from one CPU to another,
+    which moves an antialiased edge by a trillionth of a pixel (seen: 3 of 600,000 pixels, by 1 level, in
+    claims_attention_cost.png). A changed number, label or line changes hundreds of pixels by far more."""
+    if a == b:
+        return True
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    x, y = (np.asarray(Image.open(io.BytesIO(d)).convert("RGBA"), dtype=int) for d in (a, b))
+    if x.shape != y.shape:
+        return False
+    diff = np.abs(x - y).max(axis=-1)
+    return int(diff.max()) <= 2 and int((diff > 0).sum()) <= x.shape[0] * x.shape[1] // 10_000
 
 
 # ------------------------------------------------------------------ answers come from the data
