@@ -139,6 +139,15 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         return load_checkpoint(Path(path), map_location=map_location or "cpu")
 
 
+class Paused(Exception):
+    """The run trained to the epoch the sweep runner asked it to wait at (early termination's band,
+    ablate.sweep.hyperband), its place saved in last.ckpt: recorded `paused`, resumed exactly later."""
+
+    def __init__(self, epochs: int):
+        super().__init__(f"paused after epoch {epochs}")
+        self.epochs = epochs
+
+
 class LastCheckpoint(Checkpoint):
     """last.ckpt at the end of every training epoch and every `every_n_steps` optimiser steps.
 
@@ -148,15 +157,22 @@ class LastCheckpoint(Checkpoint):
     (`RngState`), so a run resumed from it continues exactly as the uninterrupted one. Being a
     `Checkpoint`, Lightning runs it after every other callback. It also carries the metrics known at
     its step, so a run resumed at its last step (killed while probing or testing) reports them.
-    `after_epoch(trainer)` is called once an epoch's checkpoint is on disk (progress lines)."""
+    `after_epoch(trainer)` is called once an epoch's checkpoint is on disk (progress lines). With
+    `pause_after` N the run raises `Paused` once N epochs are done and saved (at once when it resumes
+    with N or more done)."""
 
-    def __init__(self, path: Path, every_n_steps: int = 0, after_epoch=None, stop=None):
+    def __init__(self, path: Path, every_n_steps: int = 0, after_epoch=None, stop=None, pause_after: int | None = None):
         self.path = Path(path)
         self.every = every_n_steps
         self.after_epoch = after_epoch
         self.metrics: dict[str, float] = {}  # callback_metrics of the checkpoint resumed from
         self.stop = stop  # stop(signum): raises, ending the run as that signal would (train.Interrupted)
         self.asked: int | None = None  # a signal that asked the run to save its place and stop
+        self.pause_after = pause_after
+
+    def on_train_start(self, trainer, pl_module):
+        if self.pause_after is not None and trainer.current_epoch >= self.pause_after:
+            raise Paused(trainer.current_epoch)
 
     def save_and_stop(self, signum: int) -> None:
         """A warning before the end (SLURM's USR2 ahead of the time limit): save last.ckpt at the next step
@@ -181,6 +197,8 @@ class LastCheckpoint(Checkpoint):
             self.after_epoch(trainer)
         if self.asked is not None and self.stop is not None:
             self.stop(self.asked)
+        if self.pause_after is not None and trainer.current_epoch + 1 >= self.pause_after:
+            raise Paused(trainer.current_epoch + 1)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         checkpoint["callback_metrics"] = {k: float(v) for k, v in trainer.callback_metrics.items()}

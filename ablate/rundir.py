@@ -26,7 +26,7 @@ from .fileio import atomic_write
 from .runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
 
 CONFIG, SUMMARY, METRICS, CKPT, LOCK = "config.yaml", "summary.json", "metrics.csv", "last.ckpt", ".lock"
-FINISHED = ("completed", "diverged")  # terminal: never run again
+FINISHED = ("completed", "diverged", "stopped")  # terminal: never run again (stopped: by early termination)
 # what a run directory may hold besides its own set-aside (*.corrupt-*) and temp (.*.tmp) files
 RUN_FILES = frozenset({CONFIG, SUMMARY, METRICS, CKPT, LOCK, "probes.json", "probes.npz", "probes.csv", "wandb",
                        "train.log"})

@@ -31,6 +31,7 @@ from .callbacks import (
     Diverged,
     DivergenceGuard,
     LastCheckpoint,
+    Paused,
     ProgressLines,
     RngState,
     RunCSVLogger,
@@ -588,7 +589,8 @@ def _fit(a: Attempt) -> dict[str, Any]:
         loggers.append(wandb_logger(run_dir, cfg))
     throughput = Throughput()
     lines = ProgressLines(log, run_dir) if progress else None
-    last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=lines, stop=_stop)
+    last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=lines, stop=_stop,
+                          pause_after=_pause_after())
     extra = [last, RngState(), DivergenceGuard(), throughput, *([lines] if lines else []), *a.callbacks]
     recorder = None
     if cfg.run.probes:
@@ -605,15 +607,23 @@ def _fit(a: Attempt) -> dict[str, Any]:
     # a set the levels cannot be computed for fails the run before it has trained
     status, diverged = "completed", {}
     try:
+        paused = None
         with _warning_saves(last):
-            trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if a.resume_step is not None else None,
-                        weights_only=True)
+            try:
+                trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if a.resume_step is not None else None,
+                            weights_only=True)
+            except Paused as pause:  # early termination's band (ablate.sweep.hyperband): no final probes or test
+                paused = pause
         metrics = {**last.metrics, **_scalars(trainer.callback_metrics)}
-        if recorder is not None and trainer.is_global_zero:
-            if progress:
-                log("ablate: probing the final model" + (" (with head masking)" if cfg.run.expensive_probes else ""))
-            recorder.final(trainer, task.model, datamodule, cfg.run.expensive_probes)
-        trainer.test(task, datamodule=datamodule, verbose=False)
+        if paused is not None:
+            status, diverged = "paused", {"paused_after_epoch": paused.epochs}
+            log(f"ablate: paused after epoch {paused.epochs} (the sweep's early termination band); resumes from {CKPT}")
+        else:
+            if recorder is not None and trainer.is_global_zero:
+                if progress:
+                    log("ablate: probing the final model" + (" (with head masking)" if cfg.run.expensive_probes else ""))
+                recorder.final(trainer, task.model, datamodule, cfg.run.expensive_probes)
+            trainer.test(task, datamodule=datamodule, verbose=False)
         metrics.update(references)
         if not child and trainer.is_global_zero:
             metrics.update(learning_curve(run_dir / METRICS))
@@ -635,6 +645,14 @@ def _fit(a: Attempt) -> dict[str, Any]:
     if ours and _distributed():  # every rank is past its last collective. Lightning closes only NCCL's group
         torch.distributed.destroy_process_group()  # (atexit); gloo's, left open, can abort a rank as it exits
     return summary  # ("terminate called without an active exception", pytorch/pytorch#190489)
+
+
+def _pause_after() -> int | None:
+    """The epoch the sweep runner asked this run to pause after (early termination's band), if any."""
+    from .sweep.hyperband import PAUSE_ENV
+
+    text = os.environ.get(PAUSE_ENV, "")
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 def _distributed() -> bool:

@@ -174,7 +174,7 @@ BAD = {
                   "model.norm"),
     "bayes": ({**HEADER, "method": "bayes", "parameters": {"seed": {"values": [0, 1]}}}, "wandb agent"),
     "early_terminate": ({**HEADER, "method": "grid", "early_terminate": {"type": "hyperband", "min_iter": 1},
-                         "parameters": {"seed": {"values": [0, 1]}}}, "early_terminate is applied by W&B's agents only"),
+                         "parameters": {"seed": {"values": [0, 1]}}}, "early_terminate stops runs of the learning-rate stage of a tuned sweep"),
     "random without run_cap": ({**HEADER, "method": "random", "parameters": {"seed": {"values": [0, 1]}}},
                                "run_cap"),
     "run.dir": ({**HEADER, "method": "grid", "parameters": {"run.dir": {"value": "/tmp/x"}}}, "cannot be swept"),

@@ -315,7 +315,7 @@ def tuned(
             mine = mine[mine[k].astype(object).map(repr) == repr(v)]
         for v in values:
             runs = mine[[same(x, v) for x in mine[key]]]
-            finished = runs["status"].isin(("completed", "diverged"))
+            finished = runs["status"].isin(("completed", "diverged", "stopped"))
             if runs.empty or not finished.all() or runs["seed"].nunique() < n_tune:
                 mean = np.nan  # not every tune seed has finished at this value yet
             else:  # the runner's own rule: diverged, or no finite metric, scores the worst

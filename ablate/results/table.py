@@ -26,6 +26,8 @@
                         without a part shows 0 for it (a Transformer's recurrent, an RNN's attention
                         and ffn), not empty: it has no such parameters
     wall_time_s, train_samples_per_s, global_step, attempts, diverged_step
+    stopped_epoch       the epoch early termination stopped a run at (status `stopped`; ablate.sweep.hyperband):
+                        only in a table that has such a run
     commit, dirty       provenance of the run (git HEAD and whether tracked files were modified)
     commit_mismatch     True where `commit` is known and differs from the reference commit: the most
                         common one among completed runs (ties: the one with more rows, then by name)
@@ -235,6 +237,8 @@ def read_run(run_dir: Path) -> RunRecord | None:
         params=mapping("params"),
         bookkeeping={
             **{k: summary.get(k) for k in ("wall_time_s", "train_samples_per_s", "global_step", "attempts", "diverged_step")},
+            **({"stopped_epoch": summary["early_terminate"].get("band")}
+               if isinstance(summary.get("early_terminate"), dict) else {}),
             "commit": provenance.get("commit"),
             "dirty": provenance.get("dirty"),
             "error": "; also ".join(problems) if problems else last_line(summary.get("error")),
@@ -493,7 +497,9 @@ def from_records(
     metrics = metric_columns(k for r in records for k in r.metrics)
     probes = probe_columns(k for r in records for k in r.probes)
     params = param_columns(k for r in records for k in r.params)
-    columns = ["run_id", *config_keys, "status", *metrics, *probes, *params, *BOOKKEEPING]
+    stopped = ["stopped_epoch"] if any("stopped_epoch" in r.bookkeeping for r in records) else []
+    columns = ["run_id", *config_keys, "status", *metrics, *probes, *params, *BOOKKEEPING[:5], *stopped,
+               *BOOKKEEPING[5:]]
     rows = []
     for r in records:
         row = {"run_id": r.run_id, "status": r.status, **r.config, **r.metrics, **r.probes}
@@ -598,7 +604,7 @@ def display_columns(df: pd.DataFrame) -> list[str]:
     else:
         metrics = df.attrs.get("metrics") or [c for c in df.columns if METRIC.match(c)]
         keys = [k for k in swept_keys(df) if k != "seed"]
-        wanted = [*keys, "seed", *tuned, "status", *_main_metrics(metrics), "wall_time_s", "commit"]
+        wanted = [*keys, "seed", *tuned, "status", "stopped_epoch", *_main_metrics(metrics), "wall_time_s", "commit"]
     return [c for c in dict.fromkeys(wanted) if c in df.columns]
 
 

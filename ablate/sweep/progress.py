@@ -29,8 +29,8 @@ class Progress:
     workers: int
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     tty: bool | None = None
-    counts: dict[str, int] = field(default_factory=lambda: {"completed": 0, "diverged": 0, "failed": 0,
-                                                            "interrupted": 0})
+    counts: dict[str, int] = field(default_factory=lambda: {"completed": 0, "diverged": 0, "stopped": 0,
+                                                            "failed": 0, "interrupted": 0})
     durations: list[float] = field(default_factory=list)  # of runs finished by this invocation
     running: dict[str, float] = field(default_factory=dict)  # run id -> start (monotonic)
     waiting: set[str] = field(default_factory=set)  # run ids another process is training
@@ -44,7 +44,7 @@ class Progress:
 
     @property
     def finished(self) -> int:
-        return self.counts["completed"] + self.counts["diverged"] + self.counts["failed"]
+        return self.counts["completed"] + self.counts["diverged"] + self.counts["stopped"] + self.counts["failed"]
 
     def eta(self) -> float | None:
         """Work left (pending runs at the mean duration, running ones at what remains of it) / workers."""
@@ -62,6 +62,8 @@ class Progress:
         if self.waiting:
             parts.append(f"{len(self.waiting)} waiting for another process")
         parts += [f"{c['diverged']} diverged", f"{c['failed']} failed"]
+        if c["stopped"]:
+            parts.append(f"{c['stopped']} stopped early")
         if c["interrupted"]:
             parts.append(f"{c['interrupted']} interrupted")
         return " | ".join(parts) + (f" | {duration(time.monotonic() - self.started)} elapsed, "

@@ -41,9 +41,10 @@ from typing import Any, TextIO
 
 from .. import config as C
 from ..provenance import other_code_note
-from ..rundir import FINISHED, LOCK, METRICS, SUMMARY, read_summary, runs_root
+from ..rundir import FINISHED, LOCK, METRICS, SUMMARY, read_summary, runs_root, write_json
 from ..runfiles import RunFileError, nonfinite_cell, nonfinite_metric, read_metrics_rows
 from . import gpus as G
+from . import hyperband as H
 from . import tune as T
 from . import worker
 from .progress import Progress, duration
@@ -151,8 +152,12 @@ def run_dir(run: Run) -> Path:
     return runs_root() / run.cfg.run.group / run.run_id
 
 
+def _status(run: Run) -> str | None:
+    return (read_summary(run_dir(run)) or {}).get("status")
+
+
 def finished(run: Run) -> bool:
-    return (read_summary(run_dir(run)) or {}).get("status") in FINISHED
+    return _status(run) in FINISHED
 
 
 def locked(run: Run) -> bool:
@@ -233,6 +238,9 @@ class Stages:
 
     def is_stage1(self, run: Run) -> bool:
         return run.cfg.seed in self.tune.seeds
+
+    def variant_of(self, run: Run) -> str:
+        return next(name for name, runs in self.variants.items() if run in runs)
 
     def value(self, run: Run) -> Any:
         return C.flat(run.cfg)[self.tune.key]
@@ -328,6 +336,7 @@ def _env(threads: int | None, gpus: str | None) -> dict[str, str]:
         env["TMPDIR"] = worker.temp_dir()
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
+    env.pop(H.PAUSE_ENV, None)  # set per run by the runner (early termination), never inherited
     return env
 
 
@@ -403,10 +412,16 @@ class Runner:
         self.interrupted = False
         self.stop: str | None = None  # set when the runs folder cannot be written: start nothing more
         self.left: int | None = None  # of --max-runs, what stage 2 may still start
+        # early termination (sweep.early): the epoch each stage-1 run is to pause after when it starts next, and
+        # the runs paused at their variant's band, waiting for the rest of the variant's stage 1
+        self.pause: dict[str, int] = {}
+        self.held: set[str] = set()
 
     # -- starting and ending one run -------------------------------------------------------------
     def _start(self, run: Run, slot: int) -> Active:
         env = _env(run.cfg.trainer.threads, self.plan.slots[slot])
+        if run.run_id in self.pause:
+            env[H.PAUSE_ENV] = str(self.pause[run.run_id])
         active = Active(run=run, slot=slot, spawned_at=time.monotonic())
         directory = run_dir(run)
         directory.mkdir(parents=True, exist_ok=True)  # a full or read-only runs folder stops the sweep here
@@ -511,6 +526,8 @@ class Runner:
         status = summary.get("status")
         if code == worker.OK and status in FINISHED:
             return status, ""
+        if code == worker.OK and status == "paused":
+            return "paused", f"at its early-termination band, epoch {summary.get('paused_after_epoch')}"
         if code == worker.BUSY:
             return "busy", "another process holds its lock"
         if self.interrupted:
@@ -545,10 +562,16 @@ class Runner:
                     before.append(read_summary(run_dir(run)))
                     status = before[-1]["status"]
                     report.skipped[status] = report.skipped.get(status, 0) + 1
+                elif self.sweep.early is not None and _status(run) == "paused":
+                    self.held.add(run.run_id)  # at its band: decided on with its variant (_bands)
                 else:
                     todo.append(run)
 
         take(first)
+        if stages and self.sweep.early is not None:
+            ledger = H.read_ledger(runs_root() / self.sweep.name)
+            for run in todo:  # each stage-1 run trains to the first band it has not passed
+                self._aim(stages, run, ledger)
         decided: list[str] = []
         if stages:  # variants whose stage 1 finished before: their stage 2 is known now
             for name, runs in stages.plan():
@@ -578,6 +601,9 @@ class Runner:
             progress.say(f"ablate sweep {self.sweep.name}: of the {done_before} runs finished before, {note}")
         if stages:
             progress.say(f"ablate sweep {self.sweep.name}: {stages.describe()}")
+            if self.sweep.early is not None:
+                epochs = min(r.cfg.trainer.max_epochs for r in stages.stage1)
+                progress.say(f"ablate sweep {self.sweep.name}: {self.sweep.early.describe(epochs)}")
             for name in decided:
                 progress.say(f"ablate sweep {self.sweep.name}: stage 2 of {stages.choice_line(name)}")
         if any(forked(r) for r in todo) or undecided:
@@ -588,6 +614,8 @@ class Runner:
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
         seen = progress.finished
         try:
+            if stages and self.held:  # paused before: decided on now where their variant is all at the band
+                self._bands(stages, queue, report, progress)
             while (queue or self.active or self.waiting) and self.stop is None:
                 self._fill(queue, free, progress, report)
                 progress.draw()
@@ -618,6 +646,8 @@ class Runner:
                         self.stop = self.stop or cannot_write(err, runs_root() / self.sweep.name)
                         report.outcomes.setdefault("failed", []).append(active.run)
                 self._check_waiting(queue, report, progress)
+                if stages and self.held and ended:
+                    self._bands(stages, queue, report, progress)
                 if stages and progress.finished != seen:
                     seen = progress.finished
                     self._stage2(stages, queue, report, progress)
@@ -639,6 +669,65 @@ class Runner:
         report.wall_s = time.monotonic() - started
         return report
 
+    def _aim(self, stages: Stages, run: Run, ledger: dict[str, Any]) -> None:
+        """The epoch a stage-1 run pauses after when it starts: the first band its variant's decisions
+        (hyperband.json) have not let it past; none past the last band."""
+        early = self.sweep.early
+        if early is None or not stages.is_stage1(run):
+            return
+        name = stages.variant_of(run)
+        passed = [int(b) for b, d in ledger.get(name, {}).items() if run.run_id in d.get("went_on", ())]
+        band = early.next_band(max(passed, default=0))
+        if band is None:
+            self.pause.pop(run.run_id, None)
+        else:
+            self.pause[run.run_id] = band
+
+    def _bands(self, stages: Stages, queue: list[Run], report: Report, progress: Progress) -> None:
+        """Early termination (ablate.sweep.hyperband): for each variant whose stage-1 runs are all at its band
+        (paused) or finished, W&B's rule on their curves; the decision is recorded in hyperband.json, then the
+        losers are recorded `stopped` and the others queued to the next band (first, so the variant goes on)."""
+        early, t = self.sweep.early, stages.tune
+        assert early is not None
+        folder = runs_root() / self.sweep.name
+        ledger = H.read_ledger(folder)
+        busy = set(self.active) | set(self.waiting) | {r.run_id for r in queue}
+        for name, runs in stages.variants.items():
+            stage1 = [r for r in runs if stages.is_stage1(r)]
+            held = [r for r in stage1 if r.run_id in self.held]
+            if not held or any(r.run_id in busy for r in stage1):
+                continue
+            summaries = {r.run_id: read_summary(run_dir(r)) or {} for r in stage1}
+            if any(s.get("status") not in FINISHED and r.run_id not in self.held
+                   for r, s in zip(stage1, summaries.values())):
+                continue  # one failed or was interrupted: the next invocation runs it, then decides
+            band = min(int(summaries[r.run_id].get("paused_after_epoch") or 0) for r in held)
+            decision = ledger.get(name, {}).get(str(band))
+            if decision is None:
+                curves = {r.run_id: H.history(run_dir(r), t.metric) for r in stage1}
+                stops = H.to_stop(curves, {r.run_id for r in held}, early, t.maximize)
+                decision = {"stopped": {rid: stop.as_dict() for rid, stop in stops.items()},
+                            "went_on": [r.run_id for r in held if r.run_id not in stops]}
+                ledger.setdefault(name, {})[str(band)] = decision
+                H.write_ledger(folder, ledger)  # first: a kill after it repeats nothing, and decides the same
+            shown = f"{name}: " if name else ""
+            progress.say(f"ablate sweep {self.sweep.name}: {shown}early termination at epoch {band}: "
+                         f"{len(decision['stopped'])} of {len(held)} runs stopped, {len(decision['went_on'])} go on")
+            for run in held:
+                self.held.discard(run.run_id)
+                stop = decision["stopped"].get(run.run_id)
+                if stop is None:
+                    self._aim(stages, run, ledger)
+                    queue.insert(0, run)
+                    progress.pending += 1
+                    continue
+                summary = summaries[run.run_id]
+                summary.update(status="stopped", early_terminate=stop)
+                write_json(run_dir(run) / SUMMARY, summary)
+                report.outcomes.setdefault("stopped", []).append(run)
+                progress.finish(run.run_id, "stopped", f"{self._label(run)}: {t.metric} {stop['value']:.4g} at epoch "
+                                f"{stop['band']}, short of the threshold {stop['threshold']:.4g}")
+
     def _stage2(self, stages: Stages, queue: list[Run], report: Report, progress: Progress) -> None:
         """Queue the stage-2 runs of every variant whose stage 1 has just finished (within --max-runs)."""
         for name, runs in stages.plan():
@@ -659,6 +748,10 @@ class Runner:
         if active.conn is not None:
             active.conn.close()
         outcome, note = self._outcome(active, code)
+        if outcome == "paused":  # waits for the rest of its variant's stage 1 (_bands), not finished
+            self.held.add(active.run.run_id)
+            progress.finish(active.run.run_id, outcome, f"{self._label(active.run)}: {note}")
+            return
         if outcome == "busy":  # another process trains it: wait for its result
             self.waiting[active.run.run_id] = active.run
             progress.wait(active.run.run_id, self._label(active.run))
@@ -762,9 +855,9 @@ def summarise(sweep: Sweep, report: Report, stream: TextIO, out: TextIO) -> int:
         forked, first = sorted(report.forked_s), sorted(report.first_step_s)
         stream.write(f"start-up of a run: process {_median(forked):.2f} s, first training step "
                      f"{_median(first):.2f} s (medians; max {first[-1]:.2f} s) over {len(first)} runs\n")
-    counts = {k: report.count(k) for k in ("completed", "diverged", "failed", "interrupted")}
+    counts = {k: report.count(k) for k in ("completed", "diverged", "stopped", "failed", "interrupted")}
     result = {"sweep": sweep.name, "runs": report.total, **counts,
-              "left": report.total - counts["completed"] - counts["diverged"],
+              "left": report.total - counts["completed"] - counts["diverged"] - counts["stopped"],
               "skipped": sum(report.skipped.values()), "run_now": sum(len(v) for v in report.outcomes.values()),
               "by_other_process": sum(len(v) for v in report.elsewhere.values()),
               "wall_s": round(report.wall_s, 1), "runs_dir": str(runs_root() / sweep.name)}

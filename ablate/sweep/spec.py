@@ -28,6 +28,8 @@ from typing import Any
 from .. import config as C
 from ..budgets import SMOKE_SEEDS
 from ..yamlfile import YamlFileError, read_yaml
+from .hyperband import Hyperband, HyperbandError
+from .hyperband import parse as parse_hyperband
 from .names import display_name
 from .tune import Tune, TuneError, parse_tune, stage1_seeds
 
@@ -79,6 +81,7 @@ class Sweep:
     # local runner runs stage 1 and, per variant, stage 2 at the chosen value only. `tune.values` are
     # the key's typed values, `tune.seeds` the tune seeds this expansion has.
     tune: Tune | None = None
+    early: Hyperband | None = None  # early_terminate (ablate.sweep.hyperband): stage 1 of a tuned sweep only
 
     def expected_runs(self) -> int:
         """How many runs the local runner makes of this sweep: all of `runs`, or for a tuned sweep its
@@ -136,10 +139,6 @@ def check_top_level(path: Path, spec: dict[str, Any]) -> None:
                          "and `wandb agent`, or use method grid or random here")
     if method not in METHODS:
         raise SweepError(f"{path}: method={method!r} is not allowed; use grid or random")
-    if "early_terminate" in spec:  # W&B's agents stop runs by it; ablate's runners would train every run to the end
-        raise SweepError(f"{path}: early_terminate is applied by W&B's agents only, and ablate's runners would "
-                         f"train every run to its end; remove it here, or run the file with `wandb sweep {path}` "
-                         "and `wandb agent`")
     params = spec.get("parameters")
     if not isinstance(params, dict) or not params:
         raise SweepError(f"{path}: 'parameters' must be a non-empty mapping of ablate train keys; "
@@ -442,6 +441,12 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
         tune = parse_tune(path, spec)
     except TuneError as err:
         raise SweepError(str(err)) from None
+    early = None
+    if "early_terminate" in spec:
+        try:
+            early = parse_hyperband(str(path), spec["early_terminate"], tuned=tune is not None)
+        except HyperbandError as err:
+            raise SweepError(str(err)) from None
     notes: list[str] = []
     if method == "grid":
         check_grid_size(path, params)
@@ -473,11 +478,14 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
     varying = [k for k in params if len({repr(r.params.get(k)) for r in runs}) > 1]
     if "run.name" not in params:  # each run named by its swept values (not part of its id)
         runs = [_named(r, varying, name) for r in runs]
+    if early is not None and not early.within(epochs := max(r.cfg.trainer.max_epochs for r in runs)):
+        raise SweepError(f"{path}: early_terminate's first band is epoch {early.bands[0]}, after the runs' "
+                         f"{epochs} epochs, so it would stop nothing; lower min_iter (or max_iter)")
     if tune is not None:
         values = tuple(sorted({C.flat(r.cfg)[tune.key] for r in runs}))
         tune = dataclasses.replace(tune, values=values, seeds=stage1_seeds(tune, (r.cfg.seed for r in runs)))
     return Sweep(name=name, path=path, method=method, spec=spec, runs=runs, varying=varying, notes=tuple(notes),
-                 tune=tune)
+                 tune=tune, early=early)
 
 
 def _named(run: Run, varying: list[str], sweep: str) -> Run:
