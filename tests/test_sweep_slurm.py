@@ -55,6 +55,7 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("ABLATE_PROGRESS", "0")
     monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("ABLATE_POLL_MAX_S", "1")  # the test cluster is this module's alone: look every second
     monkeypatch.chdir(tmp_path)
 
 
@@ -546,6 +547,17 @@ def test_the_time_limit_warning_saves_the_partial_epoch_and_the_resume_is_exact(
     assert resumed["global_step"] == reference["global_step"]
     for key in ("train/loss", "val/loss", "val/acc", "val/acc_best", "test/acc"):
         assert resumed["metrics"][key] == reference["metrics"][key], key
+
+
+@pytest.mark.parametrize("value, seconds", [(None, 5.0), ("1", 1.0), ("2.5", 2.5), ("0", 1.0), ("600", 60.0),
+                                            ("soon", 5.0), ("nan", 5.0)])
+def test_the_longest_wait_between_looks_at_the_queue_is_5_s_or_what_the_variable_says(monkeypatch, value, seconds):
+    from ablate.sweep.executor import POLL_ENV, max_poll_s
+
+    monkeypatch.delenv(POLL_ENV, raising=False)
+    if value is not None:
+        monkeypatch.setenv(POLL_ENV, value)
+    assert max_poll_s() == seconds
 
 
 def test_the_warning_comes_90_s_before_the_limit_or_a_quarter_of_a_short_job():

@@ -50,6 +50,16 @@ LEDGER = "jobs.json"  # in the jobs folder: every array a driver submitted, with
 DRIVER_LOCK = "driver.lock"  # in the jobs folder: held by the command driving the sweep
 POLL_S = 1.0  # the first wait between two looks at the jobs (squeue, and the runs' summary.json files)
 MAX_POLL_S = 5.0  # the wait doubles while nothing changes, up to this: one squeue call per driver per 5 s
+POLL_ENV = "ABLATE_POLL_MAX_S"  # sets MAX_POLL_S (between POLL_S and 60): a private cluster may be asked more often
+
+
+def max_poll_s() -> float:
+    """MAX_POLL_S, or $ABLATE_POLL_MAX_S where it is a number of seconds from POLL_S to 60."""
+    try:
+        value = float(os.environ.get(POLL_ENV, ""))
+    except ValueError:
+        return MAX_POLL_S
+    return min(60.0, max(POLL_S, value)) if value == value else MAX_POLL_S
 SAY_EVERY_S = 30.0  # a progress line at least this often while nothing changes
 SQUEUE_TRIES = 30  # squeue failing this many times in a row (a second apart) stops the command
 
@@ -491,7 +501,7 @@ class Dispatch:
     def _wait(self, jobs: list, runs: list[Run]) -> None:
         """Until every job of the wave is gone, with a line when the counts or SLURM's reasons for pending jobs
         change (or every 30 s). The looks at squeue and the summaries come 1 s apart at first and twice as far
-        apart while nothing changes, up to MAX_POLL_S. A reason SLURM never gets past (NEVER) cancels the
+        apart while nothing changes, up to max_poll_s(). A reason SLURM never gets past (NEVER) cancels the
         jobs and stops the command in one line naming the fix."""
         shown, last, pause = None, time.monotonic(), POLL_S
         while True:
@@ -512,7 +522,7 @@ class Dispatch:
             if not left:
                 return
             time.sleep(pause)
-            pause = min(MAX_POLL_S, 2 * pause)
+            pause = min(max_poll_s(), 2 * pause)
 
     def _alive(self, jobs: list) -> tuple[int, dict[str, int]]:
         """The jobs (array tasks) still queued or running, and of the pending ones how many wait for each reason
