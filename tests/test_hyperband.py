@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -64,6 +67,14 @@ CASES = [
     ("the last band reached decides", {"min_iter": 1, "eta": 2}, "maximize",
      [("a", True, [0.2, 0.3, 0.9, 0.9]), ("b", True, [0.3, 0.4, 0.5, 0.6]), ("c", False, [0.1, 0.2, 0.95, 0.96]),
       ("d", True, [0.9])], {"b": (4, 0.6, 0.9)}),
+    # W&B's index is int((1 / eta) * n): with eta 1.1 and 33 runs that is 30 (int(33 / 1.1) would be 29), so the
+    # threshold is the 31st value, 31, and only 32 and 33 stop
+    ("the threshold's index is W&B's r * n", {"min_iter": 1, "eta": 1.1}, "minimize",
+     [(f"r{i}", True, [float(i)]) for i in range(1, 34)], {"r32": (1, 32.0, 31.0), "r33": (1, 33.0, 31.0)}),
+    # infinite values are dropped as NaN is (W&B's is_number: finite): the histories are [1], [2], [3] and band 2
+    # is reached by none; at band 1 (1 2 3 -> index 1: 2) r3 stops
+    ("infinite values dropped", {"min_iter": 1, "eta": 2}, "minimize",
+     [(f"r{i}", True, [float(i), math.inf]) for i in range(1, 4)], {"r3": (1, 3.0, 2.0)}),
 ]
 
 
@@ -82,6 +93,7 @@ def test_the_rule_stops_what_w_and_bs_rule_stops_on_the_same_curves(case, block,
     ({"max_iter": 5, "eta": 2, "s": 2}, [1, 2]),  # the doctest: 5 / 2 = 2.5 -> 2, 1.25 -> 1
     ({"max_iter": 4, "eta": 3, "s": 5}, [1]),  # 4 / 9 < 1: W&B stops there
     ({"min_iter": 1}, [1, 3, 9]),  # eta defaults to 3
+    ({"min_iter": 1, "eta": 5000.0}, [1, 5000]),  # 5000 ** 100 would overflow a float: the bands stop at 1e9
 ])
 def test_bands_are_w_and_bs(block, bands):
     assert list(H.parse("s.yaml", {"type": "hyperband", **block}, tuned=True).bands[:len(bands)]) == bands
@@ -105,8 +117,8 @@ TUNED = {**HEADER, "description": "tune optim.lr on seeds 0"}
     ({"type": "hyperband", "min_iter": 1, "eta": 1}, True, "early_terminate eta=1; expected a number > 1"),
     ({"type": "hyperband", "min_iter": 1, "strict": "yes"}, True, "early_terminate strict='yes'; expected true or"),
     ({"type": "hyperband", "max_iter": 2, "s": 1, "eta": 3}, True, "gives no band of at least 1 epoch"),
-    ({"type": "hyperband", "min_iter": 3}, True, "first band is epoch 3, after the runs' 2 epochs, so it would stop "
-     "nothing; lower min_iter"),
+    ({"type": "hyperband", "min_iter": 2}, True, "first band is epoch 2, not before the runs' last epoch (2), so it "
+     "would stop nothing; lower min_iter"),
     ("hyperband", True, "early_terminate must be a mapping"),
 ])
 def test_a_bad_early_terminate_exits_2_in_one_line_before_any_run(tmp_path, capsys, block, tuned, line):
@@ -143,9 +155,11 @@ def test_a_tuned_sweep_stops_the_losers_at_each_band_and_the_rest_end_as_if_neve
     result = json.loads(captured.out.strip().splitlines()[-1])
     root = tmp_path / "runs" / "hb"
     runs, cfgs = summaries(root), configs(root)
-    ledger = json.loads((root / H.LEDGER).read_text())
+    recorded = json.loads((root / H.LEDGER).read_text())
+    ledger = recorded["decisions"]
     sweep = spec.load(str(path))
     rule, by_id = sweep.early, {r.run_id: r for r in sweep.runs}
+    assert recorded["rule"] == {"bands": list(rule.bands), "eta": 2.0, "strict": True}
 
     stopped = {rid for rid, s in runs.items() if s["status"] == "stopped"}
     assert stopped and result["stopped"] == len(stopped)  # the rule had something to stop
@@ -194,3 +208,20 @@ def test_a_tuned_sweep_stops_the_losers_at_each_band_and_the_rest_end_as_if_neve
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["run_now"] == 0
     assert mtimes == {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
     assert read_summary(root / next(iter(stopped)))["status"] == "stopped"
+
+    # a rate added to the grid afterwards: its runs meet the decisions made without them, are judged by the same
+    # rule at each band (never sent back to a band decided already), and the rest is left as it was
+    grid["optim.lr"] = {"values": [*LRS, 1e-3]}
+    path.write_text(yaml.safe_dump({**TUNED, "early_terminate": {"type": "hyperband", "min_iter": 1, "eta": 2},
+                                    "parameters": grid}, sort_keys=False))
+    again = subprocess.run([sys.executable, "-m", "ablate", "sweep", str(path)], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "ABLATE_RUNS_DIR": str(tmp_path / "runs")})
+    assert again.returncode == 0, again.stderr[-3000:]
+    added = [rid for rid, c in configs(root).items() if c["optim"]["lr"] == 1e-3]
+    assert len(added) == 2 and all(read_summary(root / rid)["status"] in ("completed", "stopped") for rid in added)
+    after = json.loads((root / H.LEDGER).read_text())["decisions"]
+    for variant, bands in ledger.items():
+        for band, decision in bands.items():  # what was decided stays; the new runs are added to it
+            assert set(decision["went_on"]) <= set(after[variant][band]["went_on"])
+            assert decision["stopped"].items() <= after[variant][band]["stopped"].items()
+    assert all(runs[rid]["status"] == read_summary(root / rid)["status"] for rid in runs)

@@ -580,10 +580,14 @@ def test_wandb_states_config_forms_and_summary_names():
         Run(id="d", state="killed", config={"model.n_heads": 2, "seed": 3}, summary={"val/acc": 0.2}),
         Run(id="e", state="running", config={"model.n_heads": 2, "seed": 4}, summary={}),
         Run(id="f", state="finished", config={"model.n_heads": 2, "seed": 5}, summary={"test/acc": 0.7}, commit="c2"),
+        # held at an early-termination band (its W&B run closed there, "finished"): never read as completed
+        Run(id="g", state="finished", config={"model.n_heads": 2, "seed": 6}, summary={"status": "paused",
+                                                                                       "val/acc_best": 0.3}, commit="c2"),
     ]
     df = load_wandb("g", "team/p", api=ListApi(runs)).set_index("run_id")
-    assert df["status"].to_dict() == {"a": "completed", "b": "diverged", "c": "failed", "d": "failed", "e": "running", "f": "completed"}
-    assert df["model.n_heads"].to_dict() == {"a": 2, "b": 4, "c": 8, "d": 2, "e": 2, "f": 2}
+    assert df["status"].to_dict() == {"a": "completed", "b": "diverged", "c": "failed", "d": "failed", "e": "running",
+                                      "f": "completed", "g": "paused"}
+    assert df["model.n_heads"].to_dict() == {"a": 2, "b": 4, "c": 8, "d": 2, "e": 2, "f": 2, "g": 2}
     # W&B's and Lightning's keys dropped; the keys added since these runs at their defaults (issue 41)
     from ablate import config as C
 
@@ -594,7 +598,7 @@ def test_wandb_states_config_forms_and_summary_names():
     assert list(df.columns[len(keys):len(keys) + 2]) == ["seed", "status"] and set(df["model.arch"]) == {"transformer"}
     assert df.loc["a", "params/total"] == 10 and df.loc["b", "params/total"] == 12 and df.loc["b", "diverged_step"] == 7
     assert df.loc["a", "probe/final/x"] == 1.0 and "probe/final/attention" not in df.columns and "epoch" not in df.columns
-    assert df.loc["a", "wall_time_s"] == 3 and df["commit_mismatch"].to_dict() == {k: k == "f" for k in df.index}
+    assert df.loc["a", "wall_time_s"] == 3 and df["commit_mismatch"].to_dict() == {k: k in "fg" for k in df.index}
 
 
 class ListApi:

@@ -14,7 +14,7 @@ reports' too).
 A tuned sweep (a `tuned.<key>` column, see ablate.sweep.tune) is read at each variant's chosen value:
 `best_lr` returns those rows (every seed), `aggregate(df)` gives one row per variant at it, with the
 `tuned.<key>` column and the stage-1 curve (`tune/<metric>@<key>=<value>`: the metric's mean over the
-tune seeds at each value tried, -inf (maximised) / inf (minimised) where a run diverged).
+tune seeds at each value tried, -inf (maximised) / inf (minimised) where a run diverged or was stopped early).
 
 Diverged runs have no final metrics. By default they are left out of the statistics (`n` counts
 the runs that entered them, `n_diverged` how many diverged); `diverged_as=0.1` (say, chance
@@ -288,7 +288,7 @@ def tuned(
     (its chosen one; `tuned.<key>` is empty where stage 1 is not finished, and the value is then the best
     on the rows there are), `aggregate`'s statistics over every seed at that value, and the stage-1 curve
     (`tune/<metric>@<key>=<value>`, the metric's mean over the tune seeds at each value tried, -inf /
-    inf (the worst) where one diverged, empty where one has not finished)."""
+    inf (the worst) where one diverged or was stopped early, empty where one has not finished)."""
     key = tuned_key(df)
     if key is None:
         raise ResultsError("the table is not of a tuned sweep (no tuned.<key> column); use aggregate(df)")
@@ -303,7 +303,7 @@ def tuned(
     chosen = {tuple(map(repr, r[:-1])): r[-1] for r in firsts[[*variant, key, column]].itertuples(index=False)}
     out.insert(len(variant) + 1, column, [chosen.get(tuple(map(repr, r)), np.nan)
                                           for r in out[[*variant, key]].itertuples(index=False)])
-    # the curve: stage-1 rows, mean over the tune seeds per value (worst where one diverged)
+    # the curve: stage-1 rows, mean over the tune seeds per value (worst where one diverged or was stopped early)
     worst = -math.inf if maximize else math.inf
     stage1 = df[df["stage"] == 1] if "stage" in df.columns else df.iloc[0:0]
     n_tune = stage1["seed"].nunique() if "seed" in stage1.columns else 0  # the tune seeds this table ran

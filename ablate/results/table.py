@@ -672,7 +672,7 @@ def format_table(df: pd.DataFrame, all_columns: bool = False, width: int | None 
         view = view.rename(columns={c: f"{short}={c.rsplit('=', 1)[1]}" for c in curve})
         seeds = " ".join(map(str, tune.get("seeds", [])))
         curve_note = (f"{short}=V: stage 1, mean {tune.get('metric')} over tune seeds {seeds} at {key}=V "
-                     "(-inf/inf: a run diverged; empty: not finished); tuned.{key}: the value chosen".replace("{key}", key))
+                     "(-inf/inf: a run diverged or was stopped early; empty: not finished); tuned.{key}: the value chosen".replace("{key}", key))
         renamed_curve = [f"{short}={c.rsplit('=', 1)[1]}" for c in curve]
     text = _render(view)
     renamed = _short_names(columns)

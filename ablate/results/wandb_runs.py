@@ -39,6 +39,9 @@ STATES = {
     "preempted": "running",
 }
 TERMINAL = ("completed", "diverged")
+# what ablate's summary says where W&B's state would read "finished": a run held at an early-termination band
+# closes its W&B run (and one the runner then stopped stays so there): never a completed run
+HELD = ("paused", "stopped")
 
 
 def _unwrap(value: Any) -> Any:
@@ -79,7 +82,7 @@ def run_record(run) -> RunRecord:
     """A W&B public-API Run (or anything with its attributes) -> RunRecord."""
     summary = _summary(run)
     state = str(getattr(run, "state", "") or "").lower()
-    status = summary.get("status") if summary.get("status") in TERMINAL else STATES.get(state, state or "unknown")
+    status = summary.get("status") if summary.get("status") in (*TERMINAL, *HELD) else STATES.get(state, state or "unknown")
     params = {p: summary[k] for p in PARAMS for k in (f"params/{p}", p) if _scalar(summary.get(k))}
     config = run_config(getattr(run, "config", None) or {})
     return RunRecord(

@@ -59,12 +59,17 @@ class Hyperband:
     eta: float
     strict: bool = True
 
-    def next_band(self, after: int) -> int | None:
-        """The first band past `after` epochs, or None."""
-        return next((b for b in self.bands if b > after), None)
+    def next_band(self, after: int, epochs: int) -> int | None:
+        """The first band past `after` epochs and before a run's last (`epochs`): a run is never held after its
+        last epoch (it would be stopped untested, or resumed only to be tested), or None."""
+        return next((b for b in self.bands if after < b < epochs), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"bands": list(self.bands), "eta": self.eta, "strict": self.strict}
 
     def within(self, epochs: int) -> tuple[int, ...]:
-        return tuple(b for b in self.bands if b <= epochs)
+        """The bands a run of `epochs` epochs is held at: those before its last epoch."""
+        return tuple(b for b in self.bands if b < epochs)
 
     def describe(self, epochs: int) -> str:
         shown = ", ".join(map(str, self.within(epochs)))
@@ -88,7 +93,13 @@ def bands(min_iter: int | None = None, max_iter: int | None = None, s: int | Non
             out.append(int(band))
         return sorted(out)
     assert min_iter is not None
-    return [int(min_iter * eta ** k) for k in range(MAX_BANDS)]
+    out, band = [], float(min_iter)
+    for _ in range(MAX_BANDS):  # W&B makes 100; past 1e9 epochs (a large eta) none could ever apply
+        if band > 1e9:
+            break
+        out.append(int(band))
+        band *= eta
+    return out
 
 
 def parse(where: str, block: Any, tuned: bool) -> Hyperband:
@@ -148,16 +159,16 @@ def thresholds(histories: Sequence[Sequence[float]], rule: Hyperband) -> list[fl
     out = []
     for band in rule.bands:
         values = sorted(h[band - 1] for h in histories if len(h) >= band)
-        out.append(values[int(len(values) / rule.eta)] if values else math.inf)
+        out.append(values[int((1.0 / rule.eta) * len(values))] if values else math.inf)  # W&B's r * n
     return out
 
 
 def to_stop(histories: Mapping[str, Sequence[float]], running: set[str] | frozenset[str], rule: Hyperband,
             maximize: bool) -> dict[str, Stop]:
     """W&B's `hyperband_stop_runs`: of the `running` runs, those to stop, given every run's history of the
-    metric (NaN values dropped, as W&B's `filter_invalid`)."""
+    metric (NaN and infinite values dropped, as W&B's `filter_invalid`)."""
     sign = -1.0 if maximize else 1.0
-    oriented = {k: [sign * float(x) for x in h if x == x] for k, h in histories.items()}
+    oriented = {k: [sign * float(x) for x in h if math.isfinite(x)] for k, h in histories.items()}
     limits = thresholds([h for h in oriented.values() if h], rule)
     out: dict[str, Stop] = {}
     for name in histories:
@@ -184,11 +195,15 @@ def history(run_dir: Path, metric: str) -> list[float]:
     return values
 
 
-def read_ledger(folder: Path) -> dict[str, Any]:
-    return read_json_object(folder / LEDGER) or {}
+def read_ledger(folder: Path, rule: Hyperband) -> dict[str, Any]:
+    """The decisions made so far under `rule` (by variant, then band); none when they were made under another
+    early_terminate block (the file is then rewritten with the next decision)."""
+    data = read_json_object(folder / LEDGER) or {}
+    return data.get("decisions", {}) if data.get("rule") == rule.as_dict() else {}
 
 
-def write_ledger(folder: Path, ledger: dict[str, Any]) -> None:
+def write_ledger(folder: Path, rule: Hyperband, decisions: dict[str, Any]) -> None:
     import json
 
-    atomic_write(folder / LEDGER, json.dumps(ledger, indent=1, sort_keys=True) + "\n")
+    atomic_write(folder / LEDGER, json.dumps({"rule": rule.as_dict(), "decisions": decisions}, indent=1,
+                                             sort_keys=True) + "\n")

@@ -569,7 +569,7 @@ class Runner:
 
         take(first)
         if stages and self.sweep.early is not None:
-            ledger = H.read_ledger(runs_root() / self.sweep.name)
+            ledger = H.read_ledger(runs_root() / self.sweep.name, self.sweep.early)
             for run in todo:  # each stage-1 run trains to the first band it has not passed
                 self._aim(stages, run, ledger)
         decided: list[str] = []
@@ -585,7 +585,8 @@ class Runner:
         if stages:
             undecided = sum(len({r.cfg.seed for r in runs if not stages.is_stage1(r)})
                             for name, runs in stages.variants.items() if name not in stages.chosen)
-        workers = min(self.plan.workers, len(todo) + min(undecided, self.left if self.left is not None else undecided)) or 1
+        workers = min(self.plan.workers, len(todo) + len(self.held)
+                      + min(undecided, self.left if self.left is not None else undecided)) or 1
         where = runs_root() / self.sweep.name
         gpu_note = f", GPUs {G.describe(self.plan.slots[:workers])}" if self.gpus else ""
         progress = Progress(self.sweep.name, total, workers, self.stream)
@@ -646,7 +647,7 @@ class Runner:
                         self.stop = self.stop or cannot_write(err, runs_root() / self.sweep.name)
                         report.outcomes.setdefault("failed", []).append(active.run)
                 self._check_waiting(queue, report, progress)
-                if stages and self.held and ended:
+                if stages and self.held:  # a variant's last stage-1 run ended here or elsewhere
                     self._bands(stages, queue, report, progress)
                 if stages and progress.finished != seen:
                     seen = progress.finished
@@ -677,7 +678,7 @@ class Runner:
             return
         name = stages.variant_of(run)
         passed = [int(b) for b, d in ledger.get(name, {}).items() if run.run_id in d.get("went_on", ())]
-        band = early.next_band(max(passed, default=0))
+        band = early.next_band(max(passed, default=0), run.cfg.trainer.max_epochs)
         if band is None:
             self.pause.pop(run.run_id, None)
         else:
@@ -690,7 +691,7 @@ class Runner:
         early, t = self.sweep.early, stages.tune
         assert early is not None
         folder = runs_root() / self.sweep.name
-        ledger = H.read_ledger(folder)
+        ledger = H.read_ledger(folder, early)
         busy = set(self.active) | set(self.waiting) | {r.run_id for r in queue}
         for name, runs in stages.variants.items():
             stage1 = [r for r in runs if stages.is_stage1(r)]
@@ -702,17 +703,18 @@ class Runner:
                    for r, s in zip(stage1, summaries.values())):
                 continue  # one failed or was interrupted: the next invocation runs it, then decides
             band = min(int(summaries[r.run_id].get("paused_after_epoch") or 0) for r in held)
-            decision = ledger.get(name, {}).get(str(band))
-            if decision is None:
+            decision = ledger.setdefault(name, {}).setdefault(str(band), {"stopped": {}, "went_on": []})
+            new = {r.run_id for r in held} - set(decision["stopped"]) - set(decision["went_on"])
+            if new:  # not decided before (the first time, or a run the grid has gained since)
                 curves = {r.run_id: H.history(run_dir(r), t.metric) for r in stage1}
-                stops = H.to_stop(curves, {r.run_id for r in held}, early, t.maximize)
-                decision = {"stopped": {rid: stop.as_dict() for rid, stop in stops.items()},
-                            "went_on": [r.run_id for r in held if r.run_id not in stops]}
-                ledger.setdefault(name, {})[str(band)] = decision
-                H.write_ledger(folder, ledger)  # first: a kill after it repeats nothing, and decides the same
+                stops = H.to_stop(curves, new, early, t.maximize)
+                decision["stopped"].update({rid: stop.as_dict() for rid, stop in stops.items()})
+                decision["went_on"] += [r.run_id for r in held if r.run_id in new and r.run_id not in stops]
+                H.write_ledger(folder, early, ledger)  # first: a kill after it repeats nothing, and decides the same
             shown = f"{name}: " if name else ""
+            stopped = sum(1 for r in held if r.run_id in decision["stopped"])
             progress.say(f"ablate sweep {self.sweep.name}: {shown}early termination at epoch {band}: "
-                         f"{len(decision['stopped'])} of {len(held)} runs stopped, {len(decision['went_on'])} go on")
+                         f"{stopped} of {len(held)} runs stopped, {len(held) - stopped} go on")
             for run in held:
                 self.held.discard(run.run_id)
                 stop = decision["stopped"].get(run.run_id)

@@ -479,8 +479,8 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
     if "run.name" not in params:  # each run named by its swept values (not part of its id)
         runs = [_named(r, varying, name) for r in runs]
     if early is not None and not early.within(epochs := max(r.cfg.trainer.max_epochs for r in runs)):
-        raise SweepError(f"{path}: early_terminate's first band is epoch {early.bands[0]}, after the runs' "
-                         f"{epochs} epochs, so it would stop nothing; lower min_iter (or max_iter)")
+        raise SweepError(f"{path}: early_terminate's first band is epoch {early.bands[0]}, not before the runs' "
+                         f"last epoch ({epochs}), so it would stop nothing; lower min_iter (or max_iter)")
     if tune is not None:
         values = tuple(sorted({C.flat(r.cfg)[tune.key] for r in runs}))
         tune = dataclasses.replace(tune, values=values, seeds=stage1_seeds(tune, (r.cfg.seed for r in runs)))

@@ -229,13 +229,14 @@ def worst(maximize: bool) -> float:
 
 
 def score(value: Any, status: str | None, maximize: bool) -> float:
-    """A finished run's score: its metric (a run stopped by early termination: its metric when it stopped), or
-    the worst possible when it diverged or has no finite metric."""
+    """A finished run's score: its metric, or the worst possible when it diverged, was stopped by early termination
+    (its metric is an earlier epoch's: it could beat the runs that went on and later overfit) or has no finite
+    metric."""
     try:
         x = float(value)
     except (TypeError, ValueError):
         return worst(maximize)
-    return x if status in ("completed", "stopped") and math.isfinite(x) else worst(maximize)
+    return x if status == "completed" and math.isfinite(x) else worst(maximize)
 
 
 def choose(scores: Mapping[Any, Sequence[float]], maximize: bool, passed: Mapping[Any, bool] | None = None) -> Any:
