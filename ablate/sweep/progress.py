@@ -33,6 +33,7 @@ class Progress:
                                                             "failed": 0, "interrupted": 0})
     durations: list[float] = field(default_factory=list)  # of runs finished by this invocation
     running: dict[str, float] = field(default_factory=dict)  # run id -> start (monotonic)
+    held: dict[str, float] = field(default_factory=dict)  # run id -> time trained before it paused (early termination)
     waiting: set[str] = field(default_factory=set)  # run ids another process is training
     pending: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -125,8 +126,10 @@ class Progress:
         self.waiting.discard(run_id)
         if outcome in self.counts:
             self.counts[outcome] += 1
-        if started is not None and outcome in ("completed", "diverged"):
-            self.durations.append(time.monotonic() - started)
+        if started is not None and outcome == "paused":  # resumes later: its time counts once it ends
+            self.held[run_id] = self.held.get(run_id, 0.0) + time.monotonic() - started
+        if started is not None and outcome in ("completed", "diverged"):  # a resumed run: all its stretches
+            self.durations.append(self.held.pop(run_id, 0.0) + time.monotonic() - started)
         took = f" ({time.monotonic() - started:.1f} s)" if started is not None else ""
         done = f"[{self.finished}/{self.total}]"
         if self.tty:
