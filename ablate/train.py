@@ -457,10 +457,11 @@ def _stop(signum: int) -> None:
 def _warning_saves(last: LastCheckpoint):
     """While training, SIGUSR2 (SLURM's warning ahead of a job's time limit: `sbatch --signal=USR2@S`)
     saves the run's place at the next step and then stops it, recorded `interrupted` by SIGUSR2, so the
-    partial epoch is not lost; a SIGTERM still stops it at once. Left alone where SIGUSR2 is ignored (the
-    runs of a packed job: their runner stops them) and outside the main thread."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN:
+    partial epoch is not lost; a SIGTERM still stops it at once. Also in the runs of a sweep, which ignore
+    SIGUSR2 outside training (the forkserver's, so that SLURM's signal to every process of a packed job ends
+    none unrecorded): there their runner stops starting runs and lets these save their place. Left alone
+    outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.signal(signal.SIGUSR2, lambda signum, frame: last.save_and_stop(signum))

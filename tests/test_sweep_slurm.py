@@ -272,7 +272,8 @@ def test_a_packed_job_signalled_as_slurm_does_records_its_runs_interrupted_and_t
     """SIGTERM (preemption, time limit, scancel) or SIGUSR2 (submitit's warning before the time limit) sent,
     as SLURM does, to every process of a job training two runs at once: the job's runner, its forkserver
     and the runs. Both runs are recorded `interrupted` (none killed unrecorded), the job ends, and the
-    command submits them again to resume from their last.ckpt."""
+    command submits them again to resume from their last.ckpt: after SIGTERM from their last epoch's end,
+    after the warning from the step where each saved its place (issue 42: the partial epoch was lost)."""
     import signal
 
     path = write(tmp_path, "prempt", {"data.n_train": {"value": 2048}, "trainer.max_epochs": {"value": 4},
@@ -303,11 +304,19 @@ def test_a_packed_job_signalled_as_slurm_does_records_its_runs_interrupted_and_t
     assert "2 run(s) interrupted or killed before they finished; submitting them again" in err
     log = "".join(p.read_text() for p in (tmp_path / "runs" / ".submitit" / "prempt").glob("*_log.out"))
     assert "2 run(s) of this job interrupted (preempted, timed out or cancelled)" in log
+    resumed_at = []
     for folder in folders:
         summary = read_summary(folder)
         assert summary["status"] == "completed" and summary["attempts"] == 2, summary
         text = (folder / "train.log").read_text()  # each run's own log (the job's runner writes it there)
         assert "run stopped (Interrupted)" in text and "from last.ckpt (step" in text, text
+        resumed_at.append(int(text.split("from last.ckpt (step ")[1].split(")")[0]))
+    steps = 2048 // 32  # per epoch
+    if signame == "SIGTERM":  # stopped at once: back to the end of the last epoch
+        assert all(step % steps == 0 for step in resumed_at), resumed_at
+    else:  # the warning: each run saved its place at its next step first (a run exactly at an epoch's end
+        # saves there, so one of the two may, by chance; both would be 1 in 4,096)
+        assert any(step % steps for step in resumed_at), resumed_at
 
 
 # -- on the SLURM cluster --------------------------------------------------------------------------

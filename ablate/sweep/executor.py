@@ -293,7 +293,9 @@ def _chunk_log(folder: Path):
 def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[str]:
     """In a job of GPUs: the chunk's runs through the local runner, `runs_per_gpu` at once on each GPU the
     job sees, each in its own process (one crash or out-of-memory error ends one run), with the runner's
-    exactly-once rules. SIGTERM or SIGUSR2 stops every run (recorded `interrupted`) and the job exits 143.
+    exactly-once rules. SIGTERM stops every run at once, SIGUSR2 (the warning ahead of the time limit) lets each
+    save its place at its next step first and starts no other (train._warning_saves); either way the runs are
+    recorded `interrupted` and the job exits 143.
 
     SLURM signals every process of the job, not only this one: the forkserver and its runs ignore SIGUSR2
     (worker.forkserver; by default it would end them unrecorded), and a run ends through this runner's
@@ -309,10 +311,10 @@ def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[
     runs = [replace(_run_of(C.build(C.parse_overrides(command))), index=i + 1) for i, command in enumerate(commands)]
     sweep = Sweep(name=runs[0].cfg.run.group, path=Path(), method="grid", spec={}, runs=runs, varying=[])
     worker.forkserver()  # started before the handlers: it and its runs ignore both signals
-    for signum in (signal.SIGTERM, signal.SIGUSR2):  # the runner stops its runs on either
-        signal.signal(signum, R._raise_interrupt)
     runner = R.Runner(sweep, threads=max(r.cfg.trainer.threads or 1 for r in runs), gpus=visible,
                       runs_per_gpu=runs_per_gpu, stream=sys.stdout)
+    signal.signal(signal.SIGTERM, R._raise_interrupt)  # SIGTERM: the runner stops its runs at once
+    signal.signal(signal.SIGUSR2, lambda signum, frame: runner.drain(signum))  # the warning: they save first
     report = runner.run()
     if report.interrupted:
         print(f"ablate: {len(report.outcomes.get('interrupted', []))} run(s) of this job interrupted (preempted, "

@@ -416,6 +416,18 @@ class Runner:
         # the runs paused at their variant's band, waiting for the rest of the variant's stage 1
         self.pause: dict[str, int] = {}
         self.held: set[str] = set()
+        self.draining = False  # a warning before a job's time limit (drain): start nothing more
+
+    def drain(self, signum: int = signal.SIGUSR2) -> None:
+        """SLURM's warning ahead of a packed job's time limit: start no more runs, and pass the warning to the
+        ones training (each saves its place at its next step and stops, recorded `interrupted`); the sweep
+        then ends interrupted, its unstarted runs left for the next submission."""
+        self.draining = True
+        for active in list(self.active.values()):
+            try:
+                os.kill(active.process.pid, signum)
+            except (ProcessLookupError, TypeError):  # ended meanwhile, or not started yet
+                pass
 
     # -- starting and ending one run -------------------------------------------------------------
     def _start(self, run: Run, slot: int) -> Active:
@@ -469,7 +481,7 @@ class Runner:
         return True
 
     def _fill(self, queue: list[Run], free: list[int], progress: Progress, report: Report) -> None:
-        while queue and free and self.stop is None:
+        while queue and free and self.stop is None and not self.draining:
             try:
                 launched = self._launch(queue[0], free[0], progress, report)
             except OSError as err:  # the runs folder cannot take the run's folder: start nothing more
@@ -617,7 +629,7 @@ class Runner:
         try:
             if stages and self.held:  # paused before: decided on now where their variant is all at the band
                 self._bands(stages, queue, report, progress)
-            while (queue or self.active or self.waiting) and self.stop is None:
+            while (queue or self.active or self.waiting) and self.stop is None and not (self.draining and not self.active):
                 self._fill(queue, free, progress, report)
                 progress.draw()
                 waitables = [w for a in self.active.values() for w in a.waitables()]
@@ -667,6 +679,9 @@ class Runner:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
             progress.close()
+        if self.draining:
+            self.interrupted = report.interrupted = True
+            report.signal = signal.SIGUSR2
         report.wall_s = time.monotonic() - started
         return report
 
