@@ -375,14 +375,14 @@ def test_a_pending_reason_slurm_never_gets_past_cancels_and_names_the_fix(tmp_pa
     submitted = subprocess.run(["sbatch", "--parsable", "-p", "short", "-t", "60", "--wrap", "true"],
                                capture_output=True, text=True, check=True)
     job = submitted.stdout.strip().split(";")[0]
-    monkeypatch.setattr(E, "MAX_POLL_S", 1.0)
     sweep_file = write(tmp_path, "stuck", {"seed": {"values": [0]}})
     dispatch = E.Dispatch(spec.load(str(sweep_file)), E.Options(executor="slurm"), sys.stderr)
-    dispatch.job_ids = [job]
+    dispatch.job_ids, dispatch.live = [job], [(_Job(job), [])]
     deadline = time.monotonic() + 30
     with pytest.raises(E.SweepError) as stop:
         while time.monotonic() < deadline:  # the controller sets the reason at its first scheduling pass
-            dispatch._wait([_Job(job)], [])
+            dispatch._poll()
+            time.sleep(0.5)
     assert str(stop.value) == (f"SLURM will not start the jobs (PartitionTimeLimit): {E.NEVER['PartitionTimeLimit']}; "
                                f"the jobs {job} were cancelled and nothing ran")
     for _ in range(50):
@@ -443,6 +443,47 @@ def test_a_driver_killed_with_sigkill_and_run_again_adopts_its_jobs_and_submits_
 
 
 @needs_slurm
+@pytest.mark.slow
+def test_a_job_interrupted_after_its_driver_was_killed_requeues_itself_and_its_run_resumes(tmp_path, capsys, slurm):
+    """The driver killed with SIGKILL while its job trains, then the job stopped by SIGTERM (as by preemption):
+    nobody would submit the run again, so the job requeues itself in place (issue 42); the run resumes in the
+    same job id, SLURM's restart count 1, and the same command run afterwards finds it finished."""
+    path = write(tmp_path, "orphan", {"data.n_train": {"value": 4096}, "trainer.max_epochs": {"value": 3},
+                                      "seed": {"value": 0}})
+    (run,) = spec.load(str(path)).runs
+    folder, logs = tmp_path / "runs" / "orphan" / run.run_id, tmp_path / "runs" / ".submitit" / "orphan"
+    env = {**os.environ, **slurm.env}
+    driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "slurm"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 120
+    while not (folder / "last.ckpt").exists() and time.monotonic() < deadline:  # an epoch has ended
+        time.sleep(0.05)
+    driver.kill()
+    driver.wait()
+    (job,) = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
+    subprocess.run(["scancel", "--signal=TERM", job], check=True, env=env)
+    deadline, state = time.monotonic() + 60, ""
+    while state != "PENDING" and time.monotonic() < deadline:  # requeued: back in the queue, same id
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True,
+                               env=env).stdout.strip()
+        time.sleep(0.2)
+    assert state == "PENDING", state
+    # SLURM holds a requeued job for about two minutes (BeginTime); the test lets it start now
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True, env=env)
+    deadline = time.monotonic() + 120
+    while (read_summary(folder) or {}).get("status") != "completed" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    log = "".join(p.read_text(errors="replace") for p in logs.glob("*_log.out"))
+    summary = read_summary(folder)
+    assert summary["status"] == "completed" and summary["attempts"] == 2, log[-3000:]
+    assert "requeued in place (1 of 2); its runs resume when SLURM starts it again" in log
+    assert "from last.ckpt (step" in log
+    code, out, err = sweep(capsys, str(path), "--executor", "slurm")
+    assert code == 0 and "1 finished before, 0 to run" in err, err
+    assert read_summary(folder)["attempts"] == 2
+
+
+@needs_slurm
 def test_a_second_driver_of_the_same_sweep_is_refused_in_one_line(tmp_path, capsys, slurm):
     path = write(tmp_path, "twice", {"seed": {"values": [0]}})
     folder = tmp_path / "runs" / ".submitit" / "twice"
@@ -482,27 +523,40 @@ def test_tuned_sweep_on_slurm_runs_stage_2_at_the_chosen_value_only(tmp_path, ca
 @needs_slurm
 @pytest.mark.slow
 def test_a_job_stopped_by_sigterm_is_resubmitted_and_resumes_to_the_uninterrupted_numbers(tmp_path, slurm):
-    longer = {"data.n_train": {"value": 4096}, "trainer.max_epochs": {"value": 4}, "model.n_heads": {"value": 2},
+    """Two runs as two jobs of one array; the first job stopped by SIGTERM after an epoch: its run is submitted
+    again while the other job still trains (a retry waits for its own job only, issue 42), resumes, and ends
+    with the numbers of the same run trained in one go."""
+    longer = {"data.n_train": {"value": 4096}, "trainer.max_epochs": {"values": [4, 10]}, "model.n_heads": {"value": 2},
               "seed": {"value": 0}}
     path = write(tmp_path, "pre", longer)
     env = {**os.environ, **slurm.env}
     driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "slurm"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    (run,) = spec.load(str(path)).runs
+    run, other = spec.load(str(path)).runs  # 4 and 10 epochs: array tasks _0 and _1
     folder = tmp_path / "runs" / "pre" / run.run_id
     deadline = time.monotonic() + 120
     while not (folder / "last.ckpt").exists() and time.monotonic() < deadline:  # an epoch has ended
         time.sleep(0.05)
-    jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
-    assert (folder / "last.ckpt").exists() and len(jobs) == 1, (jobs, driver.poll())
+    jobs = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
+    assert (folder / "last.ckpt").exists() and len(jobs) == 2, (jobs, driver.poll())
     (folder / "hpc_ckpt_1.ckpt").write_bytes(b"not a checkpoint")  # Lightning would load it, ablate sets it aside
-    subprocess.run(["scancel", "--signal=TERM", jobs[0]], check=True, env=env)
+    first = min(jobs, key=lambda j: int(j.split("_")[1]))
+    subprocess.run(["scancel", "--signal=TERM", first], check=True, env=env)
+    said = []
+    for line in driver.stderr:
+        said.append(line)
+        if "submitting them again" in line:
+            break
+    running = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
+    assert [j for j in jobs if j != first] == [j for j in running if j in jobs], (jobs, running)  # the other: still on
     out, err = driver.communicate(timeout=300)
+    err = "".join(said) + err
     print(err)
     assert driver.returncode == 0, err
     assert "1 run(s) interrupted or killed before they finished; submitting them again" in err
     resumed = read_summary(folder)
     assert resumed["status"] == "completed" and resumed["attempts"] == 2
+    assert read_summary(tmp_path / "runs" / "pre" / other.run_id)["attempts"] == 1
     log = "".join(p.read_text() for p in (tmp_path / "runs" / ".submitit" / "pre").glob("*_log.out"))
     assert "interrupted by SIGTERM" in log and "resuming" in log and "from last.ckpt (step" in log
     assert "hpc_ckpt_1.ckpt is Lightning's SLURM requeue checkpoint" in log

@@ -1,17 +1,19 @@
 """`ablate sweep NAME --executor slurm|local`: the sweep's runs as submitit jobs, each exactly once.
 
-One job array per round: the runs not finished yet, `--chunk` of them per job (each job pays the ~6 s
+The runs not finished yet go out as one job array, `--chunk` of them per job (each job pays the ~6 s
 import of torch, Lightning and W&B once), at most `--max-jobs` at once. A job trains its runs one after
 the other in its own process (`run_chunk`), through `ablate.train.train`, so the run directories, their
 ids and the skip/resume/lock rules are the local runner's.
 
 "Done" is read from each run's own summary.json, never from submitit or the scheduler (without slurmdbd
-there is no sacct; a job killed before it wrote its result is seen only as gone from squeue). A round
-ends when its jobs are gone; then each of its runs is finished (completed, diverged), failed (its
-exception is in summary.json: reported, retried by the next command), or unfinished (interrupted by
-SIGTERM: preempted, timed out, scancel; or its job died): those are submitted again, at most `--retries`
-times, and resume from their last.ckpt. A tuned sweep's stage 2 runs are submitted in the round after
-their variant's stage 1 has finished.
+there is no sacct; a job killed before it wrote its result is seen only as gone from squeue). The driver
+looks at the queue (one squeue call for all its arrays) and, as soon as one job is gone, at that job's
+runs alone: each is finished (completed, diverged), failed (its exception is in summary.json: reported,
+retried by the next command), or unfinished (interrupted by SIGTERM: preempted, timed out, scancel; or
+its job died). An unfinished run is submitted again at once, not when the rest of its array has ended,
+at most `--retries` times, and resumes from its last.ckpt; with `--max-jobs` the new job waits for room
+under the cap, counting every array's queued and running tasks. A tuned sweep's stage 2 runs are
+submitted as soon as their variant's stage 1 has finished.
 
 A job of GPUs (`--gpus-per-job G`) trains G x `--runs-per-gpu N` runs of its chunk at once (the chunk is
 G x N runs unless `--chunk` says otherwise): the local runner inside the job (`run_packed`), each run its
@@ -51,6 +53,8 @@ DRIVER_LOCK = "driver.lock"  # in the jobs folder: held by the command driving t
 POLL_S = 1.0  # the first wait between two looks at the jobs (squeue, and the runs' summary.json files)
 MAX_POLL_S = 5.0  # the wait doubles while nothing changes, up to this: one squeue call per driver per 5 s
 POLL_ENV = "ABLATE_POLL_MAX_S"  # sets MAX_POLL_S (between POLL_S and 60): a private cluster may be asked more often
+DRIVER_ENV = "ABLATE_DRIVER_LOCK"  # in a SLURM job: the driver lock of the command that submitted it
+REQUEUES_ENV = "ABLATE_REQUEUES"  # in a SLURM job: how often it may requeue itself where that command is gone
 
 
 def max_poll_s() -> float:
@@ -225,11 +229,48 @@ def sbatch_lines(options: Options, folder: Path, name: str, jobs: int) -> list[s
     return [line for line in script.splitlines() if line.startswith("#SBATCH")]
 
 
-def job_env(options: Options) -> dict[str, str]:
-    """What every job's process sets before it trains: the runs folder (absolute), no progress bar, threads."""
+def job_env(options: Options, folder: Path | None = None) -> dict[str, str]:
+    """What every job's process sets before it trains: the runs folder (absolute), no progress bar, threads;
+    in a SLURM job the driver lock in the jobs `folder` and --retries, for `requeue_in_place`."""
     threads = str(options.cpus_per_job)
+    requeue = {DRIVER_ENV: str(folder.resolve() / DRIVER_LOCK), REQUEUES_ENV: str(options.retries)} \
+        if folder is not None and options.executor == "slurm" else {}
     return {"ABLATE_RUNS_DIR": str(runs_root().resolve()), "ABLATE_PROGRESS": "0", "OMP_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads, "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true")}
+            "MKL_NUM_THREADS": threads, "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true"), **requeue}
+
+
+def requeue_in_place() -> str | None:
+    """In a SLURM job whose runs were just interrupted (preempted, timed out, signalled): where the command that
+    submitted it is gone (its driver lock is free: killed, its login shell closed), nobody would submit the runs
+    again, so the job requeues itself (`scontrol requeue`) and its runs resume from their checkpoints when SLURM
+    starts it again, through the same checks as a submission. At most --retries times (SLURM_RESTART_COUNT);
+    the same command run later adopts the job. Returns the line to say; None where the driver is alive (it
+    submits the runs again) or the job is not SLURM's."""
+    job, lock = os.environ.get("SLURM_JOB_ID"), os.environ.get(DRIVER_ENV)
+    if not job or not lock:
+        return None
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return None  # the driver holds it
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    restarts, allowed = int(os.environ.get("SLURM_RESTART_COUNT") or 0), int(os.environ.get(REQUEUES_ENV) or 0)
+    if restarts >= allowed:
+        return (f"ablate: the command that submitted job {job} is gone and the job was requeued {restarts} time(s) "
+                "(--retries): not again; run the same command to submit its runs")
+    done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        return f"ablate: job {job} not requeued ({done.stderr.strip() or done.returncode}); run the same command " \
+               "to submit its runs"
+    return (f"ablate: the command that submitted job {job} is gone: requeued in place ({restarts + 1} of {allowed}); "
+            "its runs resume when SLURM starts it again")
 
 
 def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs_per_gpu: int = 1,
@@ -263,11 +304,18 @@ def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs
         except Interrupted as stop:
             print(f"ablate: {R.run_dir(_run_of(cfg))} interrupted by {signal.Signals(stop.signum).name}; it resumes "
                   "when submitted again", flush=True)
+            _say_requeue()
             raise
         except Exception as err:  # recorded as failed by train: the next configuration still runs
             print(f"ablate: {type(err).__name__}: {err}", flush=True)
             statuses.append("failed")
     return statuses
+
+
+def _say_requeue() -> None:
+    line = requeue_in_place()
+    if line:
+        print(line, flush=True)
 
 
 def _chunk_log(folder: Path):
@@ -319,6 +367,7 @@ def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[
     if report.interrupted:
         print(f"ablate: {len(report.outcomes.get('interrupted', []))} run(s) of this job interrupted (preempted, "
               "timed out or cancelled); they resume when submitted again", flush=True)
+        _say_requeue()
         raise Interrupted(signal.SIGTERM)
     return [_status(run) or "failed" for run in runs]
 
@@ -348,7 +397,13 @@ class Dispatch:
         self.sweep, self.options, self.stream = sweep, options, stream
         self.folder = runs_root().resolve() / JOBS_FOLDER / sweep.name
         self.tries: dict[str, int] = {}  # run id -> submissions by this command
-        self.job_ids: list[str] = []
+        self.job_ids: list[str] = []  # the arrays (local: jobs) this command submitted or adopted
+        self.live: list[tuple[Any, list[Run]]] = []  # each job (SLURM: array task) not ended yet, and its runs
+        self.queued: list[list[Run]] = []  # chunks waiting for room under the cap
+        self._counts: dict[int, int] = {}  # an adopted array's tasks still listed
+        self.submitted = self.finished = 0  # jobs submitted; runs this command saw finish
+        self._shown: tuple | None = None
+        self._said = time.monotonic()
 
     def say(self, line: str) -> None:
         self.stream.write(f"ablate sweep {self.sweep.name}: {line}\n")
@@ -389,18 +444,24 @@ class Dispatch:
         ledger = self._ledger()
         if not ledger:
             return []
-        alive = [job_id for job_id in ledger if self._alive([_JobRef(job_id)])[0]]
+        listed, _ = self._look([_JobRef(job_id) for job_id in ledger])
+        alive = [job_id for job_id in ledger if _listed(job_id, listed)]
         atomic_write(self.folder / LEDGER, json.dumps({j: ledger[j] for j in alive}, indent=1) + "\n")
         if not alive:
             return []
         known = {r.run_id: r for r in self.sweep.runs}
-        runs = [known[i] for job_id in alive for i in ledger[job_id] if i in known]
+        runs = []
+        for job_id in alive:
+            mine = [known[i] for i in ledger[job_id] if i in known]
+            job = _JobRef(job_id)
+            self.live.append((job, mine))
+            self._counts[id(job)] = sum(1 for i in listed if _listed(job_id, {i}))
+            runs += mine
         self.job_ids += alive
         self.say(f"adopting SLURM job array {' '.join(alive)} of an earlier command ({len(runs)} runs): waiting for "
                  "it instead of submitting its runs again")
         for run in runs:
             self.tries[run.run_id] = self.tries.get(run.run_id, 0) + 1
-        self._wait([_JobRef(j) for j in alive], runs)
         return runs
 
     def run(self) -> R.Report:
@@ -409,7 +470,6 @@ class Dispatch:
         first = stages.stage1 if stages else self.sweep.runs
         report = R.Report(total=len(first) + (stages.stage2_total if stages else 0), stages=stages)
         started = time.monotonic()
-        known = list(first)
         for run in first:
             if _status(run) in FINISHED:
                 report.skipped[_status(run)] = report.skipped.get(_status(run), 0) + 1
@@ -420,37 +480,42 @@ class Dispatch:
                  f"{self.options.executor} jobs of {self.options.chunk} run(s){packing(self.options)} -> "
                  f"{runs_root() / self.sweep.name}")
         old_term = signal.signal(signal.SIGTERM, R._raise_interrupt) if R._main_thread() else None
+        waiting: list[Run] = []  # trained by another process (their lock held): waited for, never submitted
         try:
-            adopted = [r for r in self._adopt() if r in todo]  # stage 2's adopted runs: stages.plan() sorts them
-            if adopted:
-                todo = [r for r in todo if r not in adopted] + self._after(adopted, report)
+            adopted = self._adopt()
+            todo = [r for r in todo if r not in adopted]
+            pause, replan = POLL_S, True
             while True:
-                if stages:
-                    for name, runs in stages.plan():
-                        self.say(f"stage 2 of {stages.choice_line(name)}")
-                        known += runs
-                        for run in runs:
-                            if _status(run) in FINISHED:
-                                report.skipped[_status(run)] = report.skipped.get(_status(run), 0) + 1
-                            else:
-                                todo.append(run)
-                if not todo:
-                    break
-                busy = [r for r in todo if R.locked(r)]  # trained by another process (a job of an earlier command)
-                free = [r for r in todo if r not in busy]
+                for name, runs in stages.plan() if stages and replan else []:
+                    self.say(f"stage 2 of {stages.choice_line(name)}")
+                    for run in runs:
+                        if _status(run) in FINISHED:
+                            report.skipped[_status(run)] = report.skipped.get(_status(run), 0) + 1
+                        else:
+                            todo.append(run)
+                busy = [r for r in todo if R.locked(r)]
                 if busy:
                     self.say(f"{len(busy)} run(s) are being trained by another process (their lock is held); "
                              "waiting for them instead of submitting them twice")
-                if free:
-                    self._round(free)
-                    todo = self._after(free, report) + busy
-                else:
-                    while all(R.locked(r) for r in busy):
-                        time.sleep(POLL_S)
-                    todo = [r for r in busy if _status(r) not in FINISHED and _status(r) != "failed"]
-                    for run in busy:
-                        if _status(run) in FINISHED or _status(run) == "failed":
-                            report.elsewhere.setdefault(_status(run), []).append(run)
+                    waiting += busy
+                self._queue([r for r in todo if r not in busy])
+                self._fill()
+                ended, changed = self._poll()
+                todo = [r for runs in ended for r in self._after(runs, report)]
+                replan = bool(ended)  # a stage 2 is decided only when a stage-1 run has ended
+                for run in [r for r in waiting if not R.locked(r)]:
+                    waiting.remove(run)
+                    replan = True
+                    if _status(run) in FINISHED or _status(run) == "failed":
+                        report.elsewhere.setdefault(_status(run), []).append(run)
+                    else:
+                        todo.append(run)
+                if ended or todo:
+                    continue  # a retry, a stage 2 or the next queued chunk goes out at once
+                if not (self.live or self.queued or waiting):
+                    break
+                pause = POLL_S if changed else min(max_poll_s(), 2 * pause)
+                time.sleep(pause)
         except KeyboardInterrupt as stop:
             report.interrupted = True
             report.signal = getattr(stop, "signum", signal.SIGINT)
@@ -465,72 +530,104 @@ class Dispatch:
         report.wall_s = time.monotonic() - started
         return report
 
-    def _round(self, todo: list[Run]) -> None:
+    def _queue(self, runs: list[Run]) -> None:
+        """Runs to submit, `--chunk` to a job, each counted as one more submission."""
         chunk = self.options.chunk
-        chunks = [todo[i:i + chunk] for i in range(0, len(todo), chunk)]
-        for run in todo:
+        self.queued += [runs[i:i + chunk] for i in range(0, len(runs), chunk)]
+        for run in runs:
             self.tries[run.run_id] = self.tries.get(run.run_id, 0) + 1
-        self.folder.mkdir(parents=True, exist_ok=True)
-        env = job_env(self.options)
-        cap = self.options.max_jobs or (local_cap(self.options) if self.options.executor == "local" else len(chunks))
-        waves = [chunks] if self.options.executor == "slurm" else [chunks[i:i + cap] for i in range(0, len(chunks), cap)]
-        for wave in waves:  # slurm: one array, the scheduler keeps to --max-jobs; local: cap processes at once
-            executor = _executor(self.options, self.folder, self.sweep.name, len(wave))
-            try:
-                n = len(wave)
-                jobs = executor.map_array(run_chunk, [[items(r) for r in c] for c in wave], [env] * n,
-                                          [self.options.threads] * n, [self.options.runs_per_gpu] * n,
-                                          [self.options.gpus_per_job] * n)
-            except Exception as err:  # sbatch refused the array (a limit of the partition, the account)
-                text = [line for line in str(err).splitlines() if line.strip()]
-                said = text[-1] if text else type(err).__name__
-                if "array" in str(err).lower() and n > 1:  # MaxArraySize (default 1001): fewer, larger jobs
-                    raise SweepError(f"the scheduler refused an array of {n} jobs: {said}; raise --chunk (now "
-                                     f"{chunk}) so that fewer jobs carry the {len(todo)} runs, e.g. --chunk "
-                                     f"{math.ceil(len(todo) / 1000)}") from None
-                raise SweepError(f"the scheduler refused the jobs: {said}; fix the job options (--partition, --time, "
-                                 "--cpus-per-job, --gpus-per-job, --mem, --account, --qos, --constraint)") from None
-            ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
-            self.job_ids += ids
-            if self.options.executor == "slurm":
-                self._record(ids, [r for c in wave for r in c])
-            where = f"SLURM job array {' '.join(ids)}" if self.options.executor == "slurm" else \
-                f"local jobs {' '.join(str(j.job_id) for j in jobs)}"
-            self.say(f"submitted {sum(len(c) for c in wave)} runs as {len(wave)} jobs: {where}"
-                     + (f", at most {cap} at once" if self.options.max_jobs else "") + f" (logs: {self.folder})")
-            self._wait(jobs, [r for c in wave for r in c])
 
-    def _wait(self, jobs: list, runs: list[Run]) -> None:
-        """Until every job of the wave is gone, with a line when the counts or SLURM's reasons for pending jobs
-        change (or every 30 s). The looks at squeue and the summaries come 1 s apart at first and twice as far
-        apart while nothing changes, up to max_poll_s(). A reason SLURM never gets past (NEVER) cancels the
-        jobs and stops the command in one line naming the fix."""
-        shown, last, pause = None, time.monotonic(), POLL_S
-        while True:
-            left, pending = self._alive(jobs)
-            done = sum(1 for r in runs if _status(r) in FINISHED)
-            stuck = sorted({reason for reason in pending if reason in NEVER})
-            if stuck:
-                self._cancel()
-                raise SweepError(f"SLURM will not start the jobs ({stuck[0]}): {NEVER[stuck[0]]}; the jobs "
-                                 f"{' '.join(self.job_ids)} were cancelled and nothing ran")
-            counts = (done, left, tuple(sorted(pending.items())))
-            if counts != shown or time.monotonic() - last > SAY_EVERY_S:
-                why = ", ".join(f"{n} {reason}" for reason, n in sorted(pending.items()))
-                self.say(f"{done} of {len(runs)} runs of this round finished; {left} of {len(jobs)} jobs queued or running"
-                         + (f" (pending: {why})" if why else ""))
-                pause = POLL_S if counts != shown else pause
-                shown, last = counts, time.monotonic()
-            if not left:
-                return
-            time.sleep(pause)
-            pause = min(max_poll_s(), 2 * pause)
+    def _cap(self) -> int | None:
+        """Jobs at once: --max-jobs; local without it one per core (local_cap); SLURM without it no cap."""
+        if self.options.max_jobs:
+            return self.options.max_jobs
+        return local_cap(self.options) if self.options.executor == "local" else None
 
-    def _alive(self, jobs: list) -> tuple[int, dict[str, int]]:
-        """The jobs (array tasks) still queued or running, and of the pending ones how many wait for each reason
-        SLURM gives (squeue's %r; "None" left out)."""
+    def _fill(self) -> None:
+        """Submit the queued chunks there is room for under the cap (counting the jobs alive, the queued and
+        running tasks of earlier arrays included): SLURM takes them all as one array throttled to the room
+        left (its %N), the local executor as many processes as there is room for."""
+        cap = self._cap()
+        room = len(self.queued) if cap is None else cap - self.alive
+        if not self.queued or room <= 0:
+            return
+        wave = self.queued if self.options.executor == "slurm" else self.queued[:room]
+        self.queued = self.queued[len(wave):]
+        n = len(wave)
+        executor = _executor(self.options, self.folder, self.sweep.name, n)
+        if self.options.executor == "slurm":
+            executor.update_parameters(array_parallelism=min(room, 256))
+        env = job_env(self.options, self.folder)
+        try:
+            jobs = executor.map_array(run_chunk, [[items(r) for r in c] for c in wave], [env] * n,
+                                      [self.options.threads] * n, [self.options.runs_per_gpu] * n,
+                                      [self.options.gpus_per_job] * n)
+        except Exception as err:  # sbatch refused the array (a limit of the partition, the account)
+            text = [line for line in str(err).splitlines() if line.strip()]
+            said = text[-1] if text else type(err).__name__
+            runs = sum(len(c) for c in wave)
+            if "array" in str(err).lower() and n > 1:  # MaxArraySize (default 1001): fewer, larger jobs
+                raise SweepError(f"the scheduler refused an array of {n} jobs: {said}; raise --chunk (now "
+                                 f"{self.options.chunk}) so that fewer jobs carry the {runs} runs, e.g. --chunk "
+                                 f"{math.ceil(runs / 1000)}") from None
+            raise SweepError(f"the scheduler refused the jobs: {said}; fix the job options (--partition, --time, "
+                             "--cpus-per-job, --gpus-per-job, --mem, --account, --qos, --constraint)") from None
+        ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
+        self.job_ids += ids
+        self.live += list(zip(jobs, wave))
+        self.submitted += n
+        if self.options.executor == "slurm":
+            self._record(ids, [r for c in wave for r in c])
+        where = f"SLURM job array {' '.join(ids)}" if self.options.executor == "slurm" else \
+            f"local jobs {' '.join(str(j.job_id) for j in jobs)}"
+        self.say(f"submitted {sum(len(c) for c in wave)} runs as {n} jobs: {where}"
+                 + (f", at most {cap} at once" if self.options.max_jobs else "") + f" (logs: {self.folder})")
+
+    @property
+    def alive(self) -> int:
+        """Jobs (array tasks) queued or running, as the last look saw them."""
+        return sum(self._counts.get(id(job), 1) for job, _ in self.live)
+
+    def _poll(self) -> tuple[list[list[Run]], bool]:
+        """One look at the jobs: the runs of each job that has ended (each goes on as soon as its own job is
+        gone, not when the whole array is), and whether anything changed since the last look. A line when the
+        counts or SLURM's reasons for pending jobs change (or every 30 s). A reason SLURM never gets past
+        (NEVER) cancels the jobs and stops the command in one line naming the fix."""
+        if not self.live:
+            return [], False
+        listed, pending = self._look([job for job, _ in self.live])
+        stuck = sorted({reason for reason in pending if reason in NEVER})
+        if stuck:
+            self._cancel()
+            raise SweepError(f"SLURM will not start the jobs ({stuck[0]}): {NEVER[stuck[0]]}; the jobs "
+                             f"{' '.join(self.job_ids)} were cancelled and nothing ran")
+        ended, live = [], []
+        for job, runs in self.live:
+            gone = (job.done() if not isinstance(job, _JobRef) else False) if listed is None else \
+                not _listed(str(job.job_id), listed)
+            if gone:
+                ended.append(runs)
+            else:
+                live.append((job, runs))
+                if listed is not None and isinstance(job, _JobRef):  # an adopted array: its tasks listed
+                    self._counts[id(job)] = sum(1 for i in listed if _listed(str(job.job_id), {i}))
+        self.live = live
+        counts = (len(ended), self.alive, tuple(sorted(pending.items())))
+        changed = counts != self._shown
+        if changed or time.monotonic() - self._said > SAY_EVERY_S:
+            why = ", ".join(f"{n} {reason}" for reason, n in sorted(pending.items()))
+            self.say(f"{self.alive} of {max(self.submitted, self.alive)} jobs queued or running"
+                     + (f" (pending: {why})" if why else "")
+                     + f"; {self.finished + sum(len(rs) for rs in ended)} runs finished")
+            self._shown, self._said = counts, time.monotonic()
+        return ended, changed
+
+    def _look(self, jobs: list) -> tuple[set[str] | None, dict[str, int]]:
+        """The array tasks squeue lists (queued or running) of these jobs' arrays, and of the pending ones how
+        many wait for each reason SLURM gives (squeue's %r; "None" left out). None for local jobs, which are
+        asked one by one (job.done())."""
         if self.options.executor != "slurm":
-            return sum(1 for j in jobs if not j.done()), {}
+            return None, {}
         ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
         for _ in range(SQUEUE_TRIES):  # a busy slurmctld answers late or not at all now and then
             out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T|%r", "-j", ",".join(ids)], capture_output=True,
@@ -538,18 +635,19 @@ class Dispatch:
             if out.returncode == 0:
                 return queue_state(out.stdout)
             if "Invalid job id" in out.stderr:  # every job has ended and been purged
-                return 0, {}
+                return set(), {}
             time.sleep(POLL_S)
         raise SchedulerGone(f"squeue failed {SQUEUE_TRIES} times: {out.stderr.strip() or out.returncode}; the jobs "
                          f"{' '.join(ids)} may still run: run the same command again once the cluster answers")
 
     def _after(self, todo: list[Run], report: R.Report) -> list[Run]:
-        """Sort the round's runs by what their summary.json says; the unfinished ones go again."""
+        """Sort an ended job's runs by what their summary.json says; the unfinished ones go again."""
         again = []
         for run in todo:
             status = _status(run)
             if status in FINISHED or status == "failed":
                 report.outcomes.setdefault(status, []).append(run)
+                self.finished += 1
             elif self.tries[run.run_id] <= self.options.retries:
                 again.append(run)
             else:
@@ -584,15 +682,20 @@ NEVER = {
 }  # not PartitionConfig ("not available now"): SLURM 22.05 gives it for a moment after the submission, then the real one
 
 
-def queue_state(squeue_out: str) -> tuple[int, dict[str, int]]:
-    """(jobs listed, {reason: pending jobs}) from squeue's `%i|%T|%r` lines (one per array task)."""
+def queue_state(squeue_out: str) -> tuple[set[str], dict[str, int]]:
+    """(the job ids listed, {reason: pending jobs}) from squeue's `%i|%T|%r` lines (one per array task, `123_4`)."""
     lines = [line.split("|") for line in squeue_out.splitlines() if line.strip()]
     pending: dict[str, int] = {}
     for fields_ in lines:
         if len(fields_) == 3 and fields_[1].strip() == "PENDING" and fields_[2].strip() not in ("None", "(null)", ""):
             reason = fields_[2].strip()
             pending[reason] = pending.get(reason, 0) + 1
-    return len(lines), pending
+    return {fields_[0].strip() for fields_ in lines}, pending
+
+
+def _listed(job_id: str, listed: set[str]) -> bool:
+    """Whether squeue listed the job: an array task (`123_4`) by its id, an array (`123`) by any of its tasks."""
+    return job_id in listed if "_" in job_id else any(i == job_id or i.startswith(job_id + "_") for i in listed)
 
 
 def dry_run(sweep: Sweep, options: Options, out: TextIO) -> int:
