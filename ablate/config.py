@@ -94,16 +94,22 @@ RULES: dict[str, Rule] = {
 }
 
 
+@functools.cache
+def _ruled(cls: type, section: str) -> tuple[tuple[str, str, Any], ...]:
+    """(field, key, its RULES entry) for each field of `cls` that has one, in field order."""
+    keys = ((f.name, f"{section}.{f.name}" if section else f.name) for f in fields(cls))
+    return tuple((name, key, RULES[key]) for name, key in keys if key in RULES)
+
+
 def _check_rules(obj: Any, section: str) -> None:
     """Raise ConfigError for the first field of `obj` outside its RULES entry (None passes: the
     field's type decides whether it may be null)."""
-    for f in fields(obj):
-        key = f"{section}.{f.name}" if section else f.name
-        rule, value = RULES.get(key), getattr(obj, f.name)
-        if rule is None or value is None:
+    for name, key, rule in _ruled(type(obj), section):
+        value = getattr(obj, name)
+        if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not rule.ok(value):
-            nullable = type(None) in typing.get_args(_hints(type(obj))[f.name])
+            nullable = type(None) in typing.get_args(_hints(type(obj))[name])
             raise ConfigError(f"{key}={_shown(value)} is not allowed; expected {rule.text}{' or null' if nullable else ''}")
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,15 +152,27 @@ def data_bytes(cfg: Config) -> int:
     return spec(cfg.data.task).data_bytes(cfg.data)
 
 
+_ESTIMATES: dict[tuple, Estimate] = {}  # (model, data, pooling) -> its estimate: a sweep's seeds share one
+
+
 def estimate(cfg: Config) -> Estimate:
-    """TooLarge (a ValueError, one line) where the model's shapes overflow torch's sizes."""
-    built = model_size(cfg)
-    return Estimate(
-        parameters=built.parameters,
-        model_bytes=4 * FLOAT * built.parameters + FLOAT * 2 * built.buffers,  # tables built with temporaries
-        activation_bytes=activation_bytes(cfg),
-        data_bytes=data_bytes(cfg),
-    )
+    """TooLarge (a ValueError, one line) where the model's shapes overflow torch's sizes. It depends on the
+    model, the data and the pooling alone, so it is computed once for the configurations that share them (a
+    sweep expands to many: it was a fifth of building each)."""
+    key = (cfg.model, cfg.data, cfg.pooling)
+    found = _ESTIMATES.get(key)
+    if found is None:
+        built = model_size(cfg)
+        found = Estimate(
+            parameters=built.parameters,
+            model_bytes=4 * FLOAT * built.parameters + FLOAT * 2 * built.buffers,  # tables built with temporaries
+            activation_bytes=activation_bytes(cfg),
+            data_bytes=data_bytes(cfg),
+        )
+        if len(_ESTIMATES) >= 4096:
+            _ESTIMATES.clear()
+        _ESTIMATES[key] = found
+    return found
 
 
 @dataclass(frozen=True)
@@ -271,6 +284,22 @@ def host_limit(*, meminfo: Path | str = "/proc/meminfo", status: Path | str = "/
     return min(candidates, key=lambda c: c.available, default=None)
 
 
+HOST_FRESH_S = 1.0  # an answer of host_limit() younger than this is used again (check_fits, for each config)
+_host_seen: tuple | None = None  # (the host_limit asked, when, its answer)
+
+
+def recent_host_limit() -> HostLimit | None:
+    """host_limit() as it was at most HOST_FRESH_S ago: a sweep's expansion checks every configuration, and
+    reading /proc and the cgroup files for each was a quarter of building one."""
+    global _host_seen
+    now = time.monotonic()
+    if _host_seen is not None and _host_seen[0] is host_limit and now - _host_seen[1] < HOST_FRESH_S:
+        return _host_seen[2]
+    answer = host_limit()
+    _host_seen = (host_limit, now, answer)
+    return answer
+
+
 def host_memory() -> int | None:
     """Bytes of memory available to a new allocation now (the tightest limit of `host_limit`)."""
     limit = host_limit()
@@ -354,7 +383,7 @@ def check_fits(cfg: Config, keys: str, host: int | None = None, device: int | No
     if host is not None:
         limit = HostLimit(host, "this machine has available")
     elif limit is None:
-        limit = host_limit()
+        limit = recent_host_limit()
     if on_gpu:
         device = gpu_memory() if device is None else device
         if device is not None and est.device_bytes > device:

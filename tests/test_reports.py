@@ -267,7 +267,8 @@ def check_data_folder(data: Path) -> None:
     the sweep file defines at quick (a tuned sweep: its stage 1 plus the other seeds at each choice),
     small enough to commit. A sweep made from uncommitted code, or with runs at other commits, may be
     committed only if FINDINGS.md's provenance table says so (test_findings_...)."""
-    from ablate.results.export import curves_file, defined_runs
+    from ablate.results.export import curves_file
+    from ablate.sweep.spec import load
 
     probed = probed_sweeps()
     files = sorted(p.name for p in data.iterdir())
@@ -288,7 +289,7 @@ def check_data_folder(data: Path) -> None:
         assert m["budget"] == "quick", (name, m)
         assert isinstance(m["dirty"], bool) and m["commit_mismatch"] >= 0 and len(m["commit"]) == 40, (name, m)
         assert m["runs"] == sum(m["status"].values()) and set(m["status"]) <= {"completed", "diverged"}, m
-        assert m["runs"] == defined_runs(name, ROOT / "sweeps")["quick"][1], (name, m["runs"])
+        assert m["runs"] == load(str(ROOT / "sweeps" / f"{name}.yaml"), budget="quick").expected_runs(), (name, m)
         table = R.table(name, data)
         assert len(table) == m["runs"] and set(table["budget"]) == {"quick"}
         if name in probed:

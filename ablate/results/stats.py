@@ -122,6 +122,29 @@ def swept(df: pd.DataFrame, config_keys: list[str], listed: Collection[str] = ()
     return [k for k in config_keys if k in listed or varies(k)]
 
 
+class _Kept(list):
+    """A list in df.attrs that pandas hands on instead of deep-copying: pandas 3 deep-copies df.attrs in
+    every operation's __finalize__, which with a sweep's key lists was two million copy calls and a seventh
+    of a report notebook's time. Attrs are set whole, never changed in place, so sharing them is safe."""
+
+    def __deepcopy__(self, memo: dict) -> _Kept:
+        return self
+
+
+class _KeptDict(dict):
+    """A dict in df.attrs, handed on like _Kept (its values with it)."""
+
+    def __deepcopy__(self, memo: dict) -> _KeptDict:
+        return self
+
+
+def kept(attrs: dict[str, Any]) -> dict[str, Any]:
+    """`attrs` with each list and dict value handed on, not deep-copied, by pandas: what every
+    `df.attrs = ...` here assigns."""
+    return {k: _KeptDict(v) if isinstance(v, dict) else _Kept(v) if isinstance(v, list) else v
+            for k, v in attrs.items()}
+
+
 def config_columns(df: pd.DataFrame) -> list[str]:
     """The table's config columns: df.attrs["config_keys"] when set, else (a table read back from a CSV)
     the columns between run_id and status, as the table's format orders them (run_id | config keys |
@@ -230,7 +253,7 @@ def aggregate(
     out["n_runs"] = groups["n_runs"].sum()
     out["n_diverged"] = groups["n_diverged"].sum()
     out = out.reset_index(drop=not by)
-    out.attrs = {"by": by, "metrics": metrics, "status": list(status), "diverged_as": diverged_as}
+    out.attrs = kept({"by": by, "metrics": metrics, "status": list(status), "diverged_as": diverged_as})
     return out
 
 
@@ -325,5 +348,5 @@ def tuned(
             curve[curve_column(metric, key, v)].append(mean)
     for name, column_values in curve.items():
         out[name] = column_values
-    out.attrs = {**out.attrs, "tune": {**info, "key": key, "metric": metric}, "curve": list(curve)}
+    out.attrs = kept({**out.attrs, "tune": {**info, "key": key, "metric": metric}, "curve": list(curve)})
     return out

@@ -73,7 +73,7 @@ from ..runfiles import (
 from ..sweep.tune import Tune, TuneError, parse_tune, score, stage1_seeds
 from ..sweep.tune import choose as choose_value
 from ..yamlfile import YamlFileError, read_yaml
-from .stats import CORRUPT, METRIC, ResultsError, same, swept_keys  # noqa: F401 - the table's rules, import-clean
+from .stats import CORRUPT, METRIC, ResultsError, kept, same, swept_keys  # noqa: F401 - the table's rules, import-clean
 from .stats import swept as swept_of
 
 PARAMS = ("attention", "ffn", "recurrent", "embedding", "other", "total")
@@ -529,7 +529,7 @@ def from_records(
     else:
         tune = None
     df = _sort_rows(df, swept)
-    df.attrs = {
+    df.attrs = kept({
         "name": name,
         "source": source,
         "swept_keys": swept,
@@ -539,9 +539,8 @@ def from_records(
         "params": params,
         "reference_commit": reference,
         "corrupt": dict(zip(df.loc[df["status"] == CORRUPT, "run_id"], df.loc[df["status"] == CORRUPT, "error"])),
-    }
-    if tune is not None:
-        df.attrs["tune"] = tune.as_dict()
+        **({"tune": tune.as_dict()} if tune is not None else {}),
+    })
     return df
 
 
