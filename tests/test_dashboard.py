@@ -4,8 +4,6 @@ sweep logs, the W&B view it builds (offline), the report's plain answer, and the
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 
 import pytest
@@ -70,10 +68,12 @@ def _chosen(name: str):
 @pytest.fixture(scope="module")
 def offline_record(tmp_path_factory):
     """One real smoke run per distinct configuration (tracking=wandb, WANDB_MODE=offline, 64 training
-    examples), trained in a process of its own as `ablate sweep` trains one (forked from the runner's
-    forkserver, which has imported torch, Lightning and W&B once), and read back with
+    examples), trained by ablate.train.train in this process one after the other (W&B's service started
+    once: a process of its own per run spent two thirds of its time starting one), and read back with
     ablate.tracking.offline_run_record."""
-    from ablate.sweep import worker
+    import torch
+
+    from ablate.train import train
 
     root = tmp_path_factory.mktemp("dashboard_runs")
     records: dict[str, dict] = {}
@@ -84,20 +84,19 @@ def offline_record(tmp_path_factory):
         if key not in records:
             run_dir = root / f"{run.run_id}-{run.cfg.run.group}"
             cfg = C.build({"run.dir": str(run_dir), "data.train_subset": 64, "trainer.threads": 1}, base=run.cfg)
-            env = {**os.environ, "WANDB_MODE": "offline", "ABLATE_DATA_DIR": DATA, "WANDB_SILENT": "true",
-                   "HOME": str(root), "WANDB_DIR": str(run_dir)}
-            ctx = worker.forkserver()
-            reader, writer = ctx.Pipe(duplex=False)
-            process = ctx.Process(target=worker.run_forked, args=(cfg, env, str(root), writer, time.time()))
-            process.start()
-            writer.close()
-            process.join(600)
-            assert process.exitcode == worker.OK, (run_dir / worker.LOG).read_text()[-3000:]
+            threads = torch.get_num_threads()
+            with pytest.MonkeyPatch.context() as mp:
+                for k, v in {"WANDB_MODE": "offline", "ABLATE_DATA_DIR": DATA, "WANDB_SILENT": "true",
+                             "HOME": str(root), "WANDB_DIR": str(run_dir)}.items():
+                    mp.setenv(k, v)
+                try:
+                    assert train(cfg, log=lambda _: None)["status"] == "completed"
+                finally:
+                    torch.set_num_threads(threads)
             records[key] = offline_run_record(run_dir)
         return records[key]
 
-    yield record
-    worker.stop_forkserver()
+    return record
 
 
 @pytest.mark.slow
