@@ -88,7 +88,8 @@ def test_free_memory_is_read_for_the_visible_gpus_from_nvidia_smis_table():
     table = "0, GPU-aaa, 81000\n1, GPU-bbb, 1000\n2, GPU-ccc, 40000\n"
     assert G.parse_free(table, ["0", "2"]) == 40000 * 2**20  # the fullest visible one
     assert G.parse_free(table, ["GPU-aaa"]) == 81000 * 2**20
-    assert G.parse_free(table, ["MIG-xyz"]) == 1000 * 2**20  # not matched: the fullest of all
+    assert G.parse_free(table, ["7"]) == 1000 * 2**20  # not matched: the fullest of all
+    assert G.parse_free(table, ["MIG-xyz"]) is None  # a slice: the table's row is its whole GPU
     assert G.parse_free("", ["0"]) is None and G.parse_free("garbage\n", ["0"]) is None
 
 

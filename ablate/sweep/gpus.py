@@ -70,7 +70,8 @@ def default_runs_per_gpu(need_bytes: int, free_bytes: int | None, cores: int, n_
     n = min(by_cores, MAX_DEFAULT)
     if free_bytes is None:
         n = 1
-        limits = ["the GPUs' free memory is unknown (nvidia-smi did not answer); pass --runs-per-gpu N"]
+        limits = ["the GPUs' free memory is unknown (nvidia-smi did not answer, or the GPUs are MIG slices, which "
+                  "its table shows as whole GPUs); pass --runs-per-gpu N"]
     else:
         by_memory = int(HEADROOM * free_bytes // per_run)
         limits.insert(0, f"a run needs about {per_run / GB:.2f} GB with its CUDA context, "
@@ -105,7 +106,8 @@ def free_memory(gpus: list[str]) -> int | None:
 
 
 def parse_free(table: str, gpus: list[str]) -> int | None:
-    """nvidia-smi's 'index, uuid, free MiB' lines -> free bytes of the fullest visible GPU."""
+    """nvidia-smi's 'index, uuid, free MiB' lines -> free bytes of the fullest visible GPU; None for MIG slices
+    (CUDA_VISIBLE_DEVICES=MIG-...), whose memory the table does not give."""
     rows = []
     for line in table.splitlines():
         parts = [p.strip() for p in line.split(",")]
@@ -115,7 +117,7 @@ def parse_free(table: str, gpus: list[str]) -> int | None:
             rows.append((parts[0], parts[1], int(float(parts[2]) * 2**20)))
         except ValueError:
             continue
-    if not rows:
+    if not rows or any(g.startswith("MIG-") for g in gpus):  # nvidia-smi's row is the whole GPU, not the slice
         return None
     visible = [free for index, uuid, free in rows if index in gpus or uuid in gpus]
     return min(visible or [free for _, _, free in rows])
