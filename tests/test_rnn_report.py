@@ -6,7 +6,6 @@ crossover the answer quotes are the ones those laws give."""
 from __future__ import annotations
 
 import csv
-import shutil
 from pathlib import Path
 
 import pytest
@@ -40,17 +39,39 @@ def bench_rows(device: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def answers(tmp_path_factory):
+def rnn_build(tmp_path_factory):
+    """One build of the notebook on the fixture with two edits (each read by its own answer): the benchmark's
+    table replaced by bench_rows("cpu"), and the LSTM's (no PE) accuracy by position at copy 32 replaced by a
+    known curve: 30 % on the first quarter, 90 % on the last, 50 % between except 25 % at emitted token 20."""
+    import numpy as np
+    import pandas as pd
+
+    from ablate.results.export import BY_POSITION, npz_bytes
+
     root = tmp_path_factory.mktemp("rnn")
     data = root / "data"
-    shutil.copytree(FIXTURE, data)
+    edited_copy(FIXTURE, data)
     with open(data / "rnn_cost.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(bench_rows("cpu"))
+    table = pd.read_csv(data / "rnn_copy_long.csv")
+    lstm = table[(table["model.arch"] == "lstm") & (table["model.pos_enc"] == "none")]["run_id"]
+    curve = np.full(32, 0.5, dtype=np.float32)
+    curve[:8], curve[-8:], curve[19] = 0.3, 0.9, 0.25
+    with np.load(data / "rnn_copy_long.npz") as f:
+        arrays = {k: f[k] for k in f.files}
+    assert all(f"{r}/{BY_POSITION}" in arrays for r in table["run_id"])  # the fixture holds the array
+    arrays.update({f"{r}/{BY_POSITION}": curve for r in lstm})
+    (data / "rnn_copy_long.npz").write_bytes(npz_bytes(arrays))
     (built,) = build(SOURCES, data, root / "out", only=["rnn_table"], log=lambda _: None)
     assert built.error is None, built.error
-    return {a["key"]: a for a in built.answers}
+    return {a["key"]: a for a in built.answers}, root / "out"
+
+
+@pytest.fixture(scope="module")
+def answers(rnn_build):
+    return rnn_build[0]
 
 
 def test_every_row_of_the_table_is_answered(answers):
@@ -80,29 +101,8 @@ def test_the_complexity_answer_follows_the_benchmark(answers):
 
 
 @pytest.fixture(scope="module")
-def positions(tmp_path_factory):
-    """The fixture with the LSTM's (no PE) accuracy by position at copy 32 replaced by a known curve: 30 % on
-    the first quarter, 90 % on the last, 50 % between except 25 % at emitted token 20."""
-    import numpy as np
-    import pandas as pd
-
-    from ablate.results.export import BY_POSITION, npz_bytes
-
-    root = tmp_path_factory.mktemp("rnn_positions")
-    data = root / "data"
-    edited_copy(FIXTURE, data)
-    table = pd.read_csv(data / "rnn_copy_long.csv")
-    lstm = table[(table["model.arch"] == "lstm") & (table["model.pos_enc"] == "none")]["run_id"]
-    curve = np.full(32, 0.5, dtype=np.float32)
-    curve[:8], curve[-8:], curve[19] = 0.3, 0.9, 0.25
-    with np.load(data / "rnn_copy_long.npz") as f:
-        arrays = {k: f[k] for k in f.files}
-    assert all(f"{r}/{BY_POSITION}" in arrays for r in table["run_id"])  # the fixture holds the array
-    arrays.update({f"{r}/{BY_POSITION}": curve for r in lstm})
-    (data / "rnn_copy_long.npz").write_bytes(npz_bytes(arrays))
-    (built,) = build(SOURCES, data, root / "out", only=["rnn_table"], log=lambda _: None)
-    assert built.error is None, built.error
-    return {a["key"]: a for a in built.answers}, root / "out"
+def positions(rnn_build):
+    return rnn_build
 
 
 def test_where_the_errors_sit_follows_the_exported_arrays(positions):
