@@ -117,19 +117,56 @@ def tag(kind: str, value: str) -> str:
     return f"{text[:TAG_MAX - len(digest) - 1]}~{digest}"
 
 
-def run_fields(cfg) -> dict[str, Any]:
-    """What W&B shows of a run besides its metrics: id (the run id), name, group (the sweep and its
-    budget: budgets never mix in a group), job_type, tags, and the flat config, once."""
+def run_fields(cfg, wandb_id: str | None = None) -> dict[str, Any]:
+    """What W&B shows of a run besides its metrics: id (`wandb_id`, this attempt's: attempt_id; the run id
+    where none is given), name, group (the sweep and its budget: budgets never mix in a group), job_type,
+    tags (the run id among them, `run:<id>`, which matches a W&B run to its run folder) and the flat config,
+    once."""
     from .config import flat, run_id
 
+    ours = run_id(cfg)
     return {
-        "id": run_id(cfg),
+        "id": wandb_id or ours,
         "name": cfg.run.name or derived_name(cfg),
         "group": f"{cfg.run.group}-{cfg.budget}",
         "job_type": "train" if cfg.run.group == "train" else "sweep",
-        "tags": [tag("budget", cfg.budget), tag("task", cfg.data.task), tag("sweep", cfg.run.group)],
+        "tags": [tag("budget", cfg.budget), tag("task", cfg.data.task), tag("sweep", cfg.run.group), tag(RUN_TAG, ours)],
         "config": flat(cfg),
     }
+
+
+RUN_TAG = "run"  # the tag kind that holds a W&B run's ablate run id (`run:<id>`)
+WANDB_ID = "wandb_id"  # in a run folder: the W&B run id its latest attempt logs to
+
+
+def attempt_id(run_dir: Path, cfg, resume: bool, write: bool = True) -> str:
+    """The W&B run id of this training of `cfg` in `run_dir`. A resume goes on in the W&B run the interrupted
+    attempt logged to (run_dir/wandb_id; a folder of a run started before that file existed: the run id
+    itself). Otherwise a new id, the run id and six random hex digits, written there (`write`: the process
+    that owns the folder), so that a retrain, or a colleague training the same configuration in the same
+    project, is a W&B run of its own instead of resuming another and overwriting it (W&B keeps the first
+    values logged at a step). The run id stays in the tags (`run:<id>`), which is how runs are matched."""
+    import re
+    import secrets
+
+    from .config import run_id
+    from .fileio import atomic_write
+
+    ours = run_id(cfg)
+    path = run_dir / WANDB_ID
+    if resume:
+        try:
+            found = path.read_text().strip()
+        except OSError:
+            found = ""
+        if re.fullmatch(rf"{re.escape(ours)}-[0-9a-f]{{6}}", found):
+            return found
+        if not path.exists() and (run_dir / "wandb").is_dir():  # its W&B run has the run id as its id
+            return ours
+    new = f"{ours}-{secrets.token_hex(3)}"
+    if write:
+        atomic_write(path, new + "\n")
+    return new
 
 
 # Without a usable HOME: W&B's own folders, and the cache folder its core (Go's os.UserCacheDir) logs to.
@@ -156,9 +193,10 @@ def wandb_dirs_without_home() -> Path | None:
     return base
 
 
-def wandb_logger(run_dir: Path, cfg):
-    """Lightning's WandbLogger writing under `run_dir/wandb` with `run_fields(cfg)`; id = run id, so a
-    resumed run continues the same W&B run (the logger passes resume="allow"). run.sweep_id attaches
+def wandb_logger(run_dir: Path, cfg, resume: bool = False, write: bool = True):
+    """Lightning's WandbLogger writing under `run_dir/wandb` with `run_fields(cfg)`; its id is this attempt's
+    (attempt_id: a resumed run continues the same W&B run, the logger passes resume="allow"; a run trained
+    afresh is a new W&B run, `write`: the process owning the folder records its id). run.sweep_id attaches
     the run to that W&B sweep (wandb.init's settings; the WANDB_SWEEP_ID variable would make wandb drop
     the run's id and project). The task's LightningModule keeps its hyperparameters out of the logger,
     so the config appears once."""
@@ -168,7 +206,7 @@ def wandb_logger(run_dir: Path, cfg):
     mode = wandb_mode()
     os.environ.setdefault("WANDB_SILENT", "true")
     wandb_dirs_without_home()
-    fields = run_fields(cfg)
+    fields = run_fields(cfg, attempt_id(run_dir, cfg, resume, write))
     logger = WandbLogger(
         project=cfg.run.project,
         save_dir=str(run_dir),

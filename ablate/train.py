@@ -569,7 +569,7 @@ def _initial_only(a: Attempt) -> dict[str, Any]:
     if a.cfg.tracking == "wandb" and not is_ddp_child():  # the same W&B run a trained one is, its summary only
         from .tracking import wandb_logger
 
-        _to_wandb(wandb_logger(a.run_dir, a.cfg).experiment, summary, a.log, probes=True)
+        _to_wandb(wandb_logger(a.run_dir, a.cfg).experiment, summary, a.log, probes=True)  # an attempt of its own
     if not is_ddp_child():
         write_json(a.run_dir / SUMMARY, summary)
     return summary
@@ -587,7 +587,7 @@ def _fit(a: Attempt) -> dict[str, Any]:
     if cfg.tracking == "wandb":
         from .tracking import wandb_logger
 
-        loggers.append(wandb_logger(run_dir, cfg))
+        loggers.append(wandb_logger(run_dir, cfg, resume=a.resume_step is not None, write=not child))
     throughput = Throughput()
     lines = ProgressLines(log, run_dir) if progress else None
     last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=lines, stop=_stop,

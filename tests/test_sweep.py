@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -514,10 +515,11 @@ def test_runs_log_to_wandb_with_the_sweep_as_group_and_the_flat_config(tmp_path,
     assert len(runs) == 2
     for name in runs:
         offline = list((tmp_path / "runs" / "wb" / name / "wandb").glob("offline-run-*"))
-        assert len(offline) == 1 and offline[0].name.endswith(name)
+        assert len(offline) == 1 and re.fullmatch(rf"offline-run-[0-9_]+-{name}-[0-9a-f]{{6}}", offline[0].name)
         record = offline_run_record(tmp_path / "runs" / "wb" / name)  # what `wandb sync` uploads
         n_heads = yaml.safe_load((tmp_path / "runs" / "wb" / name / "config.yaml").read_text())["model"]["n_heads"]
-        assert record["id"] == name and record["name"] == f"n_heads={n_heads} s0"
+        assert record["id"].startswith(f"{name}-") and f"run:{name}" in record["tags"]
+        assert record["name"] == f"n_heads={n_heads} s0"
         assert record["group"] == "wb-none" and record["job_type"] == "sweep"  # the sweep, its budget
         assert record["config"]["model.d_model"] == 16 and record["config"]["run.group"] == "wb"
 
@@ -885,7 +887,7 @@ def test_a_sweep_id_registered_before_is_reused_and_every_run_carries_it(tmp_pat
         config = yaml.safe_load((tmp_path / "runs" / "reuse" / run_id / "config.yaml").read_text())
         assert config["run"]["sweep_id"] == "abc123xy"
         record = offline_run_record(tmp_path / "runs" / "reuse" / run_id)  # what wandb sync uploads
-        assert record["sweep_id"] == "abc123xy" and record["id"] == run_id
+        assert record["sweep_id"] == "abc123xy" and f"run:{run_id}" in record["tags"]
         assert record["name"] == f"reuse s{config['seed']}"
     # another project is another sweep: offline, nothing is reused and nothing registered
     other = spec.load(str(write(tmp_path, "reuse", {**TINY, "tracking": {"value": "wandb"},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,12 +59,15 @@ def test_the_config_is_logged_once_and_flat(offline):
 
 
 def test_name_group_job_type_tags_and_sweep(offline):
-    _, record, _, cfg = offline
-    assert record["id"] == C.run_id(cfg)  # the hash stays the id
+    run_dir, record, _, cfg = offline
+    # the id is this attempt's (a retrain is a W&B run of its own), recorded in the run folder; the hash, the
+    # run id, is its tag
+    assert re.fullmatch(rf"{C.run_id(cfg)}-[0-9a-f]{{6}}", record["id"]), record["id"]
+    assert (run_dir / "wandb_id").read_text().strip() == record["id"]
     assert record["name"] == "n_heads=2 lr=3e-4 s1"
     assert record["group"] == "toy-smoke"  # budgets never mix in a group
     assert record["job_type"] == "sweep"
-    assert record["tags"] == ["budget:smoke", "task:copy", "sweep:toy"]
+    assert record["tags"] == ["budget:smoke", "task:copy", "sweep:toy", f"run:{C.run_id(cfg)}"]
     assert record["sweep_id"] == "abc123"
 
 
@@ -102,8 +106,13 @@ def test_load_wandb_reads_new_and_old_groups(offline, tmp_path, monkeypatch):
     """A W&B Api serving the offline run as synced (group "toy-smoke") and one written before (group
     "toy", nested config): the table holds both, probe scalars from the summary."""
     _, record, _, cfg = offline
+    ours = C.run_id(cfg)
     new = SimpleNamespace(id=record["id"], state="finished", config=record["config"], summary=record["summary"],
-                          commit=record["summary"]["commit"], group=record["group"])
+                          commit=record["summary"]["commit"], group=record["group"], tags=record["tags"],
+                          created_at="2026-12-01T10:00:00")
+    # the same run trained again later in the project, crashed: the finished attempt is the run's row
+    again = SimpleNamespace(id=f"{ours}-000000", state="crashed", config=record["config"], summary={}, commit="c",
+                            group=record["group"], tags=record["tags"], created_at="2026-12-02T10:00:00")
     old = SimpleNamespace(id="old", state="finished", config={"config": {"model": {"n_heads": 4}}, "n_classes": 10},
                           summary={"status": "completed", "test/acc": 0.5, "probe/final/acc": 0.5},
                           commit="c", group="toy")
@@ -112,12 +121,32 @@ def test_load_wandb_reads_new_and_old_groups(offline, tmp_path, monkeypatch):
     class Api:
         def runs(self, path, filters=None, lazy=True):
             wanted = filters["group"]["$in"]
-            return [r for r in (new, old, other) if r.group in wanted]
+            return [r for r in (new, again, old, other) if r.group in wanted]
 
     df = load_wandb("toy", "team/p", api=Api()).set_index("run_id")
-    assert sorted(df.index) == sorted([record["id"], "old"])
-    assert df.loc[record["id"], "probe/final/acc"] == pytest.approx(record["summary"]["probe/final/acc"])
-    assert df.loc["old", "model.n_heads"] == 4 and df.loc[record["id"], "model.n_heads"] == 2
+    assert sorted(df.index) == sorted([ours, "old"])  # the run id from the tag; a run logged before: its W&B id
+    assert df.loc[ours, "probe/final/acc"] == pytest.approx(record["summary"]["probe/final/acc"])
+    assert df.loc[ours, "status"] == "completed"
+    assert df.loc["old", "model.n_heads"] == 4 and df.loc[ours, "model.n_heads"] == 2
+
+
+def test_each_training_afresh_is_a_w_and_b_run_of_its_own_and_a_resume_goes_on_in_it(tmp_path):
+    """attempt_id: a run trained afresh gets a new W&B id (run id + 6 hex digits) recorded in its folder, a resume
+    the recorded one, a folder from before the file existed (a wandb/ folder, no wandb_id) the run id itself."""
+    from ablate.tracking import attempt_id
+
+    cfg = C.build(C.parse_overrides(ARGS))
+    ours = C.run_id(cfg)
+    first = attempt_id(tmp_path, cfg, resume=False)
+    assert re.fullmatch(rf"{ours}-[0-9a-f]{{6}}", first) and (tmp_path / "wandb_id").read_text() == first + "\n"
+    assert attempt_id(tmp_path, cfg, resume=True) == first
+    again = attempt_id(tmp_path, cfg, resume=False)  # retrained: another W&B run, never the old one overwritten
+    assert again != first and attempt_id(tmp_path, cfg, resume=True) == again
+    assert attempt_id(tmp_path, cfg, resume=False, write=False) != again  # a DDP rank that does not own the folder
+    assert (tmp_path / "wandb_id").read_text() == again + "\n"
+    legacy = tmp_path / "legacy"
+    (legacy / "wandb").mkdir(parents=True)
+    assert attempt_id(legacy, cfg, resume=True) == ours
 
 
 def test_a_torn_or_foreign_run_file(offline, tmp_path):
@@ -157,9 +186,11 @@ def test_derived_names():
 
 
 def test_run_fields_of_a_plain_train():
-    fields = run_fields(C.build({"run.name": "qk_scale=False lr=3e-4 s1"}))
+    cfg = C.build({"run.name": "qk_scale=False lr=3e-4 s1"})
+    fields = run_fields(cfg)
     assert (fields["name"], fields["group"], fields["job_type"]) == ("qk_scale=False lr=3e-4 s1", "train-none", "train")
-    assert fields["tags"] == ["budget:none", "task:mnist", "sweep:train"]
+    assert fields["tags"] == ["budget:none", "task:mnist", "sweep:train", f"run:{C.run_id(cfg)}"]
+    assert fields["id"] == C.run_id(cfg) and run_fields(cfg, f"{C.run_id(cfg)}-abcdef")["id"] == f"{C.run_id(cfg)}-abcdef"
 
 
 def test_name_and_sweep_id_never_change_the_run_id():
@@ -225,8 +256,8 @@ def test_a_sweep_name_longer_than_a_wandb_tag_trains_and_keeps_its_tags_apart(tm
 
     long = "ablation-of-the-feed-forward-width-at-every-depth-and-head-count-" * 2  # 130 characters
     long = long[:120]
-    cut = run_fields(C.build(C.parse_overrides([*ARGS, f"run.group={long}"])))["tags"]
-    other = run_fields(C.build(C.parse_overrides([*ARGS, f"run.group={long[:-1]}x"])))["tags"]
+    cut = run_fields(C.build(C.parse_overrides([*ARGS, f"run.group={long}", "run.probe_every=0"])))["tags"]
+    other = run_fields(C.build(C.parse_overrides([*ARGS, f"run.group={long[:-1]}x", "run.probe_every=0"])))["tags"]
     assert max(map(len, cut)) == TAG_MAX and cut[2].startswith("sweep:ablation-of") and cut[2] != other[2]
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "HOME": str(tmp_path),
            "WANDB_SILENT": "true", "ABLATE_RUNS_DIR": str(tmp_path / "runs")}

@@ -262,7 +262,8 @@ def test_wandb_offline_run_with_a_fake_key_and_no_network(tmp_path, monkeypatch)
     s = run(*items)
     assert s["status"] == "completed"
     offline = list((tmp_path / "r" / "wandb").glob("offline-run-*"))
-    assert len(offline) == 1 and offline[0].name.endswith(s["run_id"])
+    wandb_id = (tmp_path / "r" / "wandb_id").read_text().strip()  # this attempt's W&B id: the run id and 6 hex digits
+    assert wandb_id.startswith(f"{s['run_id']}-") and len(offline) == 1 and offline[0].name.endswith(wandb_id)
     assert list(offline[0].glob("run-*.wandb"))
 
 

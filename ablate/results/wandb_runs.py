@@ -1,7 +1,11 @@
 """The same table from W&B, for sweeps whose agents ran on machines whose run directories are not here.
 
-Each `ablate train` logs to W&B with id = run id, group = "<sweep name>-<budget>" (runs written
-before budgets were kept apart: the sweep name alone; both are read), the flat config
+Each `ablate train` logs to W&B with the tag `run:<run id>` and an id of its attempt's (the run id and six
+hex digits; runs logged before: the run id itself, which is then read as the run id), group = "<sweep
+name>-<budget>" (runs written before budgets were kept apart: the sweep name alone; both are read). A run
+trained more than once (retrained, or by a colleague in the same project) is several W&B runs: the table
+takes the one that finished last (a finished one before any other), the run folder's rule of one row per
+run. Also logged: the flat config
 ({'model.n_heads': 4, ...}; older runs also a nested copy under `config`) and, in the summary, the
 logged metrics and probe scalars, `status` and the parameter counts (as `attention`, `ffn`,
 `recurrent` (an LSTM/GRU run's), ... or `params/attention`, ...; table.PARAMS). A public-API
@@ -78,6 +82,30 @@ def _summary(run) -> dict[str, Any]:
     return {k: summary[k] for k in keys}
 
 
+def run_id_of(run) -> str:
+    """The ablate run id of a W&B run: its `run:<id>` tag (ablate.tracking.RUN_TAG), else its W&B id."""
+    for text in getattr(run, "tags", None) or []:
+        kind, _, value = str(text).partition(":")
+        if kind == "run" and value and "~" not in value:
+            return value
+    return str(run.id)
+
+
+def latest(runs: list) -> list:
+    """One W&B run per ablate run id: of several attempts, a finished one (finished, or a terminal status in the
+    summary) before the others, and of those the one created last."""
+    def rank(run) -> tuple:
+        status = (_summary(run).get("status"), str(getattr(run, "state", "") or "").lower())
+        return (status[0] in TERMINAL or status[1] == "finished", str(getattr(run, "created_at", "") or ""))
+
+    chosen: dict[str, Any] = {}
+    for run in runs:
+        key = run_id_of(run)
+        if key not in chosen or rank(run) >= rank(chosen[key]):
+            chosen[key] = run
+    return list(chosen.values())
+
+
 def run_record(run) -> RunRecord:
     """A W&B public-API Run (or anything with its attributes) -> RunRecord."""
     summary = _summary(run)
@@ -86,7 +114,7 @@ def run_record(run) -> RunRecord:
     params = {p: summary[k] for p in PARAMS for k in (f"params/{p}", p) if _scalar(summary.get(k))}
     config = run_config(getattr(run, "config", None) or {})
     return RunRecord(
-        run_id=str(run.id),
+        run_id=run_id_of(run),
         config=config,
         status=str(status),
         metrics={**{k: v for k, v in summary.items() if METRIC.match(k) and _scalar(v)}, **eval_sizes(config)},
@@ -132,5 +160,5 @@ def load_wandb(name: str, path: str, api=None, sweeps: str = "sweeps") -> pd.Dat
     runs = fetch_runs(name, path, api)
     if not runs:
         raise no_runs(f"W&B {path} (group {name})", name)
-    records = [run_record(run) for run in runs]
+    records = [run_record(run) for run in latest(runs)]
     return from_records(records, name=name, source=f"wandb:{path}", sweep_file=Path(sweeps) / f"{name}.yaml")
