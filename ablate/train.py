@@ -566,10 +566,10 @@ def _initial_only(a: Attempt) -> dict[str, Any]:
             status, diverged = "diverged", {"diverged_step": err.step, "diverged_loss": str(err.loss)}
             a.log(f"ablate: run diverged: {err}")
     summary = a.close(status, a.datamodule.reference_levels(), 0, float("nan"), recorder, **diverged)
-    if a.cfg.tracking == "wandb" and not is_ddp_child():  # the same W&B run a trained one is, its summary only
+    if a.cfg.tracking == "wandb" and not is_ddp_child():  # a W&B run of its own (attempt_id), its summary only
         from .tracking import wandb_logger
 
-        _to_wandb(wandb_logger(a.run_dir, a.cfg).experiment, summary, a.log, probes=True)  # an attempt of its own
+        _to_wandb(wandb_logger(a.run_dir, a.cfg).experiment, summary, a.log, probes=True)
     if not is_ddp_child():
         write_json(a.run_dir / SUMMARY, summary)
     return summary

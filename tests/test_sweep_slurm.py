@@ -487,6 +487,37 @@ def test_a_job_interrupted_after_its_driver_was_killed_requeues_itself_and_its_r
 
 
 @needs_slurm
+@pytest.mark.slow
+def test_a_job_cancelled_after_its_driver_was_killed_is_not_requeued(tmp_path, slurm):
+    """A plain scancel (the user's, or the driver's own on Ctrl-C, which marks the job CANCELLED before the
+    SIGTERM arrives) is not undone: with no driver left the job does not requeue itself, and its run stays
+    interrupted for the next command."""
+    path = write(tmp_path, "gone", {"data.n_train": {"value": 4096}, "trainer.max_epochs": {"value": 3},
+                                    "seed": {"value": 0}})
+    (run,) = spec.load(str(path)).runs
+    folder, logs = tmp_path / "runs" / "gone" / run.run_id, tmp_path / "runs" / ".submitit" / "gone"
+    env = {**os.environ, **slurm.env}
+    driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "slurm"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 120
+    while not (folder / "last.ckpt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    driver.kill()
+    driver.wait()
+    (job,) = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
+    subprocess.run(["scancel", job], check=True, env=env)
+    deadline, listed = time.monotonic() + 60, job
+    while listed and time.monotonic() < deadline:
+        time.sleep(0.5)
+        listed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True,
+                                env=env).stdout.strip()
+    log = "".join(p.read_text(errors="replace") for p in logs.glob("*_log.out"))
+    assert listed in ("", "CANCELLED", "COMPLETING"), listed
+    assert "requeued in place" not in log, log[-2000:]
+    assert read_summary(folder)["status"] == "interrupted"
+
+
+@needs_slurm
 def test_a_second_driver_of_the_same_sweep_is_refused_in_one_line(tmp_path, capsys, slurm):
     path = write(tmp_path, "twice", {"seed": {"values": [0]}})
     folder = tmp_path / "runs" / ".submitit" / "twice"

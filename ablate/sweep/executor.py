@@ -243,7 +243,8 @@ def requeue_in_place() -> str | None:
     """In a SLURM job whose runs were just interrupted (preempted, timed out, signalled): where the command that
     submitted it is gone (its driver lock is free: killed, its login shell closed), nobody would submit the runs
     again, so the job requeues itself (`scontrol requeue`) and its runs resume from their checkpoints when SLURM
-    starts it again, through the same checks as a submission. At most --retries times (SLURM_RESTART_COUNT);
+    starts it again, through the same checks as a submission. Only a job SLURM still lists as RUNNING: one
+    cancelled (scancel, the driver's own on Ctrl-C, which marks it CANCELLED first) is let go. At most --retries times (SLURM_RESTART_COUNT);
     the same command run later adopts the job. Returns the line to say; None where the driver is alive (it
     submits the runs again) or the job is not SLURM's."""
     job, lock = os.environ.get("SLURM_JOB_ID"), os.environ.get(DRIVER_ENV)
@@ -261,6 +262,9 @@ def requeue_in_place() -> str | None:
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+    state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=60)
+    if state.stdout.strip() != "RUNNING":  # cancelled (the driver's Ctrl-C, the user's scancel), ending: let it go
+        return None
     restarts, allowed = int(os.environ.get("SLURM_RESTART_COUNT") or 0), int(os.environ.get(REQUEUES_ENV) or 0)
     if restarts >= allowed:
         return (f"ablate: the command that submitted job {job} is gone and the job was requeued {restarts} time(s) "
@@ -373,10 +377,12 @@ def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[
 
 
 class _JobRef:
-    """A job known by its id alone (an array an earlier command submitted): what `_alive` reads of a job."""
+    """A job known by its id alone (an array an earlier command submitted): what `_poll` reads of a job, and
+    how many of its tasks the last look listed."""
 
-    def __init__(self, job_id: str):
+    def __init__(self, job_id: str, tasks: int = 1):
         self.job_id = job_id
+        self.tasks = tasks
 
 
 def _run_of(cfg) -> Run:
@@ -400,7 +406,6 @@ class Dispatch:
         self.job_ids: list[str] = []  # the arrays (local: jobs) this command submitted or adopted
         self.live: list[tuple[Any, list[Run]]] = []  # each job (SLURM: array task) not ended yet, and its runs
         self.queued: list[list[Run]] = []  # chunks waiting for room under the cap
-        self._counts: dict[int, int] = {}  # an adopted array's tasks still listed
         self.submitted = self.finished = 0  # jobs submitted; runs this command saw finish
         self._shown: tuple | None = None
         self._said = time.monotonic()
@@ -451,11 +456,9 @@ class Dispatch:
             return []
         known = {r.run_id: r for r in self.sweep.runs}
         runs = []
-        for job_id in alive:
-            mine = [known[i] for i in ledger[job_id] if i in known]
-            job = _JobRef(job_id)
-            self.live.append((job, mine))
-            self._counts[id(job)] = sum(1 for i in listed if _listed(job_id, {i}))
+        for job_id in alive:  # its runs that finished before this command are counted as such already
+            mine = [known[i] for i in ledger[job_id] if i in known and _status(known[i]) not in FINISHED]
+            self.live.append((_JobRef(job_id, sum(1 for i in listed if _listed(job_id, {i}))), mine))
             runs += mine
         self.job_ids += alive
         self.say(f"adopting SLURM job array {' '.join(alive)} of an earlier command ({len(runs)} runs): waiting for "
@@ -488,7 +491,10 @@ class Dispatch:
             while True:
                 for name, runs in stages.plan() if stages and replan else []:
                     self.say(f"stage 2 of {stages.choice_line(name)}")
+                    flying = {r.run_id for _, rs in self.live for r in rs} | {r.run_id for c in self.queued for r in c}
                     for run in runs:
+                        if run.run_id in flying or run in waiting:  # in an adopted array: waited for, not again
+                            continue
                         if _status(run) in FINISHED:
                             report.skipped[_status(run)] = report.skipped.get(_status(run), 0) + 1
                         else:
@@ -551,12 +557,15 @@ class Dispatch:
         room = len(self.queued) if cap is None else cap - self.alive
         if not self.queued or room <= 0:
             return
-        wave = self.queued if self.options.executor == "slurm" else self.queued[:room]
+        # nothing in flight on SLURM: every chunk in one array, SLURM keeping it to the cap (it goes on without
+        # the driver); else as many chunks as there is room for, so that the cap holds over all the arrays
+        everything = self.options.executor == "slurm" and (cap is None or not self.live)
+        wave = self.queued if everything else self.queued[:room]
         self.queued = self.queued[len(wave):]
         n = len(wave)
         executor = _executor(self.options, self.folder, self.sweep.name, n)
         if self.options.executor == "slurm":
-            executor.update_parameters(array_parallelism=min(room, 256))
+            executor.update_parameters(array_parallelism=room if cap is not None else 256)
         env = job_env(self.options, self.folder)
         try:
             jobs = executor.map_array(run_chunk, [[items(r) for r in c] for c in wave], [env] * n,
@@ -586,7 +595,7 @@ class Dispatch:
     @property
     def alive(self) -> int:
         """Jobs (array tasks) queued or running, as the last look saw them."""
-        return sum(self._counts.get(id(job), 1) for job, _ in self.live)
+        return sum(getattr(job, "tasks", 1) for job, _ in self.live)
 
     def _poll(self) -> tuple[list[list[Run]], bool]:
         """One look at the jobs: the runs of each job that has ended (each goes on as soon as its own job is
@@ -610,7 +619,7 @@ class Dispatch:
             else:
                 live.append((job, runs))
                 if listed is not None and isinstance(job, _JobRef):  # an adopted array: its tasks listed
-                    self._counts[id(job)] = sum(1 for i in listed if _listed(str(job.job_id), {i}))
+                    job.tasks = sum(1 for i in listed if _listed(str(job.job_id), {i}))
         self.live = live
         counts = (len(ended), self.alive, tuple(sorted(pending.items())))
         changed = counts != self._shown
