@@ -442,16 +442,13 @@ def test_a_driver_killed_with_sigkill_and_run_again_adopts_its_jobs_and_submits_
     assert len(runs) == 2 and all(s["status"] == "completed" and s["attempts"] == 1 for s in runs.values())
 
 
-@needs_slurm
-@pytest.mark.slow
-def test_a_job_interrupted_after_its_driver_was_killed_requeues_itself_and_its_run_resumes(tmp_path, capsys, slurm):
-    """The driver killed with SIGKILL while its job trains, then the job stopped by SIGTERM (as by preemption):
-    nobody would submit the run again, so the job requeues itself in place (issue 42); the run resumes in the
-    same job id, SLURM's restart count 1, and the same command run afterwards finds it finished."""
-    path = write(tmp_path, "orphan", {"data.n_train": {"value": 4096}, "trainer.max_epochs": {"value": 3},
-                                      "seed": {"value": 0}})
+def orphaned(tmp_path: Path, slurm, name: str) -> tuple[Path, Path, Path, dict, str]:
+    """A one-run sweep `name` submitted by a driver that is killed with SIGKILL once the run has ended an epoch:
+    (sweep file, run folder, jobs folder, environment, the job's id)."""
+    path = write(tmp_path, name, {"data.n_train": {"value": 4096}, "trainer.max_epochs": {"value": 3},
+                                  "seed": {"value": 0}})
     (run,) = spec.load(str(path)).runs
-    folder, logs = tmp_path / "runs" / "orphan" / run.run_id, tmp_path / "runs" / ".submitit" / "orphan"
+    folder, logs = tmp_path / "runs" / name / run.run_id, tmp_path / "runs" / ".submitit" / name
     env = {**os.environ, **slurm.env}
     driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "slurm"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -461,6 +458,16 @@ def test_a_job_interrupted_after_its_driver_was_killed_requeues_itself_and_its_r
     driver.kill()
     driver.wait()
     (job,) = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
+    return path, folder, logs, env, job
+
+
+@needs_slurm
+@pytest.mark.slow
+def test_a_job_interrupted_after_its_driver_was_killed_requeues_itself_and_its_run_resumes(tmp_path, capsys, slurm):
+    """The driver killed with SIGKILL while its job trains, then the job stopped by SIGTERM (as by preemption):
+    nobody would submit the run again, so the job requeues itself in place (issue 42); the run resumes in the
+    same job id, SLURM's restart count 1, and the same command run afterwards finds it finished."""
+    path, folder, logs, env, job = orphaned(tmp_path, slurm, "orphan")
     subprocess.run(["scancel", "--signal=TERM", job], check=True, env=env)
     deadline, state = time.monotonic() + 60, ""
     while state != "PENDING" and time.monotonic() < deadline:  # requeued: back in the queue, same id
@@ -492,19 +499,7 @@ def test_a_job_cancelled_after_its_driver_was_killed_is_not_requeued(tmp_path, s
     """A plain scancel (the user's, or the driver's own on Ctrl-C, which marks the job CANCELLED before the
     SIGTERM arrives) is not undone: with no driver left the job does not requeue itself, and its run stays
     interrupted for the next command."""
-    path = write(tmp_path, "gone", {"data.n_train": {"value": 4096}, "trainer.max_epochs": {"value": 3},
-                                    "seed": {"value": 0}})
-    (run,) = spec.load(str(path)).runs
-    folder, logs = tmp_path / "runs" / "gone" / run.run_id, tmp_path / "runs" / ".submitit" / "gone"
-    env = {**os.environ, **slurm.env}
-    driver = subprocess.Popen([sys.executable, "-m", "ablate", "sweep", str(path), "--executor", "slurm"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    deadline = time.monotonic() + 120
-    while not (folder / "last.ckpt").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    driver.kill()
-    driver.wait()
-    (job,) = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True, env=env).stdout.split()
+    _, folder, logs, env, job = orphaned(tmp_path, slurm, "gone")
     subprocess.run(["scancel", job], check=True, env=env)
     deadline, listed = time.monotonic() + 60, job
     while listed and time.monotonic() < deadline:
