@@ -41,11 +41,11 @@ coverage: venv ## make test under coverage.py: line coverage of ablate/ (subproc
 	COVERAGE_FILE=$(CURDIR)/.coverage $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 8 --cov=ablate --cov-report= ; \
 	  status=$$?; $(BIN)/coverage combine --append -q 2>/dev/null; $(BIN)/coverage report; exit $$status
 
-readme: venv ## rewrite README.md's generated tables (tasks, toggles, studies) from the commands that print them
+readme: venv ## rewrite the manual's generated tables (README.md, docs/: tasks, toggles, studies) from the commands that print them
 	$(BIN)/python -m ablate.readme
 
 lint: venv ## ruff check
-	$(BIN)/ruff check ablate tests
+	$(BIN)/ruff check ablate tests docs
 
 train: venv ## train the tutorial's configuration once (ARGS="model.n_heads=8 ...")
 	$(BIN)/ablate train $(ARGS)
@@ -107,6 +107,9 @@ explore: venv ## rebuild reports/explorer.html (committed: offline, self-contain
 	@$(BIN)/python -m ablate.explore.screenshot $(EXPLORE_PAGE) $(dir $(EXPLORE_PAGE))figures/explorer.png \
 	  || echo "explore: no screenshot (Chromium or Playwright missing); the page is built"
 
+docs: venv ## the manual (README.md and docs/) as a static site in site/; a broken link or anchor fails it
+	$(BIN)/mkdocs build
+
 explore-shots: venv ## screenshots of the explorer's nine demos and demo 1's copy part (Q1), English and Chinese, at 1280 and 390 px, into docs/explorer/ (needs chromium and fonts-noto-cjk)
 	$(BIN)/python -m ablate.explore.screenshot $(EXPLORE_PAGE) --demos docs/explorer
 
@@ -117,4 +120,4 @@ explore-bench: venv ## the explorer page's load and redraw times in headless Chr
 clean: ## remove the virtualenv and caches (keeps runs/ and data/)
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info .coverage .coverage.*
 
-.PHONY: help venv test coverage readme lint train bench sweeps report report-export report-build report-shots bench-attention explore explore-shots clean
+.PHONY: help venv test coverage readme docs lint train bench sweeps report report-export report-build report-shots bench-attention explore explore-shots clean

@@ -216,7 +216,7 @@ def cmd_keys(argv: list[str]) -> int:
     if argv in (["-h"], ["--help"]):
         print("usage: ablate keys [SECTION] [--markdown]\n\nEvery configuration key: its default, what it allows "
               "and what it does (set one with key=value).\n  SECTION     only the keys of one section (model, data, "
-              "optim, ...)\n  --markdown  a Markdown table (the README's is this output)")
+              "optim, ...)\n  --markdown  a Markdown table (docs/train.md shows this output)")
         return 0
     markdown = "--markdown" in argv
     rest = [a for a in argv if a != "--markdown"]

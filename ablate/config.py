@@ -255,7 +255,7 @@ class TrainerConfig:
     max_steps: int = option(-1, "stop after this many optimiser steps (-1: epochs decide; 0: the init probes only, nothing trained)")
     accelerator: str = option("auto", "where to train, by Lightning's name (auto: a GPU if there is one)")
     devices: str = option("1", "a count or \"auto\"; >1 with strategy=ddp trains data-parallel")
-    num_nodes: int = option(1, "machines the run trains on, devices each (srun starts their ranks: README, Scaling out)")
+    num_nodes: int = option(1, "machines the run trains on, devices each (srun starts their ranks: docs/scaling-out.md)")
     strategy: str = option("auto", "how to spread training over devices, by Lightning's name (e.g. ddp)")
     precision: str = option("32-true", "number format, by Lightning's name, e.g. bf16-mixed on GPUs")
     threads: int | None = option(None, "torch.set_num_threads for this run (None: torch's default)")

@@ -64,7 +64,7 @@ def other_code(summaries: list[dict]) -> tuple[list[str], str | None]:
     by older code is kept silently unless someone says so (issue 43)."""
     now = _git("rev-parse", "HEAD")
     made = {(s.get("provenance") or {}).get("commit") for s in summaries}
-    # other code: the package differs between the two commits (a commit of README or tests changes no run);
+    # other code: the package differs between the two commits (a commit of the docs or tests changes no run);
     # `git diff --quiet` exits 1 for a difference, 128 for a commit this clone does not have: either way None
     return sorted(c for c in made if isinstance(c, str) and now and c != now
                   and _git("diff", "--quiet", c, now, "--", ".") is None), now

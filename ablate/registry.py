@@ -45,7 +45,7 @@ class TaskSpec:
     title: str  # how a sentence or a legend names it
     kind: str  # "classify": one label per sequence; "tokens": a label per position (IGNORE elsewhere)
     datamodule: str  # "module:Class" under ablate.data, imported when data is built
-    about: str  # one line for README and `ablate keys`: what it tests
+    about: str  # one line for docs/train.md and `ablate keys`: what it tests
     seq_len: Callable[[DataConfig], int]  # longest sequence the encoder sees (before a CLS token)
     model_sizes: Callable[[DataConfig], dict[str, int]]  # in_features/n_classes or n_tokens/n_out
     train_examples: Callable[[DataConfig], int]  # training examples of one epoch

@@ -348,7 +348,7 @@ def sweep_tasks(sweeps: Path | str = "sweeps") -> dict[str, list[str]]:
 
 def tasks_main(argv: list[str]) -> int:
     """`ablate tasks`: every data.task of the registry, what it tests, its reference levels, its own keys and the
-    sweeps that train it, as a Markdown table (README.md shows it)."""
+    sweeps that train it, as a Markdown table (docs/sweeps.md shows it)."""
     import sys
 
     from .cliparse import OneLineParser

@@ -1,6 +1,6 @@
-"""The README's tables are generated (`make readme`, ablate/readme.py), never pasted: each is the
-output of the command its marker names, and a toggle, task or study added to the code changes it
-only through them."""
+"""The manual's tables (README.md, docs/) are generated (`make readme`, ablate/readme.py), never pasted:
+each is the output of the command its marker names, and a toggle, task or study added to the code changes
+it only through them."""
 
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ def test_every_generated_table_is_its_commands_output():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_readme_generates_the_toggles_tasks_and_studies():
-    text = readme.README.read_text(encoding="utf-8")
-    commands = [m.group(1) for line in text.splitlines() if (m := readme.START.match(line))]
-    assert commands == [
-        "ablate tasks",
-        "ablate keys model --markdown",
-        "ablate studies --sweeps",
-        "ablate studies",
+def test_the_manual_generates_the_toggles_tasks_and_studies():
+    made = [(page.relative_to(ROOT).as_posix(), m.group(1)) for page in readme.pages()
+            for line in page.read_text(encoding="utf-8").splitlines() if (m := readme.START.match(line))]
+    assert made == [
+        ("docs/reports.md", "ablate studies"),
+        ("docs/sweeps.md", "ablate studies --sweeps"),
+        ("docs/train.md", "ablate tasks"),
+        ("docs/train.md", "ablate keys model --markdown"),
     ]
 
 

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not torch.cuda.is_available():
         print("ablate: bench gpus needs a CUDA GPU and torch sees none here; run it on a GPU machine "
-              "(README: On GPU machines)", file=sys.stderr)
+              "(docs/sweeps.md: On GPU machines)", file=sys.stderr)
         return 2
     threads = args.threads or 1
     results, device = [], "cuda"

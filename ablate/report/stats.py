@@ -56,7 +56,7 @@ SEED = 14  # the bootstrap's fixed seed (mixed with the data, so two variants dr
 ACCURACY, FRACTION, BOUNDED, LOG, LINEAR = "accuracy", "fraction", "bounded", "log", "linear"
 PERCENT_WORDS = ("acc", "frac", "share", "agreement", "onehot")  # metrics shown in percent
 FRACTION_WORDS = ("frac", "share", "agreement", "onehot")
-# Probe quantities with a fixed range (README, Probes): the largest attention weight, the entropy normalised by
+# Probe quantities with a fixed range (docs/probes.md): the largest attention weight, the entropy normalised by
 # log T, the permutation-equivariance error max |A(Px) - P A(x) P^T| (weights lie in [0, 1]), the mean token cosine,
 # and the mean cosines of a token going into a norm layer with what comes out and with itself centred.
 BOUNDS = {"rowmax": (0.0, 1.0), "entropy": (0.0, 1.0), "equiv_error": (0.0, 1.0), "cosine": (-1.0, 1.0),

@@ -122,7 +122,7 @@ DROP = ("run_dir",)
 SIGNIFICANT = 6
 PROBE_CURVE = "probes.csv"  # a run's periodic probes (ablate.probing writes it)
 # The mechanisms exported as curves, by their per-layer probe names (`grad_l0`, `logit_std_l1`, ...; see
-# README's probe table): absolute gradient norm of the block, score std, largest attention weight (row
+# docs/probes.md's table): absolute gradient norm of the block, score std, largest attention weight (row
 # max, mean over rows), one-hot fraction, entropy, token cosine, effective rank. Every other periodic
 # probe stays in the run's probes.csv.
 CURVE_QUANTITIES = ("grad", "logit_std", "rowmax", "onehot_frac", "entropy", "cosine", "erank")
