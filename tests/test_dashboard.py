@@ -13,8 +13,8 @@ from ablate.dashboard import NEEDS, dashboard_spec, main
 from ablate.dashboard import spec as S
 from ablate.dashboard.answers import FINDINGS, reports_dir
 from ablate.sweep.spec import load
-from ablate.tracking import offline_run_record
 from tests.conftest import DATA_DIR, needs_mnist
+from tests.wandb_records import offline_run_record
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = sorted(p.stem for p in (REPO / "sweeps").glob("*.yaml"))
@@ -70,7 +70,7 @@ def offline_record(tmp_path_factory):
     """One real smoke run per distinct configuration (tracking=wandb, WANDB_MODE=offline, 64 training
     examples), trained by ablate.train.train in this process one after the other (W&B's service started
     once: a process of its own per run spent two thirds of its time starting one), and read back with
-    ablate.tracking.offline_run_record."""
+    tests/wandb_records.py."""
     import torch
 
     from ablate.train import train

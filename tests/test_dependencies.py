@@ -28,7 +28,7 @@ EXTRA_OF = {"ablate.report": "reports", "ablate.dashboard": "dashboards", "ablat
 NOT_IMPORTED = {"pyarrow": "pandas' Parquet engine (the results table)",
                 "ipykernel": "the kernel the report notebooks run in"}
 # distributions whose private functions ablate calls: bounded to the release series it was tested with
-PRIVATE_APIS = {"wandb": ("0.31", "0.32"), "wandb-workspaces": ("0.4.13", "0.5"), "submitit": ("1.5", "1.6")}
+PRIVATE_APIS = {"wandb-workspaces": ("0.4.13", "0.5"), "submitit": ("1.5", "1.6")}
 
 
 def _name(dist: str) -> str:

@@ -507,7 +507,7 @@ def test_a_multi_device_run_starts_as_its_own_command_and_trains_with_ddp(tmp_pa
 
 
 def test_runs_log_to_wandb_with_the_sweep_as_group_and_the_flat_config(tmp_path, capsys):
-    from ablate.tracking import offline_run_record
+    from tests.wandb_records import offline_run_record
 
     path = write(tmp_path, "wb", {**TINY, "tracking": {"value": "wandb"}, "model.n_heads": {"values": [1, 2]}})
     assert cli.main(["sweep", str(path)]) == 0
@@ -881,7 +881,7 @@ def test_a_sweep_id_registered_before_is_reused_and_every_run_carries_it(tmp_pat
     capsys.readouterr()
     assert cli.main(["sweep", str(path), "--wandb-sweep"]) == 0
     assert "W&B sweep abc123xy (registered before" in capsys.readouterr().err
-    from ablate.tracking import offline_run_record
+    from tests.wandb_records import offline_run_record
 
     for run_id in statuses(tmp_path, "reuse"):
         config = yaml.safe_load((tmp_path / "runs" / "reuse" / run_id / "config.yaml").read_text())

@@ -1,5 +1,5 @@
 """What a synced W&B run shows: a real `ablate train` written offline, read back from its .wandb file
-(ablate.tracking.offline_run_record, what `wandb sync` would upload)."""
+(tests/wandb_records.py, what `wandb sync` would upload)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import yaml
 import ablate.config as C
 from ablate import cli
 from ablate.results import load_wandb
-from ablate.tracking import derived_name, offline_run_record, run_fields, short, wandb_file_records
+from ablate.tracking import derived_name, run_fields, short
+from tests.wandb_records import offline_run_record, wandb_file_records
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["budget=smoke", "data.task=copy", "data.train_subset=256", "trainer.max_epochs=1", "trainer.threads=1", "tracking=wandb",
