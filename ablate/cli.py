@@ -14,7 +14,7 @@ from .cliparse import OneLineParser
 USAGE = """usage: ablate <command> [args]    (ablate --version: the installed version)
 
 commands:
-  train [key=value ...] [file.yaml] [--print-config]
+  train [key=value ...] [file.yaml] [--print-config] [--retrain]
                                       train one configuration (see `ablate keys`; --help)
   keys                                list every configuration key with its default
   probe CHECKPOINT [--batch N]        every probe on a saved model (a run's last.ckpt or its folder)
@@ -46,7 +46,7 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
-TRAIN_USAGE = """usage: ablate train [--print-config] [key=value ...] [file.yaml ...]
+TRAIN_USAGE = """usage: ablate train [--print-config] [--retrain] [key=value ...] [file.yaml ...]
 
 Train one configuration into its run folder ($ABLATE_RUNS_DIR/<run.group>/<run id>, default ./runs);
 the same command again resumes it (interrupted) or skips it (finished). Keys: `ablate keys`.
@@ -54,6 +54,9 @@ the same command again resumes it (interrupted) or skips it (finished). Keys: `a
   key=value        one setting, e.g. model.n_heads=8 optim.lr=3e-4 seed=1 budget=quick
   file.yaml        a mapping of settings (later arguments win)
   --print-config   print the resolved config, its run id, run folder and memory estimate; train nothing
+  --retrain        train a finished run again from scratch as a new attempt (a new W&B run in the same
+                   group); its earlier files are kept in <run folder>/attempts/<n>/. An interrupted run
+                   resumes, unless other code (another commit) started it: then it starts afresh too
   -h, --help       this text"""
 
 
@@ -61,8 +64,8 @@ def cmd_train(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(TRAIN_USAGE)
         return 0
-    show = "--print-config" in argv
-    argv = [a for a in argv if a != "--print-config"]
+    show, retrain = "--print-config" in argv, "--retrain" in argv
+    argv = [a for a in argv if a not in ("--print-config", "--retrain")]
     import os
 
     from . import config as C
@@ -98,7 +101,7 @@ def cmd_train(argv: list[str]) -> int:
         print(line, file=sys.stderr, flush=True)
 
     try:
-        summary = train(cfg, log=say)
+        summary = train(cfg, log=say, retrain="any" if retrain else None)
     except (DataError, C.ConfigError, RunDirError) as err:
         if recorded(err) is None:  # before the run started: bad input
             return fail(str(err))

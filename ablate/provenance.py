@@ -70,12 +70,13 @@ def other_code(summaries: list[dict]) -> tuple[list[str], str | None]:
                   and _git("diff", "--quiet", c, now, "--", ".") is None), now
 
 
-def other_code_note(summaries: list[dict]) -> str | None:
-    """One sentence naming the runs among `summaries` that other code made, or None."""
+def other_code_note(summaries: list[dict], then: str = "kept, not rerun; --retrain-stale trains them again as "
+                    "new attempts") -> str | None:
+    """One sentence naming the runs among `summaries` that other code made, and `then` what becomes of them;
+    or None."""
     others, now = other_code(summaries)
     if not others:
         return None
     count = sum((s.get("provenance") or {}).get("commit") in others for s in summaries)
     return (f"{count} of them made by other code (commit {', '.join(c[:10] for c in others[:3])}"
-            f"{', ...' if len(others) > 3 else ''}; the code is now at {now[:10]}): kept, not rerun; move their "
-            "folders aside to rerun them")
+            f"{', ...' if len(others) > 3 else ''}; the code is now at {now[:10]}): {then}")

@@ -27,9 +27,15 @@ from .runfiles import RunFileError, read_config_mapping, read_json_object, read_
 
 CONFIG, SUMMARY, METRICS, CKPT, LOCK = "config.yaml", "summary.json", "metrics.csv", "last.ckpt", ".lock"
 FINISHED = ("completed", "diverged", "stopped")  # terminal: never run again (stopped: by early termination)
+STALE = ("completed", "diverged")  # what --retrain-stale trains again when other code made it (a stopped run's
+# early-termination decision stands)
+ATTEMPTS = "attempts"  # earlier attempts set aside by a retrain, attempts/<n>/: the table reads <run>/summary.json only
+# an attempt's own files, moved into attempts/<n>/ by a retrain (summary.json last: see keep_attempt); wandb/ (every
+# attempt's offline W&B run, each with its own id, for `ablate sync`) and train.log (appended to) stay
+ATTEMPT_FILES = (CONFIG, METRICS, CKPT, "probes.json", "probes.npz", "probes.csv", "wandb_id", SUMMARY)
 # what a run directory may hold besides its own set-aside (*.corrupt-*) and temp (.*.tmp) files
 RUN_FILES = frozenset({CONFIG, SUMMARY, METRICS, CKPT, LOCK, "probes.json", "probes.npz", "probes.csv", "wandb",
-                       "train.log"})
+                       "train.log", ATTEMPTS})
 
 
 class RunDirError(ValueError):
@@ -130,6 +136,40 @@ def write_config(run_dir: Path, config: dict[str, Any]) -> None:
 def is_finished(run_dir: Path) -> bool:
     summary = read_summary(run_dir)
     return bool(summary and summary.get("status") in FINISHED)
+
+
+def retrains(summary: dict[str, Any] | None, how: str | None, others: set[str] | None = None) -> bool:
+    """Whether `train(retrain=how)` trains a run whose folder holds `summary` again as a new attempt. "any"
+    (ablate train --retrain): a finished run, and an unfinished one that other code started (resuming it would
+    mix two codes in one result); one this code started resumes, as the same command after an interruption
+    should. "stale" (ablate sweep --retrain-stale): a completed or diverged run that other code made. `others`:
+    the commits provenance.other_code named, where the caller asked for many runs at once."""
+    if not how or not summary:
+        return False
+    if how == "any" and summary["status"] in FINISHED:
+        return True
+    if how == "stale" and summary["status"] not in STALE:
+        return False
+    if others is None:
+        from .provenance import other_code
+
+        others = set(other_code([summary])[0])
+    return (summary.get("provenance") or {}).get("commit") in others
+
+
+def keep_attempt(run_dir: Path) -> Path:
+    """Move the attempt in run_dir into attempts/<n>/ (the first n not holding a summary.json) and return that
+    folder. summary.json goes last: a move cut short leaves the run as it was, and the next one finishes it
+    into the same folder."""
+    n = 1
+    while (run_dir / ATTEMPTS / str(n) / SUMMARY).exists():
+        n += 1
+    target = run_dir / ATTEMPTS / str(n)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ATTEMPT_FILES:
+        if (run_dir / name).exists() or (run_dir / name).is_symlink():
+            os.replace(run_dir / name, target / name)
+    return target
 
 
 def check_run_dir(run_dir: Path, run_id: str) -> None:

@@ -6,6 +6,7 @@ config -> data + task -> Lightning Trainer -> run directory:
     summary.json  status, final metrics under their logged names, parameter counts, wall time,
                   samples/s, provenance
     last.ckpt     model, optimiser, loops and RNG states (resume point)
+    attempts/<n>/ the files of an earlier attempt, set aside when the run was trained again (--retrain)
 """
 
 from __future__ import annotations
@@ -48,10 +49,11 @@ from .rundir import (
     RunLock,
     check_run_dir,
     config_problem,
-    is_finished,
     json_problem,
+    keep_attempt,
     metrics_problem,
     read_summary,
+    retrains,
     run_dir_for,
     set_aside,
     write_config,
@@ -146,15 +148,16 @@ def launch_id() -> str:
 LAUNCH_WAIT_S = 600  # a rank > 0 waits this long for rank 0 to take stock of the run directory
 
 
-def _wait_for_rank0(run_dir: Path, launch: str, log) -> dict[str, Any] | None:
+def _wait_for_rank0(run_dir: Path, launch: str, retrain: str | None) -> dict[str, Any] | None:
     """Until rank 0 of this launch has taken stock (summary.json names the launch): None; or the summary of
-    a run that was finished before (rank 0 ends without training). RunBusy when rank 0 never says."""
+    a run that was finished before and is not retrained (rank 0 ends without training). RunBusy when rank 0
+    never says."""
     deadline = time.monotonic() + LAUNCH_WAIT_S
     while time.monotonic() < deadline:
         summary = read_summary(run_dir) or {}
         if summary.get("launch") == launch:
             return None
-        if summary.get("status") in FINISHED:
+        if summary.get("status") in FINISHED and not retrains(summary, retrain):
             return summary
         time.sleep(0.2)
     raise RunBusy(f"rank 0 of {launch} did not start {run_dir} within {LAUNCH_WAIT_S} s (its own error says why)")
@@ -353,13 +356,15 @@ def _wandb_location() -> str | None:
     return f"ablate: W&B run: {run.url}"
 
 
-def train(cfg: C.Config, log=print, callbacks: list | None = None) -> dict[str, Any]:
-    """Run `cfg` to completion (or resume it); returns the summary. Finished runs are not repeated.
-    `callbacks` are extra Lightning callbacks (notebooks, tests). Raises RunDirError (a run.dir that
-    is not ours to write, before anything is written), RunBusy, Interrupted (SIGTERM: recorded as
-    interrupted), OSError (the folder cannot be written: recorded as failed when it still can)."""
+def train(cfg: C.Config, log=print, callbacks: list | None = None, retrain: str | None = None) -> dict[str, Any]:
+    """Run `cfg` to completion (or resume it); returns the summary. Finished runs are not repeated, unless
+    `retrain` ("any": --retrain, "stale": --retrain-stale; rundir.retrains) says to train the run again as a
+    new attempt, the earlier one kept in attempts/<n>/. `callbacks` are extra Lightning callbacks (notebooks,
+    tests). Raises RunDirError (a run.dir that is not ours to write, before anything is written), RunBusy,
+    Interrupted (SIGTERM: recorded as interrupted), OSError (the folder cannot be written: recorded as failed
+    when it still can)."""
     with _sigterm_interrupts():
-        return _train(cfg, log, callbacks)
+        return _train(cfg, log, callbacks, retrain)
 
 
 def _already(run_dir: Path, summary: dict[str, Any]) -> str:
@@ -367,12 +372,12 @@ def _already(run_dir: Path, summary: dict[str, Any]) -> str:
     from .provenance import other_code
 
     others, now = other_code([summary])
-    note = (f"; it was made by other code (commit {others[0][:10]}; the code is now at {now[:10]}): move the "
-            "folder aside to rerun it") if others else " (delete it to re-run)"
+    note = (f"; it was made by other code (commit {others[0][:10]}; the code is now at {now[:10]}): rerun it "
+            "with --retrain") if others else " (rerun it with --retrain)"
     return f"ablate: {run_dir} already {summary['status']}; not run again{note}"
 
 
-def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
+def _train(cfg: C.Config, log, callbacks: list | None, retrain: str | None = None) -> dict[str, Any]:
     import pytorch_lightning as pl
 
     from .models import parameter_groups
@@ -381,12 +386,12 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
     quiet()
     run_dir = run_dir_for(cfg)
     child, launch = is_ddp_child(), launch_id()
-    if child and launch and (finished := _wait_for_rank0(run_dir, launch, log)) is not None:
+    if child and launch and (finished := _wait_for_rank0(run_dir, launch, retrain)) is not None:
         return finished  # rank 0 found it finished: nothing to train
     if not child:
         check_run_dir(run_dir, C.run_id(cfg))
-        if is_finished(run_dir):
-            summary = read_summary(run_dir)
+        summary = read_summary(run_dir)
+        if summary and summary["status"] in FINISHED and not retrains(summary, retrain):
             log(_already(run_dir, summary))
             return summary
     if cfg.trainer.threads:
@@ -398,14 +403,21 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
     lock = RunLock(run_dir)
     if not child and not lock.acquire():
         raise RunBusy(f"{run_dir} is being trained by another process (lock {lock.path}); wait for it")
-    if not child and is_finished(run_dir):  # another process finished it while this one prepared
+    # asked again under the lock: another process may have finished (or retrained) it while this one prepared
+    earlier = None if child else read_summary(run_dir)
+    again = retrains(earlier, retrain)
+    if earlier and earlier["status"] in FINISHED and not again:
         lock.release()
-        summary = read_summary(run_dir)
-        log(_already(run_dir, summary))
-        return summary
+        log(_already(run_dir, earlier))
+        return earlier
     started = time.monotonic()  # durations only: a clock set back must not make them negative
     previous: dict[str, Any] = {}
     try:
+        kept = keep_attempt(run_dir) if again else None
+        if kept is not None:
+            commit = str((earlier.get("provenance") or {}).get("commit"))[:10]
+            log(f"ablate: {run_dir} is trained again from scratch as a new attempt; the earlier one "
+                f"({earlier['status']}, commit {commit}) is kept in {kept}")
         ckpt = run_dir / CKPT
         if child:  # rank 0 has checked (and set aside) the run's files before it started this one
             resume_step = int(load_checkpoint(ckpt)["global_step"]) if ckpt.exists() else None
@@ -413,7 +425,7 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
             resume_step = _take_stock(run_dir, cfg, task, log)
         if resume_step is not None:
             log(f"ablate: resuming {run_dir} from {CKPT} (step {resume_step})")
-        previous = read_summary(run_dir) or {}
+        previous = earlier if kept is not None else read_summary(run_dir) or {}
         summary: dict[str, Any] = {
             "run_id": C.run_id(cfg),
             "run_dir": str(run_dir),
@@ -426,7 +438,10 @@ def _train(cfg: C.Config, log, callbacks: list | None) -> dict[str, Any]:
             **({"earlier_provenance": [*previous.get("earlier_provenance", []), previous["provenance"]]}
                if isinstance(previous.get("provenance"), dict) else {}),
             **({"launch": launch} if launch else {}),  # the other ranks wait for it (_wait_for_rank0)
+            **({"retrained": str(kept.relative_to(run_dir))} if kept is not None else {}),  # where the earlier one is
         }
+        if kept is not None:
+            previous = {}  # a new attempt from scratch: its wall and probe time are its own
         if not child:
             write_config(run_dir, C.to_dict(cfg))
             write_json(run_dir / SUMMARY, summary)

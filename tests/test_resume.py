@@ -40,7 +40,7 @@ class KillAt(pl.Callback):
             os.kill(os.getpid(), signal.{sig})
 
 real = T.train
-T.train = lambda cfg, log=print, callbacks=None: real(cfg, log, [KillAt()])
+T.train = lambda cfg, log=print, callbacks=None, retrain=None: real(cfg, log, [KillAt()], retrain)
 sys.exit(cli.main(["train", *sys.argv[1:]]))
 """
 
@@ -193,7 +193,7 @@ def test_sigterm_after_the_final_summary_leaves_the_run_completed(tmp_path, monk
     before = (d / "probes.json").stat().st_mtime_ns
     assert cli.main(["train", *COPY, f"run.dir={d}"]) == 0
     out = capsys.readouterr()
-    assert f"ablate: {d} already completed; not run again (delete it to re-run)" in out.err
+    assert f"ablate: {d} already completed; not run again (rerun it with --retrain)" in out.err
     assert read_summary(d) == summary and (d / "probes.json").stat().st_mtime_ns == before
 
 
@@ -201,7 +201,8 @@ def test_ctrl_c_is_recorded_as_interrupted_and_exits_130(tmp_path, monkeypatch, 
     import ablate.train as T
 
     real = T.train
-    monkeypatch.setattr(T, "train", lambda cfg, log=print, callbacks=None: real(cfg, log, [StopAt(step=3)]))
+    monkeypatch.setattr(T, "train", lambda cfg, log=print, callbacks=None, retrain=None:
+                        real(cfg, log, [StopAt(step=3)], retrain))
     d = tmp_path / "r"
     assert cli.main(["train", *COPY, f"run.dir={d}"]) == 130  # Lightning turned Ctrl-C into exit(1)
     out = capsys.readouterr()

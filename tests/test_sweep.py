@@ -977,4 +977,47 @@ def test_runs_finished_by_other_code_are_named_when_the_sweep_runs_again(tmp_pat
     assert cli.main(["sweep", str(path)]) == 0
     err = capsys.readouterr().err
     assert "ablate sweep stale: of the 2 runs finished before, 1 of them made by other code (commit 0000000000;" in err
+    assert "kept, not rerun; --retrain-stale trains them again as new attempts" in err
     assert read_summary(old)["provenance"]["commit"] == "0" * 40  # kept, not rerun
+
+
+def test_retrain_stale_trains_again_exactly_the_runs_other_code_made_and_only_once(tmp_path, capsys):
+    """--retrain-stale (issue 43): of two completed runs, the one another commit made is trained again as a new
+    attempt (its earlier files kept in attempts/1/), the other is kept; the same command again, with or without
+    the flag, has nothing to run."""
+    from ablate.provenance import git_state
+    from ablate.rundir import write_json
+
+    now = git_state()["commit"]
+    if now is None:
+        pytest.skip("not a git checkout: no commit to compare")
+    path = write(tmp_path, "restale", {**TINY, "seed": {"values": [0, 1]}})
+    assert cli.main(["sweep", str(path)]) == 0
+    stale, current = sorted(statuses(tmp_path, "restale"))
+    root = tmp_path / "runs" / "restale"
+    old = read_summary(root / stale)
+    old["provenance"]["commit"] = "0" * 40
+    write_json(root / stale / "summary.json", old)
+    kept = read_summary(root / current)
+    capsys.readouterr()
+
+    assert cli.main(["sweep", str(path), "--retrain-stale"]) == 0
+    out, err = capsys.readouterr()
+    assert "ablate sweep restale: 2 runs, 1 finished before, 1 to run on " in err
+    assert (f"ablate sweep restale: of the 1 runs to run, 1 of them made by other code (commit 0000000000; the code "
+            f"is now at {now[:10]}): trained again as new attempts (--retrain-stale), each earlier one kept in its "
+            "folder's attempts/") in err.splitlines()
+    ran = [line for line in err.splitlines() if line.startswith("[")]
+    assert len(ran) == 1 and ran[0].startswith(f"[2/2] completed {stale} "), err
+    assert _json(out)["run_now"] == 1 and _json(out)["skipped"] == 1 and _json(out)["completed"] == 2
+    new = read_summary(root / stale)
+    assert new["status"] == "completed" and new["provenance"]["commit"] == now and new["retrained"] == "attempts/1"
+    assert new["earlier_provenance"][-1]["commit"] == "0" * 40
+    assert read_summary(root / stale / "attempts" / "1") == old and read_summary(root / current) == kept
+
+    for again in (["--retrain-stale"], []):  # retrained once: made by this code now
+        assert cli.main(["sweep", str(path), *again]) == 0
+        out, err = capsys.readouterr()
+        assert "ablate sweep restale: 2 runs, 2 finished before, 0 to run -> " in err and "other code" not in err
+        assert _json(out)["run_now"] == 0
+    assert read_summary(root / stale) == new and not (root / stale / "attempts" / "2").exists()

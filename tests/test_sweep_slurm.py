@@ -101,6 +101,35 @@ def test_local_executor_runs_each_configuration_once_with_the_runners_ids(tmp_pa
 
 
 @pytest.mark.slow
+def test_retrain_stale_reaches_the_runs_of_the_jobs(tmp_path, capsys):
+    """--retrain-stale with --executor local (the jobs' code path, without a scheduler): of two completed runs, the
+    one another commit made is submitted and trained again as a new attempt in its job, the other kept; the same
+    command again has nothing to run."""
+    from ablate.provenance import git_state
+    from ablate.rundir import write_json
+
+    now = git_state()["commit"]
+    if now is None:
+        pytest.skip("not a git checkout: no commit to compare")
+    path = write(tmp_path, "jobstale", {"model.n_heads": {"value": 2}, "seed": {"values": [0, 1]}})
+    assert sweep(capsys, str(path), "--executor", "local", "--chunk", "2")[0] == 0
+    stale, current = sorted(summaries(tmp_path, "jobstale"))
+    root = tmp_path / "runs" / "jobstale"
+    old = read_summary(root / stale)
+    old["provenance"]["commit"] = "0" * 40
+    write_json(root / stale / "summary.json", old)
+    kept = read_summary(root / current)
+    code, out, err = sweep(capsys, str(path), "--executor", "local", "--retrain-stale")
+    assert code == 0 and "2 runs, 1 finished before, 1 to run as local jobs" in err, err
+    assert "of the 1 runs to run, 1 finished before by other code: trained again as new attempts (--retrain-stale)" in err
+    new = read_summary(root / stale)
+    assert new["status"] == "completed" and new["provenance"]["commit"] == now and new["retrained"] == "attempts/1"
+    assert read_summary(root / stale / "attempts" / "1") == old and read_summary(root / current) == kept
+    code, out, err = sweep(capsys, str(path), "--executor", "local", "--retrain-stale")
+    assert code == 0 and "2 finished before, 0 to run" in err and read_summary(root / stale) == new
+
+
+@pytest.mark.slow
 def test_a_run_another_process_trains_is_waited_for_not_submitted_twice(tmp_path):
     from ablate.rundir import RunLock
 

@@ -150,6 +150,28 @@ def test_each_training_afresh_is_a_w_and_b_run_of_its_own_and_a_resume_goes_on_i
     assert attempt_id(legacy, cfg, resume=True) == ours
 
 
+def test_two_retrains_of_one_config_are_two_wandb_runs_in_one_group(tmp_path, monkeypatch):
+    """`ablate train --retrain` twice: the first trains the run, the second trains it again as a new attempt. Each
+    is a W&B run of its own (two offline runs, two ids) in the one group, both tagged with the run id, so that a
+    dashboard of the group shows both and `ablate results --wandb` matches them to the run; the folder's
+    wandb_id names the latest, attempts/1/wandb_id the earlier."""
+    for var, name in (("WANDB_CONFIG_DIR", "wandb-config"), ("WANDB_CACHE_DIR", "wandb-cache"),
+                      ("WANDB_DATA_DIR", "wandb-data"), ("WANDB_DIR", "wandb-dir")):
+        monkeypatch.setenv(var, str(tmp_path / name))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("ABLATE_PROGRESS", "0")
+    run_dir = tmp_path / "run"
+    items = [*ARGS, "run.probes=false", f"run.dir={run_dir}"]
+    assert cli.main(["train", *items, "--retrain"]) == 0 and cli.main(["train", *items, "--retrain"]) == 0
+    records = [offline_run_record(p) for p in sorted((run_dir / "wandb").glob("offline-run-*"))]
+    ours = C.run_id(C.build(C.parse_overrides(items)))
+    assert len(records) == 2 and len({r["id"] for r in records}) == 2, [r["id"] for r in records]
+    assert all(re.fullmatch(rf"{ours}-[0-9a-f]{{6}}", r["id"]) for r in records)
+    assert {r["group"] for r in records} == {"toy-smoke"} and all(f"run:{ours}" in r["tags"] for r in records)
+    assert {(run_dir / "attempts" / "1" / "wandb_id").read_text().strip(),
+            (run_dir / "wandb_id").read_text().strip()} == {r["id"] for r in records}
+
+
 def test_a_torn_or_foreign_run_file(offline, tmp_path):
     run_dir, record, _, _ = offline
     path = next(run_dir.glob("wandb/offline-run-*/run-*.wandb"))

@@ -73,14 +73,93 @@ def test_a_run_finished_by_other_code_is_kept_and_named(tmp_path):
     run(*TINY_COPY, f"run.dir={d}")
     said: list[str] = []
     run(*TINY_COPY, f"run.dir={d}", log=said.append)
-    assert said == [f"ablate: {d} already completed; not run again (delete it to re-run)"]
+    assert said == [f"ablate: {d} already completed; not run again (rerun it with --retrain)"]
     summary = read_summary(d)
     summary["provenance"]["commit"] = "0" * 40
     write_json(d / "summary.json", summary)
     said.clear()
     run(*TINY_COPY, f"run.dir={d}", log=said.append)
     assert said == [f"ablate: {d} already completed; not run again; it was made by other code (commit 0000000000; "
-                    f"the code is now at {now[:10]}): move the folder aside to rerun it"]
+                    f"the code is now at {now[:10]}): rerun it with --retrain"]
+
+
+def _offline_wandb(tmp_path, monkeypatch) -> None:
+    """W&B offline, its own folders inside tmp_path."""
+    for var, name in (("WANDB_CONFIG_DIR", "wandb-config"), ("WANDB_CACHE_DIR", "wandb-cache"),
+                      ("WANDB_DATA_DIR", "wandb-data"), ("WANDB_DIR", "wandb-dir")):
+        monkeypatch.setenv(var, str(tmp_path / name))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+
+
+def test_retrain_trains_a_run_of_other_code_again_as_a_new_attempt_and_keeps_the_earlier(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """A finished run made by other code was kept, with "move the folder aside to rerun it" (issue 43): --retrain
+    trains it again from scratch as a new attempt, a W&B run of its own, its wall time its own; the earlier
+    attempt's files are kept in attempts/1/, where the results table does not look: the table has one row for
+    the run, with the new numbers."""
+    from ablate import results
+    from ablate.provenance import git_state
+    from ablate.rundir import write_json
+
+    now = git_state()["commit"]
+    if now is None:
+        pytest.skip("not a git checkout: no commit to compare")
+    _offline_wandb(tmp_path, monkeypatch)
+    args = ["train", *TINY_COPY, "trainer.max_epochs=1", "tracking=wandb", "run.group=again"]
+    assert cli.main(args) == 0
+    d = next((tmp_path / "runs" / "again").iterdir())
+    first_id = (d / "wandb_id").read_text().strip()
+    old = read_summary(d)
+    old["provenance"]["commit"] = "0" * 40  # a commit this clone lacks: other code
+    old["metrics"]["test/acc"], old["wall_time_s"] = -1.0, 1e6  # told apart from the new attempt's
+    write_json(d / "summary.json", old)
+    capsys.readouterr()
+
+    assert cli.main(args) == 0  # without the flag: kept, and the line names the flag
+    assert (f"ablate: {d} already completed; not run again; it was made by other code (commit 0000000000; the "
+            f"code is now at {now[:10]}): rerun it with --retrain") in capsys.readouterr().err.splitlines()
+    assert read_summary(d) == old
+
+    assert cli.main([*args, "--retrain"]) == 0
+    assert (f"ablate: {d} is trained again from scratch as a new attempt; the earlier one (completed, commit "
+            f"0000000000) is kept in {d / 'attempts' / '1'}") in capsys.readouterr().err.splitlines()
+    new = read_summary(d)
+    assert new["status"] == "completed" and new["provenance"]["commit"] == now and new["retrained"] == "attempts/1"
+    assert new["earlier_provenance"] == [old["provenance"]] and new["attempts"] == 2
+    assert 0 <= new["metrics"]["test/acc"] <= 1 and new["wall_time_s"] < 1e6
+    kept = d / "attempts" / "1"
+    assert read_summary(kept) == old and (kept / "wandb_id").read_text().strip() == first_id
+    assert sorted(p.name for p in kept.iterdir()) == ["config.yaml", "last.ckpt", "metrics.csv", "probes.json",
+                                                      "probes.npz", "summary.json", "wandb_id"]
+    assert (d / "wandb_id").read_text().strip() not in ("", first_id)  # a W&B run of its own
+    assert len(list((d / "wandb").glob("offline-run-*"))) == 2  # both attempts' W&B runs, for `ablate sync`
+    table = results.load("again")
+    assert list(table["run_id"]) == [d.name] and table["test/acc"].iloc[0] == new["metrics"]["test/acc"]
+
+
+def test_retrain_resumes_an_interrupted_run_of_this_code_and_starts_one_of_other_code_afresh(tmp_path):
+    """--retrain on an interrupted run: one this code started resumes (the same command after an interruption goes
+    on with it); one other code started is set aside like a finished one and trained from scratch (resuming it
+    would mix two codes in one result)."""
+    from ablate.provenance import git_state
+    from ablate.rundir import write_json
+
+    if git_state()["commit"] is None:
+        pytest.skip("not a git checkout: no commit to compare")
+    d = tmp_path / "r"
+    cfg = C.build(C.parse_overrides([*TINY_COPY, "run.probes=false", f"run.dir={d}"]))
+    train(cfg, log=lambda line: None)
+    for commit, resumed in ((None, True), ("0" * 40, False)):
+        cut = read_summary(d)
+        cut["status"] = "interrupted"  # as if stopped in its final test, after its last checkpoint
+        cut["provenance"]["commit"] = commit or cut["provenance"]["commit"]
+        write_json(d / "summary.json", cut)
+        said: list[str] = []
+        summary = train(cfg, log=said.append, retrain="any")
+        assert summary["status"] == "completed"
+        assert (f"ablate: resuming {d} from last.ckpt (step 16)" in said) == resumed, said
+        assert (d / "attempts").exists() != resumed and summary.get("retrained") == (None if resumed else "attempts/1")
+    assert read_summary(d / "attempts" / "1") == cut
 
 
 def test_run_directory_holds_everything(tmp_path):

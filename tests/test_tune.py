@@ -283,6 +283,33 @@ def test_stage_2_runs_at_the_value_stage_1_chose_after_kills_in_each_stage_exact
     assert "stage 1: 8 runs" in out and "stage 2: 2 runs\n" in out and out.count("completed") == 10
 
 
+def test_retrain_stale_chooses_on_the_retrained_stage_1_and_trains_each_run_once(tmp_path, capsys):
+    """--retrain-stale on a tuned sweep that other code made: stage 2 is chosen on the retrained stage-1 runs (an
+    earlier run's number would pick 1e-7 here), and each run, stage 2's too, is trained again once."""
+    from ablate.provenance import git_state
+    from ablate.rundir import write_json
+
+    if git_state()["commit"] is None:
+        pytest.skip("not a git checkout: no commit to compare")
+    path = write(tmp_path / "sweeps", "retuned", {**GRID, "seed": {"values": [0, 1]}})
+    root = tmp_path / "runs" / "retuned"
+    assert cli.main(["sweep", str(path)]) == 0
+    for name, summary in summaries(root).items():
+        summary["provenance"]["commit"] = "0" * 40
+        if configs(root)[name]["optim"]["lr"] == 1e-7:
+            summary["metrics"]["val/acc_best"] = 1.0
+        write_json(root / name / "summary.json", summary)
+    capsys.readouterr()
+    assert cli.main(["sweep", str(path), "--retrain-stale"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["run_now"] == 5 and result["tuned"]["chosen"] == {"(one variant)": 1e-2}, result
+    runs = summaries(root)
+    assert len(runs) == 5 and all(s["retrained"] == "attempts/1" for s in runs.values())
+    assert not list(root.glob("*/attempts/2"))
+    assert cli.main(["sweep", str(path), "--retrain-stale"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["run_now"] == 0
+
+
 def test_dry_run_of_a_new_tuned_sweep_says_stage_2_waits_for_stage_1(tmp_path, capsys):
     path = write(tmp_path, "fresh", {**GRID, "model.n_heads": {"values": [1, 2]}})
     assert cli.main(["sweep", str(path), "--dry-run"]) == 0

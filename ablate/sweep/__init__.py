@@ -48,6 +48,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep-seed", type=int, metavar="S", default=0, help="sampling seed of method random (default 0)")
     p.add_argument("--dry-run", action="store_true", help="print the expanded runs and their ids (with --executor "
                    "slurm: the sbatch parameters); run nothing")
+    p.add_argument("--retrain-stale", action="store_true", help="train again, from scratch and as new attempts (new "
+                   "W&B runs in the same group), the completed or diverged runs that other code made (another commit "
+                   "whose package differs); their earlier files are kept in <run folder>/attempts/<n>/. Without it "
+                   "they are kept and counted")
     jobs = p.add_argument_group("jobs (--executor slurm|local, through submitit: pip install 'ablate[slurm]')")
     jobs.add_argument("--executor", choices=EXECUTORS, default="here", help="here: this process's workers (default); "
                       "slurm: a SLURM job array per stage; local: the same jobs as processes here")
@@ -144,8 +148,9 @@ def _run(args: argparse.Namespace, out, err) -> int:
                 sweep = expand()
         threads = max(r.cfg.trainer.threads or 1 for r in sweep.runs)
         run = runner.Runner(sweep, workers=args.workers, threads=threads, gpus_per_run=args.gpus_per_run,
-                            max_runs=args.max_runs, stream=err, gpus=gpus, runs_per_gpu=per_gpu)
-        runner.check_data([r for r in sweep.runs if not runner.finished(r)])
+                            max_runs=args.max_runs, stream=err, gpus=gpus, runs_per_gpu=per_gpu,
+                            retrain_stale=args.retrain_stale)
+        runner.check_data([r for r in sweep.runs if args.retrain_stale or not runner.finished(r)])
         if args.wandb_sweep:  # registered only once every other input is known good
             from .. import tracking
             from . import wandb_sweep
@@ -176,7 +181,7 @@ def _jobs(args: argparse.Namespace, sweep, out, err) -> int:
     runner.check_runs_folder(sweep)
     if args.dry_run:
         return E.dry_run(sweep, options, out)
-    runner.check_data([r for r in sweep.runs if not runner.finished(r)])
+    runner.check_data([r for r in sweep.runs if args.retrain_stale or not runner.finished(r)])
     report = E.Dispatch(sweep, options, err).run()
     return runner.summarise(sweep, report, err, out)
 

@@ -87,6 +87,7 @@ class Options:
     mem: str | None = None  # sbatch --mem: a job's host memory (8G, 16000M)
     constraint: str | None = None  # sbatch --constraint: node features
     runs_per_gpu: int = 1  # runs at once on each of a job's GPUs (the local runner's --runs-per-gpu)
+    retrain_stale: bool = False  # --retrain-stale (the local runner's flag too): finished runs of other code again
 
     @property
     def slots(self) -> int:
@@ -235,8 +236,11 @@ def job_env(options: Options, folder: Path | None = None) -> dict[str, str]:
     threads = str(options.cpus_per_job)
     requeue = {DRIVER_ENV: str(folder.resolve() / DRIVER_LOCK), REQUEUES_ENV: str(options.retries)} \
         if folder is not None and options.executor == "slurm" else {}
+    from .worker import RETRAIN_ENV
+
+    retrain = {RETRAIN_ENV: "stale"} if options.retrain_stale else {}  # train asks each run under its lock
     return {"ABLATE_RUNS_DIR": str(runs_root().resolve()), "ABLATE_PROGRESS": "0", "OMP_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads, "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true"), **requeue}
+            "MKL_NUM_THREADS": threads, "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true"), **requeue, **retrain}
 
 
 def requeue_in_place() -> str | None:
@@ -288,6 +292,7 @@ def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs
         return run_packed(commands, runs_per_gpu, gpus)
     from .. import config as C
     from ..train import Interrupted, RunBusy, train
+    from .worker import RETRAIN_ENV
 
     def interrupt(signum, frame):
         raise Interrupted(signum)
@@ -301,7 +306,8 @@ def run_chunk(commands: list[list[str]], env: dict[str, str], threads: int, runs
         if cfg.trainer.threads is None:
             cfg = C.build({"trainer.threads": threads}, base=cfg)
         try:
-            statuses.append(train(cfg, log=_chunk_log(R.run_dir(_run_of(cfg))))["status"])
+            statuses.append(train(cfg, log=_chunk_log(R.run_dir(_run_of(cfg))),
+                                  retrain=os.environ.get(RETRAIN_ENV) or None)["status"])
         except RunBusy as err:  # another process trains it: the driver reads what it makes of it
             print(f"ablate: {err}", flush=True)
             statuses.append("busy")
@@ -364,7 +370,8 @@ def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[
     sweep = Sweep(name=runs[0].cfg.run.group, path=Path(), method="grid", spec={}, runs=runs, varying=[])
     worker.forkserver()  # started before the handlers: it and its runs ignore both signals
     runner = R.Runner(sweep, threads=max(r.cfg.trainer.threads or 1 for r in runs), gpus=visible,
-                      runs_per_gpu=runs_per_gpu, stream=sys.stdout)
+                      runs_per_gpu=runs_per_gpu, stream=sys.stdout,
+                      retrain_stale=os.environ.get(worker.RETRAIN_ENV) == "stale")
     signal.signal(signal.SIGTERM, R._raise_interrupt)  # SIGTERM: the runner stops its runs at once
     signal.signal(signal.SIGUSR2, lambda signum, frame: runner.drain(signum))  # the warning: they save first
     report = runner.run()
@@ -407,6 +414,7 @@ class Dispatch:
         self.live: list[tuple[Any, list[Run]]] = []  # each job (SLURM: array task) not ended yet, and its runs
         self.queued: list[list[Run]] = []  # chunks waiting for room under the cap
         self.submitted = self.finished = 0  # jobs submitted; runs this command saw finish
+        self.stale: set[str] = set()  # --retrain-stale: runs finished by other code, retrained here (until they end)
         self._shown: tuple | None = None
         self._said = time.monotonic()
 
@@ -473,15 +481,22 @@ class Dispatch:
         first = stages.stage1 if stages else self.sweep.runs
         report = R.Report(total=len(first) + (stages.stage2_total if stages else 0), stages=stages)
         started = time.monotonic()
+        if stages:
+            stages.redo = self.stale
+        if self.options.retrain_stale:
+            self.stale |= R.stale_runs(first)
         for run in first:
-            if _status(run) in FINISHED:
+            if self._kept(run):
                 report.skipped[_status(run)] = report.skipped.get(_status(run), 0) + 1
         if stages:
             self.say(stages.describe())
-        todo = [r for r in first if _status(r) not in FINISHED]
+        todo = [r for r in first if not self._kept(r)]
         self.say(f"{report.total} runs, {sum(report.skipped.values())} finished before, {len(todo)} to run as "
                  f"{self.options.executor} jobs of {self.options.chunk} run(s){packing(self.options)} -> "
                  f"{runs_root() / self.sweep.name}")
+        if self.stale:
+            self.say(f"of the {len(todo)} runs to run, {len(self.stale)} finished before by other code: trained "
+                     "again as new attempts (--retrain-stale)")
         old_term = signal.signal(signal.SIGTERM, R._raise_interrupt) if R._main_thread() else None
         waiting: list[Run] = []  # trained by another process (their lock held): waited for, never submitted
         try:
@@ -492,10 +507,12 @@ class Dispatch:
                 for name, runs in stages.plan() if stages and replan else []:
                     self.say(f"stage 2 of {stages.choice_line(name)}")
                     flying = {r.run_id for _, rs in self.live for r in rs} | {r.run_id for c in self.queued for r in c}
+                    if self.options.retrain_stale:
+                        self.stale |= R.stale_runs([r for r in runs if r.run_id not in flying])
                     for run in runs:
                         if run.run_id in flying or run in waiting:  # in an adopted array: waited for, not again
                             continue
-                        if _status(run) in FINISHED:
+                        if self._kept(run):
                             report.skipped[_status(run)] = report.skipped.get(_status(run), 0) + 1
                         else:
                             todo.append(run)
@@ -512,6 +529,7 @@ class Dispatch:
                 for run in [r for r in waiting if not R.locked(r)]:
                     waiting.remove(run)
                     replan = True
+                    self.stale.discard(run.run_id)  # the other process's lock held it: what it made counts
                     if _status(run) in FINISHED or _status(run) == "failed":
                         report.elsewhere.setdefault(_status(run), []).append(run)
                     else:
@@ -654,7 +672,10 @@ class Dispatch:
         again = []
         for run in todo:
             status = _status(run)
+            if run.run_id in self.stale and R.stale_runs([run]):
+                status = None  # its job ended before it had retrained it
             if status in FINISHED or status == "failed":
+                self.stale.discard(run.run_id)
                 report.outcomes.setdefault(status, []).append(run)
                 self.finished += 1
             elif self.tries[run.run_id] <= self.options.retries:
@@ -667,6 +688,10 @@ class Dispatch:
             self.say(f"{len(again)} run(s) interrupted or killed before they finished; submitting them again "
                      "(they resume from last.ckpt)")
         return again
+
+    def _kept(self, run: Run) -> bool:
+        """Finished before, and not to be retrained (--retrain-stale): skipped."""
+        return _status(run) in FINISHED and run.run_id not in self.stale
 
     def _cancel(self) -> None:
         if self.options.executor == "slurm" and self.job_ids:
@@ -733,14 +758,15 @@ def packing(options: Options) -> str:
 
 # The job flags of `ablate sweep` (--time, --chunk, ...): Options' fields, their defaults the fields' own
 # (--runs-per-gpu is the local runner's flag too)
-FLAGS = {f.name: f.default for f in fields(Options) if f.name not in ("executor", "runs_per_gpu")}
+FLAGS = {f.name: f.default for f in fields(Options) if f.name not in ("executor", "runs_per_gpu", "retrain_stale")}
 
 
 def options_of(args: Any) -> Options:
     """Options from parsed arguments (None: the field's default; --chunk: as many runs as a job trains at
     once, at least the default)."""
     given = {k: v if (v := getattr(args, k)) is not None else FLAGS[k] for k in FLAGS}
-    options = Options(executor=args.executor, runs_per_gpu=args.runs_per_gpu or 1, **given)
+    options = Options(executor=args.executor, runs_per_gpu=args.runs_per_gpu or 1,
+                      retrain_stale=args.retrain_stale, **given)
     if args.chunk is None:
         options = replace(options, chunk=max(FLAGS["chunk"], options.slots))
     return options

@@ -8,7 +8,9 @@ DDP launcher can start the other ranks with the same command line.
 Exactly once: a run's directory is $ABLATE_RUNS_DIR/<sweep>/<run id>; finished runs (completed,
 diverged) are skipped, a running one holds the directory's lock, an interrupted one resumes from its
 last.ckpt, a failed one is retried. Workers die with the runner (see ablate.sweep.worker), so the
-same command after Ctrl-C or kill -9 finishes exactly the missing runs.
+same command after Ctrl-C or kill -9 finishes exactly the missing runs. With --retrain-stale, a
+completed or diverged run that other code made is trained again as a new attempt, once: the check is
+made again under the run's lock, and a run retrained is made by this code.
 
 Tuned sweeps (ablate.sweep.tune) run in two stages: stage 1 (every variant at every value of the
 tuned key, on the tune seeds) first; each variant's stage 2 (the other seeds at its chosen value) is
@@ -40,8 +42,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import config as C
-from ..provenance import other_code_note
-from ..rundir import FINISHED, LOCK, METRICS, SUMMARY, read_summary, runs_root, write_json
+from ..provenance import other_code, other_code_note
+from ..rundir import FINISHED, LOCK, METRICS, SUMMARY, read_summary, retrains, runs_root, write_json
 from ..runfiles import RunFileError, nonfinite_cell, nonfinite_metric, read_metrics_rows
 from . import gpus as G
 from . import hyperband as H
@@ -160,6 +162,15 @@ def finished(run: Run) -> bool:
     return _status(run) in FINISHED
 
 
+def stale_runs(runs: list[Run]) -> set[str]:
+    """The ids of `runs` whose folder holds a completed or diverged run that other code made: what
+    --retrain-stale trains again (rundir.retrains; git is asked once per commit, not once per run)."""
+    summaries = {r.run_id: read_summary(run_dir(r)) for r in runs}
+    done = [s for s in summaries.values() if s and s["status"] in FINISHED]
+    others = set(other_code(done)[0]) if done else set()
+    return {rid for rid, s in summaries.items() if retrains(s, "stale", others)}
+
+
 def locked(run: Run) -> bool:
     """Another process holds the run's lock (trains it now). Never blocks, never writes; a shared
     lock taken and dropped at once, so that a worker's exclusive one can only lose a race to it and
@@ -235,6 +246,7 @@ class Stages:
         self.scores: dict[str, dict[Any, float]] = {}  # variant -> value -> mean score over the tune seeds
         self.passed: dict[str, dict[Any, bool]] = {}  # variant -> value -> met the gate on every tune seed
         self.untrusted: dict[str, str] = {}  # run folder -> why its `completed` cannot be chosen on
+        self.redo: set[str] = set()  # run ids to be retrained (--retrain-stale): their summary is not chosen on
 
     def is_stage1(self, run: Run) -> bool:
         return run.cfg.seed in self.tune.seeds
@@ -256,7 +268,7 @@ class Stages:
                 continue
             summary = read_summary(run_dir(run)) or {}
             status = summary.get("status")
-            if status not in FINISHED:
+            if status not in FINISHED or run.run_id in self.redo:
                 return None
             metrics = summary.get("metrics") if isinstance(summary.get("metrics"), dict) else {}
             if status == "completed" and (problem := untrusted(run_dir(run), metrics)) is not None:
@@ -337,6 +349,7 @@ def _env(threads: int | None, gpus: str | None) -> dict[str, str]:
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
     env.pop(H.PAUSE_ENV, None)  # set per run by the runner (early termination), never inherited
+    env.pop(worker.RETRAIN_ENV, None)  # likewise (--retrain-stale)
     return env
 
 
@@ -395,7 +408,8 @@ class Report:
 class Runner:
     def __init__(self, sweep: Sweep, workers: int | None = None, threads: int = 1,
                  gpus_per_run: int | None = None, max_runs: int | None = None,
-                 stream: TextIO | None = None, gpus: list[str] | None = None, runs_per_gpu: int = 1):
+                 stream: TextIO | None = None, gpus: list[str] | None = None, runs_per_gpu: int = 1,
+                 retrain_stale: bool = False):
         check_runs_folder(sweep)
         self.sweep = sweep
         self.threads = threads
@@ -417,6 +431,10 @@ class Runner:
         self.pause: dict[str, int] = {}
         self.held: set[str] = set()
         self.draining = False  # a warning before a job's time limit (drain): start nothing more
+        self.retrain_stale = retrain_stale
+        # --retrain-stale: the runs finished by other code that this invocation trains again, each until its
+        # retrain has ended (then it is finished by this code: never retrained twice)
+        self.stale: set[str] = set()
 
     def drain(self, signum: int = signal.SIGUSR2) -> None:
         """SLURM's warning ahead of a packed job's time limit: start no more runs, and pass the warning to the
@@ -434,6 +452,8 @@ class Runner:
         env = _env(run.cfg.trainer.threads, self.plan.slots[slot])
         if run.run_id in self.pause:
             env[H.PAUSE_ENV] = str(self.pause[run.run_id])
+        if run.run_id in self.stale:  # train asks again under the run's lock: another runner may have retrained it
+            env[worker.RETRAIN_ENV] = "stale"
         active = Active(run=run, slot=slot, spawned_at=time.monotonic())
         directory = run_dir(run)
         directory.mkdir(parents=True, exist_ok=True)  # a full or read-only runs folder stops the sweep here
@@ -461,7 +481,7 @@ class Runner:
     def _launch(self, run: Run, slot: int, progress: Progress, report: Report) -> bool:
         """Start `run` in `slot`; False (the slot stays free) when another process has finished it
         meanwhile or is training it now."""
-        if finished(run):
+        if finished(run) and not (run.run_id in self.stale and stale_runs([run])):
             progress.pending = max(0, progress.pending - 1)
             self._elsewhere(run, report, progress)
             return False
@@ -493,6 +513,7 @@ class Runner:
 
     def _elsewhere(self, run: Run, report: Report, progress: Progress) -> None:
         """Another process ended `run` (finished or failed): its outcome counts here, once."""
+        self.stale.discard(run.run_id)
         summary = read_summary(run_dir(run)) or {}
         status = summary.get("status")
         report.elsewhere.setdefault(status, []).append(run)
@@ -540,6 +561,9 @@ class Runner:
             return status, ""
         if code == worker.OK and status == "paused":
             return "paused", f"at its early-termination band, epoch {summary.get('paused_after_epoch')}"
+        if code == worker.FAILED and status in FINISHED and run.run_id in self.stale:  # before it set the earlier aside
+            return "failed", (f"its retrain failed before it started ({worker.LOG} says why); the earlier {status} "
+                              "run stays")
         if code == worker.BUSY:
             return "busy", "another process holds its lock"
         if self.interrupted:
@@ -566,11 +590,15 @@ class Runner:
         report = Report(total=total, stages=stages)
         todo: list[Run] = []
         before: list[dict] = []  # the summaries of the runs finished before
+        if stages:
+            stages.redo = self.stale
 
         def take(runs) -> None:
-            """Queue the runs not finished yet; count the finished ones as skipped, by status."""
+            """Queue the runs not finished yet (and those to retrain); count the finished ones as skipped, by status."""
+            if self.retrain_stale:
+                self.stale |= stale_runs(runs)
             for run in runs:
-                if finished(run):
+                if finished(run) and run.run_id not in self.stale:
                     before.append(read_summary(run_dir(run)))
                     status = before[-1]["status"]
                     report.skipped[status] = report.skipped.get(status, 0) + 1
@@ -612,6 +640,10 @@ class Runner:
                      + f"{plan_note} -> {where}")
         if before and (note := other_code_note(before)):
             progress.say(f"ablate sweep {self.sweep.name}: of the {done_before} runs finished before, {note}")
+        retrained = [read_summary(run_dir(r)) for r in todo if r.run_id in self.stale]
+        if retrained and (note := other_code_note(retrained, "trained again as new attempts (--retrain-stale), "
+                                                  "each earlier one kept in its folder's attempts/")):
+            progress.say(f"ablate sweep {self.sweep.name}: of the {len(todo)} runs to run, {note}")
         if stages:
             progress.say(f"ablate sweep {self.sweep.name}: {stages.describe()}")
             if self.sweep.early is not None:
@@ -749,8 +781,10 @@ class Runner:
         """Queue the stage-2 runs of every variant whose stage 1 has just finished (within --max-runs)."""
         for name, runs in stages.plan():
             progress.say(f"ablate sweep {self.sweep.name}: stage 2 of {stages.choice_line(name)}")
+            if self.retrain_stale:
+                self.stale |= stale_runs(runs)
             for run in runs:
-                if finished(run):  # e.g. run by W&B agents or another process
+                if finished(run) and run.run_id not in self.stale:  # e.g. run by W&B agents or another process
                     status = read_summary(run_dir(run))["status"]
                     report.skipped[status] = report.skipped.get(status, 0) + 1
                     progress.counts[status] = progress.counts.get(status, 0) + 1
@@ -765,6 +799,8 @@ class Runner:
         if active.conn is not None:
             active.conn.close()
         outcome, note = self._outcome(active, code)
+        if outcome != "busy":
+            self.stale.discard(active.run.run_id)
         if outcome == "paused":  # waits for the rest of its variant's stage 1 (_bands), not finished
             self.held.add(active.run.run_id)
             progress.finish(active.run.run_id, outcome, f"{self._label(active.run)}: {note}")

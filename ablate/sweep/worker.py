@@ -39,6 +39,7 @@ from pathlib import Path
 OK, FAILED, BUSY, DISK, CTRL_C, TERMINATED = 0, 3, 4, 5, 130, 143
 DISK_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT)  # the runs folder cannot take more: stop the sweep
 LOG = "train.log"
+RETRAIN_ENV = "ABLATE_RETRAIN"  # set per run by the runner (--retrain-stale: "stale"): train(retrain=...)
 # Imported once by the forkserver, so that a run forked from it imports nothing heavy. Imports only:
 # no torch op runs there. The wandb, pandas, pyarrow, opentelemetry entries are what wandb.init
 # imports on its first call in a process (~2.5 s measured here).
@@ -324,13 +325,15 @@ def _say(text: str) -> None:
 
 def record_failure(run_dir: Path, error: str, identity: dict) -> bool:
     """summary.json says failed, with `error`; under the run's lock (False if another process holds it)."""
-    from ..rundir import RunLock, read_summary, write_json
+    from ..rundir import FINISHED, RunLock, read_summary, write_json
 
     lock = RunLock(run_dir)
     if not lock.acquire():
         return False
     try:
         previous = read_summary(run_dir) or {}
+        if previous.get("status") in FINISHED:  # never downgraded (train._record's rule): a retrain that failed
+            return True  # before it set the earlier attempt aside leaves that one as it was
         write_json(run_dir / "summary.json", {**identity, **previous, "status": "failed", "error": error})
     finally:
         lock.release()
@@ -361,7 +364,7 @@ def run(cfg, conn=None, spawned_at: float | None = None) -> int:
         pass  # already set in this process
     callbacks = [_first_step_callback(conn, spawned_at)] if spawned_at is not None else []
     try:
-        summary = train(cfg, log=print, callbacks=callbacks)
+        summary = train(cfg, log=print, callbacks=callbacks, retrain=os.environ.get(RETRAIN_ENV) or None)
     except RunBusy as err:
         _say(f"ablate: {err}")
         return BUSY
