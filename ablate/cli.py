@@ -303,6 +303,10 @@ def cmd_results(argv: list[str]) -> int:
     parser.add_argument("--all-columns", action="store_true", help="print every column, not the short view")
     parser.add_argument("--aggregate", action="store_true", help="one row per variant: seed mean, std, 95%% CI, n")
     args = parser.parse_args(argv)
+    from importlib.util import find_spec
+
+    if args.parquet and find_spec("pyarrow") is None:  # before the table is built: one line, no traceback
+        return fail(missing_package("pyarrow", "results --parquet"))
     from . import results as R
     from .results.table import sweep_arg
 
@@ -455,7 +459,8 @@ def missing_package(module: str, command: str) -> str:
         specs = []
     extras = sorted({m.group(2) for spec in specs
                      if (m := re.match(r"([A-Za-z0-9_.-]+).*extra == \"([^\"]+)\"", spec))
-                     and m.group(1).lower().replace("_", "-") == wanted})
+                     and m.group(1).lower().replace("_", "-") == wanted},
+                    key=lambda extra: (extra == "dev", extra))  # the extra of its own before dev's everything
     fix = f"pip install 'ablate[{extras[0]}]'" if extras else f"pip install {wanted}"
     return (f"`ablate {command}` needs the Python package {wanted}, which is not installed; {fix} "
             "(`make venv` installs every extra)")

@@ -144,3 +144,15 @@ def test_a_command_whose_extra_is_not_installed_names_the_extra(tmp_path, monkey
     err = capsys.readouterr().err.strip()
     assert err == ("ablate: `ablate report` needs the Python package nbclient, which is not installed; "
                    "pip install 'ablate[reports]' (`make venv` installs every extra)")
+
+
+def test_parquet_without_pyarrow_is_one_line_before_any_work(tmp_path, monkeypatch, capsys):
+    """pyarrow is the parquet extra's, not a core dependency (issue 43, item 9): without it, `--parquet` is refused
+    before the table is built, naming the extra, and nothing is written."""
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if not installed
+    out = tmp_path / "runs.parquet"
+    assert main(["results", "no-such-sweep", "--parquet", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "ablate: `ablate results --parquet` needs the Python package pyarrow, which is not installed; "
+        "pip install 'ablate[parquet]' (`make venv` installs every extra)")
+    assert not out.exists()
