@@ -254,6 +254,26 @@ def test_a_run_paused_at_a_band_counts_all_its_training_in_the_eta(monkeypatch):
     assert progress.durations == [40.0]
 
 
+def test_the_eta_counts_the_stage_2_runs_not_planned_yet(monkeypatch):
+    """A tuned sweep's stage 2 is planned only when a variant's stage 1 has ended: its runs still count in the ETA
+    (issue 43: it read 9:57 after a minute of a sweep with a stage 2 as long as its stage 1 still to come)."""
+    from ablate.sweep import progress as P
+
+    now = [0.0]
+    monkeypatch.setattr(P.time, "monotonic", lambda: now[0])
+    progress = Progress("demo", total=6, workers=2, stream=io.StringIO())
+    progress.pending, progress.unplanned = 4, 2  # 4 stage-1 runs (2 start now), 2 of stage 2 to come
+    progress.start("a")
+    progress.start("b")
+    now[0] = 10.0
+    progress.finish("a", "completed", "a")
+    progress.finish("b", "completed", "b")
+    assert progress.eta() == (2 + 2) * 10.0 / 2
+    progress.unplanned = 0  # planned: now pending
+    progress.pending = 4
+    assert progress.eta() == 4 * 10.0 / 2
+
+
 def test_in_a_log_progress_is_one_plain_line_per_change_without_a_bar():
     log = io.StringIO()
     progress = _play(log)

@@ -36,6 +36,7 @@ class Progress:
     held: dict[str, float] = field(default_factory=dict)  # run id -> time trained before it paused (early termination)
     waiting: set[str] = field(default_factory=set)  # run ids another process is training
     pending: int = 0
+    unplanned: int = 0  # a tuned sweep's stage-2 runs whose variant has not chosen its value yet: still to come
     started: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
@@ -48,13 +49,15 @@ class Progress:
         return self.counts["completed"] + self.counts["diverged"] + self.counts["stopped"] + self.counts["failed"]
 
     def eta(self) -> float | None:
-        """Work left (pending runs at the mean duration, running ones at what remains of it) / workers."""
+        """Work left (pending runs and stage-2 runs still to be planned at the mean duration, running ones at
+        what remains of it) / workers."""
+        waiting = self.pending + self.unplanned
         if not self.durations:
-            return None if (self.pending or self.running) else 0.0
+            return None if (waiting or self.running) else 0.0
         mean = sum(self.durations) / len(self.durations)
         now = time.monotonic()
-        left = self.pending * mean + sum(max(mean - (now - t), 0.0) for t in self.running.values())
-        return left / max(1, min(self.workers, self.pending + len(self.running)))
+        left = waiting * mean + sum(max(mean - (now - t), 0.0) for t in self.running.values())
+        return left / max(1, min(self.workers, waiting + len(self.running)))
 
     def status(self) -> str:
         """The counts, in words (no bar)."""

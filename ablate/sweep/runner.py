@@ -632,6 +632,7 @@ class Runner:
         progress = Progress(self.sweep.name, total, workers, self.stream)
         progress.counts.update({k: v for k, v in report.skipped.items()})
         progress.pending = len(todo)
+        progress.unplanned = min(undecided, self.left if self.left is not None else undecided)
         done_before = sum(report.skipped.values())
         later = total - done_before - len(todo)
         plan_note = f" on {workers} workers x {self.threads} thread(s){gpu_note}" if todo or undecided else ""
@@ -784,6 +785,7 @@ class Runner:
             if self.retrain_stale:
                 self.stale |= stale_runs(runs)
             for run in runs:
+                progress.unplanned = max(0, progress.unplanned - 1)  # planned now: pending, or skipped
                 if finished(run) and run.run_id not in self.stale:  # e.g. run by W&B agents or another process
                     status = read_summary(run_dir(run))["status"]
                     report.skipped[status] = report.skipped.get(status, 0) + 1
