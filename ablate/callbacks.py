@@ -1,6 +1,6 @@
 """Lightning pieces the harness adds: exact resume, divergence stop, throughput, atomic weights-only
-checkpoints written at every epoch end, progress lines for logs, and a metrics.csv that survives
-resumption."""
+checkpoints written at every epoch end (and the best epoch's weights), progress lines for logs, and a
+metrics.csv that survives resumption."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from lightning_fabric.plugins import TorchCheckpointIO
-from pytorch_lightning.callbacks import Checkpoint
+from pytorch_lightning.callbacks import Checkpoint, ModelCheckpoint
 from pytorch_lightning.loggers.logger import Logger, rank_zero_experiment
 from pytorch_lightning.utilities import rank_zero_only
 
@@ -207,6 +207,38 @@ class LastCheckpoint(Checkpoint):
         self.metrics = dict(checkpoint.get("callback_metrics", {}))
 
 
+class BestCheckpoint(ModelCheckpoint):
+    """best.ckpt: the weights of the epoch whose val/acc beat every earlier epoch's (a tie keeps the earlier
+    one), so the model that val/acc_best reports. Lightning's ModelCheckpoint with one fixed file name, written
+    after the epoch's validation, weights only (model state_dict, hyper-parameters, step: no optimiser), by rank 0,
+    through AtomicCheckpointIO (temp file + rename). Its best score is part of every last.ckpt (callbacks state),
+    so a resumed run compares with the epochs before the interruption too; a last.ckpt without it (written
+    before best.ckpt existed, or with run.keep_best=false) gives its val/acc_best instead, and best.ckpt is then
+    written only by a later epoch that beats it."""
+
+    def __init__(self, path: Path):
+        # saved at validation end, before LastCheckpoint's last.ckpt at the epoch's end: last.ckpt holds this epoch's score
+        super().__init__(dirpath=Path(path).parent, filename=Path(path).stem, monitor="val/acc", mode="max",
+                         save_top_k=1, save_weights_only=True, auto_insert_metric_name=False,
+                         enable_version_counter=False, save_on_train_epoch_end=False)
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        if self.state_key in (checkpoint.get("callbacks") or {}):
+            return  # load_state_dict restores it
+        best = (checkpoint.get("callback_metrics") or {}).get("val/acc_best")
+        if best is not None:
+            self.load_state_dict({"best_model_score": torch.tensor(best), "best_k_models": {"": torch.tensor(best)},
+                                  "best_model_path": "", "kth_best_model_path": ""})
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # its own file, wherever the run folder is now: Lightning forgets the best score of a folder that moved
+        # (another mount, a copy), and the next epoch would overwrite best.ckpt whatever its val/acc
+        here, scores = self.format_checkpoint_name({}), list((state_dict.get("best_k_models") or {}).values())
+        kept = {"best_k_models": {here: scores[0]}, "kth_value": scores[0]} if scores else {"best_k_models": {}}
+        super().load_state_dict({**state_dict, **kept, "dirpath": self.dirpath, "kth_best_model_path": here if scores
+                                 else "", "best_model_path": here if scores else ""})
+
+
 class ProgressLines(pl.Callback):
     """Where there is no progress bar (logs, pipes, sweep workers), lines through `log` that say the run is
     alive: one as training starts (where, on what, how many steps), one per epoch once its checkpoint is
@@ -215,12 +247,14 @@ class ProgressLines(pl.Callback):
     nothing before (issue 43)."""
 
     every_s = 30.0
+    estimate_after = 10  # steps: then one line with the time the rest of the training will take at their pace
 
     def __init__(self, log, run_dir: Path | str = "") -> None:
         self.say = log
         self.run_dir = run_dir
         self.started = self.last = time.monotonic()
         self.first_step: int | None = None
+        self.estimated = False
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.started = self.last = time.monotonic()
@@ -233,15 +267,21 @@ class ProgressLines(pl.Callback):
                      f"{resumed}")
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module, outputs, batch, batch_idx) -> None:
-        now = time.monotonic()
-        if now - self.last < self.every_s or not trainer.is_global_zero:
+        if not trainer.is_global_zero:
             return
-        self.last = now
+        now = time.monotonic()
         per_epoch = trainer.num_training_batches
         total = per_epoch * trainer.max_epochs
         total = min(total, trainer.max_steps) if trainer.max_steps >= 0 else total
         done = trainer.global_step - (self.first_step or 0)
         left = (now - self.started) / done * (total - trainer.global_step) if done > 0 else None
+        if not self.estimated and done >= self.estimate_after and left is not None:
+            self.estimated = True
+            self.say(f"ablate: {done} steps in {now - self.started:.1f} s: about {left:.0f} s for the other "
+                     f"{total - trainer.global_step} at this pace, validation and probes not counted")
+        if now - self.last < self.every_s:
+            return
+        self.last = now
         parts = [f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}",
                  f"step {trainer.global_step}/{total} ({batch_idx + 1}/{per_epoch} of this epoch)"]
         loss = trainer.callback_metrics.get("train/loss")

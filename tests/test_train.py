@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -58,6 +59,9 @@ def test_a_run_says_it_is_alive_where_there_is_no_progress_bar(tmp_path, monkeyp
     assert len(beats) == 16 and beats[0].startswith("ablate: epoch 1/2  step 1/16 (1/8 of this epoch)")
     assert "s left" in beats[1] and beats[-1].startswith("ablate: epoch 2/2  step 16/16 (8/8 of this epoch)")
     assert sum(line.startswith("ablate: epoch ") and "val/acc" in line for line in said) == 2
+    estimate = [line for line in said if "at this pace" in line]  # once, after ProgressLines.estimate_after steps
+    assert len(estimate) == 1 and re.fullmatch(r"ablate: 10 steps in \d+\.\d s: about \d+ s for the other 6 at this "
+                                               r"pace, validation and probes not counted", estimate[0]), estimate
 
 
 def test_a_run_finished_by_other_code_is_kept_and_named(tmp_path):
