@@ -47,6 +47,14 @@
 # | scaling counteracts it: the model trains (§3.2.1, outcome) | `scaling` · d_k = 512, scaled vs unscaled, Adam · test accuracy | Adam is the paper's optimiser; SGD is supporting (it shows a vanishing gradient more directly, but is not how the model is trained) |
 # | smaller d_k hurts quality (Table 3 (B)) | `scaling` · scaled, d_k 8 vs 64, Adam · test accuracy; not testable when both solve the task (≥ 99 %) | Table 3 (B) reduces d_k at a fixed d_model, as this sweep does from 64 to 8 (one head of d_k at d_model 64); a task both arms solve has no room to show lost quality |
 #
+# **Changed after the outcome was read** (issue 43): which runs "learned", i.e. sit above the task's reference
+# level. A run 1.4 points above chance on 128 examples counted as learned: the rule was "more than 1 point
+# above the order-blind level, else chance". It is now "more than 1 point above the highest reference level
+# below 99 %, and more than a predictor at that level scores by luck on the evaluation set (the top of its
+# 95 % binomial range)", one rule for the notebooks and `ablate compare` (`ablate.report.stats.above_level`).
+# It moved supporting counts only, no primary test and no verdict: d_k = 64 unscaled above chance 4 → 3 of 5 runs. The change is marked because those
+# outcomes were known when it was made.
+#
 # ## The learning-rate search and what the scale does, decided before the runs of `scaling_lr` (issue 24)
 #
 # Written and committed before any run of sweeps `scaling_lr`, `scaling_lr_512`, `scaling_reparam` and
@@ -471,11 +479,14 @@ else:
         out = [("Adam: ", "Adam：")[z] + R.lr_phrase(S.df, lang=lang) + R.full_stop(lang), R.convergence(best, lang=lang)]
         if not stuck.empty:
             groups = stuck.groupby(["model.d_head", "model.qk_scale"]).size().items()
+            margin = f"{100 * R.LEVEL_MARGIN:g}"  # R.at_level: within this, or within a chance predictor's luck
             if z:
-                out.append("测试集上与随机水平相差不到 1 个百分点的运行：" + "，".join(
+                out.append(f"测试集上没有明显高于随机水平的运行（相差不到 {margin} 个百分点，或在随机水平的预测器于测试样本上"
+                           "可能碰上的波动以内）：" + "，".join(
                     f"d_k = {int(d)} {SCALED_ZH[bool(q)]}，{len(R.rows(best, at(d, q)))} 次中 {n} 次" for (d, q), n in groups) + "。")
             else:
-                out.append("Runs within 1 point of chance on the test set: " + ", ".join(
+                out.append(f"Runs not clearly above chance on the test set (within {margin} point of it, or within the luck "
+                           "of a chance-level predictor on the test examples): " + ", ".join(
                     f"d_k = {int(d)} {SCALED[bool(q)]} {n} of {len(R.rows(best, at(d, q)))}" for (d, q), n in groups) + ".")
         if SGD.ready:
             out += [("Plain SGD: ", "不带动量的 SGD：")[z] + R.lr_phrase(SGD.df, lang=lang) + R.full_stop(lang),

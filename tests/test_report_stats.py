@@ -222,6 +222,36 @@ def test_learned_counts_runs_above_their_reference_level_or_a_threshold():
         R.learned(all_five.drop(columns="ref/val/chance"))
 
 
+def test_learned_needs_more_than_the_highest_levels_luck_on_the_evaluation_set():
+    """Issue 43: "learned 1 of 1 run" for a run 1.4 points above chance on 128 evaluation sequences. A run learned
+    when its accuracy clears the highest reference level its task records below 99 % (poshist: position only, not
+    order-blind; facts: one key) by 1 point and by the level's own luck on eval/n_val examples: the 97.5th
+    percentile of Binomial(n, level) / n (at 50 % on 1,000 examples: 531, by the normal approximation
+    0.5 + 1.96 * sqrt(0.25 / 1000) = 0.531)."""
+    assert stats.binom.ppf(0.975, 1000, 0.5) == 531
+    smoke = pd.DataFrame({"status": ["completed"], "val/acc_best": [0.4951171875 + 0.014],
+                          "ref/val/chance": [0.4951171875], "ref/val/order_blind": [1.0], "eval/n_val": [128]})
+    assert str(R.learned(smoke)) == "0 of 1 run (95 % CI 0–98 %)"
+    edge = pd.DataFrame({"status": ["completed"] * 3, "val/acc_best": [0.531, 0.5315, 0.5101],
+                         "ref/val/chance": [0.5] * 3, "eval/n_val": [1000, 1000, None]})
+    assert S.row_margin(edge).round(12).tolist() == [0.031, 0.031, S.LEVEL_MARGIN]  # no size: 1 point alone
+    assert S.above_level(edge).tolist() == [False, True, True] and R.at_level(edge).tolist() == [True, False, False]
+    assert (R.learned(edge).k, R.learned(edge).n) == (2, 3)
+    mnist = pd.DataFrame({"status": ["completed"] * 2, "val/acc_best": [0.1236, 0.1234], "ref/val/chance": [0.1135] * 2,
+                          "eval/n_val": [5000] * 2})
+    assert S.row_margin(mnist).tolist() == [S.LEVEL_MARGIN] * 2  # a large set's luck is under a point
+    assert S.above_level(mnist).tolist() == [True, False]
+    levels = pd.DataFrame({"status": ["completed"] * 3, "data.task": ["poshist", "poshist", "facts"],
+                           "val/acc_best": [0.58, 0.62, 0.07], "ref/val/chance": [0.06, 0.06, 0.02],
+                           "ref/val/order_blind": [0.318, 0.318, None], "ref/val/position_only": [0.578, 0.578, None],
+                           "ref/val/one_key": [None, None, 0.062], "eval/n_val": [1000] * 3})
+    assert R.row_level(levels).tolist() == [0.578, 0.578, 0.062]
+    assert S.above_level(levels).tolist() == [False, True, False]  # 0.07 is within the luck of one key's 6.2 %
+    assert S.above_level(levels, "val/acc_best", split="test").tolist() == [False] * 3  # no test levels: not above
+    assert S.learned_rule("test/acc").startswith("learned: test/acc above the task's highest reference level (chance, "
+                                                 "order-blind, one-key, position-only;")
+
+
 def test_holm_against_a_hand_computation():
     # sorted: 0.005 x 4 = 0.02, 0.01 x 3 = 0.03, 0.03 x 2 = 0.06, 0.04 x 1 = 0.04 -> kept monotone: 0.06
     assert R.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])

@@ -437,8 +437,8 @@ def test_a_variant_whose_runs_did_not_finish_has_no_estimate():
 
 
 def test_reference_levels_per_row_and_runs_at_them():
-    """The level a run that learned nothing sits at: the order-blind level where a task records one below
-    99 % (copy), else chance (histogram: its order-blind level is 100 %; MNIST has none)."""
+    """The level a run that learned nothing sits at: the highest its task records below 99 %, the order-blind
+    level (copy), else chance (histogram: its order-blind level is 100 %; MNIST has none)."""
     df = pd.DataFrame({
         "data.task": ["copy", "copy", "histogram", "mnist"],
         "status": ["completed"] * 4,

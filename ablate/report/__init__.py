@@ -28,7 +28,8 @@ What a notebook uses (`from ablate import report as R`):
     R.lr_phrase(df), R.convergence(df)      sentences: how the learning rate was chosen; whether the runs
                                             had converged (median val/gain_last_epoch, solved >= 99 %)  (sentences.py)
     R.level(df, where), R.at_level(df)      the reference level a run that learned nothing sits at (the
-                                            order-blind level, else chance), and which runs sit there
+                                            highest its task records below 99 %), and which runs are not
+                                            clearly above it (R.above_level, the rule R.learned counts)
     S.probe_curves()                        periodic probes during training (<sweep>_curves.csv), long
     R.show_table(df)                        a table without its index
     A = R.Anchor(cite, claim, claim_zh, kind="outcome"|"mechanism", wording=...)
@@ -119,6 +120,7 @@ from .stats import (
     Effect,
     Estimate,
     Fraction,
+    above_level,
     at_level,
     ci95_errorbar,
     clopper_pearson,
@@ -134,6 +136,7 @@ from .stats import (
     loglog_slope,
     number,
     row_level,
+    row_margin,
     rows,
     slope_estimate,
     values_estimate,
@@ -192,6 +195,7 @@ __all__ = [
     "Sweep",
     "TASKS",
     "arrays",
+    "above_level",
     "at_best_lr",
     "at_level",
     "caveat",
@@ -217,6 +221,7 @@ __all__ = [
     "read_meta",
     "config_defaults",
     "row_level",
+    "row_margin",
     "rows",
     "savefig",
     "seeds_per_variant",

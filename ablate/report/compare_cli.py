@@ -38,7 +38,7 @@ def parser() -> OneLineParser:
                    "./runs) or the path of its file")
     p.add_argument("--out", metavar="DIR", help="where the report goes (default reports/compare/NAME/)")
     p.add_argument("--baseline", metavar="KEY=VALUE,...", help="the variant every other is compared with "
-                   "(default: the one at ablate's defaults, else the first)")
+                   "(default: the one that agrees with ablate's defaults on the most swept keys, the first of equals)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--runs", metavar="DIR", help="the runs folder (default $ABLATE_RUNS_DIR, else ./runs)")
     where.add_argument("--data", metavar="DIR", help="an exported folder instead of run folders (e.g. reports/data: "

@@ -10,18 +10,21 @@ and `figures/*.png`. What it holds:
 - what varies, the budget, the seeds, the code commit, and the runs' status: failed, diverged and missing
   runs named, never dropped in silence;
 - per variant (the swept values but the seed; a tuned sweep at each variant's chosen rate, with its stage-1
-  table) the sweep's metric and every test metric with bounded 95 % intervals, runs that learned, steps to
-  solve with unsolved runs censored, wall time and parameters;
-- every variant against a baseline (`--baseline`; default the variant at ablate's defaults, else the first)
-  on the sweep's metric and on test accuracy: paired by seed where both arms share an evaluation set (no
-  data.* key differs), else Welch; Holm across the comparisons of a metric; "not testable" where both arms
-  sit at the same floor (the reference level) or both solved the task;
+  table) the sweep's metric and every test metric with bounded 95 % intervals, runs that learned (the
+  notebooks' rule, St.above_level, said in one line under the table), steps to solve with unsolved runs
+  censored, wall time and parameters; a variant of a tuned sweep whose stage 1 has not finished has no
+  chosen rate: its row says "tuning unfinished (k of n stage-1 runs)", with no metric;
+- every variant against a baseline (`--baseline`; default: the variant whose swept values agree with
+  ablate's defaults on the most swept keys, the first of equals; the report says why) on the sweep's metric
+  and on test accuracy: paired by seed where both arms share an evaluation set (no data.* key differs), else
+  Welch; Holm across the comparisons of a metric; "not testable" where both arms sit at the same floor (the
+  reference level) or both solved the task; an unfinished variant is named as not compared;
 - learning curves per variant with the seeds' spread, and the probe scalars that differ most between variants.
 
 Every number comes from the question notebooks' statistics (ablate.report.stats, solve) on the runs exported
 as `ablate report export` does: a number quoted in both is the same number. The report is written to a
 temporary folder beside DIR and moved into place, so a failure leaves nothing half-written. Bad input (an unknown sweep, a sweep with no finished runs, a baseline that matches no
-variant) is CompareError: one line, exit status 2, nothing written.
+variant or one whose tuning is unfinished) is CompareError: one line, exit status 2, nothing written.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from .solve import paired, time_to_solve
 REPORT_FILES = {"compare.md", "index.html", "variants.csv", "figures"}  # what a report folder holds
 
 FINISHED = ("completed", "diverged")
+RUNNER_FINISHED = ("completed", "diverged", "stopped")  # a stage-1 run the runner counts as done (ablate.rundir)
 TOP_PROBES = 6  # the probe scalars shown: those that differ most between variants
 
 
@@ -135,22 +139,77 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def choose_baseline(variants: list[Variant], asked: dict[str, str] | None, defaults: Mapping[str, Any]) -> Variant:
+@dataclass(frozen=True)
+class Unfinished:
+    """A variant of a tuned sweep whose stage 1 has not finished: no rate chosen, so nothing to show or test."""
+
+    variant: Variant
+    done: int  # its stage-1 runs that have finished (completed, diverged or stopped)
+    total: int  # the stage-1 runs it needs: every value tried on every tune seed
+
+    @property
+    def note(self) -> str:
+        return f"tuning unfinished ({self.done} of {self.total} stage-1 runs)"
+
+
+def choose_baseline(variants: list[Variant], asked: dict[str, str] | None, defaults: Mapping[str, Any],
+                    unfinished: Sequence[Unfinished] = ()) -> tuple[Variant, str]:
+    """The variant every other is compared with, and why it was chosen (for the report's line). `asked`
+    (--baseline) must match exactly one variant, and not one whose tuning is unfinished. By default: the
+    variant whose swept values agree with ablate's defaults (`defaults`: the config's, `ablate keys`) on the
+    most swept keys, ties to the first in the report's order; `variants` are the finished ones only."""
     if asked:
-        unknown = [k for k in asked if variants and k not in variants[0].where]
+        every = [*variants, *(u.variant for u in unfinished)]
+        unknown = [k for k in asked if every and k not in every[0].where]
         if unknown:
             raise CompareError(f"--baseline names {unknown[0]}, which the sweep does not vary; its variants vary "
-                               f"{', '.join(variants[0].where) or 'nothing'}")
-        hits = [v for v in variants if all(same(v.where[k], value) for k, value in asked.items())]
+                               f"{', '.join(every[0].where) or 'nothing'}")
+        hits = [v for v in every if all(same(v.where[k], value) for k, value in asked.items())]
         if not hits:
             raise CompareError(f"--baseline {','.join(f'{k}={v}' for k, v in asked.items())} matches no variant; "
-                               f"the variants are: {'; '.join(v.label for v in variants)}")
+                               f"the variants are: {'; '.join(v.label for v in every)}")
         if len(hits) > 1:
             raise CompareError(f"--baseline matches {len(hits)} variants ({'; '.join(v.label for v in hits)}); "
                                "name a value for every key that varies")
-        return hits[0]
-    at_defaults = [v for v in variants if all(k in defaults and same(val, defaults[k]) for k, val in v.where.items())]
-    return at_defaults[0] if at_defaults else variants[0]
+        pending = [u for u in unfinished if u.variant == hits[0]]
+        if pending:
+            raise CompareError(f"--baseline {hits[0].label}: its {pending[0].note}, so it has no chosen rate to "
+                               "compare at; choose another variant or finish the sweep")
+        return hits[0], "chosen by --baseline"
+    if not variants[0].where:
+        return variants[0], "the only variant"
+
+    def agree(v: Variant) -> list[str]:
+        return [k for k, value in v.where.items() if k in defaults and same(value, defaults[k])]
+
+    best = max(variants, key=lambda v: len(agree(v)))  # max keeps the first of equals
+    keys, n = agree(best), len(best.where)
+    if not keys:
+        return best, "no variant sits at ablate's defaults on any swept key: the first; --baseline to choose"
+    on = "every swept key" if len(keys) == n else f"{len(keys)} of {n} swept keys: {', '.join(keys)}"
+    return best, f"ablate's default on {on}; --baseline to choose"
+
+
+def unfinished_tuning(df: pd.DataFrame, meta: Mapping[str, Any], keys: Sequence[str], tuned: str) -> list[Unfinished]:
+    """The variants of a tuned sweep whose stage 1 has not finished (their `tuned.<key>` is empty: the results
+    table's rule, ablate.results.table.tuned_choices), with how many of their stage-1 runs have finished: every
+    value tried (meta's tune values) on every stage-1 seed (the seeds of the table's stage-1 rows)."""
+    column = f"tuned.{tuned}"
+    pending = df[df[column].isna()]
+    if pending.empty:
+        return []
+    tune = meta.get("tune") or {}
+    stage1 = pd.to_numeric(df["stage"], errors="coerce") == 1
+    seeds = {int(s) for s in df.loc[stage1, "seed"].dropna()}
+    values = list(tune.get("values") or df[tuned].dropna().unique())
+    out = []
+    for v in variants_of(pending, keys):
+        mine = St.rows(pending, v.where) if v.where else pending
+        mine = mine[stage1[mine.index] & mine["status"].isin(RUNNER_FINISHED)]
+        done = {(i, int(seed)) for x, seed in zip(mine[tuned], mine["seed"]) for i, value in enumerate(values)
+                if same(x, value) and int(seed) in seeds}
+        out.append(Unfinished(v, len(done), len(values) * len(seeds)))
+    return out
 
 
 # ------------------------------------------------------------------ the statistics
@@ -192,21 +251,30 @@ def test_metrics(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns if c.startswith("test/") and pd.to_numeric(df[c], errors="coerce").notna().any()]
 
 
-def variant_rows(df: pd.DataFrame, variants: list[Variant], metric: str, tests: list[str]) -> pd.DataFrame:
+LEARNED = "learned (above reference level)"  # the column; St.learned_rule says the rule under the table
+
+
+def variant_rows(df: pd.DataFrame, variants: list[Variant], metric: str, tests: list[str],
+                 unfinished: Sequence[Unfinished] = (), tuned: str | None = None) -> pd.DataFrame:
     """One row per variant: its runs, the sweep's metric and each test metric (mean and interval), runs that
-    learned, steps to solve (median, solved of all), wall time, parameters."""
+    learned (St.learned: the notebooks' rule), steps to solve (median, solved of all), wall time, parameters.
+    A tuned sweep: each variant's chosen value, then a row per unfinished variant saying so, with no metric."""
     rows = []
     for v in variants:
         chosen = St.rows(df, v.where) if v.where else df
-        row: dict[str, Any] = {**{k: _show(x) for k, x in v.where.items()}, "runs": int(chosen["status"].isin(FINISHED).sum())}
+        row: dict[str, Any] = {k: _show(x) for k, x in v.where.items()}
+        if tuned:
+            row[f"chosen {tuned}"] = _show(chosen[f"tuned.{tuned}"].dropna().iloc[0]) \
+                if chosen[f"tuned.{tuned}"].notna().any() else ""
+        row["runs"] = int(chosen["status"].isin(FINISHED).sum())
         for m in [metric, *[t for t in tests if t != metric]]:
             e = St.estimate(df, m, v.where)
             row[m], row[f"{m} lo"], row[f"{m} hi"], row[f"{m} (95 % CI)"] = e.mean, e.lo, e.hi, e.fmt()
-        if "val/acc_best" in df.columns and ("ref/val/chance" in df.columns):
+        if "val/acc_best" in df.columns and any(c.startswith("ref/val/") for c in df.columns):
             try:
-                row["learned"] = St.learned(df, v.where).fmt()
+                row[LEARNED] = St.learned(df, v.where).fmt()
             except ValueError:
-                row["learned"] = ""
+                row[LEARNED] = ""
         if "val/step_solved" in df.columns and "global_step" in df.columns:
             solve = time_to_solve(df, v.where)
             row["steps to solve"] = solve.fmt()
@@ -215,7 +283,13 @@ def variant_rows(df: pd.DataFrame, variants: list[Variant], metric: str, tests: 
         if "params/total" in df.columns:
             row["parameters"] = int(pd.to_numeric(chosen["params/total"], errors="coerce").median())
         rows.append(row)
-    return pd.DataFrame(rows)
+    for u in unfinished:  # no rate chosen: nothing measured at one yet
+        rows.append({**{k: _show(x) for k, x in u.variant.where.items()}, f"chosen {tuned}": u.note})
+    out = pd.DataFrame(rows)
+    for count in ("runs", "parameters"):  # counts stay whole beside an unfinished variant's empty cell
+        if count in out.columns:
+            out[count] = out[count].astype("Int64")
+    return out
 
 
 def probe_spread(df: pd.DataFrame, variants: list[Variant], top: int = TOP_PROBES) -> pd.DataFrame:
@@ -304,6 +378,8 @@ def _md_table(df: pd.DataFrame) -> list[str]:
 
 
 def _cell(x: Any) -> str:
+    if x is pd.NA:
+        return ""
     if isinstance(x, float):
         return "" if not math.isfinite(x) else (f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}")
     return str(x).replace("|", "\\|")
@@ -342,6 +418,7 @@ def _stage1(S: Sweep, keys: list[str], tuned: str) -> pd.DataFrame:
     chosen = df.groupby(keys)[f"tuned.{tuned}"].first().reset_index() if keys else None
     if chosen is not None:
         table = table.merge(chosen.rename(columns={f"tuned.{tuned}": f"chosen {tuned}"}), on=keys, how="left")
+        table[f"chosen {tuned}"] = [_show(x) if not _missing(x) else "unfinished" for x in table[f"chosen {tuned}"]]
     return table
 
 
@@ -365,11 +442,16 @@ def write(S: Sweep, out: Path, metric: str, goal: str, baseline: str | None, sta
     asked = parse_baseline(baseline)
     df, meta, name = S.df, S.meta, S.name
     keys, tuned = variant_keys(S)
-    runs_df = df if not tuned else _at_chosen(df, meta)
+    unfinished = unfinished_tuning(df, meta, keys, tuned) if tuned else []
+    runs_df = df if not tuned else _at_chosen(df[df[f"tuned.{tuned}"].notna()], meta)
     variants = variants_of(runs_df[runs_df["status"].isin(FINISHED)], keys)
-    base = choose_baseline(variants, asked, meta.get("config_defaults") or {})
+    if not variants:
+        raise CompareError(f"no variant of sweep {name} has finished its tuning ("
+                           f"{'; '.join(f'{u.variant.label}: {u.note}' for u in unfinished)}); finish the sweep's "
+                           "stage 1 first")
+    base, why = choose_baseline(variants, asked, meta.get("config_defaults") or {}, unfinished)
     tests = test_metrics(runs_df)
-    table = variant_rows(runs_df, variants, metric, tests)
+    table = variant_rows(runs_df, variants, metric, tests, unfinished, tuned)
     families = [m for m in dict.fromkeys([metric, "test/acc"]) if m in runs_df.columns]
     comparisons = {m: compare_all(runs_df, m, variants, base) for m in families}
     probes = probe_spread(runs_df, variants)
@@ -377,8 +459,8 @@ def write(S: Sweep, out: Path, metric: str, goal: str, baseline: str | None, sta
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=_parent(out)))
     try:
         figures = _figures(S, runs_df, variants, metric, tests, staging / "figures")
-        md = _markdown(name, S, keys, tuned, metric, goal, base, table, comparisons, probes, stage1,
-                       _status_lines(S, states, list(missing), list(said)), figures, staging, source)
+        md = _markdown(name, S, keys, tuned, metric, goal, (base, why), table, comparisons, probes, stage1,
+                       _status_lines(S, states, list(missing), list(said)), figures, staging, source, unfinished)
         (staging / "compare.md").write_text(md)
         (staging / "index.html").write_text(_html(name, md, figures))
         table.to_csv(staging / "variants.csv", index=False)
@@ -393,7 +475,9 @@ def write(S: Sweep, out: Path, metric: str, goal: str, baseline: str | None, sta
         shutil.rmtree(staging, ignore_errors=True)
         raise
     report = Report(name, out, sorted(p for p in out.rglob("*") if p.is_file()))
-    report.lines = [f"ablate compare: {name}: {len(variants)} variants, {len(df)} runs, baseline {base.label} -> {out}"]
+    waiting = f" (and {len(unfinished)} with tuning unfinished, not compared)" if unfinished else ""
+    report.lines = [f"ablate compare: {name}: {len(variants)} variants{waiting}, {len(df)} runs, baseline {base.label} "
+                    f"({why}) -> {out}"]
     for line in report.lines:
         log(line)
     return report
@@ -405,8 +489,8 @@ def _parent(out: Path) -> Path:
 
 
 def _at_chosen(df: pd.DataFrame, meta: Mapping[str, Any]) -> pd.DataFrame:
-    """Each variant's runs at its chosen rate (the runner's choice in `tuned.<key>`; where stage 1 has not
-    finished, the best so far by the tune's metric and goal)."""
+    """Each variant's runs at its chosen rate (the runner's choice in `tuned.<key>`; `df` holds only variants
+    whose stage 1 has finished: an unfinished one has no choice to be shown at, see `unfinished_tuning`)."""
     from ..results.stats import best_lr
 
     tune = meta.get("tune") or {}
@@ -416,9 +500,10 @@ def _at_chosen(df: pd.DataFrame, meta: Mapping[str, Any]) -> pd.DataFrame:
     return out
 
 
-def _markdown(name, S, keys, tuned, metric, goal, base, table, comparisons, probes, stage1, status, figures,
-              where: Path, source: str = "the sweep's run folders") -> str:
+def _markdown(name, S, keys, tuned, metric, goal, chosen, table, comparisons, probes, stage1, status, figures,
+              where: Path, source: str = "the sweep's run folders", unfinished: Sequence[Unfinished] = ()) -> str:
     meta = S.meta
+    base, why = chosen
     seeds = sorted({int(s) for s in S.df["seed"].dropna()}) if "seed" in S.df.columns else []
     lines = [f"# Comparison: sweep `{name}`", "",
              f"Generated by `ablate compare` from {source}; every interval is a 95 % interval over "
@@ -431,18 +516,26 @@ def _markdown(name, S, keys, tuned, metric, goal, base, table, comparisons, prob
              f"code commit: `{str(meta.get('commit') or '?')[:12]}`{' (uncommitted changes)' if meta.get('dirty') else ''}",
              f"- machine: {meta.get('machine') or 'unknown'}; wall time: "
              + (f"{meta['wall_s']} s" if isinstance(meta.get("wall_s"), int) else "unknown"),
-             f"- the sweep's metric: `{metric}` ({goal}); baseline: **{base.label}**",
+             f"- the sweep's metric: `{metric}` ({goal}); baseline: **{base.label}** "
+             f"({why.replace('--baseline', '`--baseline`')})",
+             *(f"- {u.note}: {u.variant.label}; shown without metrics and not compared (no rate chosen yet)"
+               for u in unfinished),
              *status, ""]
     raw = {c[: -len(" (95 % CI)")] for c in table.columns if c.endswith(" (95 % CI)")}  # shown by their CI twins
     shown = table[[c for c in table.columns if c not in raw and not c.endswith((" lo", " hi"))]]
     lines += ["## Per variant", "", *_md_table(shown), ""]
+    if LEARNED in table.columns:
+        lines += [f"{St.learned_rule('val/acc_best').replace('learned:', f'*{LEARNED}*:', 1)}.", ""]
     if not stage1.empty:
         lines += [f"## Stage 1: `{(meta.get('tune') or {}).get('metric')}` per `{tuned}`", "", *_md_table(stage1), ""]
+    left_out = "; ".join(f"{u.variant.label}, {u.note}" for u in unfinished)
     for m, cs in comparisons.items():
-        if cs:
+        if cs or unfinished:
             lines += [f"## Against the baseline: `{m}`", "",
                       "Holm's adjustment across the comparisons below; \"not testable\" where both arms sit at the "
                       "reference level or both solved the task.", "", *_md_table(_comparison_table(cs, base)), ""]
+            if unfinished:
+                lines += [f"Not compared (no rate chosen yet): {left_out}.", ""]
     if not probes.empty:
         lines += ["## The probe scalars that differ most between variants", "", *_md_table(probes), ""]
     lines += [f"![{p.stem}]({p.relative_to(where).as_posix()})" for p in figures]

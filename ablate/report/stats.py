@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scistats
 
+from ..registry import REFERENCE_TEXT
 from ..results.stats import t_quantile_975
 
 B = 4000  # bootstrap replicates
@@ -637,25 +638,24 @@ class Fraction:
 
 def learned(df: pd.DataFrame, where: Mapping[str, Any] | None = None, metric: str = "val/acc_best",
             threshold: float | None = None) -> Fraction:
-    """How many runs of `where` learned: `metric` above its row's reference level + LEVEL_MARGIN (`row_level`
-    of the metric's split: the complement of `at_level`), or at least `threshold` when given (SOLVED =
-    0.99: solved). Completed and diverged runs count (a diverged run did not learn)."""
+    """How many runs of `where` learned: `metric` above its row's reference level by more than the row's
+    margin (`above_level`, the rule `LEARNED_RULE` states; the complement of `at_level`), or at least
+    `threshold` when given (SOLVED = 0.99: solved). Completed and diverged runs count (a diverged run did
+    not learn)."""
     if metric not in df.columns:
         raise KeyError(f"no column {metric!r} in the table")
     chosen = rows(df, where)
     if "status" in chosen.columns:
         chosen = chosen[chosen["status"].isin(("completed", "diverged"))]
-    value = pd.to_numeric(chosen[metric], errors="coerce")
     if threshold is None:
-        split = metric.split("/", 1)[0] if metric.split("/", 1)[0] in N_EVAL else "val"
+        split = split_of(metric)
         ref = row_level(chosen, split)
         if ref.isna().any():
             raise ValueError(f"no reference level (ref/{split}/chance) for {int(ref.isna().sum())} run(s) of {where}; "
                              "pass threshold=")
-        ok = value > ref + LEVEL_MARGIN
+        ok = above_level(chosen, metric, split)
     else:
-        ok = value >= threshold
-    ok = ok.fillna(False).astype(bool)
+        ok = (pd.to_numeric(chosen[metric], errors="coerce") >= threshold).fillna(False).astype(bool)
     steps: tuple[float, ...] = ()
     if "val/step_solved" in chosen.columns:
         s = pd.to_numeric(chosen.loc[ok, "val/step_solved"], errors="coerce")
@@ -715,21 +715,62 @@ def log_errorbar(values) -> tuple[float, float]:
 
 SOLVED = 0.99  # a task is solved at this validation accuracy
 PLATEAU = 0.01  # a run gaining at most this over its last epoch has converged or plateaued
-LEVEL_MARGIN = 0.01  # within this of a reference level, a run is at that level
+LEVEL_MARGIN = 0.01  # within this of a reference level, a run is at that level (the least of `row_margin`)
+LUCK = 0.975  # row_margin: the quantile of a level's binomial luck a run must beat (the top of its 95 % range)
+LEVELS = tuple(REFERENCE_TEXT)  # the reference levels a task may record (ref/<split>/<level>: ablate.registry)
+LEARNED_RULE = ("learned: {metric} above the task's highest reference level ({levels}; a level of 99 % or more "
+                "is no floor) by more than {margin:g} point and by more than a predictor at that level scores by "
+                "luck on {n} examples (the top of its 95 % binomial range)")
+
+
+def split_of(metric: str) -> str:
+    """The evaluation split a metric is measured on ("val", "test"); "val" for a column of another name."""
+    split = metric.split("/", 1)[0]
+    return split if split in N_EVAL else "val"
+
+
+def learned_rule(metric: str = "val/acc_best") -> str:
+    """`above_level`'s rule in one line of English, for a report's footnote."""
+    names = ", ".join(level.replace("_", "-") for level in LEVELS)
+    return LEARNED_RULE.format(metric=metric, levels=names, margin=100 * LEVEL_MARGIN, n=N_EVAL[split_of(metric)])
 
 
 def row_level(df: pd.DataFrame, split: str = "val") -> pd.Series:
-    """Per row, the reference level a run that learned nothing useful sits at: the order-blind level
-    (`ref/<split>/order_blind`) where the task records one below 99 %, else chance (`ref/<split>/chance`;
-    the histogram's order-blind level is 100 %: a count depends only on the bag of tokens); NaN where
-    the table records neither."""
-    out = pd.Series(math.nan, index=df.index, dtype=float)
-    if f"ref/{split}/chance" in df.columns:
-        out = pd.to_numeric(df[f"ref/{split}/chance"], errors="coerce").astype(float)
-    if f"ref/{split}/order_blind" in df.columns:
-        blind = pd.to_numeric(df[f"ref/{split}/order_blind"], errors="coerce").astype(float)
-        out = blind.where(blind < SOLVED, out)
-    return out
+    """Per row, the reference level a run that learned nothing the task tests reaches: the highest of the
+    levels its task records (`ref/<split>/<level>`, LEVELS: chance, order-blind, one key, position only)
+    below SOLVED. A level at 99 % or more is no floor: the histogram's order-blind level is 100 % (a count
+    depends only on the bag of tokens). NaN where the table records none."""
+    columns = [f"ref/{split}/{name}" for name in LEVELS if f"ref/{split}/{name}" in df.columns]
+    if not columns:
+        return pd.Series(math.nan, index=df.index, dtype=float)
+    values = df[columns].apply(pd.to_numeric, errors="coerce").astype(float)
+    return values.where(values < SOLVED).max(axis=1, skipna=True)
+
+
+def row_margin(df: pd.DataFrame, split: str = "val") -> pd.Series:
+    """Per row, by how much a run must clear its level (`row_level`) to have learned: LEVEL_MARGIN, or more
+    where the evaluation set is small: the luck of a predictor at the level on its eval/n_<split> examples,
+    the 97.5th percentile of Binomial(n, level) / n minus the level (n = 1,000 at 50 %: 3.1 points; 128:
+    8.6). `n` counts examples (sequences, images), not tokens, as the accuracies' intervals do (`bootstrap_means`);
+    without an eval/n_<split> column, LEVEL_MARGIN alone."""
+    level = row_level(df, split)
+    column = N_EVAL.get(split)
+    n = (pd.to_numeric(df[column], errors="coerce") if column in df.columns else pd.Series(math.nan, index=df.index))
+    known = level.notna() & (n > 0)
+    luck = pd.Series(0.0, index=df.index)
+    if known.any():
+        size = n[known].astype(int).to_numpy()
+        luck[known] = scistats.binom.ppf(LUCK, size, level[known].to_numpy()) / size - level[known].to_numpy()
+    return luck.clip(lower=LEVEL_MARGIN)
+
+
+def above_level(df: pd.DataFrame, metric: str = "val/acc_best", split: str | None = None) -> pd.Series:
+    """Per row: True where `metric` is above the row's reference level by more than its margin (`row_level`
+    + `row_margin` of the metric's split, or `split`): the run learned. The one rule of "learned": `learned`
+    counts these rows, `at_level` is the rest (with a value and a level), `ablate compare` shows it."""
+    split = split or split_of(metric)
+    value = pd.to_numeric(df[metric], errors="coerce")
+    return (value > row_level(df, split) + row_margin(df, split)).fillna(False).astype(bool)
 
 
 def level(df: pd.DataFrame, where: Mapping[str, Any] | None = None, split: str = "val") -> float:
@@ -739,10 +780,12 @@ def level(df: pd.DataFrame, where: Mapping[str, Any] | None = None, split: str =
 
 
 def at_level(df: pd.DataFrame, metric: str = "val/acc_best", split: str = "val") -> pd.Series:
-    """Per row: True where `metric` is below, or within 1 point of, the row's reference level
-    (`row_level`): the run learned nothing that the reference predictor cannot do."""
+    """Per row: True where `metric` is at, below, or not clearly above the row's reference level (within
+    `row_margin` of it): the run learned nothing that the reference predictor cannot do. The complement of
+    `above_level` among the rows with a value and a level."""
     value = pd.to_numeric(df[metric], errors="coerce")
-    return (value <= row_level(df, split) + LEVEL_MARGIN).fillna(False).astype(bool)
+    known = value.notna() & row_level(df, split).notna()
+    return (known & ~above_level(df, metric, split)).astype(bool)
 
 
 
