@@ -17,6 +17,16 @@ from mkdocs.structure.files import File
 LINK = re.compile(r"(\]\()([^)\s]+)(\))")
 KEEP = re.compile(r"^([a-z][a-z0-9+.-]*:|#|/)")  # a URL, an anchor on the page, an absolute path
 REPO = "repo-file:"  # what a checked link is while MkDocs validates the rest: a scheme it leaves alone
+CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|(`+)(?!`).+?(?<!`)\2(?!`)", re.M | re.S)  # fenced blocks, code spans
+
+
+def _prose(text: str, change) -> str:
+    """`LINK.sub(change, text)` outside code: a `[x](y)` in a code block or span is code, not a link."""
+    out, at = [], 0
+    for code in CODE.finditer(text):
+        out += [LINK.sub(change, text[at:code.start()]), code[0]]
+        at = code.end()
+    return "".join([*out, LINK.sub(change, text[at:])])
 
 
 def _root(config) -> Path:
@@ -26,8 +36,14 @@ def _root(config) -> Path:
 def on_files(files, config):
     """The README, its links made relative to docs/, as index.md."""
     text = (_root(config) / "README.md").read_text(encoding="utf-8")
-    home = LINK.sub(lambda m: m[1] + (m[2] if KEEP.match(m[2]) else m[2].removeprefix("docs/")
-                                      if m[2].startswith("docs/") else "../" + m[2]) + m[3], text)
+
+    def moved(m: re.Match) -> str:
+        target = m[2] if KEEP.match(m[2]) else m[2].removeprefix("./")
+        if not KEEP.match(target):
+            target = target.removeprefix("docs/") if target.startswith("docs/") else "../" + target
+        return m[1] + target + m[3]
+
+    home = _prose(text, moved)
     files.append(File.generated(config, "index.md", content=home))
     return files
 
@@ -46,7 +62,7 @@ def on_page_markdown(markdown, page, config, files):
             raise PluginError(f"{page.file.src_uri} links to {target!r}: no such file in the repository")
         return m[1] + REPO + full.relative_to(root).as_posix() + (f"#{anchor}" if anchor else "") + m[3]
 
-    return LINK.sub(check, markdown)
+    return _prose(markdown, check)
 
 
 def on_page_content(html, page, config, files):

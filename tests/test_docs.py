@@ -49,11 +49,15 @@ def test_a_broken_link_fails_the_build(tmp_path, link, said):
     repo = tmp_path / "repo"
     (repo / "docs").mkdir(parents=True)
     (repo / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    (repo / "README.md").write_text("# Home\n\n[a](docs/a.md) and [a file](present.txt)\n", encoding="utf-8")
+    (repo / "README.md").write_text("# Home\n\n[a](docs/a.md), [a again](./docs/a.md) and [a file](present.txt)\n\n"
+                                    "```python\nprint('[code](not-a-link)')\n```\n", encoding="utf-8")
     (repo / "present.txt").write_text("here\n", encoding="utf-8")
     (repo / "docs" / "b.md").write_text("# B\n\n## A heading\n", encoding="utf-8")
-    (repo / "docs" / "a.md").write_text("# A\n\n[b](b.md#a-heading), [a file](../present.txt)\n", encoding="utf-8")
-    assert _build(repo / "mkdocs.yml", tmp_path / "site").returncode == 0  # the links that are there pass
+    (repo / "docs" / "a.md").write_text("# A\n\n[b](b.md#a-heading), [a file](../present.txt), `[code](../nowhere.md)`\n",
+                                        encoding="utf-8")
+    fine = _build(repo / "mkdocs.yml", tmp_path / "site")  # the links that are there pass, and code is not a link
+    assert fine.returncode == 0, fine.stderr
+    assert "[code](../nowhere.md)" in (tmp_path / "site" / "a.html").read_text(encoding="utf-8")
     (repo / "docs" / "a.md").write_text(f"# A\n\n{link}\n", encoding="utf-8")
     done = _build(repo / "mkdocs.yml", tmp_path / "site")
     assert done.returncode != 0 and said in done.stderr, done.stderr

@@ -720,7 +720,8 @@ LUCK = 0.975  # row_margin: the quantile of a level's binomial luck a run must b
 LEVELS = tuple(REFERENCE_TEXT)  # the reference levels a task may record (ref/<split>/<level>: ablate.registry)
 LEARNED_RULE = ("learned: {metric} above the task's highest reference level ({levels}; a level of 99 % or more "
                 "is no floor) by more than {margin:g} point and by more than a predictor at that level scores by "
-                "luck on {n} examples (the top of its 95 % binomial range)")
+                "luck in one pass over the {split} set (the top of its 95 % binomial range on its {column} "
+                "examples){best}")
 
 
 def split_of(metric: str) -> str:
@@ -732,7 +733,11 @@ def split_of(metric: str) -> str:
 def learned_rule(metric: str = "val/acc_best") -> str:
     """`above_level`'s rule in one line of English, for a report's footnote."""
     names = ", ".join(level.replace("_", "-") for level in LEVELS)
-    return LEARNED_RULE.format(metric=metric, levels=names, margin=100 * LEVEL_MARGIN, n=N_EVAL[split_of(metric)])
+    split = split_of(metric)
+    best = ("; the best of several epochs' passes clears that by luck more often than one pass does"
+            if metric.endswith("_best") else "")
+    return LEARNED_RULE.format(metric=metric, levels=names, margin=100 * LEVEL_MARGIN, split=
+                               {"val": "validation", "test": "test"}[split], column=N_EVAL[split], best=best)
 
 
 def row_level(df: pd.DataFrame, split: str = "val") -> pd.Series:

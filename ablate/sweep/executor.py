@@ -176,13 +176,13 @@ def partition_limits() -> tuple[dict[str, int | None], str | None]:
 
 
 def check_runs(sweep: Sweep) -> None:
-    """A job runs one process: runs of several devices or nodes need srun's tasks (README, Scaling out). A job
+    """A job runs one process: runs of several devices or nodes need srun's tasks (docs/scaling-out.md). A job
     trains its runs to their end: early termination, which holds a variant's runs at each band, is the local
     runner's (inside one allocation: `srun ablate sweep FILE`)."""
     if sweep.early is not None:
         raise SweepError(f"{sweep.path}: early_terminate is applied by the local runner only (it holds a variant's "
                          "runs at each band), and the jobs of --executor slurm|local would train every run to its end; "
-                         f"run `ablate sweep {sweep.path}` inside one allocation (README, Scaling out), or remove it")
+                         f"run `ablate sweep {sweep.path}` inside one allocation (docs/scaling-out.md), or remove it")
     for run in sweep.runs:
         t = run.cfg.trainer
         if t.devices != "1" or t.num_nodes != 1:
