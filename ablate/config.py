@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -291,10 +292,17 @@ class RunConfig:
     expensive_probes: bool = option(True, "head masking and full-test permutation at the end")
     name: str = option("", "the W&B display name (empty: derived from the non-default keys and the seed)")
     sweep_id: str = option("", "the W&B sweep this run belongs to (empty: none)")
+    keep_best: bool = option(True, "also keep best.ckpt: the weights of the epoch with the highest val/acc (the model "
+                             "val/acc_best reports)")
+    init_from: str | None = option(None, "start from the model weights of a completed run (its folder: its last.ckpt) "
+                                   "or of a .ckpt file; null: a fresh initialisation")
 
     def __post_init__(self) -> None:
         _check_rules(self, "run")
         _check_path("run.dir", self.dir)
+        _check_path("run.init_from", self.init_from)
+        if self.init_from is not None:  # part of the run id: the same words name the same file from any folder
+            object.__setattr__(self, "init_from", os.path.abspath(os.path.expanduser(self.init_from)))
         _check_name("run.group", self.group, "a group name (a folder of the runs directory)")
         _check_name("run.project", self.project, "a W&B project name")
         if len(self.name) > NAME_MAX or not self.name.isprintable():
@@ -364,7 +372,7 @@ TASK_KEYS = frozenset(k for t in TASK_SPECS.values() for k in t.keys)
 SECTIONS = {"model": EncoderConfig, "data": DataConfig, "optim": OptimConfig, "trainer": TrainerConfig, "run": RunConfig}
 # Keys that change where or how a run is recorded, never what it computes: not part of the run id.
 NOT_IDENTITY = ("run.dir", "run.group", "run.project", "run.name", "run.sweep_id", "tracking", "trainer.threads",
-                "trainer.log_every_n_steps")
+                "trainer.log_every_n_steps", "run.keep_best")
 
 
 @functools.cache
@@ -647,6 +655,7 @@ def allowed(key: str) -> str:
     if key in LIGHTNING_DEFAULTS:  # the common ones; the full list (Lightning imported, ~2 s) names a bad value
         return LIGHTNING_COMMON[key]
     special = {"trainer.devices": DEVICES_TEXT, "run.dir": "a path or null",
+               "run.init_from": "a run folder, a .ckpt file or null",
                "run.group": f"a name without {' '.join(NAME_FORBIDDEN)}",
                "run.project": f"a name without {' '.join(NAME_FORBIDDEN)}",
                "run.name": RUN_NAME_TEXT, "run.sweep_id": SWEEP_ID_TEXT}

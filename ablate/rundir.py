@@ -1,4 +1,4 @@
-"""A run directory: config.yaml, metrics.csv, summary.json, last.ckpt, a lock while it runs.
+"""A run directory: config.yaml, metrics.csv, summary.json, last.ckpt, best.ckpt, a lock while it runs.
 
 Every file is written atomically (temp file + os.replace), so a run killed at any moment leaves
 either the old or the new version, never half of one; concurrent sweep workers never corrupt each
@@ -26,15 +26,16 @@ from .fileio import atomic_write
 from .runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
 
 CONFIG, SUMMARY, METRICS, CKPT, LOCK = "config.yaml", "summary.json", "metrics.csv", "last.ckpt", ".lock"
+BEST = "best.ckpt"  # the weights of the epoch with the best val/acc (run.keep_best; ablate.callbacks.BestCheckpoint)
 FINISHED = ("completed", "diverged", "stopped")  # terminal: never run again (stopped: by early termination)
 STALE = ("completed", "diverged")  # what --retrain-stale trains again when other code made it (a stopped run's
 # early-termination decision stands)
 ATTEMPTS = "attempts"  # earlier attempts set aside by a retrain, attempts/<n>/: the table reads <run>/summary.json only
 # an attempt's own files, moved into attempts/<n>/ by a retrain (summary.json last: see keep_attempt); wandb/ (every
 # attempt's offline W&B run, each with its own id, for `ablate sync`) and train.log (appended to) stay
-ATTEMPT_FILES = (CONFIG, METRICS, CKPT, "probes.json", "probes.npz", "probes.csv", "wandb_id", SUMMARY)
+ATTEMPT_FILES = (CONFIG, METRICS, CKPT, BEST, "probes.json", "probes.npz", "probes.csv", "wandb_id", SUMMARY)
 # what a run directory may hold besides its own set-aside (*.corrupt-*) and temp (.*.tmp) files
-RUN_FILES = frozenset({CONFIG, SUMMARY, METRICS, CKPT, LOCK, "probes.json", "probes.npz", "probes.csv", "wandb",
+RUN_FILES = frozenset({CONFIG, SUMMARY, METRICS, CKPT, BEST, LOCK, "probes.json", "probes.npz", "probes.csv", "wandb",
                        "train.log", ATTEMPTS})
 
 

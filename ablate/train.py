@@ -6,12 +6,14 @@ config -> data + task -> Lightning Trainer -> run directory:
     summary.json  status, final metrics under their logged names, parameter counts, wall time,
                   samples/s, provenance
     last.ckpt     model, optimiser, loops and RNG states (resume point)
+    best.ckpt     the weights of the epoch with the best val/acc (run.keep_best)
     attempts/<n>/ the files of an earlier attempt, set aside when the run was trained again (--retrain)
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import sys
@@ -29,6 +31,7 @@ import torch
 from . import config as C
 from .callbacks import (
     AtomicCheckpointIO,
+    BestCheckpoint,
     Diverged,
     DivergenceGuard,
     LastCheckpoint,
@@ -41,6 +44,7 @@ from .callbacks import (
 from .checkpoint import CheckpointError, fit_problem, load_checkpoint
 from .limits import eval_chunk
 from .rundir import (
+    BEST,
     CKPT,
     CONFIG,
     FINISHED,
@@ -181,16 +185,77 @@ def quiet() -> None:
         warnings.filterwarnings("ignore", message=pattern)
 
 
-def prepare(cfg: C.Config):
-    """Everything that can fail on bad input, before anything is written: data, task, sizes."""
+def prepare(cfg: C.Config, init: InitFrom | None = None):
+    """Everything that can fail on bad input, before anything is written: run.init_from's checkpoint (`init`, read
+    here unless given), data, task, sizes. The task's model starts from the checkpoint's weights."""
     from .data import build_datamodule
     from .tasks import build_task
 
+    init = init or read_init(cfg)  # before the data: a bad checkpoint is refused at once
     datamodule = build_datamodule(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("fit")
-    task = build_task(cfg, datamodule)
+    task = build_task(cfg, datamodule)  # initialised as without init_from: the RNG draws after it are the same
+    if init is not None:
+        init.load_into(task)
     return datamodule, task
+
+
+@dataclass(frozen=True)
+class InitFrom:
+    """The checkpoint run.init_from names, loaded weights-only: its model's tensors (not the optimiser, the step
+    or the task's metric states such as val/acc_best) and, for the summary's provenance, where they came from."""
+
+    given: str  # run.init_from, as the messages name it
+    path: Path  # the checkpoint file
+    weights: dict[str, Any]  # the task's model.* tensors, without the prefix
+    record: dict[str, Any]  # provenance: path, sha256, the run id and step of the run that wrote it
+
+    def load_into(self, task) -> None:
+        """The weights into `task.model`, or ConfigError (one line) when they do not fit the model it built."""
+        if problem := fit_problem(self.weights, task.model.state_dict()):
+            raise C.ConfigError(f"{self.given}: the model in {self.path} does not fit the one this config builds: "
+                                f"{problem}; start from a run with the same model.* keys and data.task sizes")
+        task.model.load_state_dict(self.weights)
+
+
+def read_init(cfg: C.Config) -> InitFrom | None:
+    """run.init_from's checkpoint: a file as it is, a run folder's last.ckpt once that run has completed (an
+    unfinished run's would still change). ConfigError, one line, for anything else."""
+    if cfg.run.init_from is None:
+        return None
+    given, path = f"run.init_from={cfg.run.init_from}", Path(cfg.run.init_from)
+    fix = "give the folder of a completed `ablate train` run or a .ckpt file one wrote"
+    if path.is_dir():
+        status = (read_summary(path) or {}).get("status")
+        if not (path / CKPT).is_file():
+            raise C.ConfigError(f"{given}: the folder holds no {CKPT}; {fix}")
+        if status != "completed":
+            raise C.ConfigError(f"{given}: the run there is {status or 'of unknown status (no readable summary.json)'}"
+                                f", not completed, and its {CKPT} may still change; finish it first, or give "
+                                f"{path / CKPT} to start from it as it is now")
+        path = path / CKPT
+    elif not path.exists():
+        raise C.ConfigError(f"{given}: no such file or folder; {fix}")
+    try:
+        saved = load_checkpoint(path)
+    except CheckpointError as err:
+        raise C.ConfigError(f"{given}: {err}; {fix}") from None
+    try:
+        source = C.run_id(C.from_dict(saved["hyper_parameters"]["config"]))
+    except (C.ConfigError, KeyError, TypeError, ValueError):
+        source = None  # weights that fit are used all the same; the file's hash says which they were
+    weights = {k.removeprefix("model."): v for k, v in saved["state_dict"].items() if k.startswith("model.")}
+    record = {"path": str(path), "sha256": _sha256(path), "run_id": source, "global_step": int(saved["global_step"])}
+    return InitFrom(given, path, weights, record)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _trainer(cfg: C.Config, run_dir: Path, loggers: list, callbacks: list):
@@ -397,8 +462,11 @@ def _train(cfg: C.Config, log, callbacks: list | None, retrain: str | None = Non
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
     torch.set_flush_denormal(cfg.trainer.flush_denormal)  # False where the CPU cannot (no effect on GPUs)
+    init = read_init(cfg)  # run.init_from's checkpoint, before the data are read
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule, task = prepare(cfg)  # data errors surface here, before anything is written
+    datamodule, task = prepare(cfg, init)  # data errors surface here, before anything is written
+    init_from = init.record if init is not None else None  # the weights are the model's now; only their source stays
+    del init
 
     lock = RunLock(run_dir)
     if not child and not lock.acquire():
@@ -432,7 +500,8 @@ def _train(cfg: C.Config, log, callbacks: list | None, retrain: str | None = Non
             "group": cfg.run.group,
             "status": "running",
             "params": parameter_groups(task.model),
-            "provenance": provenance(cfg.trainer.accelerator),
+            # with run.init_from, the checkpoint the weights came from (its sha256, the run id and step that wrote it)
+            "provenance": {**provenance(cfg.trainer.accelerator), **({"init_from": init_from} if init_from else {})},
             "attempts": previous.get("attempts", 0) + 1,
             # each earlier attempt's: a resumed run may have been trained by other code, threads or machines
             **({"earlier_provenance": [*previous.get("earlier_provenance", []), previous["provenance"]]}
@@ -607,7 +676,8 @@ def _fit(a: Attempt) -> dict[str, Any]:
     lines = ProgressLines(log, run_dir) if progress else None
     last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=lines, stop=_stop,
                           pause_after=_pause_after())
-    extra = [last, RngState(), DivergenceGuard(), throughput, *([lines] if lines else []), *a.callbacks]
+    best = [BestCheckpoint(run_dir / BEST)] if cfg.run.keep_best else []
+    extra = [last, *best, RngState(), DivergenceGuard(), throughput, *([lines] if lines else []), *a.callbacks]
     recorder = None
     if cfg.run.probes:
         from .probing import ProbeRecorder, probe_batch, probe_permutation

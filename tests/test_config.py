@@ -122,6 +122,22 @@ def test_run_ids_of_runs_made_before_later_keys_are_kept():
     assert C.run_id(build(*old, "model.arch=lstm")) != C.run_id(build(*old, "model.arch=lstm", "model.rnn_hidden=32"))
 
 
+def test_run_ids_are_kept_by_keep_best_and_init_from_at_their_defaults(tmp_path, monkeypatch):
+    """run.keep_best and run.init_from came after the ids of tests above: at their defaults the ids stay; keep_best
+    changes only what is kept (best.ckpt), never what is computed, so no value of it makes another run; a run started
+    from a checkpoint is another experiment, whose id does not depend on the folder the path was written from."""
+    old = ("data.task=copy", "model.pos_enc=none", "budget=quick", "seed=3", "optim.lr=0.001", "model.max_len=512")
+    assert {"run.keep_best", "run.init_from"} <= set(C.added_defaults()) and not {"run.keep_best",
+                                                                                   "run.init_from"} & C.ORIGINAL_KEYS
+    assert C.run_id(build(*old, "run.keep_best=true", "run.init_from=null")) == "1e9176e96fdb"
+    assert C.run_id(build(*old, "run.keep_best=false")) == "1e9176e96fdb"
+    warm = build(*old, f"run.init_from={tmp_path / 'runs' / 'a'}")
+    assert C.run_id(warm) != "1e9176e96fdb"
+    monkeypatch.chdir(tmp_path)
+    assert build(*old, "run.init_from=runs/a").run.init_from == str(tmp_path / "runs" / "a")
+    assert C.run_id(build(*old, "run.init_from=runs/a")) == C.run_id(warm)
+
+
 def test_round_trip_through_the_saved_dict():
     cfg = build("model.d_head=16", "model.pos_enc=rope", "data.task=copy", "optim.grad_clip=1")
     assert C.from_dict(C.to_dict(cfg)) == cfg

@@ -213,6 +213,8 @@ BAD_VALUES = [
     ("trainer.flush_denormal", "maybe", ()),
     ("trainer.limit_val_batches", "1.5", ()),
     ("run.dir", "a\x00b", ()),
+    ("run.init_from", "a\x00b", ()),
+    ("run.init_from", "no/such/run", ()),  # checked before any work, as a missing data set
     ("run.group", "../x", ()),
     ("run.group", "/abs", ()),
     ("run.group", "a/b", ()),

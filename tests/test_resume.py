@@ -98,6 +98,8 @@ def test_kill_9_in_epoch_3_resumes_from_the_end_of_epoch_2_with_identical_number
     assert rows(cut) == rows(tmp_path / "full")
     assert resumed["metrics"] == full["metrics"]
     assert resumed["probes"] == full["probes"]
+    best = [torch.load(d / "best.ckpt", weights_only=True)["state_dict"] for d in (cut, tmp_path / "full")]
+    assert best[0].keys() == best[1].keys() and all(torch.equal(best[0][k], best[1][k]) for k in best[0])
 
 
 def test_sigterm_exits_143_records_interrupted_and_resumes(tmp_path, capsys):

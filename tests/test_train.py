@@ -133,8 +133,8 @@ def test_retrain_trains_a_run_of_other_code_again_as_a_new_attempt_and_keeps_the
     assert 0 <= new["metrics"]["test/acc"] <= 1 and new["wall_time_s"] < 1e6
     kept = d / "attempts" / "1"
     assert read_summary(kept) == old and (kept / "wandb_id").read_text().strip() == first_id
-    assert sorted(p.name for p in kept.iterdir()) == ["config.yaml", "last.ckpt", "metrics.csv", "probes.json",
-                                                      "probes.npz", "summary.json", "wandb_id"]
+    assert sorted(p.name for p in kept.iterdir()) == ["best.ckpt", "config.yaml", "last.ckpt", "metrics.csv",
+                                                      "probes.json", "probes.npz", "summary.json", "wandb_id"]
     assert (d / "wandb_id").read_text().strip() not in ("", first_id)  # a W&B run of its own
     assert len(list((d / "wandb").glob("offline-run-*"))) == 2  # both attempts' W&B runs, for `ablate sync`
     table = results.load("again")
@@ -170,7 +170,7 @@ def test_run_directory_holds_everything(tmp_path):
     s = run(*TINY_COPY, f"run.dir={tmp_path / 'r'}")
     d = tmp_path / "r"
     assert sorted(p.name for p in d.iterdir() if not p.name.startswith(".")) == [
-        "config.yaml", "last.ckpt", "metrics.csv", "probes.json", "probes.npz", "summary.json"]
+        "best.ckpt", "config.yaml", "last.ckpt", "metrics.csv", "probes.json", "probes.npz", "summary.json"]
     assert s["status"] == "completed" and s == read_summary(d)
     for key in ("train/loss", "val/acc", "val/acc_best", "test/acc", "test/seq_acc"):
         assert 0 <= s["metrics"][key] < 10, key
@@ -403,6 +403,9 @@ def test_ddp_two_cpu_processes_sync_metrics_and_make_one_wandb_run(tmp_path):
     x, y = dm.val_set.tensors()
     whole, ties, total = _whole_set_accuracy(task.model, x, y)
     assert_accuracy_close(s["metrics"]["val/acc"], whole, ties, total)
+    best = CopyTokens.load_from_checkpoint(d / "best.ckpt").eval()  # the best epoch's weights, the ranks agreeing
+    whole, ties, total = _whole_set_accuracy(best.model, x, y)
+    assert_accuracy_close(s["metrics"]["val/acc_best"], whole, ties, total)
 
 
 def test_ddp_evaluates_every_example_once_when_the_ranks_do_not_divide_the_sets(tmp_path):

@@ -38,7 +38,7 @@ CORRUPT = "corrupt"  # the status of a run whose files cannot be read
 # ablate.config.NOT_IDENTITY: keys that name where or how a run ran, never what it is (a test keeps the
 # two equal; the reports may not import the config)
 NOT_IDENTITY = ("run.dir", "run.group", "run.project", "run.name", "run.sweep_id", "tracking", "trainer.threads",
-                "trainer.log_every_n_steps")
+                "trainer.log_every_n_steps", "run.keep_best")
 PROFILE_CONTEXT = ("budget", "data.task", "run.group")  # what a profile key's value follows from
 TUNED = "tuned."  # the prefix of a tuned sweep's chosen-value column (table.py)
 
