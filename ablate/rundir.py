@@ -158,18 +158,47 @@ def retrains(summary: dict[str, Any] | None, how: str | None, others: set[str] |
     return (summary.get("provenance") or {}).get("commit") in others
 
 
+RETRAINING = "retraining"  # in summary.json while keep_attempt moves an attempt aside: the folder it goes to
+WAS = "status_before_retraining"  # the moved attempt's own status, while its summary says interrupted
+
+
 def keep_attempt(run_dir: Path) -> Path:
-    """Move the attempt in run_dir into attempts/<n>/ (the first n not holding a summary.json) and return that
-    folder. summary.json goes last: a move cut short leaves the run as it was, and the next one finishes it
-    into the same folder."""
-    n = 1
-    while (run_dir / ATTEMPTS / str(n) / SUMMARY).exists():
-        n += 1
-    target = run_dir / ATTEMPTS / str(n)
-    target.mkdir(parents=True, exist_ok=True)
-    for name in ATTEMPT_FILES:
-        if (run_dir / name).exists() or (run_dir / name).is_symlink():
-            os.replace(run_dir / name, target / name)
+    """Move the finished attempt in run_dir into attempts/<n>/ (the first n not holding a summary.json) and return
+    that folder. First summary.json says the run is being retrained (status interrupted, RETRAINING: the folder),
+    so that no reader takes a half-moved run for the finished one and a plain `ablate train` or sweep trains it
+    (is_finished is false); then the files move, the earlier summary last, as it was. An error puts back what
+    had moved; a kill leaves the mark, and the next keep_attempt of the run (train, under its lock) finishes
+    the move into the same folder."""
+    summary = read_summary(run_dir) or {}
+    if summary.get(RETRAINING):  # a move cut short by a kill: finish it
+        target = run_dir / summary[RETRAINING]
+        earlier = {k: v for k, v in summary.items() if k not in (RETRAINING, WAS)} | {"status": summary.get(WAS)}
+    else:
+        n = 1
+        while (run_dir / ATTEMPTS / str(n) / SUMMARY).exists():
+            n += 1
+        target, earlier = run_dir / ATTEMPTS / str(n), summary
+        target.mkdir(parents=True, exist_ok=True)
+        if summary:
+            write_json(run_dir / SUMMARY, {**summary, "status": "interrupted", WAS: summary.get("status"),
+                                           RETRAINING: target.relative_to(run_dir).as_posix()})
+    moved: list[str] = []
+    try:
+        for name in ATTEMPT_FILES:
+            if name != SUMMARY and ((run_dir / name).exists() or (run_dir / name).is_symlink()):
+                os.replace(run_dir / name, target / name)
+                moved.append(name)
+        if earlier:
+            write_json(target / SUMMARY, earlier)
+            (run_dir / SUMMARY).unlink(missing_ok=True)
+    except BaseException:
+        if not summary.get(RETRAINING):  # put back what this call moved: the run as it was
+            for name in moved:
+                os.replace(target / name, run_dir / name)
+            if earlier:
+                write_json(run_dir / SUMMARY, earlier)
+            (target / SUMMARY).unlink(missing_ok=True)
+        raise
     return target
 
 

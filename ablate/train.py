@@ -49,6 +49,7 @@ from .rundir import (
     CONFIG,
     FINISHED,
     METRICS,
+    RETRAINING,
     SUMMARY,
     RunLock,
     check_run_dir,
@@ -159,8 +160,8 @@ def _wait_for_rank0(run_dir: Path, launch: str, retrain: str | None) -> dict[str
     deadline = time.monotonic() + LAUNCH_WAIT_S
     while time.monotonic() < deadline:
         summary = read_summary(run_dir) or {}
-        if summary.get("launch") == launch:
-            return None
+        if summary.get("launch") == launch and summary.get("status") == "running":  # this launch's, not an
+            return None  # earlier one's of the same id (torchrun without --rdzv-id reuses "none")
         if summary.get("status") in FINISHED and not retrains(summary, retrain):
             return summary
         time.sleep(0.2)
@@ -473,7 +474,7 @@ def _train(cfg: C.Config, log, callbacks: list | None, retrain: str | None = Non
         raise RunBusy(f"{run_dir} is being trained by another process (lock {lock.path}); wait for it")
     # asked again under the lock: another process may have finished (or retrained) it while this one prepared
     earlier = None if child else read_summary(run_dir)
-    again = retrains(earlier, retrain)
+    again = retrains(earlier, retrain) or bool(earlier and earlier.get(RETRAINING))  # a move a kill cut short
     if earlier and earlier["status"] in FINISHED and not again:
         lock.release()
         log(_already(run_dir, earlier))
@@ -483,9 +484,10 @@ def _train(cfg: C.Config, log, callbacks: list | None, retrain: str | None = Non
     try:
         kept = keep_attempt(run_dir) if again else None
         if kept is not None:
-            commit = str((earlier.get("provenance") or {}).get("commit"))[:10]
+            moved = read_summary(kept) or earlier
+            commit = str((moved.get("provenance") or {}).get("commit"))[:10]
             log(f"ablate: {run_dir} is trained again from scratch as a new attempt; the earlier one "
-                f"({earlier['status']}, commit {commit}) is kept in {kept}")
+                f"({moved['status']}, commit {commit}) is kept in {kept}")
         ckpt = run_dir / CKPT
         if child:  # rank 0 has checked (and set aside) the run's files before it started this one
             resume_step = int(load_checkpoint(ckpt)["global_step"]) if ckpt.exists() else None

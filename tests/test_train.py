@@ -141,6 +141,49 @@ def test_retrain_trains_a_run_of_other_code_again_as_a_new_attempt_and_keeps_the
     assert list(table["run_id"]) == [d.name] and table["test/acc"].iloc[0] == new["metrics"]["test/acc"]
 
 
+def test_a_retrain_whose_move_is_cut_short_never_leaves_a_half_moved_finished_run(tmp_path, monkeypatch):
+    """keep_attempt moves the earlier attempt's files one by one (review of c8acd85: a move cut after two files
+    left summary.json saying completed beside a folder without config.yaml, read as corrupt and never retrained).
+    An error puts every file back, the run as it was; a kill leaves summary.json marked (interrupted, and where
+    the attempt goes), so no reader takes it for finished, and the next train of the run finishes the move and
+    trains it afresh."""
+    from ablate import rundir
+    from ablate.rundir import RETRAINING, keep_attempt
+
+    d = tmp_path / "r"
+    run(*TINY_COPY, f"run.dir={d}")
+    before = {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
+    real, calls = os.replace, []
+
+    def fails_third(src, dst):
+        calls.append(src)
+        if len(calls) == 3:
+            raise OSError(5, "Input/output error")
+        real(src, dst)
+
+    monkeypatch.setattr(rundir.os, "replace", fails_third)
+    with pytest.raises(OSError, match="Input/output error"):
+        keep_attempt(d)
+    monkeypatch.setattr(rundir.os, "replace", real)
+    assert {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()} == before  # as it was
+    assert rundir.is_finished(d) and not (d / "attempts" / "1" / "summary.json").exists()
+
+    # a kill after two files: the mark, then two files moved, then nothing
+    summary = read_summary(d)
+    rundir.write_json(d / "summary.json", {**summary, "status": "interrupted", rundir.WAS: "completed",
+                                           RETRAINING: "attempts/1"})
+    for name in ("config.yaml", "metrics.csv"):
+        real(d / name, d / "attempts" / "1" / name)
+    assert not rundir.is_finished(d)  # a sweep trains it, and a table reads it as interrupted, not completed
+    said: list[str] = []
+    run(*TINY_COPY, f"run.dir={d}", log=said.append)  # a plain train, no flag: it finishes the retrain
+    assert any("is trained again from scratch as a new attempt; the earlier one (completed" in s for s in said), said
+    assert read_summary(d / "attempts" / "1") == summary and read_summary(d)["status"] == "completed"
+    kept = {p.name: p.read_bytes() for p in (d / "attempts" / "1").iterdir()}
+    assert {k: v for k, v in kept.items() if k != "summary.json"} == {
+        k: v for k, v in before.items() if k in rundir.ATTEMPT_FILES and k != "summary.json"}
+
+
 def test_retrain_resumes_an_interrupted_run_of_this_code_and_starts_one_of_other_code_afresh(tmp_path):
     """--retrain on an interrupted run: one this code started resumes (the same command after an interruption goes
     on with it); one other code started is set aside like a finished one and trained from scratch (resuming it
