@@ -17,7 +17,7 @@ commands:
   train [key=value ...] [file.yaml] [--print-config] [--retrain]
                                       train one configuration (see `ablate keys`; --help)
   keys                                list every configuration key with its default
-  probe CHECKPOINT [--batch N]        every probe on a saved model (a run's last.ckpt or its folder)
+  probe CHECKPOINT [--batch N]        every probe on a saved model (a run's last.ckpt, best.ckpt or its folder)
   bench [train|attention|epoch|rnn|gpus]
                                       speed: encoders side by side; attention cost vs n; one MNIST epoch vs
                                       the tutorial script; LSTM vs Transformer vs n; several runs per GPU
@@ -245,14 +245,14 @@ def cmd_probe(argv: list[str]) -> int:
     from pathlib import Path
 
     parser = OneLineParser(prog="ablate probe", description="run every probe on a checkpoint")
-    parser.add_argument("checkpoint", type=Path, help="a last.ckpt, or a run directory holding one")
+    parser.add_argument("checkpoint", type=Path, help="a last.ckpt or best.ckpt, or a run directory (its last.ckpt)")
     parser.add_argument("--batch", type=int, default=64, help="validation examples in the probe batch")
     parser.add_argument("--no-expensive", action="store_true", help="skip head masking and permuted test set")
     parser.add_argument("--json", action="store_true", help="print the scalars as JSON")
     args = parser.parse_args(argv)
     ckpt = args.checkpoint / "last.ckpt" if args.checkpoint.is_dir() else args.checkpoint
     if not ckpt.is_file():
-        return fail(f"no checkpoint at {ckpt}; give a last.ckpt or a run directory that holds one")
+        return fail(f"no checkpoint at {ckpt}; give a last.ckpt or best.ckpt, or a run directory that holds one")
     if args.batch < 1:
         return fail(f"--batch={args.batch} is not allowed; expected an integer >= 1")
     from .data import DataError
@@ -265,7 +265,7 @@ def cmd_probe(argv: list[str]) -> int:
         task, datamodule = load_task(ckpt)
         datamodule.setup("fit")
     except CheckpointError as err:
-        return fail(f"{err}; give a last.ckpt written by `ablate train`")
+        return fail(f"{err}; give a last.ckpt or best.ckpt written by `ablate train`")
     except DataError as err:
         return fail(str(err))
     batch = probe_batch(datamodule, args.batch)
@@ -301,7 +301,7 @@ def cmd_results(argv: list[str]) -> int:
     parser.add_argument("--parquet", metavar="PATH", help="write the printed table (every column) as Parquet, atomically")
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="build the table from W&B instead of run folders")
     parser.add_argument("--all-columns", action="store_true", help="print every column, not the short view")
-    parser.add_argument("--aggregate", action="store_true", help="one row per variant: seed mean, std, 95%% CI, n")
+    parser.add_argument("--aggregate", action="store_true", help="one row per variant: seed mean with its 95%% interval [lo, hi], std, n")
     args = parser.parse_args(argv)
     from importlib.util import find_spec
 

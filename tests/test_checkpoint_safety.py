@@ -157,7 +157,7 @@ def test_probe_and_load_task_refuse_weights_that_do_not_fit_with_one_line(tmp_pa
     assert cli.main(["probe", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith(f"ablate: checkpoint {bad} does not fit the model its config")
-    assert err.endswith("; give a last.ckpt written by `ablate train`")
+    assert err.endswith("; give a last.ckpt or best.ckpt written by `ablate train`")
     del ckpt["state_dict"][key]
     torch.save(ckpt, bad)
     with pytest.raises(CheckpointError, match=f"Missing key\\(s\\) in state_dict: \"{key}\""):

@@ -296,7 +296,7 @@ def test_budget_profile_keys_are_not_swept(root, tmp_path):
     assert "data.n_train" in swept_keys(load("prof", root=tmp_path))
 
 
-def test_cli_fits_the_terminal_and_says_what_it_hid_and_why_ci95_is_empty(root, tmp_path, monkeypatch, capsys):
+def test_cli_fits_the_terminal_and_says_what_it_hid_and_why_an_interval_is_missing(root, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ABLATE_RUNS_DIR", str(profiled(tmp_path, root)))
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["results", "prof"]) == 0
@@ -316,10 +316,10 @@ def test_cli_fits_the_terminal_and_says_what_it_hid_and_why_ci95_is_empty(root, 
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["results", "prof", "--aggregate"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert max(map(len, out[:5])) <= 80 and out[0].split()[:5] == ["n_heads", "task", "test/acc_mean", "test/acc_ci95",
+    assert max(map(len, out[:5])) <= 80 and out[0].split()[:6] == ["n_heads", "task", "test/acc_mean", "[lo,", "hi]",
                                                                      "test/acc_n"]
-    assert all(line.split()[3] == "NaN" and line.split()[4] == "1" for line in out[1:5])  # one seed each
-    assert "(ci95 is empty where n < 2: a 95 % interval needs >= 2 seeds per variant (run more seeds))" in out
+    assert all("[" not in line and line.split()[3] == "1" for line in out[1:5])  # one seed each: the mean alone
+    assert "(no [lo, hi] where n < 2: a 95 % interval needs >= 2 seeds per variant (run more seeds))" in out
 
 
 # ------------------------------------------------------------------ statistics
@@ -344,21 +344,36 @@ def test_t_quantiles_match_closed_forms_and_the_integrated_density():
 
 
 def test_aggregate_matches_numpy_by_hand(table):
+    """mean and std by numpy; the interval: Student's t for a linear metric (val/loss), and for accuracies
+    the reports' own (`ablate.report.stats.estimate` of the same rows), inside [0, 1]."""
+    from ablate.report import stats as S
+
     agg = aggregate(table)
     assert list(agg["model.n_heads"]) == [1, 2] and list(agg.columns[:1]) == ["model.n_heads"]
-    assert list(agg.columns[1:5]) == ["test/acc_mean", "test/acc_std", "test/acc_ci95", "test/acc_n"]
+    assert list(agg.columns[1:6]) == ["test/acc_mean", "test/acc_lo", "test/acc_hi", "test/acc_std", "test/acc_n"]
+    assert not any(c.endswith("_ci95") for c in agg.columns)
     for heads, row in agg.set_index("model.n_heads").iterrows():
         for metric in ("test/acc", "val/acc_best", "val/loss"):
             x = table.loc[table["model.n_heads"] == heads, metric].to_numpy()
             assert len(x) == 3
             assert row[f"{metric}_mean"] == pytest.approx(np.mean(x))
             assert row[f"{metric}_std"] == pytest.approx(np.std(x, ddof=1))
-            assert row[f"{metric}_ci95"] == pytest.approx(4.303 * np.std(x, ddof=1) / np.sqrt(3), rel=1e-4)
             assert row[f"{metric}_n"] == 3
+            if metric == "val/loss":  # linear: mean -+ t_{0.975, 2} s / sqrt(3)
+                half = 4.303 * np.std(x, ddof=1) / np.sqrt(3)
+                assert (row[f"{metric}_lo"], row[f"{metric}_hi"]) == pytest.approx((np.mean(x) - half, np.mean(x) + half),
+                                                                                    rel=1e-4)
+            else:
+                e = S.estimate(table, metric, {"model.n_heads": heads})
+                assert e.kind == "accuracy" and e.n_eval == 64  # the bootstrap carries the 64 examples' own error
+                assert (row[f"{metric}_lo"], row[f"{metric}_hi"]) == (e.lo, e.hi)
+                assert 0.0 <= row[f"{metric}_lo"] <= row[f"{metric}_mean"] <= row[f"{metric}_hi"] <= 1.0
         assert row["n_runs"] == 3 and row["n_diverged"] == 0
     whole = aggregate(table, by=[], metrics=["test/acc"])
     assert len(whole) == 1 and whole.loc[0, "test/acc_n"] == 6
     assert whole.loc[0, "test/acc_mean"] == pytest.approx(table["test/acc"].mean())
+    everything = S.estimate(table, "test/acc")
+    assert (whole.loc[0, "test/acc_lo"], whole.loc[0, "test/acc_hi"]) == (everything.lo, everything.hi)
     with pytest.raises(ResultsError, match="no column 'test/nope'"):
         aggregate(table, metrics=["test/nope"])
 
@@ -404,11 +419,17 @@ def test_diverged_runs_are_left_out_or_counted_as_a_value(root, tmp_path):
     out = aggregate(df, metrics=["test/acc"]).set_index(["model.n_heads", "optim.lr"]).loc[(2, 1e-3)]
     assert out["test/acc_n"] == 2 and out["n_runs"] == 2 and out["n_diverged"] == 1
     assert out["test/acc_mean"] == pytest.approx(np.nanmean(x))
-    assert out["test/acc_ci95"] == pytest.approx(12.7062 * np.nanstd(x, ddof=1) / np.sqrt(2), rel=1e-4)
+    # the interval of the two completed runs: the reports' for the same rows (a diverged run is not one of them)
+    from ablate.report import stats as S
+
+    e = S.estimate(df, "test/acc", {"model.n_heads": 2, "optim.lr": 1e-3})
+    assert e.n == 2 and e.n_diverged == 1 and (out["test/acc_lo"], out["test/acc_hi"]) == (e.lo, e.hi)
     chance = aggregate(df, metrics=["test/acc"], diverged_as=0.1).set_index(["model.n_heads", "optim.lr"]).loc[(2, 1e-3)]
     filled = np.where(np.isnan(x), 0.1, x)
     assert chance["test/acc_n"] == 3 and chance["test/acc_mean"] == pytest.approx(filled.mean())
-    assert chance["test/acc_ci95"] == pytest.approx(4.303 * filled.std(ddof=1) / np.sqrt(3), rel=1e-4)
+    counted = S.from_values("test/acc", filled, n_eval=64)  # the diverged run as chance: three values
+    assert (chance["test/acc_lo"], chance["test/acc_hi"]) == (counted.lo, counted.hi)
+    assert chance["test/acc_lo"] < out["test/acc_lo"]  # a run at 0.1 pulls the interval down
     # a variant whose every run diverged still has its row, with n = 0
     for d in (tmp_path / "lrs").glob("h2-lr0.001-s*"):
         s = json.loads((d / "summary.json").read_text())
@@ -449,11 +470,13 @@ def test_cli_prints_the_table_and_writes_csv_and_parquet(root, table, tmp_path, 
 
     assert main(["results", "mysweep", "--aggregate", "--csv", str(csv)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["model.n_heads", "test/acc_mean", "test/acc_ci95", "test/acc_n", "test/seq_acc_mean",
-                              "test/seq_acc_ci95", "test/seq_acc_n", "val/acc_best_mean", "val/acc_best_ci95",
-                              "val/acc_best_n", "n_diverged"]
+    assert out[0].split() == ["model.n_heads", "test/acc_mean", "[lo,", "hi]", "test/acc_n", "test/seq_acc_mean", "[lo,",
+                              "hi]", "test/seq_acc_n", "val/acc_best_mean", "[lo,", "hi]", "val/acc_best_n", "n_diverged"]
     assert len(out) == 3
-    assert list(pd.read_csv(csv)["test/acc_n"]) == [3, 3]
+    written = pd.read_csv(csv)
+    assert list(written["test/acc_n"]) == [3, 3]
+    for line, (_, row) in zip(out[1:], written.iterrows()):  # each metric printed as mean [lo, hi]
+        assert f"{row['test/acc_mean']:.4g} [{row['test/acc_lo']:.4g}, {row['test/acc_hi']:.4g}]" in line
 
 
 def test_cli_warns_about_rows_from_another_commit(root, tmp_path, monkeypatch, capsys):

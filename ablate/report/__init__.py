@@ -41,7 +41,8 @@ What a notebook uses (`from ablate import report as R`):
     Q.not_run_yet(S)                        "not run yet — run `make sweep-scaling`"
 
 The layer rule holds (tests/test_layering.py, transitively): this package imports only
-ablate.results.stats, ablate.results.exported and the leaf modules (registry, fileio, studies); the CLI reaches
+ablate.results.stats, ablate.results.interval (the interval it shares with the table's aggregate),
+ablate.results.exported and the leaf modules (registry, fileio, studies); the CLI reaches
 export only inside its functions. Config defaults, swept keys and the full budget's cost come from
 meta.json, written at export. Export, which reads run directories (and, for the permuted and sentence
 attention maps, their checkpoints), lives in the results layer (ablate.results.export).

@@ -7,19 +7,13 @@ formatted for a sentence. Nothing here is typed by hand in a notebook.
     f = learned(df, {"model.n_heads": 1})                          # Fraction: k of n runs learned
     f"{e}" -> "97.3 % [96.1, 98.2]"    f"{d}" -> "+4.1 points [2.0, 6.3]"    f"{f}" -> "5 of 5 runs (95 % CI 48–100 %)"
 
-The interval depends on what the metric is (`kind_of`):
-
-- accuracy (the metric's last part contains `acc`): a two-level percentile bootstrap (B = 4000,
-  a fixed seed): resample the seeds, take their mean p̄* (its distance from the mean widened so that
-  few seeds get Student's t's width, not the plain bootstrap's, which is too narrow: `widen`), then
-  draw Binomial(n_eval, p̄*) / n_eval once per replicate, because every seed is scored on the same
-  evaluation set, whose sampling error does not average out over seeds. n_eval is the table's `eval/n_val` / `eval/n_test` (examples: sequences
-  or images); without it the bootstrap is over seeds only (`Estimate.eval_noise` is False).
-- fraction (`frac`, `share`, `agreement`, `onehot`): the same bootstrap over seeds only.
-  Both stay in [0, 1].
-- log (gradient norms and ratios, `grad*`, or `scale="log"`): the geometric mean with a Student-t
-  interval on the log values; two variants compare as a ratio.
-- linear (everything else): the mean with a Student-t interval.
+The interval of one variant is ablate.results.interval's, the one `ablate.results.aggregate` gives for the
+same runs (its names, `kind_of`, `widen`, `bootstrap_means`, `B`, ..., are re-exported here): by the metric's
+kind (`kind_of`), accuracies a widened percentile bootstrap over seeds with the evaluation set's own error
+(`eval/n_val`, `eval/n_test`; without them over seeds only, and `Estimate.eval_noise` is False), fractions
+and bounded probe quantities the same over seeds only, each inside its range; gradients (`grad*`, or
+`scale="log"`) the geometric mean with a Student-t interval on the log values, two of them compare as a
+ratio; everything else the mean with a Student-t interval.
 
 Two variants (`effect(a, b)`): Welch's t on the per-seed values (scipy), for accuracies with the
 evaluation set's own variance p(1 - p) / n_eval of each arm added to the standard error (and nothing to
@@ -40,7 +34,6 @@ Answer that quotes it carries its interval in its JSON and a test can check the 
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,50 +43,29 @@ import pandas as pd
 from scipy import stats as scistats
 
 from ..registry import REFERENCE_TEXT
-from ..results.stats import t_quantile_975
-
-B = 4000  # bootstrap replicates
-SEED = 14  # the bootstrap's fixed seed (mixed with the data, so two variants draw independent streams)
-ACCURACY, FRACTION, BOUNDED, LOG, LINEAR = "accuracy", "fraction", "bounded", "log", "linear"
-PERCENT_WORDS = ("acc", "frac", "share", "agreement", "onehot")  # metrics shown in percent
-FRACTION_WORDS = ("frac", "share", "agreement", "onehot")
-# Probe quantities with a fixed range (docs/probes.md): the largest attention weight, the entropy normalised by
-# log T, the permutation-equivariance error max |A(Px) - P A(x) P^T| (weights lie in [0, 1]), the mean token cosine,
-# and the mean cosines of a token going into a norm layer with what comes out and with itself centred.
-BOUNDS = {"rowmax": (0.0, 1.0), "entropy": (0.0, 1.0), "equiv_error": (0.0, 1.0), "cosine": (-1.0, 1.0),
-          "norm_cos": (-1.0, 1.0), "norm_centre": (-1.0, 1.0)}
-N_EVAL = {"val": "eval/n_val", "test": "eval/n_test"}  # a metric's split -> its evaluated examples
-
-
-def is_percent(metric: str) -> bool:
-    last = metric.rsplit("/", 1)[-1]
-    return any(word in last for word in PERCENT_WORDS)
-
-
-def kind_of(metric: str, scale: str | None = None) -> str:
-    """How `metric` is summarised: "accuracy", "fraction", "log" or "linear" (see the module's text);
-    `scale="log"` or `"linear"` overrides the name."""
-    if scale not in (None, LOG, LINEAR):
-        raise ValueError(f"scale={scale!r}; use 'log', 'linear' or None (from the metric's name)")
-    if scale is not None:
-        return scale
-    last = metric.rsplit("/", 1)[-1]
-    if "acc" in last:
-        return ACCURACY
-    if any(word in last for word in FRACTION_WORDS):
-        return FRACTION
-    if bounds_of(metric) is not None:
-        return BOUNDED
-    if last.startswith("grad"):
-        return LOG
-    return LINEAR
-
-
-def bounds_of(metric: str) -> tuple[float, float] | None:
-    """The range of a bounded probe quantity (BOUNDS, by the name's last part: `probe/final/rowmax_l0`), else None."""
-    last = metric.rsplit("/", 1)[-1]
-    return next((b for word, b in BOUNDS.items() if last == word or last.startswith(word + "_")), None)
-
+from ..results.interval import (  # noqa: F401 - re-exported: notebooks and tests read S.B, S.widen, S._rng, S.kind_of
+    ACCURACY,
+    BOUNDED,
+    BOUNDS,
+    FRACTION,
+    FRACTION_WORDS,
+    LINEAR,
+    LOG,
+    N_EVAL,
+    PERCENT_WORDS,
+    SEED,
+    B,
+    _rng,
+    bootstrap_means,
+    bounded,
+    bounds_of,
+    interval,
+    is_percent,
+    kind_of,
+    n_eval_of,
+    t_quantile_975,
+    widen,
+)
 
 # ------------------------------------------------------------------ formatting
 
@@ -202,52 +174,6 @@ def rows(df: pd.DataFrame, where: Mapping[str, Any] | None = None) -> pd.DataFra
     return df[mask]
 
 
-def _rng(*key: Any) -> np.random.Generator:
-    """A generator fixed by SEED and `key` (the metric, the values sorted, n_eval): the same numbers on
-    every build, and for the same runs wherever they are quoted, in whatever order their rows came (a run
-    folder, an exported table and W&B list them differently)."""
-    return np.random.default_rng([SEED, zlib.crc32(repr(key).encode())])
-
-
-def widen(n: int) -> float:
-    """How much wider the seeds' bootstrap is drawn than it resamples: t_{0.975, n-1} / (z_{0.975} sqrt((n-1)/n)).
-    The plain percentile bootstrap of a mean over n seeds is too narrow for few seeds (it uses the
-    population standard deviation and the normal quantile): its 95 % interval covers the true mean 73 % of
-    the time for 3 normal seeds, 83 % for 5. Widened by this factor, the seeds' part of the interval is
-    Student's t's for normal seeds (95 % coverage), and keeps the bootstrap's shape otherwise."""
-    return float(scistats.t.ppf(0.975, n - 1) / (scistats.norm.ppf(0.975) * math.sqrt((n - 1) / n))) if n >= 2 else 1.0
-
-
-def bootstrap_means(values: np.ndarray, n_eval: int | None, rng: np.random.Generator, b: int = B) -> np.ndarray:
-    """B replicates of the mean over seeds: the seeds resampled with replacement, the replicate's distance
-    from the mean widened by `widen(n)`; with `n_eval`, the evaluation set's own error on top: the
-    deviation of a draw from Beta(k + 1/2, n_eval - k + 1/2) from p*, k = p* n_eval (p* the replicate
-    inside [0, 1]; the seeds share one evaluation set, so it does not average out). Jeffreys' Beta rather
-    than the plug-in Binomial(n_eval, p*): at p* = 1 (every example right) the plug-in has no variance and
-    would claim 500 of 500 pins the accuracy at exactly 100 %; Jeffreys gives [99.5, 100] there, near the
-    exact (Clopper–Pearson) [99.26, 100]. The replicates are NOT clipped: a difference of two
-    variants is taken between replicates as drawn (clipping at 1 would pile a variant's widened replicates
-    on the bound and bias the difference); an interval of one variant is clipped to the metric's range
-    where it is read (`bounded`)."""
-    values = np.asarray(values, dtype=float)
-    n, mean = len(values), float(values.mean())
-    means = mean + (values[rng.integers(0, n, size=(b, n))].mean(axis=1) - mean) * widen(n)
-    if n_eval:
-        p = np.clip(means, 0.0, 1.0)
-        k = p * int(n_eval)
-        means = means + rng.beta(k + 0.5, int(n_eval) - k + 0.5) - p
-    return means
-
-
-def bounded(reps: np.ndarray, mean: float, bounds: tuple[float, float] | None) -> tuple[float, float]:
-    """The 95 % percentile interval of `reps`, holding `mean`, inside `bounds` (None: unbounded)."""
-    lo, hi = (float(x) for x in np.percentile(reps, [2.5, 97.5]))
-    lo, hi = min(lo, mean), max(hi, mean)
-    if bounds is not None:
-        lo, hi = float(np.clip(lo, *bounds)), float(np.clip(hi, *bounds))
-    return lo, hi
-
-
 @dataclass(frozen=True)
 class Estimate:
     """A metric over the seeds of one variant: mean with its 95 % interval [lo, hi], n runs with a value.
@@ -323,44 +249,12 @@ class Estimate:
 
 def from_values(metric: str, values, kind: str | None = None, *, n_eval: int | None = None, n_runs: int | None = None,
                 n_diverged: int = 0, decimals: int | None = None) -> Estimate:
-    """An Estimate of one value per run (`kind` from the metric's name when None)."""
-    kind = kind_of(metric) if kind is None else kind
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    n = len(v)
-    n_runs = n if n_runs is None else n_runs
-    if kind == LOG and n and (v <= 0).any():
-        kind = LINEAR  # a value <= 0 has no logarithm: summarised on the linear scale instead
-    if kind != ACCURACY:
-        n_eval = None
-    common = dict(n=n, n_runs=n_runs, n_diverged=n_diverged, kind=kind, decimals=decimals, values=tuple(v),
-                  eval_noise=bool(n_eval), n_eval=int(n_eval) if n_eval else None)
-    if n == 0:
-        return Estimate(metric, math.nan, **common)
-    std = float(v.std(ddof=1)) if n > 1 else math.nan
-    if n < 2:
-        mean = float(v.mean())
-        return Estimate(metric, mean, std=std, **common)
-    if kind in (ACCURACY, FRACTION, BOUNDED):
-        # the stream is fixed by the data alone: the same runs get the same interval wherever they are quoted
-        ordered = np.sort(v)  # resampled in one order, whatever the rows' order
-        reps = bootstrap_means(ordered, n_eval, _rng(metric, tuple(ordered), n_eval))
-        mean = float(v.mean())
-        lo, hi = bounded(reps, mean, bounds_of(metric) if kind == BOUNDED else (0.0, 1.0))  # never outside the range
-        return Estimate(metric, mean, lo, hi, std=std, _replicates=reps, **common)
-    x = np.log(v) if kind == LOG else v
-    m, half = float(x.mean()), t_quantile_975(n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
-    if kind == LOG:
-        return Estimate(metric, math.exp(m), math.exp(m - half), math.exp(m + half), std=std, **common)
-    return Estimate(metric, m, m - half, m + half, std=std, **common)
-
-
-def _n_eval(df: pd.DataFrame, metric: str) -> int | None:
-    """The examples `metric`'s split evaluated (eval/n_val, eval/n_test), the fewest over df's rows."""
-    column = N_EVAL.get(metric.split("/", 1)[0])
-    if column is None or column not in df.columns:
-        return None
-    values = pd.to_numeric(df[column], errors="coerce").dropna()
-    return int(values.min()) if len(values) and values.min() > 0 else None
+    """An Estimate of one value per run (`kind` from the metric's name when None): the interval of
+    ablate.results.interval, the one `ablate.results.aggregate` gives too."""
+    i = interval(metric, values, kind, n_eval=n_eval)
+    return Estimate(metric, i.mean, i.lo, i.hi, n=i.n, n_runs=i.n if n_runs is None else n_runs, n_diverged=n_diverged,
+                    kind=i.kind, eval_noise=bool(i.n_eval), n_eval=int(i.n_eval) if i.n_eval else None, std=i.std,
+                    decimals=decimals, values=i.values, _replicates=i.replicates)
 
 
 def estimate(
@@ -382,7 +276,7 @@ def estimate(
     done = chosen[state.isin(status)]
     values = pd.to_numeric(done[metric], errors="coerce").to_numpy(dtype=float)
     if n_eval is None:
-        n_eval = _n_eval(done, metric)
+        n_eval = n_eval_of(done, metric)
     return from_values(metric, values, kind_of(metric, scale), n_eval=n_eval, n_runs=len(chosen),
                        n_diverged=int((state == "diverged").sum()))
 

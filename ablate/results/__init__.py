@@ -4,7 +4,9 @@
 
     df = load("scaling")                 # $ABLATE_RUNS_DIR/scaling/*/summary.json (default ./runs)
     swept_keys(df)                       # ['model.d_head', 'model.qk_scale', 'data.task', 'optim.lr', 'seed']
-    aggregate(best_lr(df), metrics=["test/acc"])   # each variant at its best lr: mean, std, 95 % CI, n
+    aggregate(best_lr(df), metrics=["test/acc"])   # each variant at its best lr: test/acc_mean, _lo, _hi
+                                         # (the 95 % interval `ablate compare` and the reports quote for
+                                         # the same runs: ablate.results.interval), _std (ddof=1), _n
     aggregate(df)                        # a tuned sweep: each variant at its chosen value, with the
                                          # tuned.<key> column and the stage-1 curve (stats.tuned)
 

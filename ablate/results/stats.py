@@ -1,5 +1,5 @@
-"""Over seeds: mean, standard deviation, 95 % confidence interval and n per variant; each variant
-at its best learning rate; which config keys a table sweeps.
+"""Over seeds: mean, 95 % interval, standard deviation and n per variant; each variant at its best
+learning rate; which config keys a table sweeps.
 
 Import-clean: this module (and the light `ablate.results` package) imports nothing of the harness
 below the results layer (no config, run directories, sweeps, torch), so the reports can use it on an
@@ -7,9 +7,10 @@ exported table (tests/test_layering.py walks every import). What it needs of the
 the table: `df.attrs["swept_keys"]` (load() computes them; ablate.report.data.table() reads them from
 meta.json), else the column order of the table's format.
 
-The interval is Student's t: mean +- t_{0.975, n-1} * std / sqrt(n), std with ddof=1 (n = 3 seeds:
-t = 4.303, so the half-width is 2.48 standard deviations), the quantile scipy's (`t_quantile_975`, the
-reports' too).
+The interval is ablate.results.interval's, the one `ablate compare` and the report notebooks quote
+(`ablate.report.stats.estimate`): for the same runs `aggregate` gives the same mean, lo and hi, to the bit.
+Accuracies, fractions and bounded probes stay in their range (a bootstrap over seeds, for accuracies with
+the evaluation set's own error), gradients are summarised on the log scale, the rest by Student's t.
 
 A tuned sweep (a `tuned.<key>` column, see ablate.sweep.tune) is read at each variant's chosen value:
 `best_lr` returns those rows (every seed), `aggregate(df)` gives one row per variant at it, with the
@@ -32,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..budgets import profile_keys
+from .interval import N_EVAL, interval, n_eval_of, t_quantile_975  # noqa: F401 - t_quantile_975: ablate.results' name
 
 METRIC = re.compile(r"^(test|val|train)/")
 CORRUPT = "corrupt"  # the status of a run whose files cannot be read
@@ -181,15 +183,6 @@ def tuned_key(df: pd.DataFrame) -> str | None:
 def curve_column(metric: str, key: str, value) -> str:
     return f"tune/{metric}@{key}={value:g}" if isinstance(value, float) else f"tune/{metric}@{key}={value}"
 
-def t_quantile_975(dof: float) -> float:
-    """The 0.975 quantile of Student's t with `dof` degrees of freedom (scipy's; NaN for dof < 1). The one
-    t-quantile of ablate: the tables' intervals and the reports' tests both use it."""
-    if not dof >= 1:
-        return math.nan
-    from scipy import stats
-
-    return float(stats.t.ppf(0.975, dof))
-
 
 def _metrics(df: pd.DataFrame, metrics: Sequence[str] | None) -> list[str]:
     if metrics is None:
@@ -203,6 +196,42 @@ def _check(df: pd.DataFrame, columns: list[str]) -> None:
         raise ResultsError(f"no column {', '.join(map(repr, missing))} in the table; columns: {', '.join(df.columns)}")
 
 
+def _counted(
+    df: pd.DataFrame,
+    by: list[str],
+    metrics: list[str],
+    status: tuple[str, ...],
+    diverged_as: float | dict[str, float] | None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows that enter the statistics: (frame, sizes). frame: the `by` columns, each metric's value
+    (NaN where the run does not count), n_runs and n_diverged (1 or 0 per row); sizes: the rows' eval/n_*
+    columns, NaN where the run does not count. One row per run of `status` or diverged, index 0..n-1."""
+    rows = df[df["status"].isin(status) | (df["status"] == "diverged")].reset_index(drop=True)
+    diverged = rows["status"] == "diverged"
+    counted = rows["status"].isin(status) & (~diverged | (diverged_as is None))
+    values = rows[metrics].apply(pd.to_numeric, errors="coerce").astype(float).where(counted, np.nan)
+    if diverged_as is not None:
+        fill = diverged_as if isinstance(diverged_as, dict) else dict.fromkeys(metrics, diverged_as)
+        for metric, value in fill.items():
+            if metric in values.columns:
+                values.loc[diverged, metric] = float(value)
+        counted = counted | diverged
+    frame = pd.concat([rows[by], values], axis=1)
+    frame["n_runs"] = counted.astype(int)
+    frame["n_diverged"] = diverged.astype(int)
+    sizes = rows[[c for c in dict.fromkeys(N_EVAL.values()) if c in rows.columns]].where(counted)
+    return frame, sizes
+
+
+def _groups(frame: pd.DataFrame, by: list[str]):
+    if by:
+        return frame.groupby(by, dropna=False, sort=True)
+    return frame.groupby(np.zeros(len(frame), dtype=int))
+
+
+STATS = ("mean", "lo", "hi", "std", "n")  # aggregate's columns per metric, in order: <metric>_<stat>
+
+
 def aggregate(
     df: pd.DataFrame,
     by: Sequence[str] | None = None,
@@ -211,8 +240,13 @@ def aggregate(
     diverged_as: float | dict[str, float] | None = None,
 ) -> pd.DataFrame:
     """One row per group of `by` (default: the swept keys other than seed) with, for each metric
-    (default: every logged metric), `<metric>_mean`, `_std` (ddof=1), `_ci95` (half-width of the
-    95 % t-interval) and `_n` (runs with a value), plus `n_runs` and `n_diverged`.
+    (default: every logged metric), `<metric>_mean`, `_lo`, `_hi`, `_std` and `_n`, plus `n_runs` and
+    `n_diverged`. mean, lo and hi are the 95 % interval of ablate.results.interval, bit for bit what
+    `ablate.report.stats.estimate(df, metric, where=<the group>)` gives for the same runs (and `ablate
+    compare` prints): accuracies, fractions and bounded probes a bootstrap that stays in their range
+    (accuracies with the evaluation set's own error, from eval/n_val, eval/n_test), gradients (`grad*`)
+    the geometric mean with a t-interval on the log scale, the rest the mean with Student's t. lo and hi
+    are empty where n < 2. std: over the runs, ddof=1; n: runs with a finite value.
 
     Runs whose status is in `status` enter the statistics; diverged runs enter them as
     `diverged_as` when it is given and are left out when it is None (their group still appears,
@@ -225,32 +259,20 @@ def aggregate(
     metrics = _metrics(df, metrics)
     status = (status,) if isinstance(status, str) else tuple(status)
     _check(df, [*by, *metrics, "status"])
-    diverged = df["status"] == "diverged"
-    rows = df[df["status"].isin(status) | diverged]
-    diverged = diverged[rows.index]
-    counted = rows["status"].isin(status) & (~diverged | (diverged_as is None))
-    values = rows[metrics].apply(pd.to_numeric, errors="coerce").astype(float).where(counted, np.nan)
-    if diverged_as is not None:
-        fill = diverged_as if isinstance(diverged_as, dict) else dict.fromkeys(metrics, diverged_as)
-        for metric, value in fill.items():
-            if metric in values.columns:
-                values.loc[diverged, metric] = float(value)
-        counted = counted | diverged
-
-    frame = pd.concat([rows[by], values], axis=1)
-    frame["n_runs"] = counted.astype(int)
-    frame["n_diverged"] = diverged.astype(int)
-    if by:
-        groups = frame.groupby(by, dropna=False, sort=True)
-    else:
-        groups = frame.groupby(np.zeros(len(frame), dtype=int))
-    mean, std, n = groups[metrics].mean(), groups[metrics].std(ddof=1), groups[metrics].count()
-    t = n.apply(lambda column: column.map(lambda k: t_quantile_975(k - 1)))
-    ci = t * std / np.sqrt(n.where(n > 0))
-    out = pd.DataFrame(index=mean.index)
+    frame, sizes = _counted(df, by, metrics, status, diverged_as)
+    groups = _groups(frame, by)
+    columns: dict[str, list[float]] = {f"{m}_{s}": [] for m in metrics for s in STATS}
+    for _, group in groups:  # in the order of the groups' index below
+        evaluated = sizes.loc[group.index]
+        for m in metrics:
+            i = interval(m, group[m].to_numpy(dtype=float), n_eval=n_eval_of(evaluated, m))
+            for s, x in zip(STATS, (i.mean, i.lo, i.hi, i.std, i.n)):
+                columns[f"{m}_{s}"].append(x)
+    n_runs = groups["n_runs"].sum()
+    out = pd.DataFrame(columns, index=n_runs.index)
     for m in metrics:
-        out[f"{m}_mean"], out[f"{m}_std"], out[f"{m}_ci95"], out[f"{m}_n"] = mean[m], std[m], ci[m], n[m]
-    out["n_runs"] = groups["n_runs"].sum()
+        out[f"{m}_n"] = out[f"{m}_n"].astype(int)
+    out["n_runs"] = n_runs
     out["n_diverged"] = groups["n_diverged"].sum()
     out = out.reset_index(drop=not by)
     out.attrs = kept({"by": by, "metrics": metrics, "status": list(status), "diverged_as": diverged_as})
@@ -268,8 +290,8 @@ def best_lr(
     """The rows of each variant (the swept keys other than seed and `lr_key`) at the learning rate
     whose seed-mean of `metric` is best: select on validation, then compare on test with
     `aggregate(best_lr(df), metrics=["test/acc"])`. Every row of a chosen (variant, lr) is returned,
-    diverged and failed ones too, so the comparison can count them. The mean is taken as in
-    `aggregate` (same `status` and `diverged_as`); a variant with no mean at any lr (all diverged)
+    diverged and failed ones too, so the comparison can count them. The mean is the arithmetic one over
+    the runs `aggregate` counts (same `status` and `diverged_as`); a variant with no mean at any lr (all diverged)
     keeps its smallest lr; ties go to the smaller lr. Without a swept `lr_key`, `df` is returned.
 
     A sweep tuned on `lr_key` (its `tuned.<lr_key>` column): the rows at each variant's chosen value,
@@ -291,7 +313,11 @@ def _best_lr(df, metric, lr_key, maximize, status, diverged_as) -> pd.DataFrame:
     if lr_key not in keys:
         return df.copy()
     variant = [k for k in keys if k not in ("seed", lr_key)]
-    scores = aggregate(df, by=[*variant, lr_key], metrics=[metric], status=status, diverged_as=diverged_as)
+    by = [*variant, lr_key]
+    _check(df, [*by, metric, "status"])
+    status = (status,) if isinstance(status, str) else tuple(status)
+    frame, _ = _counted(df, by, [metric], status, diverged_as)
+    scores = _groups(frame, by)[[metric]].mean().add_suffix("_mean").reset_index()
     scores = scores.sort_values(
         [f"{metric}_mean", lr_key], ascending=[not maximize, True], na_position="last", kind="stable"
     )

@@ -594,11 +594,11 @@ def _is_aggregate(df: pd.DataFrame) -> bool:
 
 def display_columns(df: pd.DataFrame) -> list[str]:
     """The CLI's short view. Runs: swept keys, seed, (tuned.<key>,) status, test metrics and
-    val/acc_best, wall time, commit. An aggregate: its groups, (tuned.<key>,) then mean, ci95 and n of
-    those metrics, n_diverged (and a tuned sweep's stage-1 curve)."""
+    val/acc_best, wall time, commit. An aggregate: its groups, (tuned.<key>,) then mean (printed with
+    its interval, `format_table`) and n of those metrics, n_diverged (and a tuned sweep's stage-1 curve)."""
     tuned = [c for c in df.columns if isinstance(c, str) and c.startswith("tuned.")]
     if _is_aggregate(df):
-        stats = [f"{m}_{s}" for m in _main_metrics(df.attrs["metrics"]) for s in ("mean", "ci95", "n")]
+        stats = [f"{m}_{s}" for m in _main_metrics(df.attrs["metrics"]) for s in ("mean", "n")]
         wanted = [*df.attrs["by"], *tuned, *stats, "n_diverged", *df.attrs.get("curve", [])]
     else:
         metrics = df.attrs.get("metrics") or [c for c in df.columns if METRIC.match(c)]
@@ -613,7 +613,7 @@ def _droppable(df: pd.DataFrame, columns: list[str]) -> list[list[str]]:
     if _is_aggregate(df):
         metrics = [m for m in _main_metrics(df.attrs["metrics"]) if f"{m}_mean" in columns]
         curve = [c for c in df.attrs.get("curve", []) if c in columns]  # a tuned sweep's stage 1: first to go
-        groups = [[f"{m}_{s}" for s in ("mean", "ci95", "n")] for m in reversed(metrics[1:])]
+        groups = [[f"{m}_{s}" for s in ("mean", "n")] for m in reversed(metrics[1:])]
         return [g for g in [[c for c in g if c in columns] for g in groups] + [curve] if g]
     metrics = [c for c in columns if METRIC.match(c)]
     later = [m for m in reversed(metrics[1:]) if m not in MAIN_METRICS]
@@ -636,14 +636,35 @@ def _short_names(columns: list[str]) -> dict[str, str]:
     return {c: s for c, s in short.items() if s != c and counts[s] == 1}
 
 
-def _ci95_note(df: pd.DataFrame) -> str | None:
-    """Why an aggregate's ci95 is empty: fewer than two seeds in that variant."""
+INTERVAL = " [lo, hi]"  # an aggregate's short view: the <metric>_mean column, headed <metric>_mean [lo, hi]
+
+
+def _interval_cell(mean: float, lo: float, hi: float) -> str:
+    """An aggregate's mean with its 95 % interval as the short view prints it, 4 significant digits:
+    '0.9828 [0.9412, 1]'; the mean alone where there is no interval (n < 2), NaN where there is no mean."""
+    if pd.isna(mean):
+        return "NaN"
+    return f"{mean:.4g}" if pd.isna(lo) or pd.isna(hi) else f"{mean:.4g} [{lo:.4g}, {hi:.4g}]"
+
+
+def _with_intervals(view: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """The aggregate's short view with each <metric>_mean column holding 'mean [lo, hi]' (its header says so)."""
+    for metric in df.attrs.get("metrics", []):
+        column = f"{metric}_mean"
+        if column in view.columns and f"{metric}_lo" in df.columns and f"{metric}_hi" in df.columns:
+            view[column] = [_interval_cell(*cell) for cell in zip(df[column], df[f"{metric}_lo"], df[f"{metric}_hi"])]
+            view = view.rename(columns={column: column + INTERVAL})
+    return view
+
+
+def _interval_note(df: pd.DataFrame) -> str | None:
+    """Why an aggregate has no interval somewhere: fewer than two seeds in that variant."""
     if not _is_aggregate(df):
         return None
-    for column in (c for c in df.columns if c.endswith("_ci95")):
-        n = df.get(column[: -len("_ci95")] + "_n")
-        if n is not None and (df[column].isna() & (n < 2)).any():
-            return "ci95 is empty where n < 2: a 95 % interval needs >= 2 seeds per variant (run more seeds)"
+    for metric in df.attrs.get("metrics", []):
+        lo, n = df.get(f"{metric}_lo"), df.get(f"{metric}_n")
+        if lo is not None and n is not None and (lo.isna() & (n < 2)).any():
+            return "no [lo, hi] where n < 2: a 95 % interval needs >= 2 seeds per variant (run more seeds)"
     return None
 
 
@@ -651,7 +672,8 @@ def format_table(df: pd.DataFrame, all_columns: bool = False, width: int | None 
     """The table as text: every column with all_columns, else the short view (display_columns) fitted
     to `width` characters (default: the terminal's, shutil.get_terminal_size): config keys lose their
     section prefix, then the least needed columns are hidden; notes under the table say what was
-    shortened or hidden, and why an aggregate's ci95 is empty."""
+    shortened or hidden, and why an aggregate has no interval somewhere. An aggregate's metric shows as
+    `<metric>_mean [lo, hi]`: its mean with the 95 % interval (`aggregate`'s _mean, _lo, _hi)."""
     if all_columns:
         return _render(df)
     width = width or shutil.get_terminal_size().columns
@@ -662,6 +684,8 @@ def format_table(df: pd.DataFrame, all_columns: bool = False, width: int | None 
         if "commit_mismatch" in df.columns:
             short = short + df["commit_mismatch"].map(lambda f: "!" if f else "")
         view["commit"] = short
+    if _is_aggregate(df):
+        view = _with_intervals(view, df)
     notes = []
     curve = [c for c in df.attrs.get("curve", []) if c in view.columns] if _is_aggregate(df) else []
     if curve:  # tune/val/acc_best@optim.lr=0.001 -> lr=0.001, said once in a note
@@ -687,15 +711,15 @@ def format_table(df: pd.DataFrame, all_columns: bool = False, width: int | None 
             break
         view = view.drop(columns=[renamed.get(c, shown.get(c, c)) for c in group])
         hidden.append(group[0] if len(group) == 1 else "the stage-1 curve (tune/*)" if group[0].startswith("tune/")
-                      else group[0].rsplit("_", 1)[0] + "_mean/ci95/n")
+                      else group[0].rsplit("_", 1)[0] + "_mean/lo/hi/n")
         text = _render(view)
     if curve and any(c in view.columns for c in renamed_curve):
         notes.insert(0, curve_note)
     if hidden:
         notes.append(f"hidden to fit {width} columns: {', '.join(hidden)}; --all-columns shows every column")
-    ci95 = _ci95_note(df)
-    if ci95:
-        notes.append(ci95)
+    interval = _interval_note(df)
+    if interval:
+        notes.append(interval)
     return "\n".join([text, *(f"({note})" for note in notes)])
 
 
