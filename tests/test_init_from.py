@@ -123,3 +123,18 @@ def test_a_checkpoint_that_cannot_be_used_exits_2_with_one_line_before_anything_
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("ablate: " + words.format(path, path)), err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_whose_checkpoint_cannot_be_used_exits_2_before_any_run(tmp_path, capsys):
+    """A sweep checks each run.init_from once before any run starts, as it checks data: one line and exit 2, not
+    one failed run per configuration."""
+    sweep = tmp_path / "warm.yaml"
+    params = "\n".join(f"  {k}: {{value: {v}}}" for k, v in (item.split("=", 1) for item in COPY))
+    sweep.write_text("program: ablate\nmethod: grid\nmetric: {name: val/acc_best, goal: maximize}\nparameters:\n"
+                     f"{params}\n  run.init_from: {{value: {tmp_path / 'nowhere'}}}\n  seed: {{values: [0, 1]}}\n")
+    capsys.readouterr()
+    assert cli.main(["sweep", str(sweep), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"ablate: run.init_from={tmp_path / 'nowhere'}: no such file or folder; give the folder of a "
+                       "completed `ablate train` run or a .ckpt file one wrote"), err
+    assert not (tmp_path / "runs" / "warm").exists()

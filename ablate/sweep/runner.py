@@ -191,7 +191,7 @@ def locked(run: Run) -> bool:
 def check_data(runs: list[Run]) -> None:
     """The data of every run is there (downloaded now if it can be) before any run starts: a missing
     data set is bad input (one line, exit 2), not one failed run per configuration, and parallel
-    runs never download the same files at once."""
+    runs never download the same files at once. Likewise each run.init_from checkpoint."""
     if not runs:
         return
     # imports Lightning (~2 s), while the forkserver imports too
@@ -202,6 +202,13 @@ def check_data(runs: list[Run]) -> None:
             build_datamodule(data).prepare_data()
         except (DataError, C.ConfigError) as err:
             raise SweepError(f"data.task={data.task}: {err}") from None
+    from ..train import read_init
+
+    for cfg in {r.cfg.run.init_from: r.cfg for r in runs if r.cfg.run.init_from}.values():  # each checkpoint once
+        try:
+            read_init(cfg)  # there, readable, a completed run's (whether its weights fit: each run, at its start)
+        except C.ConfigError as err:
+            raise SweepError(str(err)) from None
 
 
 def forked(run: Run) -> bool:
