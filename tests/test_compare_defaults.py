@@ -120,3 +120,17 @@ def test_an_unfinished_variant_is_never_the_default_baseline():
     assert choose_baseline(grid[:1], None, DEFAULTS, waiting)[0] == grid[0]
     with pytest.raises(CompareError, match=r"tuning unfinished \(3 of 4 stage-1 runs\)"):
         choose_baseline(grid[:1], {"model.qk_scale": "true"}, DEFAULTS, waiting)
+
+
+def test_an_unfinished_tuning_counts_every_tune_seed_even_one_without_rows():
+    """The stage-1 runs a variant needs are every value on every tune seed of the sweep (meta's `tune`), not only
+    the seeds that already have rows (review: a tune seed with no run yet made "2 of 2" out of 2 of 4)."""
+    from ablate.report.comparison import unfinished_tuning
+
+    df = pd.DataFrame({"model.dropout": [0.1, 0.1], "optim.lr": [1e-3, 3e-3], "seed": [0, 0], "stage": [1, 1],
+                       "status": ["completed", "completed"], "tuned.optim.lr": [math.nan, math.nan]})
+    tune = {"key": "optim.lr", "seeds": [0, 1], "values": [1e-3, 3e-3]}
+    (only,) = unfinished_tuning(df, {"tune": tune}, ["model.dropout"], "optim.lr")
+    assert (only.done, only.total) == (2, 4)
+    (old,) = unfinished_tuning(df, {"tune": {**tune, "seeds": []}}, ["model.dropout"], "optim.lr")
+    assert (old.done, old.total) == (2, 2)  # without meta's seeds: the stage-1 rows' seeds, as before

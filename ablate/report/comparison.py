@@ -193,14 +193,15 @@ def choose_baseline(variants: list[Variant], asked: dict[str, str] | None, defau
 def unfinished_tuning(df: pd.DataFrame, meta: Mapping[str, Any], keys: Sequence[str], tuned: str) -> list[Unfinished]:
     """The variants of a tuned sweep whose stage 1 has not finished (their `tuned.<key>` is empty: the results
     table's rule, ablate.results.table.tuned_choices), with how many of their stage-1 runs have finished: every
-    value tried (meta's tune values) on every stage-1 seed (the seeds of the table's stage-1 rows)."""
+    value tried (meta's tune values) on every tune seed (meta's, else the seeds of the table's stage-1 rows: a
+    tune seed none of whose runs has a row yet still counts)."""
     column = f"tuned.{tuned}"
     pending = df[df[column].isna()]
     if pending.empty:
         return []
     tune = meta.get("tune") or {}
     stage1 = pd.to_numeric(df["stage"], errors="coerce") == 1
-    seeds = {int(s) for s in df.loc[stage1, "seed"].dropna()}
+    seeds = {int(s) for s in tune.get("seeds") or df.loc[stage1, "seed"].dropna()}
     values = list(tune.get("values") or df[tuned].dropna().unique())
     out = []
     for v in variants_of(pending, keys):
