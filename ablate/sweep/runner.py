@@ -568,9 +568,11 @@ class Runner:
             return status, ""
         if code == worker.OK and status == "paused":
             return "paused", f"at its early-termination band, epoch {summary.get('paused_after_epoch')}"
-        if code == worker.FAILED and status in FINISHED and run.run_id in self.stale:  # before it set the earlier aside
-            return "failed", (f"its retrain failed before it started ({worker.LOG} says why); the earlier {status} "
-                              "run stays")
+        if code == worker.FAILED and status in FINISHED:  # the summary was never downgraded (train._record)
+            if run.run_id in self.stale and other_code([summary])[0]:  # still the earlier attempt's
+                return "failed", (f"its retrain failed before it started ({worker.LOG} says why); the earlier "
+                                  f"{status} run stays")
+            return status, f"recorded {status}, then its process failed ({worker.LOG} says why)"
         if code == worker.BUSY:
             return "busy", "another process holds its lock"
         if self.interrupted:
