@@ -461,7 +461,8 @@ def missing_package(module: str, command: str) -> str:
                      if (m := re.match(r"([A-Za-z0-9_.-]+).*extra == \"([^\"]+)\"", spec))
                      and m.group(1).lower().replace("_", "-") == wanted},
                     key=lambda extra: (extra == "dev", extra))  # the extra of its own before dev's everything
-    fix = f"pip install 'ablate[{extras[0]}]'" if extras else f"pip install {wanted}"
+    # '.[extra]' in the checkout: PyPI's `ablate` is another project, which 'ablate[extra]' would fetch
+    fix = f"pip install '.[{extras[0]}]' in ablate's checkout" if extras else f"pip install {wanted}"
     return (f"`ablate {command}` needs the Python package {wanted}, which is not installed; {fix} "
             "(`make venv` installs every extra)")
 

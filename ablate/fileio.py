@@ -25,6 +25,11 @@ def _umask() -> int:
     return mask
 
 
+def usual_mode(mode: int) -> int:
+    """`mode` as open() or mkdir() would give it under the process umask (mkstemp and mkdtemp give 0600, 0700)."""
+    return mode & ~_umask()
+
+
 def atomic_write(path: Path, text: str | bytes) -> None:
     """Write `path` as a whole or not at all. On failure the temp file is removed and the OSError
     (ENOSPC, EROFS, ...) is raised again naming `path`."""

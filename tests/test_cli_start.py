@@ -143,7 +143,7 @@ def test_a_command_whose_extra_is_not_installed_names_the_extra(tmp_path, monkey
     assert main(["report", "build", "--data", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == ("ablate: `ablate report` needs the Python package nbclient, which is not installed; "
-                   "pip install 'ablate[reports]' (`make venv` installs every extra)")
+                   "pip install '.[reports]' in ablate's checkout (`make venv` installs every extra)")
 
 
 def test_parquet_without_pyarrow_is_one_line_before_any_work(tmp_path, monkeypatch, capsys):
@@ -154,5 +154,5 @@ def test_parquet_without_pyarrow_is_one_line_before_any_work(tmp_path, monkeypat
     assert main(["results", "no-such-sweep", "--parquet", str(out)]) == 2
     assert capsys.readouterr().err.strip() == (
         "ablate: `ablate results --parquet` needs the Python package pyarrow, which is not installed; "
-        "pip install 'ablate[parquet]' (`make venv` installs every extra)")
+        "pip install '.[parquet]' in ablate's checkout (`make venv` installs every extra)")
     assert not out.exists()

@@ -5,6 +5,7 @@ whose tuning has not finished is shown as unfinished and never compared, and "le
 from __future__ import annotations
 
 import math
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -46,6 +47,9 @@ def test_compare_of_the_scaling_sweep_says_why_its_baseline_was_chosen(tmp_path,
     assert f"baseline model.d_head=8, model.qk_scale=True ({why}; --baseline to choose)" in printed
     md = (out / "compare.md").read_text()
     assert f"baseline: **model.d_head=8, model.qk_scale=True** ({why}; `--baseline` to choose)" in md
+    from ablate.fileio import usual_mode
+
+    assert stat.S_IMODE(out.stat().st_mode) == usual_mode(0o777)  # as mkdir gives, not mkdtemp's 0700 (trial)
     assert "| model.d_head=8, model.qk_scale=False |" in md  # compared with the baseline, no longer it
     # the learned column counts what the notebooks' rule counts, and the rule is said in one line under the table
     table = pd.read_csv(out / "variants.csv")

@@ -52,6 +52,8 @@ def test_a_run_says_it_is_alive_where_there_is_no_progress_bar(tmp_path, monkeyp
     from ablate.callbacks import ProgressLines
 
     monkeypatch.setattr(ProgressLines, "every_s", 0.0)
+    monkeypatch.setattr(ProgressLines, "warm_up", 3)
+    monkeypatch.setattr(ProgressLines, "estimate_after", 5)
     said: list[str] = []
     run(*TINY_COPY, f"run.dir={tmp_path / 'r'}", log=said.append)
     assert said[0] == f"ablate: training {tmp_path / 'r'} on cpu: 2 epoch(s) of 8 steps"
@@ -59,9 +61,9 @@ def test_a_run_says_it_is_alive_where_there_is_no_progress_bar(tmp_path, monkeyp
     assert len(beats) == 16 and beats[0].startswith("ablate: epoch 1/2  step 1/16 (1/8 of this epoch)")
     assert "s left" in beats[1] and beats[-1].startswith("ablate: epoch 2/2  step 16/16 (8/8 of this epoch)")
     assert sum(line.startswith("ablate: epoch ") and "val/acc" in line for line in said) == 2
-    estimate = [line for line in said if "at this pace" in line]  # once, after ProgressLines.estimate_after steps
-    assert len(estimate) == 1 and re.fullmatch(r"ablate: 10 steps in \d+\.\d s: about \d+ s for the other 6 at this "
-                                               r"pace, validation and probes not counted", estimate[0]), estimate
+    estimate = [line for line in said if "at this pace" in line]  # once: the pace after the warm-up steps
+    assert len(estimate) == 1 and re.fullmatch(r"ablate: steps 3-8 took \d+\.\d s: about \d+ s for the other 8 at "
+                                               r"this pace, validation and probes not counted", estimate[0]), estimate
 
 
 def test_a_run_finished_by_other_code_is_kept_and_named(tmp_path):

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import wandb_workspaces  # noqa: F401
     except ImportError:
-        print("ablate: dashboard needs wandb-workspaces; pip install 'ablate[dashboards]'", file=sys.stderr)
+        print("ablate: dashboard needs wandb-workspaces; pip install '.[dashboards]' in ablate's checkout", file=sys.stderr)
         return 2
     from . import wandb_ui
 

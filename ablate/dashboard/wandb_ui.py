@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-INSTALL = "pip install 'ablate[dashboards]' (wandb-workspaces)"
+INSTALL = "pip install '.[dashboards]' in ablate's checkout (wandb-workspaces)"
 
 
 def _modules():

@@ -124,8 +124,8 @@ class EncoderConfig:
     activation: Literal[ACTIVATION_NAMES] = option("relu", "FFN non-linearity; identity: none, the FFN a linear map")
     qk_scale: bool = option(True, "divide scores by sqrt(d_head) (Vaswani et al. 2017, sec. 3.2.1)")
     qk_reparam: bool = option(False, "qk_scale=false only: W_Q, W_K start and step d_head^(1/4) smaller, in an "
-                                       "optimiser group of their own: with Adam the scaled model to float64 rounding "
-                                       "(tested); needs adam/adamw, no weight decay, no grad_clip")
+                                       "optimiser group of their own: with Adam it trains as the scaled model does, to "
+                                       "float64 rounding (tested); needs adam/adamw, no weight decay, no grad_clip")
     temperature: float = option(1.0, "tau: scores are also divided by tau")
     qkv_tie: Literal[QKV_TIE_NAMES] = option(
         "none", "none: W_Q, W_K, W_V three matrices (the tutorial's three cards); kv: W_V = W_K, what is found is "

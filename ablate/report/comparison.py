@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..fileio import usual_mode
 from ..results.stats import same
 from . import stats as St
 from .data import Sweep
@@ -459,6 +460,7 @@ def write(S: Sweep, out: Path, metric: str, goal: str, baseline: str | None, sta
     stage1 = _stage1(S, keys, tuned) if tuned else pd.DataFrame()
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=_parent(out)))
     try:
+        staging.chmod(usual_mode(0o777))  # mkdtemp's 0700 -> what mkdir gives: the report is to be shared and served
         figures = _figures(S, runs_df, variants, metric, tests, staging / "figures")
         md = _markdown(name, S, keys, tuned, metric, goal, (base, why), table, comparisons, probes, stage1,
                        _status_lines(S, states, list(missing), list(said)), figures, staging, source, unfinished)

@@ -52,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
                    "W&B runs in the same group), the completed or diverged runs that other code made (another commit "
                    "whose package differs); their earlier files are kept in <run folder>/attempts/<n>/. Without it "
                    "they are kept and counted")
-    jobs = p.add_argument_group("jobs (--executor slurm|local, through submitit: pip install 'ablate[slurm]')")
+    jobs = p.add_argument_group("jobs (--executor slurm|local, through submitit: pip install '.[slurm]' in ablate's checkout)")
     jobs.add_argument("--executor", choices=EXECUTORS, default="here", help="here: this process's workers (default); "
                       "slurm: a SLURM job array per stage; local: the same jobs as processes here")
     jobs.add_argument("--partition", metavar="P", help="SLURM partition (default: the cluster's)")

@@ -130,7 +130,7 @@ def check(options: Options, dry_run: bool = False) -> None:
         import submitit  # noqa: F401
     except ImportError:
         raise SweepError(f"--executor {options.executor} needs submitit, which is not installed; "
-                         "pip install 'ablate[slurm]' (or use --executor here)") from None
+                         "pip install '.[slurm]' in ablate's checkout (or use --executor here)") from None
     if options.executor == "slurm" and not dry_run and not shutil.which("sbatch"):
         raise SweepError("--executor slurm needs SLURM's sbatch and squeue, which are not on PATH here; run it on "
                          "the cluster's login node (or use --executor local or here)")
