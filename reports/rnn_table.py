@@ -753,7 +753,8 @@ else:
             + ", ".join(f"{recall_acc['lstm', n]} at lag {n}" for n in (lags[0], RECALL_LAG))
             + f" and {falls('lstm')}; the Transformer with positions "
             + ", ".join(f"{recall_acc['transformer', n]} at lag {n}" for n in (lags[0], RECALL_LAG))
-            + f" ({falls('transformer')}). At lag {RECALL_LAG}, Transformer − LSTM = {top_lag}"
+            + f" ({falls('transformer')}); the order-blind level at lag {RECALL_LAG} is {100 * recall_level[RECALL_LAG]:.1f} %."
+            + f" At lag {RECALL_LAG}, Transformer − LSTM = {top_lag}"
             + (f"; with its chosen remedy ({remedy_en}) the LSTM recalls {remedied_acc} there, Transformer − LSTM = "
                f"{remedied}" if remedied is not None else "") + ". Their runs: "
             + "; ".join(f"{ARCH[a]} {state_by_lag(a)}" for a in ("lstm", "transformer")) + ". ")
@@ -762,7 +763,8 @@ else:
             + "，".join(f"在间隔 {n} 时为 {zh(recall_acc['lstm', n])}" for n in (lags[0], RECALL_LAG))
             + f"，{falls('lstm', True)}；有位置编码的 Transformer 则"
             + "，".join(f"在间隔 {n} 时为 {zh(recall_acc['transformer', n])}" for n in (lags[0], RECALL_LAG))
-            + f"（{falls('transformer', True)}）。间隔 {RECALL_LAG} 时，Transformer − LSTM = {zh(top_lag)}"
+            + f"（{falls('transformer', True)}）；间隔 {RECALL_LAG} 的词袋基线为 {100 * recall_level[RECALL_LAG]:.1f}%。"
+            + f"间隔 {RECALL_LAG} 时，Transformer − LSTM = {zh(top_lag)}"
             + (f"；采用所选补救办法（{remedy_zh}）后，LSTM 在这里的回忆准确率为 {zh(remedied_acc)}，Transformer − LSTM = "
                f"{zh(remedied)}" if remedied is not None else "") + "。各间隔上的运行："
             + "；".join(f"{ARCH[a]} {state_by_lag(a, True)}" for a in ("lstm", "transformer")) + "。")
@@ -948,13 +950,13 @@ else:
         a = {k: 100 * v.mean for k, v in recall_acc.items()}
         lo, hi = lags[0], RECALL_LAG
         short = (f"Holding one token for n steps, the LSTM recalls {a['lstm', lo]:.0f} % at lag {lo} and "
-                 f"{a['lstm', hi]:.0f} % at lag {hi} (order-blind level {100 * recall_level[hi]:.0f} %), the Transformer "
+                 f"{a['lstm', hi]:.0f} % at lag {hi} (order-blind level {100 * recall_level[hi]:.1f} %), the Transformer "
                  f"{a['transformer', lo]:.0f} % and {a['transformer', hi]:.0f} %"
                  + (f"; with its chosen remedy the LSTM recalls {100 * remedied_acc.mean:.0f} % at lag {hi}."
                     if remedied is not None else
                     f"; at lag {hi}, Transformer − LSTM = {100 * top_lag.diff:+.0f} points."),
                  f"只需记住一个词元时，LSTM 在间隔 {lo} 时答对 {a['lstm', lo]:.0f}%，间隔 {hi} 时 {a['lstm', hi]:.0f}%"
-                 f"（词袋基线 {100 * recall_level[hi]:.0f}%），Transformer 分别为 {a['transformer', lo]:.0f}% 和 "
+                 f"（词袋基线 {100 * recall_level[hi]:.1f}%），Transformer 分别为 {a['transformer', lo]:.0f}% 和 "
                  f"{a['transformer', hi]:.0f}%"
                  + (f"；采用所选补救办法后，LSTM 在间隔 {hi} 时答对 {100 * remedied_acc.mean:.0f}%。" if remedied is not None
                     else f"；间隔 {hi} 时 Transformer − LSTM = {100 * top_lag.diff:+.0f} 个百分点。"))
