@@ -99,6 +99,21 @@ class RngState(pl.Callback):
             torch.cuda.set_rng_state_all(states["cuda"])
 
 
+class ModuleGradNorms(pl.Callback):
+    """The gradient flow of a model the probes cannot read (a plug-in's, ablate/plugins.py): `grad/<module>`, the L2
+    norm of the gradients of each top-level module of the task's network (its `model`, else the LightningModule
+    itself), after each backward pass, logged as train/loss is (every trainer.log_every_n_steps optimiser steps,
+    into metrics.csv and W&B). The probes' per-layer grad_l and groups, for any module."""
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        network = getattr(pl_module, "model", pl_module)
+        for name, child in network.named_children():
+            grads = [p.grad.detach() for p in child.parameters() if p.grad is not None]
+            if grads:
+                norm = torch.stack([g.double().square().sum() for g in grads]).sum().sqrt()
+                pl_module.log(f"grad/{name}", norm.float(), on_step=True, on_epoch=False)
+
+
 class Throughput(pl.Callback):
     """Training samples per second of training time (validation excluded), accumulated over resumes."""
 
@@ -239,6 +254,11 @@ class BestCheckpoint(ModelCheckpoint):
                                  else "", "best_model_path": here if scores else ""})
 
 
+def _steps_per_epoch(trainer: pl.Trainer) -> int:
+    """Optimiser steps of an epoch: a step every trainer.accumulate_grad_batches batches, and one at its end."""
+    return -(-int(trainer.num_training_batches) // max(1, int(trainer.accumulate_grad_batches)))
+
+
 class ProgressLines(pl.Callback):
     """Where there is no progress bar (logs, pipes, sweep workers), lines through `log` that say the run is
     alive: one as training starts (where, on what, how many steps), one per epoch once its checkpoint is
@@ -263,7 +283,7 @@ class ProgressLines(pl.Callback):
         self.started = self.last = time.monotonic()
         self.first_step = trainer.global_step
         if trainer.is_global_zero:
-            per_epoch, epochs = trainer.num_training_batches, trainer.max_epochs
+            per_epoch, epochs = _steps_per_epoch(trainer), trainer.max_epochs
             where = f" {self.run_dir}" if self.run_dir else ""
             resumed = f", from step {trainer.global_step}" if trainer.global_step else ""
             self.say(f"ablate: training{where} on {pl_module.device}: {epochs} epoch(s) of {per_epoch} steps"
@@ -274,7 +294,7 @@ class ProgressLines(pl.Callback):
             return
         now = time.monotonic()
         per_epoch = trainer.num_training_batches
-        total = per_epoch * trainer.max_epochs
+        total = _steps_per_epoch(trainer) * trainer.max_epochs
         total = min(total, trainer.max_steps) if trainer.max_steps >= 0 else total
         done = trainer.global_step - (self.first_step or 0)
         left = (now - self.started) / done * (total - trainer.global_step) if done > 0 else None

@@ -35,17 +35,18 @@ def load_checkpoint(path: Path, map_location: Any = "cpu") -> dict[str, Any]:
         if blocked := [line for line in lines if "GLOBAL" in line]:  # "unsupported GLOBAL posix.system ..."
             raise CheckpointError(f"checkpoint {path} holds objects other than tensors and plain values "
                                   f"({blocked[0].rstrip('.')}; refused: loading it could run code)") from None
-        detail = next((line for line in lines if line.startswith("Unsupported")), _first_line(err))
+        detail = next((line for line in lines if line.startswith("Unsupported")), first_line(err))
         raise CheckpointError(f"checkpoint {path} is truncated, garbage or not a plain checkpoint ({detail}; "
                               "refused by the weights-only loader)") from None
     except Exception as err:  # torch.load's many ways to fail on a truncated or garbage file
-        raise CheckpointError(f"checkpoint {path} is truncated or not a checkpoint ({_first_line(err)})") from None
+        raise CheckpointError(f"checkpoint {path} is truncated or not a checkpoint ({first_line(err)})") from None
     if not isinstance(ckpt, dict) or not {"state_dict", "global_step", "hyper_parameters"} <= set(ckpt):
         raise CheckpointError(f"checkpoint {path} is not a checkpoint of an ablate run")
     return ckpt
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
+    """An exception in one line: its type and the first line of its message."""
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 

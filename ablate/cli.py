@@ -158,16 +158,21 @@ def _resolved(cfg, run_dir) -> str:
 
     from . import config as C
     from .limits import estimate, size
+    from .models.config import PLUGGED
     from .rundir import read_summary
 
-    est = estimate(cfg)
     state = (read_summary(run_dir) or {}).get("status", "new")
+    if cfg.model.arch in PLUGGED["arch"]:  # ablate's closed forms are its encoder's
+        memory = f"# memory: not estimated for a plug-in's model (model.arch={cfg.model.arch})"
+    else:
+        est = estimate(cfg)
+        memory = (f"# memory: about {size(est.data_bytes + est.device_bytes)} ({est.parameters:,} parameters; model "
+                  f"{size(est.model_bytes)}, activations {size(est.activation_bytes)}, data {size(est.data_bytes)})")
     return "\n".join([
         yaml.safe_dump(C.to_dict(cfg), sort_keys=False).rstrip(),
         f"# run id: {C.run_id(cfg)}",
         f"# run folder: {run_dir} ({state})",
-        f"# memory: about {size(est.data_bytes + est.device_bytes)} ({est.parameters:,} parameters; model "
-        f"{size(est.model_bytes)}, activations {size(est.activation_bytes)}, data {size(est.data_bytes)})",
+        memory,
         "# nothing trained or written; the accelerator, GPUs and free memory are checked when it trains",
     ])
 
@@ -217,17 +222,23 @@ def cmd_keys(argv: list[str]) -> int:
     from . import config as C
 
     if argv in (["-h"], ["--help"]):
-        print("usage: ablate keys [SECTION] [--markdown]\n\nEvery configuration key: its default, what it allows "
-              "and what it does (set one with key=value).\n  SECTION     only the keys of one section (model, data, "
-              "optim, ...)\n  --markdown  a Markdown table (docs/train.md shows this output)")
+        print("usage: ablate keys [SECTION] [plugins=NAMES] [--markdown]\n\nEvery configuration key: its default, what "
+              "it allows and what it does (set one with key=value).\n  SECTION        only the keys of one section (model, "
+              "data, optim, ...)\n  plugins=NAMES  with the keys and values of these plug-ins (docs/plugins.md)\n"
+              "  --markdown     a Markdown table (docs/train.md shows this output)")
         return 0
     markdown = "--markdown" in argv
-    rest = [a for a in argv if a != "--markdown"]
-    sections = sorted({k.rpartition(".")[0] for k, *_ in C.key_table()} - {""})
+    named = [a.removeprefix("--") for a in argv if a.removeprefix("--").startswith("plugins=")]
+    rest = [a for a in argv if a != "--markdown" and a.removeprefix("--") not in named]
+    try:
+        table = C.key_table(named[-1].partition("=")[2] if named else "")
+    except C.ConfigError as err:
+        return fail(str(err))
+    sections = sorted({k.rpartition(".")[0] for k, *_ in table} - {""})
     if len(rest) > 1 or (rest and rest[0] not in sections):
-        return fail(f"`ablate keys` takes one section ({', '.join(sections)}) and --markdown, got {' '.join(argv)!r}; "
-                    "run `ablate keys` or `ablate keys model`")
-    rows = [r for r in C.key_table() if not rest or r[0].startswith(rest[0] + ".")]
+        return fail(f"`ablate keys` takes one section ({', '.join(sections)}), plugins=NAMES and --markdown, got "
+                    f"{' '.join(argv)!r}; run `ablate keys` or `ablate keys model`")
+    rows = [r for r in table if not rest or r[0].startswith(rest[0] + ".")]
     if markdown:
         print("| key | default | allowed | what it does |\n| --- | --- | --- | --- |")
         for key, default, allowed, description in rows:
@@ -259,11 +270,13 @@ def cmd_probe(argv: list[str]) -> int:
     from .limits import eval_chunk
     from .probes import format_probes, not_applicable
     from .probing import ProbeRecorder, probe_batch, probe_permutation
-    from .tasks import CheckpointError, load_task
+    from .tasks import CheckpointError, PluginModel, load_task
 
     try:
         task, datamodule = load_task(ckpt)
         datamodule.setup("fit")
+    except PluginModel as err:
+        return fail(f"{err}; its loss curves and gradient norms per module are in its metrics.csv")
     except CheckpointError as err:
         return fail(f"{err}; give a last.ckpt or best.ckpt written by `ablate train`")
     except DataError as err:

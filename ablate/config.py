@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import limits
+from . import plugins as P
 from .budgets import NAMES as BUDGET_NAMES
 from .budgets import profile as budget_profile
 from .models.config import BOUNDS as MODEL_BOUNDS
-from .models.config import EncoderConfig, option
+from .models.config import PLUGGED, EncoderConfig, option
 from .registry import NAMES as TASK_NAMES
 from .registry import TASKS as TASK_SPECS
 from .registry import spec as task_spec
@@ -89,6 +90,7 @@ RULES: dict[str, Rule] = {
                                       "a fraction in (0, 1] or a count > 1"),
     "trainer.log_every_n_steps": at_least(1),
     "trainer.ckpt_every_n_steps": at_least(0),
+    "trainer.accumulate_grad_batches": at_least(1),
     "run.probe_every": at_least(0),
     "run.probe_batch": at_least(1),
     "seed": SEED,
@@ -210,8 +212,8 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         _check_rules(self, "data")
-        if self.task not in TASK_NAMES:
-            raise ConfigError(f"data.task={_shown(self.task)} is not allowed; expected one of {', '.join(TASK_NAMES)}")
+        if self.task not in TASK_SPECS:  # the built-in tasks and those of the plug-ins the config names
+            raise ConfigError(f"data.task={_shown(self.task)} is not allowed; expected one of {', '.join(TASK_SPECS)}")
         if problem := task_spec(self.task).check(self):
             raise ConfigError(problem)
         own = task_spec(self.task).keys
@@ -266,6 +268,10 @@ class TrainerConfig:
     limit_val_batches: float = option(1.0, "validation batches per epoch: a fraction (<= 1.0) or a count (> 1)")
     log_every_n_steps: int = option(25, "log train/loss every N optimiser steps")
     ckpt_every_n_steps: int = option(0, "also save last.ckpt every N steps (0: end of each epoch only)")
+    accumulate_grad_batches: int = option(1, "optimiser step every N batches, their gradients summed (Lightning's): an "
+                                             "effective batch of N * data.batch_size")
+    callbacks: str = option("", "your own Lightning callbacks, comma-separated import paths (package.module:Class, "
+                                "made with no arguments), added to ablate's")
 
     def __post_init__(self) -> None:
         _check_rules(self, "trainer")
@@ -273,6 +279,15 @@ class TrainerConfig:
             raise ConfigError(f"trainer.devices={_shown(self.devices)} is not allowed; expected {DEVICES_TEXT}")
         for key in LIGHTNING_DEFAULTS:
             _check_lightning_name(key, getattr(self, key.partition(".")[2]))
+        if self.ckpt_every_n_steps and self.accumulate_grad_batches > 1:
+            # a checkpoint between the batches of one step would lose the gradients summed so far
+            raise ConfigError(f"trainer.ckpt_every_n_steps={self.ckpt_every_n_steps} is not allowed with "
+                              f"trainer.accumulate_grad_batches={self.accumulate_grad_batches} (a checkpoint inside a "
+                              "step cannot resume exactly); set trainer.ckpt_every_n_steps=0")
+        if self.callbacks:
+            object.__setattr__(self, "callbacks", ",".join(P.names(self.callbacks)))
+            for path in P.names(self.callbacks):
+                callback_class(path)
         if self.ckpt_every_n_steps and "ddp" in self.strategy:
             # Lightning's DistributedSampler replaces ablate's resumable one: a mid-epoch checkpoint cannot hold
             # the place in the epoch's order, and one that overwrote the epoch's checkpoint could only restart
@@ -311,6 +326,13 @@ class RunConfig:
             raise ConfigError(f"run.sweep_id={_shown(self.sweep_id)} is not allowed; expected {SWEEP_ID_TEXT}")
 
 
+def _plugin_check(whole: Any, cfg: Config) -> str | None:
+    try:
+        return whole.build.check(cfg)
+    except Exception as err:  # noqa: BLE001 - the plug-in's code: its failure is one line too
+        return f"plugins={whole.plugin}: model.arch={cfg.model.arch}'s check failed ({P.first_line(err)}); fix the plug-in"
+
+
 def _reparam_problem(o: OptimConfig) -> str:
     """What in `o` breaks model.qk_reparam's equality with the 1/sqrt(d_head) scale (its W_Q, W_K are
     d_head^(1/4) smaller, their gradients d_head^(1/4) larger), or ''."""
@@ -334,25 +356,50 @@ class Config:
     pooling: Literal["mean", "cls"] = option("mean", "how MNIST classification reads the sequence")
     budget: Literal[BUDGET_NAMES] = option("none", "sweep budget profile (see ablate.budgets)")
     tracking: Literal["wandb", "none"] = option("wandb", "W&B (offline without account/network) or nothing")
+    plugins: str = option("", "your own modules (or entry points of ablate.plugins), comma-separated: the components, "
+                              "tasks and models they register become values of these keys (docs/plugins.md)")
+    # the sections of the plug-ins `plugins` names, (section, its options) in order: their keys are section.field
+    ext: tuple[tuple[str, Any], ...] = field(default=(), repr=False, metadata={"internal": True})
 
     def __post_init__(self) -> None:
         _check_rules(self, "")
+        for section, opts in self.ext:  # a component's keys set while another is chosen would be silently ignored
+            key, value = P.owner(section) or ("", "")
+            if getattr(self.model, key, value) != value and opts != type(opts)():
+                changed = next(f"{section}.{f.name}={_shown(getattr(opts, f.name))}" for f in fields(opts)
+                               if getattr(opts, f.name) != f.default)
+                raise ConfigError(f"{changed} does not apply: model.{key} is {getattr(self.model, key)}, not "
+                                  f"{value}; leave it at its default or set model.{key}={value}")
         _check_rules(self.model, "model")
         if len(f"{self.run.group}-{self.budget}") > NAME_MAX:  # the W&B group (ablate.tracking.run_fields)
             raise ConfigError(f"run.group is {len(self.run.group)} characters, too long for its W&B group "
                               f"'<group>-{self.budget}' (at most {NAME_MAX}); use at most "
                               f"{NAME_MAX - len(self.budget) - 1} characters")
         need = self.longest
-        if self.model.pos_enc == "learned" and self.encoder.max_len < need:
+        if self.model.pos_enc == "learned" and self.model.arch not in PLUGGED["arch"] and self.encoder.max_len < need:
             raise ConfigError(
                 f"model.max_len={self.model.max_len} is shorter than the longest sequence ({need}) "
                 f"of data.task={self.data.task}; set model.max_len={need} or more"
             )
         if self.model.qk_reparam and (problem := _reparam_problem(self.optim)):
             raise ConfigError(f"model.qk_reparam=true needs {problem}; change it or set model.qk_reparam=false")
+        whole = PLUGGED["arch"].get(self.model.arch)  # a plug-in's model: what it cannot train, in its words
+        if whole is not None and whole.build.check is not None and (problem := _plugin_check(whole, self)):
+            raise ConfigError(problem)
         if task_spec(self.data.task).kind != "classify" and self.pooling != "mean":
             raise ConfigError(f"pooling applies to tasks with one label per sequence (data.task=mnist) only; "
                               f"leave pooling=mean for data.task={self.data.task}")
+
+    def __reduce_ex__(self, protocol):
+        """Pickled (to a sweep's worker process) as its saved form where it names plug-ins: the process that reads it
+        imports and registers them first, as from_dict does, and their option classes are theirs."""
+        if not self.plugins:
+            return object.__reduce_ex__(self, protocol)
+        return from_dict, (to_dict(self),)
+
+    def options(self, section: str) -> Any:
+        """The options of a plug-in's section (its component's or model's), or None."""
+        return dict(self.ext).get(section)
 
     @property
     def longest(self) -> int:
@@ -363,13 +410,39 @@ class Config:
     def encoder(self) -> EncoderConfig:
         """The model the task builds: `model`, with max_len=None sized to `longest` (a learned table of
         exactly the positions the task reads, as the tutorial's torch.randn(1, 28, 64))."""
-        return self.model if self.model.max_len is not None else replace(self.model, max_len=self.longest)
+        model = self.model if not self.ext else replace(self.model, plugged=self.ext)
+        plugged = model.arch in PLUGGED["arch"]  # a plug-in's model sizes itself
+        return model if model.max_len is not None or plugged else replace(model, max_len=self.longest)
 
 
 # data.* keys that belong to some task (the registry's `keys`); the rest (seed, batch_size,
 # train_subset) apply to every task
 TASK_KEYS = frozenset(k for t in TASK_SPECS.values() for k in t.keys)
 SECTIONS = {"model": EncoderConfig, "data": DataConfig, "optim": OptimConfig, "trainer": TrainerConfig, "run": RunConfig}
+# Lightning's names for keys ablate has under another: each fact has one key, the alias is read as it
+ALIASES = {"trainer.gradient_clip_val": "optim.grad_clip"}
+
+
+def builtin_names() -> tuple[str, ...]:
+    """The config's own sections and top-level keys (a plug-in's section may not take one of these names)."""
+    return (*SECTIONS, *(f.name for f in fields(Config)))
+
+
+def callback_class(path: str) -> type:
+    """The Lightning callback class (or factory) trainer.callbacks names, imported; ConfigError when it cannot be."""
+    module, sep, name = path.partition(":")
+    if not sep:
+        module, _, name = path.rpartition(".")
+    where = f"trainer.callbacks={path}"
+    if not (P.MODULE.fullmatch(module) and name.isidentifier()):
+        raise ConfigError(f"{where} is not allowed; expected import paths package.module:Class, comma-separated")
+    try:
+        found = getattr(P.import_user(module), name)
+    except Exception as err:  # noqa: BLE001 - the user's module: one line, before any work
+        raise ConfigError(f"{where}: importing it failed ({P.first_line(err)}); check the path, or install its package") from None
+    if not callable(found):
+        raise ConfigError(f"{where}: {name} is {type(found).__name__}, not a class or function; name a Callback class")
+    return found
 # Keys that change where or how a run is recorded, never what it computes: not part of the run id.
 NOT_IDENTITY = ("run.dir", "run.group", "run.project", "run.name", "run.sweep_id", "tracking", "trainer.threads",
                 "trainer.log_every_n_steps", "run.keep_best")
@@ -381,9 +454,18 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def all_keys() -> list[str]:
-    keys = [f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in fields(cls)]
-    return keys + [f.name for f in fields(Config) if f.name not in SECTIONS]
+def sections(plugins: str | None = None) -> dict[str, type]:
+    """The config's sections: its own, then those of the plug-ins `plugins` names (None: every one loaded)."""
+    extra = P.loaded_sections() if plugins is None else {s: c for p in P.load(plugins) for s, c in p.sections.items()}
+    return {**SECTIONS, **extra}
+
+
+def all_keys(plugins: str | None = "") -> list[str]:
+    """Every key, in `ablate keys` order; with the sections of the plug-ins `plugins` names (None: all loaded)."""
+    every = sections(plugins)
+    keys = [f"{s}.{name}" for s in SECTIONS for name in _names(SECTIONS[s])]
+    keys += [f.name for f in fields(Config) if f.name not in SECTIONS and not f.metadata.get("internal")]
+    return keys + [f"{s}.{f.name}" for s, cls in every.items() if s not in SECTIONS for f in fields(cls)]
 
 
 _NULLS = ("null", "none", "~", "")
@@ -413,8 +495,11 @@ def convert(key: str, value: Any, tp: Any) -> Any:
         return convert(key, value, inner[0]) if len(inner) == 1 else value
     if origin is Literal:
         text = str(value).strip() if not isinstance(value, bool) else str(value).lower()
-        if text in args:
+        if text in args or text in plugged_values(key):
             return text
+        extra = plugged_values(key)
+        if extra:
+            raise ConfigError(f"{key}={_shown(value)} is not allowed; expected one of {', '.join(map(str, args + extra))}")
         raise bad
     if tp is bool:
         if isinstance(value, bool):
@@ -456,18 +541,39 @@ def convert(key: str, value: Any, tp: Any) -> Any:
     raise bad
 
 
+def plugged_values(key: str) -> tuple[str, ...]:
+    """The values plug-ins registered for a key (model.norm_type, data.task, ...), or ()."""
+    section, _, name = key.partition(".")
+    if section == "model" and name in PLUGGED:
+        return tuple(PLUGGED[name])
+    if key == "data.task":
+        return tuple(t for t, spec in TASK_SPECS.items() if spec.plugin)
+    return ()
+
+
 def _unknown(key: str) -> ConfigError:
-    close = difflib.get_close_matches(key[:100], all_keys(), n=1)
+    close = difflib.get_close_matches(key[:100], [*all_keys(None), *ALIASES], n=1)
     hint = f"did you mean {close[0]}?" if close else "run `ablate keys` for the list"
     return ConfigError(f"unknown key {_shown(key)}; {hint}")
 
 
-def flatten_overrides(mapping: dict, prefix: str = "") -> dict[str, Any]:
-    """{'model': {'n_heads': 8}} -> {'model.n_heads': 8}; dotted keys pass through."""
+def flatten_overrides(mapping: dict, prefix: str = "", load: bool = True) -> dict[str, Any]:
+    """{'model': {'n_heads': 8}} -> {'model.n_heads': 8}; dotted keys pass through. The sections of the plug-ins
+    the mapping's `plugins` names nest too: imported and registered for it, or, with load=False (a table reading
+    runs: no user code runs to read them), every mapping under a name that is not one of the config's own keys."""
+    nested = set(SECTIONS)
+    named = not prefix and isinstance(mapping.get("plugins"), str) and mapping["plugins"].strip()
+    if named and not load:
+        nested.update(k for k, v in mapping.items() if isinstance(v, dict) and k not in _names(Config))
+    elif named:
+        try:
+            nested.update(s for p in P.load(mapping["plugins"]) for s in p.sections)
+        except P.PluginError as err:
+            raise ConfigError(str(err)) from None
     out: dict[str, Any] = {}
     for k, v in mapping.items():
         key = f"{prefix}{k}"
-        inner = flatten_overrides(v, key + ".") if isinstance(v, dict) and key in SECTIONS else {key: v}
+        inner = flatten_overrides(v, key + ".") if isinstance(v, dict) and key in nested else {key: v}
         for name, value in inner.items():
             if name in out:  # `model: {n_heads: 2}` and `model.n_heads: 4`: neither may silently win
                 raise ConfigError(f"{name} is given twice, nested under {name.split('.')[0]}: and dotted; keep one")
@@ -545,27 +651,52 @@ def build(overrides: dict[str, Any] | None = None, base: Config | None = None, m
     `machine`: also check that this machine can run it (accelerator, packages, memory); off for a
     saved config that is only read (`from_dict`). `profile`: off for a config whose every key is
     already resolved (`from_dict`): its budget's profile was applied when it was built."""
-    cfg = _build(overrides, base, profile)
+    try:
+        cfg = _build(overrides, base, profile)
+    except ConfigError as err:  # a value given under Lightning's name is named so
+        used = [(alias, key) for alias, key in ALIASES.items() if alias in (overrides or {})]
+        if used and str(err).startswith(f"{used[0][1]}="):
+            raise ConfigError(used[0][0] + str(err)[len(used[0][1]):]) from None
+        raise
     if machine:
         check_machine(cfg)
     return cfg
 
 
+def _with_plugins(overrides: dict[str, Any], base: Config) -> tuple[str, dict[str, type]]:
+    """The `plugins` the overrides (or the base) name, canonical, each imported and registered; and their
+    sections. A plug-in that cannot be used is ConfigError, one line, before any other key is read."""
+    raw = overrides.get("plugins", base.plugins)
+    text = ",".join(P.names(convert("plugins", raw, str)))
+    try:
+        return text, {s: c for p in P.load(text) for s, c in p.sections.items()}
+    except P.PluginError as err:
+        raise ConfigError(str(err)) from None
+
+
 def _build(overrides: dict[str, Any] | None, base: Config | None, profile: bool = True) -> Config:
     base = base or Config()
-    overrides = with_budget(dict(overrides or {}), base) if profile else dict(overrides or {})
+    overrides = dict(overrides or {})
+    for alias, key in ALIASES.items():  # Lightning's name for one of ablate's keys: read as that key
+        if alias in overrides:
+            if key in overrides:
+                raise ConfigError(f"{alias} and {key} are one setting ({alias} is Lightning's name for it); give one")
+            overrides[key] = overrides.pop(alias)
+    plugins, ext_types = _with_plugins(overrides, base)
+    overrides = with_budget(overrides, base) if profile else overrides
     per_section: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    per_ext: dict[str, dict[str, Any]] = {s: {} for s in ext_types}
     top: dict[str, Any] = {}
     top_hints = _hints(Config)
     for key, raw in (overrides or {}).items():
         section, _, name = key.partition(".")
-        if name and section in SECTIONS:
-            hints = _hints(SECTIONS[section])
+        if name and (section in SECTIONS or section in ext_types):
+            hints = _hints(SECTIONS.get(section) or ext_types[section])
             if name not in hints:
                 raise _unknown(key)
-            per_section[section][name] = convert(key, raw, hints[name])
-        elif not name and key in top_hints and key not in SECTIONS:
-            top[key] = convert(key, raw, top_hints[key])
+            (per_section if section in SECTIONS else per_ext)[section][name] = convert(key, raw, hints[name])
+        elif not name and key in top_hints and key not in SECTIONS and key != "ext":
+            top[key] = plugins if key == "plugins" else convert(key, raw, top_hints[key])
         elif key in SECTIONS:
             raise ConfigError(f"{key}={_shown(raw)} is not allowed; give its keys, e.g. {key}.{fields(SECTIONS[key])[0].name}=...")
         else:
@@ -578,8 +709,16 @@ def _build(overrides: dict[str, Any] | None, base: Config | None, profile: bool 
             raise
         except (ValueError, TypeError) as err:  # EncoderConfig's own checks name the field
             raise ConfigError(f"{section}.{err}") from None
+    held = dict(base.ext)
+    ext = []
+    for section, values in per_ext.items():  # a plug-in's own checks (its __post_init__) in its one line
+        try:
+            ext.append((section, replace(held.get(section) or ext_types[section](), **values)))
+        except Exception as err:  # noqa: BLE001
+            text = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(f"{section}: {text}") from None
     try:
-        return replace(base, **sections, **top)
+        return replace(base, **sections, **top, ext=tuple(ext))
     except ConfigError:
         raise
     except (ValueError, TypeError) as err:
@@ -630,6 +769,8 @@ def check_machine(cfg: Config) -> None:
                               "install it or choose another")
     if t.strategy.startswith("fsdp") and not limits.trains_on_gpu(t.accelerator):
         raise ConfigError(f"trainer.strategy={t.strategy!r} runs on GPUs only; choose another strategy")
+    if cfg.model.arch in PLUGGED["arch"]:
+        return  # a plug-in's model: its size is its own (the closed forms of ablate.limits are the encoder's)
     values, defaults = flat(cfg), _default_values()
     named = [f"{k}={values[k]}" for k in SIZE_KEYS if values[k] != defaults[k]]
     problem = limits.check_fits(cfg, ", ".join(named) or "the default sizes")
@@ -650,7 +791,7 @@ def field_help(cls: type) -> dict[str, str]:
 def allowed(key: str) -> str:
     """What `key` accepts, in words: its choices, bounds or form."""
     section, _, name = key.rpartition(".")
-    tp = _hints(SECTIONS[section] if section else Config)[name]
+    tp = _hints(sections(None)[section] if section else Config)[name]
     nullable = type(None) in typing.get_args(tp)
     if key in LIGHTNING_DEFAULTS:  # the common ones; the full list (Lightning imported, ~2 s) names a bad value
         return LIGHTNING_COMMON[key]
@@ -658,33 +799,39 @@ def allowed(key: str) -> str:
                "run.init_from": "a run folder, a .ckpt file or null",
                "run.group": f"a name without {' '.join(NAME_FORBIDDEN)}",
                "run.project": f"a name without {' '.join(NAME_FORBIDDEN)}",
-               "run.name": RUN_NAME_TEXT, "run.sweep_id": SWEEP_ID_TEXT}
+               "run.name": RUN_NAME_TEXT, "run.sweep_id": SWEEP_ID_TEXT,
+               "trainer.callbacks": "package.module:Class, comma-separated, or empty",
+               "plugins": "modules or entry points, comma-separated, or empty"}
     if key in special:
         return special[key]
     if key in RULES:
         return RULES[key].text + (" or null" if nullable else "")
     if typing.get_origin(tp) is Literal:
-        return " | ".join(typing.get_args(tp))
+        return " | ".join(typing.get_args(tp) + plugged_values(key))
     return _describe(tp).replace("true or false", "true | false")
 
 
-def key_table() -> list[tuple[str, str, str, str]]:
-    """(key, default, allowed, description) for every key, in `ablate keys` order."""
-    helps = {s: field_help(cls) for s, cls in SECTIONS.items()}
+def key_table(plugins: str = "") -> list[tuple[str, str, str, str]]:
+    """(key, default, allowed, description) for every key, in `ablate keys` order; with the keys of the plug-ins
+    `plugins` names (ConfigError when one cannot be used)."""
+    cfg = build({"plugins": plugins}, machine=False) if plugins else Config()
+    helps = {s: field_help(cls) for s, cls in sections(cfg.plugins).items()}
     helps[""] = field_help(Config)
-    defaults = flat(Config())
+    defaults = {**flat(cfg), "plugins": Config().plugins}  # the row shows the key's default, not the value asked
     rows = []
-    for key in all_keys():
+    for key in all_keys(cfg.plugins):
         section, _, name = key.rpartition(".")
         default = defaults[key]
         shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else str(default) or '""'
         rows.append((key, shown, allowed(key), helps[section].get(name, "")))
-    return rows
+    return rows + [(alias, f"({key})", f"as {key}", f"Lightning's name for {key}, read as it")
+                   for alias, key in ALIASES.items()]
 
 
 @functools.cache
 def _names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    """A dataclass's keys: its fields but the internal ones (EncoderConfig.plugged, Config.ext)."""
+    return tuple(f.name for f in fields(cls) if not f.metadata.get("internal"))
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:
@@ -694,6 +841,8 @@ def to_dict(cfg: Config) -> dict[str, Any]:
     for name in _names(type(cfg)):
         value = getattr(cfg, name)
         out[name] = {k: getattr(value, k) for k in _names(type(value))} if name in SECTIONS else value
+    for section, opts in cfg.ext:  # the plug-ins' sections, after ablate's own keys
+        out[section] = {k: getattr(opts, k) for k in _names(type(opts))}
     return out
 
 
@@ -756,11 +905,35 @@ def _key_order() -> dict[str, int]:
     return {k: i for i, k in enumerate(flat(Config()))}
 
 
+def plugged_in_use(cfg: Config) -> list[str]:
+    """The plug-in values `cfg` selects ("model.norm_type=scalenorm", "data.task=sort"), in key order."""
+    used = [f"model.{key}={getattr(cfg.model, key)}" for key in PLUGGED if getattr(cfg.model, key) in PLUGGED[key]]
+    return used + ([f"data.task={cfg.data.task}"] if TASK_SPECS[cfg.data.task].plugin else [])
+
+
+def _plugin_identity(cfg: Config, identity: dict[str, Any]) -> dict[str, Any]:
+    """A run's identity where `plugins` names some: the keys of the plug-in sections its selected components read,
+    the plug-ins and their versions (a new version computes anew); where it selects none of their values, none of
+    that, so that naming a plug-in alone changes no run's id."""
+    selected = {section for section, _ in cfg.ext
+                if (owned := P.owner(section)) and getattr(cfg.model, owned[0], None) == owned[1]}
+    unused = {section for section, _ in cfg.ext} - selected
+    out = {k: v for k, v in identity.items() if k.split(".", 1)[0] not in unused}
+    if not plugged_in_use(cfg):
+        out.pop("plugins", None)
+        return out
+    if versions := P.versions(cfg.plugins):
+        out["plugins.versions"] = versions
+    return out
+
+
 def run_id(cfg: Config) -> str:
     """A stable id from the type-converted config (budget included; where/how it is recorded excluded)."""
     resolved = cfg if cfg.encoder is cfg.model else replace(cfg, model=cfg.encoder)  # max_len=None: the table built
     added = added_defaults()
     identity = {k: v for k, v in flat(resolved).items()
                 if k not in NOT_IDENTITY and not (k in added and v == added[k])}
+    if cfg.plugins:
+        identity = _plugin_identity(cfg, identity)
     blob = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]

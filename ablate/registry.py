@@ -55,10 +55,11 @@ class TaskSpec:
     references: tuple[str, ...] = ()  # reference levels its data module computes (REFERENCE_TEXT)
     check: Callable[[DataConfig], str | None] = lambda cfg: None  # an impossible setting, in words
     keys: tuple[str, ...] = ()  # the data.* keys of its own it reads; another task's key must stay at its default
+    plugin: str = ""  # the plug-in that registered it (ablate.plugins); its datamodule is then "package.module:Class"
 
     def datamodule_class(self) -> type:
         module, _, cls = self.datamodule.partition(":")
-        return getattr(importlib.import_module(f"ablate.data.{module}"), cls)
+        return getattr(importlib.import_module(module if self.plugin else f"ablate.data.{module}"), cls)
 
 
 # ---- MNIST as 28 rows of 28 pixels (the tutorial's model) ----
@@ -449,7 +450,8 @@ FACTS = TaskSpec(
 )
 
 
-# The registry: data.task -> its entry. Adding a task: its module under ablate/data/ and one entry here.
+# The registry: data.task -> its entry. Adding a task: its module under ablate/data/ and one entry here (or, from
+# your own code, a plug-in's plugin.task: ablate/plugins.py). NAMES: the built-in ones.
 TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (MNIST, COPY, HISTOGRAM, LOOKUP, LOOKUP1, POSHIST,
                                                                    RECALL, FACTS)}
 NAMES: tuple[str, ...] = tuple(TASKS)

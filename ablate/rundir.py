@@ -151,11 +151,13 @@ def retrains(summary: dict[str, Any] | None, how: str | None, others: set[str] |
         return True
     if how == "stale" and summary["status"] not in STALE:
         return False
+    from .plugins import changed
+
     if others is None:
         from .provenance import other_code
 
         others = set(other_code([summary])[0])
-    return (summary.get("provenance") or {}).get("commit") in others
+    return (summary.get("provenance") or {}).get("commit") in others or bool(changed(summary))
 
 
 RETRAINING = "retraining"  # in summary.json while keep_attempt moves an attempt aside: the folder it goes to

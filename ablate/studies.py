@@ -182,8 +182,8 @@ def studies_dir() -> Path:
     here = Path("reports")
     if any(here.glob("*.yaml")):
         return here
-    if any(Path(".").glob("*.yaml")) and any(Path(".").glob("*.py")):  # a notebook opened inside reports/
-        return Path(".")
+    if any(Path(".").glob("*.yaml")) and any(Path(p.stem + ".py").is_file() for p in Path(".").glob("*.yaml")):
+        return Path(".")  # a notebook opened inside reports/: a manifest <notebook>.yaml beside its <notebook>.py
     return Path(__file__).resolve().parents[1] / "reports"
 
 

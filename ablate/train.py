@@ -29,12 +29,14 @@ from typing import Any
 import torch
 
 from . import config as C
+from . import plugins as P
 from .callbacks import (
     AtomicCheckpointIO,
     BestCheckpoint,
     Diverged,
     DivergenceGuard,
     LastCheckpoint,
+    ModuleGradNorms,
     Paused,
     ProgressLines,
     RngState,
@@ -190,10 +192,15 @@ def prepare(cfg: C.Config, init: InitFrom | None = None):
     """Everything that can fail on bad input, before anything is written: run.init_from's checkpoint (`init`, read
     here unless given), data, task, sizes. The task's model starts from the checkpoint's weights."""
     from .data import build_datamodule
+    from .models.config import PLUGGED
     from .tasks import build_task
 
     init = init or read_init(cfg)  # before the data: a bad checkpoint is refused at once
-    datamodule = build_datamodule(cfg.data)
+    plugged = PLUGGED["arch"].get(cfg.model.arch)  # a plug-in's whole model, with its own data module or data.task's
+    if plugged is not None and plugged.build.datamodule is not None:
+        datamodule = plugged.build.datamodule(cfg, cfg.options(cfg.model.arch))
+    else:
+        datamodule = build_datamodule(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("fit")
     task = build_task(cfg, datamodule)  # initialised as without init_from: the RNG draws after it are the same
@@ -281,6 +288,7 @@ def _trainer(cfg: C.Config, run_dir: Path, loggers: list, callbacks: list):
         strategy=strategy,
         precision=t.precision,
         gradient_clip_val=cfg.optim.grad_clip,
+        accumulate_grad_batches=t.accumulate_grad_batches,
         limit_val_batches=t.limit_val_batches,
         log_every_n_steps=t.log_every_n_steps,
         logger=loggers,
@@ -438,8 +446,11 @@ def _already(run_dir: Path, summary: dict[str, Any]) -> str:
     from .provenance import other_code
 
     others, now = other_code([summary])
+    plugged = P.changed(summary)
     note = (f"; it was made by other code (commit {others[0][:10]}; the code is now at {now[:10]}): rerun it "
-            "with --retrain") if others else " (rerun it with --retrain)"
+            "with --retrain") if others else (
+        f"; it was made by other code of plugins={plugged[0]} (its source's sha256 differs from the one recorded): "
+        "rerun it with --retrain") if plugged else " (rerun it with --retrain)"
     return f"ablate: {run_dir} already {summary['status']}; not run again{note}"
 
 
@@ -501,9 +512,10 @@ def _train(cfg: C.Config, log, callbacks: list | None, retrain: str | None = Non
             "run_dir": str(run_dir),
             "group": cfg.run.group,
             "status": "running",
-            "params": parameter_groups(task.model),
+            "params": parameter_groups(getattr(task, "model", task)),
             # with run.init_from, the checkpoint the weights came from (its sha256, the run id and step that wrote it)
-            "provenance": {**provenance(cfg.trainer.accelerator), **({"init_from": init_from} if init_from else {})},
+            "provenance": {**provenance(cfg.trainer.accelerator), **({"init_from": init_from} if init_from else {}),
+                           **({"plugins": P.provenance(cfg.plugins)} if cfg.plugins else {})},
             "attempts": previous.get("attempts", 0) + 1,
             # each earlier attempt's: a resumed run may have been trained by other code, threads or machines
             **({"earlier_provenance": [*previous.get("earlier_provenance", []), previous["provenance"]]}
@@ -642,7 +654,7 @@ def _initial_only(a: Attempt) -> dict[str, Any]:
     from .probing import ProbeRecorder, probe_batch, probe_permutation
 
     recorder, status, diverged = None, "completed", {}
-    if a.cfg.run.probes:
+    if a.cfg.run.probes and _probes_apply(a.cfg, a.log):
         batch = probe_batch(a.datamodule, a.cfg.run.probe_batch)
         recorder = ProbeRecorder(a.run_dir, batch, probe_permutation(a.datamodule, batch[0].shape[1]),
                                  chunk=eval_chunk(a.cfg))
@@ -659,6 +671,20 @@ def _initial_only(a: Attempt) -> dict[str, Any]:
     if not is_ddp_child():
         write_json(a.run_dir / SUMMARY, summary)
     return summary
+
+
+def _probes_apply(cfg: C.Config, log) -> bool:
+    """The probes read ablate's encoder (its attention, norms, positions): for a plug-in's whole model they are
+    not available, said in one line; its loss curves (metrics.csv, the summary's curve) are recorded all the same."""
+    from .models.config import PLUGGED
+
+    opaque = [f"model.{key}={getattr(cfg.model, key)}" for key in P.OPAQUE if getattr(cfg.model, key) in PLUGGED[key]]
+    if not opaque:
+        return True
+    if not is_ddp_child():
+        log(f"ablate: probes are not available for this model ({opaque[0]}, a plug-in's: the probes read ablate's "
+            "attention and blocks); its loss and accuracy curves and its gradient norms per module are recorded")
+    return False
 
 
 def _fit(a: Attempt) -> dict[str, Any]:
@@ -679,9 +705,12 @@ def _fit(a: Attempt) -> dict[str, Any]:
     last = LastCheckpoint(ckpt, cfg.trainer.ckpt_every_n_steps, after_epoch=lines, stop=_stop,
                           pause_after=_pause_after())
     best = [BestCheckpoint(run_dir / BEST)] if cfg.run.keep_best else []
-    extra = [last, *best, RngState(), DivergenceGuard(), throughput, *([lines] if lines else []), *a.callbacks]
+    own = [C.callback_class(path)() for path in P.names(cfg.trainer.callbacks)]  # trainer.callbacks, the user's
+    extra = [last, *best, RngState(), DivergenceGuard(), throughput, *([lines] if lines else []), *a.callbacks, *own]
     recorder = None
-    if cfg.run.probes:
+    if cfg.run.probes and not _probes_apply(cfg, log):  # a plug-in's model: the probes' gradient flow, per module
+        extra.append(ModuleGradNorms())
+    elif cfg.run.probes:
         from .probing import ProbeRecorder, probe_batch, probe_permutation
 
         batch = probe_batch(datamodule, cfg.run.probe_batch)

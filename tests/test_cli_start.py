@@ -124,7 +124,7 @@ def test_version_and_keys_help(capsys):
     assert main(["keys", "--help"]) == 0 and capsys.readouterr().out.startswith("usage: ablate keys")
     assert main(["keys", "extra"]) == 2
     assert capsys.readouterr().err.strip() == ("ablate: `ablate keys` takes one section (data, model, optim, run, "
-                                               "trainer) and --markdown, got 'extra'; run `ablate keys` or "
+                                               "trainer), plugins=NAMES and --markdown, got 'extra'; run `ablate keys` or "
                                                "`ablate keys model`")
 
 

@@ -168,8 +168,8 @@ def test_runs_made_before_a_key_was_added_are_the_same_variant(root, tmp_path):
         if i % 2:  # every other run, as a sweep resumed after the keys came
             cfg = yaml.safe_load((d / "config.yaml").read_text())
             for key in added:
-                section, name = key.split(".")
-                del cfg[section][name]
+                section, _, name = key.rpartition(".")
+                del (cfg[section] if section else cfg)[name]
             (tmp_path / "o" / d.name / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     df = load("o", root=tmp_path)
     assert swept_keys(df) == ["model.n_heads", "seed"] and set(df["model.arch"]) == {"transformer"}

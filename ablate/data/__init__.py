@@ -20,7 +20,7 @@ from .synthetic import IGNORE, SyntheticTask, split_seed
 
 def build_datamodule(cfg: DataConfig) -> pl.LightningDataModule:
     """The LightningDataModule of cfg.task's registry entry."""
-    if cfg.task not in REGISTRY:
+    if cfg.task not in REGISTRY:  # a plug-in's task is there once the config that names it has been built
         raise ConfigError(
             f"data.task={cfg.task!r} is not allowed; expected one of {', '.join(REGISTRY)}"
         )

@@ -10,7 +10,16 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .config import ACTIVATION_NAMES, BLOCK_NAMES, NORM_TYPE_NAMES, EncoderConfig, registry_names
+from .config import (
+    ACTIVATION_NAMES,
+    ATTENTION_NAMES,
+    BLOCK_NAMES,
+    FFN_NAMES,
+    NORM_TYPE_NAMES,
+    PLUGGED,
+    EncoderConfig,
+    registry_names,
+)
 from .positional import Positional
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "identity": nn.Identity}
@@ -36,8 +45,22 @@ EPS = 1e-5
 
 
 def make_norm(cfg: EncoderConfig) -> nn.Module:
-    """One norm layer over d_model, of the kind model.norm_type names."""
-    return NORMS[cfg.norm_type](cfg.d_model, eps=EPS)
+    """One norm layer over d_model, of the kind model.norm_type names (a plug-in's: build(d_model, eps, options))."""
+    if cfg.norm_type in NORMS:
+        return NORMS[cfg.norm_type](cfg.d_model, eps=EPS)
+    return PLUGGED["norm_type"][cfg.norm_type].build(cfg.d_model, EPS, cfg.options(cfg.norm_type))
+
+
+def norm_classes() -> tuple[type, ...]:
+    """The classes a norm layer of a block is: the built-in ones and those plug-ins registered as classes."""
+    return (*NORMS.values(), *(p.build for p in PLUGGED["norm_type"].values() if isinstance(p.build, type)))
+
+
+def make_activation(cfg: EncoderConfig) -> nn.Module:
+    """The FFN's non-linearity model.activation names (a plug-in's: build(options))."""
+    if cfg.activation in ACTIVATIONS:
+        return ACTIVATIONS[cfg.activation]()
+    return PLUGGED["activation"][cfg.activation].build(cfg.options(cfg.activation))
 
 
 def _dropout(p: float) -> nn.Module:
@@ -50,7 +73,7 @@ class FeedForward(nn.Module):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.fc1 = nn.Linear(cfg.d_model, cfg.ffn_dim)
-        self.act = ACTIVATIONS[cfg.activation]()
+        self.act = make_activation(cfg)
         self.drop = _dropout(cfg.dropout)
         self.fc2 = nn.Linear(cfg.ffn_dim, cfg.d_model)
         if cfg.init == "small":
@@ -60,6 +83,28 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, None]:
         return self.fc2(self.drop(self.act(self.fc1(x)))), None
+
+
+# model.attention -> the attention sub-layer; model.ffn -> the FFN sub-layer (a plug-in's: ablate/plugins.py)
+ATTENTIONS: dict[str, type[nn.Module]] = {"mha": MultiHeadAttention}
+registry_names(ATTENTIONS, ATTENTION_NAMES, "models/block.py:ATTENTIONS")
+FFNS: dict[str, type[nn.Module]] = {"mlp": FeedForward}
+registry_names(FFNS, FFN_NAMES, "models/block.py:FFNS")
+
+
+def make_attention(cfg: EncoderConfig, positional: Positional | None) -> nn.Module:
+    """The attention sub-layer model.attention names (a plug-in's: build(cfg, positional, options), a module whose
+    forward(h, need_weights) gives (output, weights or None))."""
+    if cfg.attention in ATTENTIONS:
+        return ATTENTIONS[cfg.attention](cfg, positional)
+    return PLUGGED["attention"][cfg.attention].build(cfg, positional, cfg.options(cfg.attention))
+
+
+def make_ffn(cfg: EncoderConfig) -> nn.Module:
+    """The FFN sub-layer model.ffn names (a plug-in's: build(cfg, options), forward(h, need_weights) -> (out, None))."""
+    if cfg.ffn in FFNS:
+        return FFNS[cfg.ffn](cfg)
+    return PLUGGED["ffn"][cfg.ffn].build(cfg, cfg.options(cfg.ffn))
 
 
 class SubLayer(nn.Module):
@@ -98,8 +143,8 @@ class Block(nn.Module):
     def __init__(self, cfg: EncoderConfig, positional: Positional | None = None):
         super().__init__()
         skips = SKIPS[cfg.residual_around] if cfg.residual else ()
-        self.attn = SubLayer(MultiHeadAttention(cfg, positional), cfg, skip="attention" in skips)
-        self.ffn = SubLayer(FeedForward(cfg), cfg, skip="ffn" in skips) if cfg.ffn_mult > 0 else Removed()
+        self.attn = SubLayer(make_attention(cfg, positional), cfg, skip="attention" in skips)
+        self.ffn = SubLayer(make_ffn(cfg), cfg, skip="ffn" in skips) if cfg.ffn_mult > 0 else Removed()
 
     @property
     def attention(self) -> MultiHeadAttention:
@@ -115,7 +160,7 @@ class Block(nn.Module):
     def norms(self) -> tuple[nn.Module, ...]:
         """The block's norm layers in order: the attention sub-layer's, then the FFN's (pre or post, per
         `norm`); nn.TransformerEncoderLayer's norm1, norm2. Empty with norm='none'."""
-        return tuple(m for m in self.modules() if isinstance(m, tuple(NORMS.values())))
+        return tuple(m for m in self.modules() if isinstance(m, norm_classes()))
 
     @property
     def sublayers(self) -> dict[str, nn.Module]:
@@ -170,8 +215,8 @@ class ParallelBlock(nn.Module):
     def __init__(self, cfg: EncoderConfig, positional: Positional | None = None):
         super().__init__()
         self.pre_norm = make_norm(cfg) if cfg.norm == "pre" else nn.Identity()
-        self.attn = _Branch(MultiHeadAttention(cfg, positional), cfg)
-        self.ffn = _Join(FeedForward(cfg), cfg)
+        self.attn = _Branch(make_attention(cfg, positional), cfg)
+        self.ffn = _Join(make_ffn(cfg), cfg)
 
     @property
     def attention(self) -> MultiHeadAttention:
@@ -184,7 +229,7 @@ class ParallelBlock(nn.Module):
     @property
     def norms(self) -> tuple[nn.Module, ...]:
         """The block's one norm layer (pre or post), or none with norm='none'."""
-        return tuple(m for m in self.modules() if isinstance(m, tuple(NORMS.values())))
+        return tuple(m for m in self.modules() if isinstance(m, norm_classes()))
 
     @property
     def sublayers(self) -> dict[str, nn.Module]:
@@ -203,5 +248,8 @@ registry_names(BLOCKS, BLOCK_NAMES, "models/block.py:BLOCKS")
 
 
 def make_block(cfg: EncoderConfig, positional: Positional | None = None) -> nn.Module:
-    """One encoder block, of the kind model.block names: every block of the stack comes from here."""
-    return BLOCKS[cfg.block](cfg, positional)
+    """One encoder block, of the kind model.block names: every block of the stack comes from here (a plug-in's:
+    build(cfg, positional, options))."""
+    if cfg.block in BLOCKS:
+        return BLOCKS[cfg.block](cfg, positional)
+    return PLUGGED["block"][cfg.block].build(cfg, positional, cfg.options(cfg.block))

@@ -11,6 +11,8 @@ ACTIVATION_NAMES = ("relu", "gelu", "identity")  # block.ACTIVATIONS; identity: 
 NORM_NAMES = ("pre", "post", "none")
 NORM_TYPE_NAMES = ("layer", "rms")  # block.NORMS
 BLOCK_NAMES = ("sequential", "parallel")  # block.BLOCKS
+ATTENTION_NAMES = ("mha",)  # block.ATTENTIONS: ablate's own; a plug-in adds others (ablate/plugins.py)
+FFN_NAMES = ("mlp",)  # block.FFNS
 RESIDUAL_AROUND = ("both", "attention", "ffn")
 QKV_TIE_NAMES = ("none", "kv", "qk")  # which projections share one matrix (attention.TIES)  # which sub-layers get the identity skip (block.SKIPS)
 # The registries' names, spelled here so that the config imports no torch (`ablate keys` in a fraction of a
@@ -22,6 +24,29 @@ ARCH_NAMES = ("transformer", *RNN_CELL_NAMES)
 RNN_INIT_NAMES = ("default", "forget1", "chrono")  # rnn.RNN_INITS
 # Positional schemes an RNN can take: those added to the input; rope and alibi act on attention scores.
 RNN_POS_ENC = ("none", "sinusoidal", "learned")
+
+
+# Values of model.* keys that plug-ins added (ablate/plugins.py fills it, nothing else): key -> {value: Plugged}.
+# Each builder of the model (block.make_norm, positional.build_positional, ...) looks a value up in its own registry
+# first, here second; the config allows a key's built-in names and these.
+PLUGGED: dict[str, dict[str, Plugged]] = {"arch": {}, "activation": {}, "norm_type": {}, "pos_enc": {}, "block": {},
+                                          "attention": {}, "ffn": {}}
+
+
+@dataclass(frozen=True)
+class Plugged:
+    """A component a plug-in registered under a new value of a model.* key: `build` makes it (the arguments
+    are the key's own: docs/plugins.md), `options` its options' dataclass (a section of the run's config
+    named after the value), `plugin` the module that registered it."""
+
+    build: Callable[..., Any]
+    options: type | None
+    plugin: str
+
+
+def names(key: str, builtin: tuple) -> tuple:
+    """A model.* key's allowed values: its built-in names, then the ones plug-ins added."""
+    return builtin + tuple(PLUGGED[key])
 
 
 def registry_names(registry: dict, names: tuple, where: str) -> None:
@@ -37,6 +62,7 @@ def option(default, help: str):
 
 
 def _choice(field: str, value, allowed: tuple) -> None:
+    allowed = names(field, allowed) if field in PLUGGED else allowed
     if value not in allowed:
         raise ValueError(f"{field}={value!r} is not allowed; choose one of {', '.join(allowed)}")
 
@@ -93,6 +119,8 @@ ATTENTION_ONLY = {
     **dict.fromkeys(("ffn_mult", "activation"), "an RNN has no FFN"),
     **dict.fromkeys(("residual", "residual_around"), "an RNN has no residual connections"),
     "block": "an RNN has no Transformer blocks",
+    "attention": "an RNN has no attention",
+    "ffn": "an RNN has no FFN",
     **dict.fromkeys(("norm", "norm_type"), "an RNN has no norm layers"),
     "causal": "an RNN reads in order: it is causal already",
 }
@@ -136,6 +164,12 @@ class EncoderConfig:
     block: Literal[BLOCK_NAMES] = option(
         "sequential", "sequential: attention, then the FFN on its output; parallel: both read the same input "
                       "and add to the stream together, one norm before them (GPT-J; PaLM)")
+    attention: Literal[ATTENTION_NAMES] = option(
+        "mha", "the attention sub-layer of every block: mha, ablate's multi-head attention (models/attention.py, every "
+               "attention toggle above); a plug-in adds others (docs/plugins.md)")
+    ffn: Literal[FFN_NAMES] = option(
+        "mlp", "the FFN sub-layer of every block: mlp, Linear(d, ffn_mult d), activation, Linear back "
+               "(nn.TransformerEncoderLayer's); a plug-in adds others (docs/plugins.md)")
     norm: Literal["pre", "post", "none"] = option("post", "norm placement: pre, x + f(N(x)), a final norm ending the stack; post, N(x + f(x)), "
                                                          "the tutorial's; none (Xiong et al. 2020)")
     norm_type: Literal[NORM_TYPE_NAMES] = option(
@@ -161,8 +195,19 @@ class EncoderConfig:
     rnn_init: Literal[RNN_INIT_NAMES] = option("default", "arch=lstm: gate biases; forget1: forget bias 1 (Gers et al. 2000), "
                                                            "chrono: b_f ~ log U(1, max_len - 1), b_i = -b_f (Tallec & Ollivier 2018)")
 
+    # the options of the plug-in components this config selects, (value, its options) pairs: set by the run's
+    # config (ablate.config.Config.encoder) from its plug-in sections; not a key of its own
+    plugged: tuple[tuple[str, Any], ...] = field(default=(), repr=False, metadata={"internal": True})
+
+    def options(self, value: str) -> Any:
+        """The options of the plug-in component registered as `value` (None: it has none, or is not set)."""
+        return dict(self.plugged).get(value)
+
     def __post_init__(self) -> None:
         _choice("arch", self.arch, ARCH_NAMES)
+        if self.arch in PLUGGED["arch"]:
+            self._check_plugged_arch()
+            return
         for name, bound in BOUNDS.items():
             if getattr(self, name) is not None:
                 _bounded(name, getattr(self, name), bound)
@@ -177,6 +222,11 @@ class EncoderConfig:
             _typed(name, getattr(self, name), bool, "true or false")
         self._check_residual_around()
         _choice("block", self.block, BLOCK_NAMES)
+        _choice("attention", self.attention, ATTENTION_NAMES)
+        _choice("ffn", self.ffn, FFN_NAMES)
+        if self.ffn != FFN_NAMES[0] and self.ffn_mult == 0:
+            raise ValueError(f"ffn={self.ffn!r} needs an FFN sub-layer, but ffn_mult=0 removes it; set ffn_mult >= 1 "
+                             f"or leave ffn={FFN_NAMES[0]}")
         if self.block == "parallel" and (self.residual_around != "both" or self.ffn_mult == 0):
             raise ValueError("block='parallel' adds attention and the FFN to one stream with one skip: it needs "
                              "residual_around='both' and an FFN (ffn_mult >= 1); change those or use "
@@ -198,6 +248,15 @@ class EncoderConfig:
         if self.qk_reparam and self.qk_scale:  # after the arch's check: an RNN has neither
             raise ValueError("qk_reparam=True needs qk_scale=False (it stands in for the 1/sqrt(d_head) scale, "
                              "it does not add to it); set qk_scale=false or leave qk_reparam=false")
+
+    def _check_plugged_arch(self) -> None:
+        """A plug-in's whole model reads its own section: an encoder key set away from its default would be
+        silently ignored, so it is refused."""
+        for f in fields(self):
+            if f.name not in ("arch", "plugged") and getattr(self, f.name) != f.default:
+                raise ValueError(f"{f.name}={getattr(self, f.name)!r} does not apply to arch={self.arch!r} (a "
+                                 f"plug-in's model, configured by its own keys {self.arch}.*); leave it at its "
+                                 f"default ({f.default!r}) or choose arch=transformer")
 
     def _check_qkv_tie(self) -> None:
         """Tied projections are one tensor: qk_reparam's own W_Q, W_K groups and shaped attention's zero W_Q

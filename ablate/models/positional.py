@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from .config import POS_ENC_NAMES, registry_names
+from .config import PLUGGED, POS_ENC_NAMES, registry_names
 
 if TYPE_CHECKING:  # at run time cfg is duck-typed
     from .config import EncoderConfig
@@ -188,7 +188,9 @@ registry_names(POS_ENCODINGS, POS_ENC_NAMES, "models/positional.py:POS_ENCODINGS
 
 
 def build_positional(cfg: EncoderConfig) -> Positional:
-    """The bundle for `cfg.pos_enc`."""
+    """The bundle for `cfg.pos_enc` (a plug-in's: build(cfg, options) -> Positional)."""
+    if cfg.pos_enc in PLUGGED["pos_enc"]:
+        return PLUGGED["pos_enc"][cfg.pos_enc].build(cfg, cfg.options(cfg.pos_enc))
     if cfg.pos_enc not in POS_ENCODINGS:
         raise ValueError(f"pos_enc={cfg.pos_enc!r} is not allowed; choose one of {', '.join(POS_ENCODINGS)}")
     return POS_ENCODINGS[cfg.pos_enc](cfg)

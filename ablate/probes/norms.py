@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..models.block import norm_classes
 from .common import blocks_of, encoder_of, probe, removing, to_device
 
 # A block's norm layers by name, in Block.norms order: a sequential block's two, a parallel block's one.
@@ -58,7 +59,7 @@ def norm_geometry(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
         for slot, norm in zip(NORM_SLOTS.get(len(norms), ()), norms):
             named[norm] = f"l{layer}_{slot}"
     final = getattr(encoder, "final_norm", None)
-    if isinstance(final, (nn.LayerNorm, nn.RMSNorm)):
+    if isinstance(final, norm_classes()):  # ablate's norms and plug-ins' norm classes
         named[final] = "final"
     found: dict[str, dict[str, float]] = {}
 

@@ -173,8 +173,9 @@ KNOWN_KEYS = frozenset(all_keys())
 def config_keys_problem(config: dict[str, Any]) -> str | None:
     """Why a run's flat config is not one `ablate train` wrote: a key it does not know (a section, a
     key of a section), or a mapping or list where a value belongs; None when it is fine."""
+    plugged = bool(config.get("plugins"))  # a plug-in's section: its keys are its own (read without importing it)
     for key, value in config.items():
-        if key not in KNOWN_KEYS:
+        if key not in KNOWN_KEYS and not (plugged and "." in key and key.split(".", 1)[0] not in SECTIONS):
             return f"has {key}, not a key of ablate train"
         if isinstance(value, (dict, list)):
             return f"has {key} = {value!r}, not a single value"
@@ -216,7 +217,7 @@ def read_run(run_dir: Path) -> RunRecord | None:
     # a run that failed early has no probes in its summary; probes.json holds the init ones
     probes = summary.get("probes") if isinstance(summary.get("probes"), dict) else probes_file
     try:  # {'model.n_heads': 4, ..., 'seed': 0}, with the keys added since the run at their defaults
-        config = with_added_keys(flatten_overrides(raw_config)) if raw_config else {}
+        config = with_added_keys(flatten_overrides(raw_config, load=False)) if raw_config else {}
     except ValueError as err:  # a config.yaml giving a key both nested and dotted
         problems.append(f"{CONFIG} {err}")
         config = {}

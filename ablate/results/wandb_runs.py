@@ -59,10 +59,12 @@ def run_config(raw: dict[str, Any]) -> dict[str, Any]:
     Lightning adds (the nested hparams `config`, `n_tokens`, ...) are dropped."""
     known = all_keys()
     config = {k: _unwrap(v) for k, v in dict(raw).items()}
-    config = flatten_overrides(config)  # nested sections, if a run logged them so
+    config = flatten_overrides(config, load=False)  # nested sections, if a run logged them so
     if not any(k in config for k in known) and isinstance(config.get("config"), dict):
-        config = flatten_overrides(config["config"])  # only the Lightning hparams were logged
-    ours = [k for k in config if k in known or k.split(".", 1)[0] in SECTIONS]
+        config = flatten_overrides(config["config"], load=False)  # only the Lightning hparams were logged
+    plugged = bool(config.get("plugins"))  # a plug-in's section keys are its own (read without importing it)
+    ours = [k for k in config if k in known or k.split(".", 1)[0] in SECTIONS
+            or (plugged and "." in k and not k.startswith("_") and k.split(".", 1)[0] not in ("config", "_wandb"))]
     if ours:
         config = with_added_keys({k: config[k] for k in ours})
         ours = list(config)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import config as C
+from .. import plugins as P
 from ..provenance import other_code, other_code_note
 from ..rundir import FINISHED, LOCK, METRICS, SUMMARY, read_summary, retrains, runs_root, write_json
 from ..runfiles import RunFileError, nonfinite_cell, nonfinite_metric, read_metrics_rows
@@ -569,7 +570,7 @@ class Runner:
         if code == worker.OK and status == "paused":
             return "paused", f"at its early-termination band, epoch {summary.get('paused_after_epoch')}"
         if code == worker.FAILED and status in FINISHED:  # the summary was never downgraded (train._record)
-            if run.run_id in self.stale and other_code([summary])[0]:  # still the earlier attempt's
+            if run.run_id in self.stale and (other_code([summary])[0] or P.changed(summary)):  # the earlier attempt's
                 return "failed", (f"its retrain failed before it started ({worker.LOG} says why); the earlier "
                                   f"{status} run stays")
             return status, f"recorded {status}, then its process failed ({worker.LOG} says why)"

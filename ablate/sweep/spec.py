@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config as C
+from .. import plugins as P
 from ..budgets import SMOKE_SEEDS
 from ..yamlfile import YamlFileError, read_yaml
 from .hyperband import Hyperband, HyperbandError
@@ -150,10 +151,22 @@ def check_top_level(path: Path, spec: dict[str, Any]) -> None:
                              "to know how many runs to draw; add e.g. run_cap: 20")
 
 
+def load_plugins(path: Path, p: Any) -> None:
+    """Import and register the plug-ins the sweep's `plugins` parameter names (every value of it), before its
+    other parameters are read: their keys and values are the plug-ins'. SweepError, one line, if one cannot be."""
+    if not isinstance(p, dict):
+        return
+    for value in p.get("values", []) if isinstance(p.get("values"), list) else [p.get("value", "")]:
+        try:
+            P.load(str(value or ""))
+        except P.PluginError as err:
+            raise SweepError(f"{path}: parameter 'plugins': {err}") from None
+
+
 def check_parameter(path: Path, name: str, p: Any, method: str) -> None:
     where = f"{path}: parameter {name!r}"
-    if name not in C.all_keys():
-        raise SweepError(f"{where} is not an ablate train key; {_closest(str(name), C.all_keys())} "
+    if name not in C.all_keys(None):
+        raise SweepError(f"{where} is not an ablate train key; {_closest(str(name), C.all_keys(None))} "
                          "(`ablate keys` lists them all)")
     if name in RESERVED:
         raise SweepError(f"{where} cannot be swept: {RESERVED[name]}; remove it")
@@ -434,6 +447,7 @@ def load(name_or_path: str, budget: str | None = None, tracking: str | None = No
     check_top_level(path, spec)
     method = spec["method"]
     params: dict[str, dict] = spec["parameters"]
+    load_plugins(path, params.get("plugins"))
     for key, p in params.items():
         check_parameter(path, str(key), p, method)
     check_group(path, name, params)

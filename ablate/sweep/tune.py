@@ -150,7 +150,7 @@ def parse_tune(path: Path | str, spec: Mapping[str, Any]) -> Tune | None:
     params = spec.get("parameters") if isinstance(spec.get("parameters"), dict) else {}
     if key == "seed":
         raise TuneError(f"{where}: the seed cannot be tuned; tune a setting such as optim.lr")
-    if key not in C.all_keys():
+    if key not in C.all_keys(None):
         raise TuneError(f"{where}: {key!r} is not an ablate train key; name a key of the grid, e.g. optim.lr")
     p = params.get(key)
     if not isinstance(p, dict) or not isinstance(p.get("values"), list) or len(p["values"]) < 2:

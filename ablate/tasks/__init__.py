@@ -11,10 +11,19 @@ TASKS = {"classify": ClassifyRows, "tokens": CopyTokens}
 
 
 def build_task(config: Config, datamodule) -> EncoderTask:
-    """The LightningModule for a datamodule's `kind`, sized from its attributes."""
+    """The LightningModule for a datamodule's `kind`, sized from its attributes; a plug-in's model (model.arch)
+    builds its own."""
+    from ..models.config import PLUGGED
+
+    if (plugged := PLUGGED["arch"].get(config.model.arch)) is not None:
+        return plugged.build.task(config, config.options(config.model.arch), datamodule)
     if datamodule.kind == "classify":
         return ClassifyRows(config, in_features=datamodule.in_features, n_classes=datamodule.n_classes)
     return CopyTokens(config, n_tokens=datamodule.n_tokens, n_out=datamodule.n_out)
+
+
+class PluginModel(CheckpointError):
+    """A checkpoint of a plug-in's whole model (model.arch): its plug-in's LightningModule, not ablate's."""
 
 
 def load_task(checkpoint, map_location="cpu") -> tuple[EncoderTask, object]:
@@ -24,14 +33,20 @@ def load_task(checkpoint, map_location="cpu") -> tuple[EncoderTask, object]:
     this version cannot build, or one whose weights do not fit the model that config builds."""
     from ..config import ConfigError, from_dict
     from ..data import build_datamodule
+    from ..models.config import PLUGGED
 
     saved = load_checkpoint(checkpoint, map_location)
     try:
         cfg = from_dict(saved["hyper_parameters"]["config"])
+        if cfg.model.arch in PLUGGED["arch"]:
+            raise PluginModel(f"checkpoint {checkpoint} is of a plug-in's model (model.arch={cfg.model.arch}): the "
+                              "probes and the explorer read ablate's encoder and are not available for it")
         sizes = {k: int(v) for k, v in saved["hyper_parameters"].items() if k != "config"}
         if bad := [f"{k}={v}" for k, v in sizes.items() if v < 1]:
             raise ValueError(f"model sizes must be integers >= 1, got {', '.join(bad)}")
         datamodule = build_datamodule(cfg.data)
+    except PluginModel:
+        raise
     except (ConfigError, KeyError, TypeError, ValueError, OverflowError) as err:  # int(inf): OverflowError
         raise CheckpointError(f"checkpoint {checkpoint} holds a config this version cannot build "
                               f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
