@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from .cliparse import OneLineParser
+from .cliparse import OneLineParser, plugins_arg
 
 USAGE = """usage: ablate <command> [args]    (ablate --version: the installed version)
 
@@ -30,7 +30,8 @@ commands:
                                       the table of a sweep: one row per run (or per variant)
   report [export|build|all] [--data DIR] [--out DIR]
                                       export results to reports/data, run the report notebooks
-  tasks                               every data.task: what it tests, its reference levels, its keys, its sweeps
+  tasks [plugins=NAMES]               every data.task: what it tests, its reference levels, its keys, its sweeps
+                                      (with plugins=: the tasks of these plug-ins too)
   studies [--sweeps]                  the questions the reports answer (reports/*.yaml): notebook, question,
                                       primary and secondary sweeps; --sweeps: every sweep file's question and role
   compare NAME [--out DIR] [--baseline KEY=VALUE,...] [--runs DIR | --data DIR | --wandb E/P]
@@ -228,10 +229,10 @@ def cmd_keys(argv: list[str]) -> int:
               "  --markdown     a Markdown table (docs/train.md shows this output)")
         return 0
     markdown = "--markdown" in argv
-    named = [a.removeprefix("--") for a in argv if a.removeprefix("--").startswith("plugins=")]
-    rest = [a for a in argv if a != "--markdown" and a.removeprefix("--") not in named]
+    plugins, rest = plugins_arg(argv)
+    rest = [a for a in rest if a != "--markdown"]
     try:
-        table = C.key_table(named[-1].partition("=")[2] if named else "")
+        table = C.key_table(plugins)
     except C.ConfigError as err:
         return fail(str(err))
     sections = sorted({k.rpartition(".")[0] for k, *_ in table} - {""})

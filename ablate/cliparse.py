@@ -20,3 +20,10 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
         return parser.parse_args(argv)
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 2
+
+
+def plugins_arg(argv: list[str]) -> tuple[str, list[str]]:
+    """The value of `plugins=NAMES` (or `--plugins=NAMES`; the last one given) among a command's arguments, and
+    the other arguments: the commands that list what plug-ins add (keys, tasks) take it as `ablate train` does."""
+    named = [a for a in argv if a.removeprefix("--").startswith("plugins=")]
+    return (named[-1].partition("=")[2] if named else ""), [a for a in argv if a not in named]

@@ -495,11 +495,12 @@ def convert(key: str, value: Any, tp: Any) -> Any:
         return convert(key, value, inner[0]) if len(inner) == 1 else value
     if origin is Literal:
         text = str(value).strip() if not isinstance(value, bool) else str(value).lower()
-        if text in args or text in plugged_values(key):
-            return text
         extra = plugged_values(key)
-        if extra:
-            raise ConfigError(f"{key}={_shown(value)} is not allowed; expected one of {', '.join(map(str, args + extra))}")
+        if text in args or text in extra:
+            return text
+        if pluggable(key):  # the value may be a plug-in's, and the plug-in not named
+            raise ConfigError(f"{key}={_shown(value)} is not allowed; expected one of "
+                              f"{', '.join(map(str, args + extra))}; {P.MISSING}")
         raise bad
     if tp is bool:
         if isinstance(value, bool):
@@ -541,19 +542,28 @@ def convert(key: str, value: Any, tp: Any) -> Any:
     raise bad
 
 
+def pluggable(key: str) -> bool:
+    """Whether plug-ins can add values to `key`: the model.* keys of PLUGGED, and data.task."""
+    section, _, name = key.partition(".")
+    return (section == "model" and name in PLUGGED) or key == "data.task"
+
+
 def plugged_values(key: str) -> tuple[str, ...]:
     """The values plug-ins registered for a key (model.norm_type, data.task, ...), or ()."""
-    section, _, name = key.partition(".")
-    if section == "model" and name in PLUGGED:
-        return tuple(PLUGGED[name])
+    if not pluggable(key):
+        return ()
     if key == "data.task":
         return tuple(t for t, spec in TASK_SPECS.items() if spec.plugin)
-    return ()
+    return tuple(PLUGGED[key.partition(".")[2]])
 
 
-def _unknown(key: str) -> ConfigError:
+def _unknown(key: str, section_unknown: bool = False) -> ConfigError:
+    """`section_unknown`: the key's section is neither ablate's nor a named plug-in's: it may be the section of a
+    plug-in the config does not name, and the line says so."""
     close = difflib.get_close_matches(key[:100], [*all_keys(None), *ALIASES], n=1)
     hint = f"did you mean {close[0]}?" if close else "run `ablate keys` for the list"
+    if section_unknown:  # after a question a sentence of its own: "did you mean model.n_layers? If it comes ..."
+        hint += f" {P.MISSING[0].upper()}{P.MISSING[1:]}" if close else f"; {P.MISSING}"
     return ConfigError(f"unknown key {_shown(key)}; {hint}")
 
 
@@ -700,7 +710,7 @@ def _build(overrides: dict[str, Any] | None, base: Config | None, profile: bool 
         elif key in SECTIONS:
             raise ConfigError(f"{key}={_shown(raw)} is not allowed; give its keys, e.g. {key}.{fields(SECTIONS[key])[0].name}=...")
         else:
-            raise _unknown(key)
+            raise _unknown(key, section_unknown=bool(name))
     sections = {}
     for section, values in per_section.items():
         try:

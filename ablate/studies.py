@@ -347,17 +347,28 @@ def sweep_tasks(sweeps: Path | str = "sweeps") -> dict[str, list[str]]:
 
 
 def tasks_main(argv: list[str]) -> int:
-    """`ablate tasks`: every data.task of the registry, what it tests, its reference levels, its own keys and the
-    sweeps that train it, as a Markdown table (docs/sweeps.md shows it)."""
+    """`ablate tasks [plugins=NAMES]`: every data.task of the registry (with the tasks of the plug-ins NAMES, each
+    marked with its plug-in), what it tests, its reference levels, its own keys and the sweeps that train it, as a
+    Markdown table (docs/train.md shows it)."""
     import sys
 
-    from .cliparse import OneLineParser
+    from . import plugins as P
+    from .cliparse import OneLineParser, plugins_arg
     from .registry import REFERENCE_TEXT, TASKS
 
-    p = OneLineParser(prog="ablate tasks", description="every task (data.task) of ablate/registry.py: what it "
-                      "tests, the reference levels its runs record, its own data.* keys, the sweeps that train it")
+    p = OneLineParser(prog="ablate tasks", usage="ablate tasks [plugins=NAMES] [--sweeps-dir DIR]",
+                      description="every task (data.task) of ablate/registry.py: what it tests, the reference levels "
+                      "its runs record, its own data.* keys, the sweeps that train it",
+                      epilog="plugins=NAMES: the tasks of these plug-ins too, each marked with its plug-in "
+                      "(docs/plugins.md)")
     p.add_argument("--sweeps-dir", metavar="DIR", default="sweeps", help="the sweep files (default ./sweeps)")
-    args = p.parse_args(argv)
+    plugins, rest = plugins_arg(argv)
+    args = p.parse_args(rest)
+    try:
+        P.load(plugins)
+    except P.PluginError as err:
+        print(f"ablate: {err}", file=sys.stderr)
+        return 2
     used = sweep_tasks(args.sweeps_dir)
     rows = ["| task | what it tests | reference levels (`ref/<split>/…`) | its own keys | sweeps |",
             "| --- | --- | --- | --- | --- |"]
@@ -365,13 +376,14 @@ def tasks_main(argv: list[str]) -> int:
         levels = ", ".join(f"`{r}`" for r in task.references)
         keys = ", ".join(f"`data.{k}`" for k in task.keys) or "—"
         sweeps = ", ".join(f"`{s}`" for s in used.get(name, [])) or "—"
-        rows.append(f"| `{name}` | {_cell(task.about)} | {levels} | {keys} | {sweeps} |")
+        added = f" (plugins={task.plugin})" if task.plugin else ""
+        rows.append(f"| `{name}`{added} | {_cell(task.about)} | {levels} | {keys} | {sweeps} |")
     rows += ["", "The reference levels:", ""]
     rows += [f"- `{level}`: {text}" for level, text in REFERENCE_TEXT.items()]
     print("\n".join(rows))
     unknown = sorted(set(used) - set(TASKS))
     if unknown:
-        print(f"ablate: sweep files name unknown tasks {', '.join(unknown)}: {', '.join(used[unknown[0]])}",
-              file=sys.stderr)
+        print(f"ablate: sweep files name unknown tasks {', '.join(unknown)}: {', '.join(used[unknown[0]])}; "
+              f"{P.MISSING}", file=sys.stderr)
         return 2
     return 0

@@ -52,8 +52,10 @@ def test_nothing_of_a_plugin_is_imported_unless_named():
     C.build({"model.norm_type": "rms"})
     assert "ablate_example" not in sys.modules or not P.LOADED
     assert "scalenorm" not in PLUGGED["norm_type"] and "sort" not in TASKS
-    with pytest.raises(C.ConfigError, match=r"model.norm_type='scalenorm' is not allowed; expected one of layer, rms$"):
+    with pytest.raises(C.ConfigError) as err:
         C.build({"model.norm_type": "scalenorm"})
+    assert str(err.value) == ("model.norm_type='scalenorm' is not allowed; expected one of layer, rms; if it comes from "
+                              "a plug-in, name it with plugins=<module>")
 
 
 def test_keys_lists_a_plugins_keys_and_values(capsys):
@@ -71,6 +73,53 @@ def test_keys_lists_a_plugins_keys_and_values(capsys):
     assert cli.main(["keys"]) == 0
     plain = capsys.readouterr().out
     assert "scalenorm" not in plain and "bow" not in plain
+
+
+SORT_ROW = ("| `sort` (plugins=ablate_example) | read data.length tokens, a separator, then blanks: emit the tokens in "
+            "sorted order | `chance`, `order_blind` | `data.vocab`, `data.length`, `data.test_length`, `data.n_train`, "
+            "`data.n_val`, `data.n_test` | `example_bow`, `example_norm` |")
+
+
+def test_tasks_lists_a_plugins_tasks_with_their_plugin_when_named(capsys):
+    done = ablate("tasks", "plugins=ablate_example", cwd=EXAMPLES)
+    assert (done.returncode, done.stderr) == (0, "")
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == [*TASKS, "sort"]  # ablate's tasks, then the plug-in's: one table
+    assert rows[-1] == SORT_ROW
+    plain = ablate("tasks", cwd=EXAMPLES)  # the example's sweeps train sort: without its plug-in, say which is missing
+    assert (plain.returncode, plain.stderr) == (2, "ablate: sweep files name unknown tasks sort: example_bow, "
+                                                   "example_norm; if it comes from a plug-in, name it with plugins=<module>\n")
+    assert "`sort`" not in plain.stdout
+    from ablate import cli
+
+    assert cli.main(["tasks", "--sweeps-dir", str(EXAMPLES / "sweeps")]) == 2
+    assert not P.LOADED and "sort" not in TASKS  # nothing of a plug-in imported unless named
+    capsys.readouterr()
+    assert cli.main(["tasks", "plugins=nosuch"]) == 2
+    assert capsys.readouterr().err.startswith("ablate: plugins=nosuch: no module 'nosuch' on this Python's path")
+
+
+HINT = "if it comes from a plug-in, name it with plugins=<module>"
+
+
+@pytest.mark.parametrize("argv, line", [
+    ("data.task=sort", "data.task='sort' is not allowed; expected one of mnist, copy, histogram, lookup, lookup1, "
+                       f"poshist, recall, facts; {HINT}"),
+    ("data.task=sort budget=smoke", "data.task='sort' is not allowed; expected one of mnist, copy, histogram, lookup, "
+                                    f"lookup1, poshist, recall, facts; {HINT}"),  # read first for its budget
+    ("model.norm_type=scalenorm", f"model.norm_type='scalenorm' is not allowed; expected one of layer, rms; {HINT}"),
+    ("model.arch=bow", f"model.arch='bow' is not allowed; expected one of transformer, lstm, gru; {HINT}"),
+    ("scalenorm.g_init=2", f"unknown key 'scalenorm.g_init'; run `ablate keys` for the list; {HINT}"),
+    ("bow.layers=2", "unknown key 'bow.layers'; did you mean model.n_layers? If it comes from a plug-in, name it with "
+                     "plugins=<module>"),
+    ("model.norm=middle", "model.norm='middle' is not allowed; expected one of pre, post, none"),  # no plug-in adds one
+    ("model.n_head=2", "unknown key 'model.n_head'; did you mean model.n_heads?"),  # ablate's own section
+])
+def test_a_plugins_value_or_key_without_plugins_hints_at_the_missing_plugin(tmp_path, argv, line):
+    runs = tmp_path / "runs"
+    done = ablate("train", *argv.split(), cwd=EXAMPLES, env={"ABLATE_RUNS_DIR": str(runs)})
+    assert (done.returncode, done.stderr) == (2, f"ablate: {line}\n")
+    assert not runs.exists()  # refused before any work
 
 
 def test_a_component_is_a_typed_value_with_keys_of_its_own():
