@@ -304,6 +304,21 @@ def test_build_datamodule_reports_the_model_it_needs(fake_mnist, monkeypatch):
         build_datamodule(DataConfig(task="cifar"))
 
 
+def test_batches_are_pinned_for_a_model_on_cuda_only():
+    from ablate.data.common import pins
+
+    assert pins(torch.device("cuda")) and pins(torch.device("cuda", 1))
+    assert not any(pins(d) for d in (torch.device("cpu"), torch.device("mps"), torch.device("meta"), None))
+    dm = build_datamodule(DataConfig(task="copy", length=5, n_train=64, n_val=32, n_test=32))
+    dm.setup("fit")
+    dm.setup("test")
+    unattached = [dm.train_dataloader(), dm.val_dataloader(), dm.test_dataloader()]
+    dm.trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False)
+    on_cpu = [dm.train_dataloader(), dm.val_dataloader(), dm.test_dataloader()]
+    assert [dl.pin_memory for dl in unattached + on_cpu] == [False] * 6
+
+
 def test_loaders_shuffle_from_the_global_rng_only(fake_mnist):
     dm = mnist(fake_mnist["root"], batch_size=16)
     train = dm.train_dataloader()

@@ -140,13 +140,14 @@ class ResumableLoader(DataLoader):
             torch.set_rng_state(rng)
 
 
-def loader(dataset: InMemory, batch_size: int, shuffle: bool) -> DataLoader:
+def loader(dataset: InMemory, batch_size: int, shuffle: bool, pin: bool = False) -> DataLoader:
     """An in-process DataLoader. A shuffled one has no generator of its own: its order is drawn from
     torch's global RNG, which the training harness seeds, checkpoints and restores, and it can go on
     from the middle of an epoch (ResumableLoader). An evaluation loader of a DDP run gives each rank its
     share of the examples without repeating any (Lightning's own DistributedSampler pads the last ranks with
     repeated examples: 3 ranks on 101 sequences recorded 0.11520 for a true 0.11262); the ranks may then see
-    one batch more or fewer, which evaluation allows (torchmetrics and sync_dist reduce once, at epoch end)."""
+    one batch more or fewer, which evaluation allows (torchmetrics and sync_dist reduce once, at epoch end).
+    `pin`: each batch in page-locked host memory (training on CUDA: see `pins`)."""
     if not shuffle:
         import torch.distributed as dist
 
@@ -154,21 +155,33 @@ def loader(dataset: InMemory, batch_size: int, shuffle: bool) -> DataLoader:
             from pytorch_lightning.overrides.distributed import UnrepeatedDistributedSampler
 
             return DataLoader(dataset, batch_size=batch_size, sampler=UnrepeatedDistributedSampler(dataset, shuffle=False),
-                              num_workers=0, collate_fn=keep_batch)
-        return DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0, collate_fn=keep_batch)
+                              num_workers=0, collate_fn=keep_batch, pin_memory=pin)
+        return DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=0, collate_fn=keep_batch,
+                          pin_memory=pin)
     return ResumableLoader(dataset, batch_size=batch_size, sampler=ResumableSampler(dataset), num_workers=0,
-                           collate_fn=keep_batch)
+                           collate_fn=keep_batch, pin_memory=pin)
+
+
+def pins(device: torch.device | None) -> bool:
+    """Whether batches for a model on `device` are pinned: on CUDA only. A page-locked batch is copied to the
+    GPU asynchronously (Lightning moves batches with non_blocking=True there), so the copy of one batch overlaps
+    the work on the last one; elsewhere pinning would only cost (and needs a CUDA build with a device)."""
+    return device is not None and device.type == "cuda"
 
 
 class InMemoryDataModule(pl.LightningDataModule):
     """Loaders over the `train_set`, `val_set` and `test_set` that a subclass's `setup` builds;
     only training data is shuffled."""
 
+    def _pin(self) -> bool:
+        trainer = getattr(self, "trainer", None)  # set once a Trainer uses this module
+        return pins(trainer.strategy.root_device if trainer is not None else None)
+
     def train_dataloader(self) -> DataLoader:
-        return loader(self.train_set, self.cfg.batch_size, shuffle=True)
+        return loader(self.train_set, self.cfg.batch_size, shuffle=True, pin=self._pin())
 
     def val_dataloader(self) -> DataLoader:
-        return loader(self.val_set, self.cfg.batch_size, shuffle=False)
+        return loader(self.val_set, self.cfg.batch_size, shuffle=False, pin=self._pin())
 
     def test_dataloader(self) -> DataLoader:
-        return loader(self.test_set, self.cfg.batch_size, shuffle=False)
+        return loader(self.test_set, self.cfg.batch_size, shuffle=False, pin=self._pin())
