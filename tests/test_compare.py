@@ -7,6 +7,7 @@ network blocked and its figures load; bad input is one line, exit status 2, noth
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -233,6 +234,9 @@ def test_compare_reads_the_committed_tables_without_any_run(tmp_path, capsys):
         assert row["test/acc"] == pytest.approx(mine["test/acc"].mean(), abs=1e-6)
     md = (out / "compare.md").read_text()
     assert "## Stage 1: `val/acc_best` per `optim.lr`" in md and "- runs: 30 (30 completed)" in md
+    # the verdict says the direction: FFN width 0 and 1 below the baseline's 2, 4 above it (each p (Holm) 0.006)
+    verdicts = dict(re.findall(r"^\| model\.ffn_mult=(\d) \| [^|]+ \| paired by seed \| 0\.006 \| ([a-z ]+) \|$", md, re.M))
+    assert verdicts == {"0": "lower than the baseline", "1": "lower than the baseline", "4": "higher than the baseline"}
 
 
 def test_compare_from_a_folder_without_the_sweep_is_refused_in_one_line(swept, tmp_path, capsys):

@@ -85,7 +85,9 @@ class Comparison:
             a, b = self.effect.a, self.effect.b
             return (f"no test ({a.n} and {b.n} completed runs; a test needs 2 an arm"
                     f"{', and 2 seeds in common when paired' if self.method == 'paired by seed' else ''})")
-        return "differs" if self.p_holm < 0.05 else "no difference shown"
+        if self.p_holm >= 0.05:
+            return "no difference shown"
+        return "higher than the baseline" if self.effect.diff > self.effect.null else "lower than the baseline"
 
 
 @dataclass
@@ -535,8 +537,9 @@ def _markdown(name, S, keys, tuned, metric, goal, chosen, table, comparisons, pr
     for m, cs in comparisons.items():
         if cs or unfinished:
             lines += [f"## Against the baseline: `{m}`", "",
-                      "Holm's adjustment across the comparisons below; \"not testable\" where both arms sit at the "
-                      "reference level or both solved the task.", "", *_md_table(_comparison_table(cs, base)), ""]
+                      "Holm's adjustment across the comparisons below: \"higher\" or \"lower than the baseline\" where "
+                      "p (Holm) < 0.05; \"not testable\" where both arms sit at the reference level or both solved the "
+                      "task.", "", *_md_table(_comparison_table(cs, base)), ""]
             if unfinished:
                 lines += [f"Not compared (no rate chosen yet): {left_out}.", ""]
     if not probes.empty:
