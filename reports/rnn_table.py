@@ -165,7 +165,6 @@ LSTM_PE = {"model.arch": "lstm", "model.pos_enc": "sinusoidal"}
 TUTORIAL = {"model.arch": "transformer", "model.pos_enc": "learned"}  # MNIST: the tutorial's model
 
 ARCH = {"transformer": "Transformer", "lstm": "LSTM", "gru": "GRU"}
-ARCH_ZH = {"transformer": "Transformer", "lstm": "LSTM", "gru": "GRU"}
 PE_ZH = {"none": "无位置编码", "sinusoidal": "正弦位置编码", "learned": "可学习位置编码"}
 # One colour per variant in every figure of this notebook: the Transformer's schemes keep their Q1 colours
 # (sinusoidal blue, learned orange, none grey); the LSTM is vermillion without positions, pink with.
@@ -180,7 +179,7 @@ MODEL_NAMES = {"lstm": "LSTM", "transformer": "Transformer", "transformer_p0": "
 def variant(arch, pe, zh=False):
     """'LSTM, no PE' / 'Transformer, sinusoidal' (in Chinese: 'LSTM，无位置编码')."""
     if zh:
-        return f"{ARCH_ZH.get(arch, arch)}，{PE_ZH.get(pe, pe)}"
+        return f"{ARCH.get(arch, arch)}，{PE_ZH.get(pe, pe)}"
     return f"{ARCH.get(arch, arch)}, {F.label('model.pos_enc', pe)}"
 
 
@@ -210,7 +209,6 @@ REV, ROWS, COST = R.sweep("rnn_reverse"), R.sweep("rnn_rows"), R.sweep("rnn_cost
 # MNIST at convergence (issue 25): the LSTM's sweep and its partner, pos_enc_3e's learned arm (the tutorial's model)
 ROWS_LSTM, ROWS_TF = R.sweep("rnn_rows_converged"), R.sweep("pos_enc_3e")
 COST_MISSING = "not measured yet — run `ablate bench rnn --csv reports/data/rnn_cost.csv`"
-COST_MISSING_ZH = "尚未测量 — 请运行 `ablate bench rnn --csv reports/data/rnn_cost.csv`"
 
 # %% [markdown]
 # ## 1 · Computation and complexity: one training step against sequence length
@@ -348,73 +346,24 @@ else:
                         "1：时间随顺序步数增长）", primary=False))
     t_cross, m_cross = crossings("time_ms"), crossings("mem_mb")
 
-    def crossing_text(found, what, what_zh, column):
-        cheaper_low = "LSTM" if at("lstm", n_lo, column) < at("transformer", n_lo, column) else "Transformer"
-        cheaper_high = "LSTM" if at("lstm", n_hi, column) < at("transformer", n_hi, column) else "Transformer"
-        if found:
-            en = (f"the {what} curves cross at n ≈ {found[0]:.0f} (the {cheaper_low} is cheaper below, the {cheaper_high} "
-                  "above)")
-            cn = f"{what_zh}曲线在 n ≈ {found[0]:.0f} 处相交（更短时 {cheaper_low} 更省，更长时 {cheaper_high} 更省）"
-        else:
-            en = f"the {what} curves do not cross in n = {n_lo} … {n_hi} (the {cheaper_low} is cheaper throughout)"
-            cn = f"{what_zh}曲线在 n = {n_lo} … {n_hi} 内不相交（{cheaper_low} 始终更省）"
-        return en, cn
+    def crossing(found, column):
+        """Where the two curves of `column` first cross (none), and the cheaper model at each end of n."""
+        cheaper = {n: "LSTM" if at("lstm", n, column) < at("transformer", n, column) else "Transformer"
+                   for n in (n_lo, n_hi)}
+        return dict(cross=found[0] if found else None, low=cheaper[n_lo], high=cheaper[n_hi])
 
-    tc, mc = crossing_text(t_cross, "time", "时间", "time_ms"), crossing_text(m_cross, "memory", "内存", "mem_mb")
-    ratio_hi = at("transformer", n_hi, "time_ms") / at("lstm", n_hi, "time_ms")
-    steeper = tf_t > ls_t
-    plain = (
-        ("The Transformer's step grows faster with length" if steeper else
-         "Here the Transformer's step did not grow faster with length than the LSTM's")
-        + f": its time as n^{tf_t:.2f}, the LSTM's as n^{ls_t:.2f} "
-        f"(n = {fit_from} … {n_hi}), and at n = {n_hi} its step takes {ratio_hi:.3g}× the LSTM's; {tc[0]}. Memory: "
-        f"n^{tf_m:.2f} against n^{ls_m:.2f}; {mc[0]}. This was measured on {device} with {threads} thread(s), where "
-        "both models' times follow their arithmetic: the parallel half of the claim (the Transformer computes all "
-        "positions at once) needs a GPU and is not tested here.",
-        ("Transformer 的一步随长度增长得更快" if steeper else "在这里 Transformer 的一步并没有比 LSTM 随长度增长得更快")
-        + f"：它的时间按 n^{tf_t:.2f} 增长，LSTM 按 n^{ls_t:.2f}（n = {fit_from} … {n_hi}），"
-        f"n = {n_hi} 时它的一步耗时是 LSTM 的 {ratio_hi:.3g} 倍；{tc[1]}。内存：n^{tf_m:.2f} 对 n^{ls_m:.2f}；{mc[1]}。"
-        f"这是在 {device.upper()} 上用 {threads} 个线程测得的，两个模型的时间都只反映运算量：论断中关于并行的那一半"
-        "（Transformer 同时计算所有位置）需要 GPU，这里没有检验。",
-    )
     p0 = slopes.get("transformer_p0")
-    mechanism = (
-        f"Slopes of log cost against log n for n ≥ {fit_from}: Transformer time {tf_t:.2f}, memory {tf_m:.2f}; LSTM "
-        f"time {ls_t:.2f}, memory {ls_m:.2f} (memory: {first['mem_kind'].replace('_', ' ')}). "
-        + (f"The Transformer at dropout 0, whose attention runs in torch's fused kernel without storing the n × n "
-           f"weights: time {p0['time_ms']:.2f}, memory {p0['mem_mb']:.2f}. " if p0 else "")
-        + (f"The LSTM at a fixed number of tokens per step: time slope {serial_slope:.2f}." if not serial.empty else ""),
-        f"n ≥ {fit_from} 时 log 代价对 log n 的斜率：Transformer 时间 {tf_t:.2f}，内存 {tf_m:.2f}；LSTM 时间 {ls_t:.2f}，"
-        f"内存 {ls_m:.2f}（内存：{first['mem_kind'].replace('_', ' ')}）。"
-        + (f"dropout 为 0 的 Transformer（注意力走 torch 的融合内核，不保存 n × n 权重）：时间 {p0['time_ms']:.2f}，"
-           f"内存 {p0['mem_mb']:.2f}。" if p0 else "")
-        + (f"每步词元数固定时 LSTM 的时间斜率为 {serial_slope:.2f}。" if not serial.empty else ""),
-    )
     params = {m: int(main.loc[main["model"] == m, "params"].iloc[0]) for m in models}
-    outcome = (
-        f"One training step at batch {int(first['batch'])}, n = {n_lo} … {n_hi}: LSTM {at('lstm', n_lo, 'time_ms'):.2f} … "
-        f"{at('lstm', n_hi, 'time_ms'):.1f} ms, Transformer {at('transformer', n_lo, 'time_ms'):.2f} … "
-        f"{at('transformer', n_hi, 'time_ms'):.1f} ms; parameters {params['lstm']:,} and {params['transformer']:,} at "
-        f"n = {n_lo}.",
-        f"批大小 {int(first['batch'])}、n = {n_lo} … {n_hi} 时一个训练步：LSTM {at('lstm', n_lo, 'time_ms'):.2f} … "
-        f"{at('lstm', n_hi, 'time_ms'):.1f} ms，Transformer {at('transformer', n_lo, 'time_ms'):.2f} … "
-        f"{at('transformer', n_hi, 'time_ms'):.1f} ms；n = {n_lo} 时参数量分别为 {params['lstm']:,} 和 "
-        f"{params['transformer']:,}。",
-    )
-    changes = (
-        "A GPU run (`ablate bench rnn --device cuda`) would test the serial-vs-parallel row: there the Transformer's "
-        "time should stay nearly flat in n until the device fills, the LSTM's grow. Timings on a shared CPU are noisy: "
-        f"a slope difference below {SLOPE_GAP:g} on a rerun would make the complexity test inconclusive.",
-        "在 GPU 上运行（`ablate bench rnn --device cuda`）才能检验「顺序对并行」这一行：那里 Transformer 的时间在设备填满前应"
-        f"几乎不随 n 变化，而 LSTM 的时间会增长。共享 CPU 上的计时有噪声：若重测时斜率之差低于 {SLOPE_GAP:g}，复杂度检验就会"
-        "变成证据不足。",
-    )
-    Q_COST.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details="", checks=checks,
-                  figure=fig_cost,
-                  at_scale=("on parallel hardware (a GPU) the Transformer computes every position of a step at once, "
-                            "the LSTM one position after another; here both ran on CPU threads",
-                            "在并行硬件（GPU）上，Transformer 一步之内同时计算所有位置，LSTM 只能逐个位置计算；"
-                            "这里两者都在 CPU 线程上运行"))
+    record = dict(  # the prose: reports/prose/<lang>/rnn-compute.md
+        tf_t=tf_t, ls_t=ls_t, tf_m=tf_m, ls_m=ls_m, steeper=bool(tf_t > ls_t), fit_from=fit_from, n_lo=n_lo, n_hi=n_hi,
+        ratio_hi=at("transformer", n_hi, "time_ms") / at("lstm", n_hi, "time_ms"),
+        time=crossing(t_cross, "time_ms"), memory=crossing(m_cross, "mem_mb"), device=device, threads=threads,
+        parallel=parallel, mem_kind=first["mem_kind"].replace("_", " "),
+        p0=dict(time=p0["time_ms"], memory=p0["mem_mb"]) if p0 else None,
+        serial_slope=None if serial.empty else serial_slope, batch=int(first["batch"]),
+        ms={f"{m}_{end}": at(m, n, "time_ms") for m in ("lstm", "transformer") for end, n in (("lo", n_lo), ("hi", n_hi))},
+        params_lstm=params["lstm"], params_tf=params["transformer"], slope_gap=SLOPE_GAP)
+    Q_COST.answer(record=record, details="", checks=checks, figure=fig_cost)
 
 # %% [markdown]
 # ## 2 · Long-range dependencies: copy against length
@@ -619,8 +568,6 @@ if RECALL.ready:
         return out
 
     recall_state = {arm: plateau(arm) for _, arm in recall_arms}
-    STATE_ZH = {"solved": "已解决", "still learning": "仍在学习", "plateaued": "已停滞", "unknown": "未知",
-                "plateaued at the order-blind level": "停滞在词袋基线"}
     R.show_table(pd.DataFrame([{"lag": n, "model": ARCH[arm], "lr": R.rows(recall, {"model.arch": arm, "data.length": n})
                                 ["optim.lr"].iloc[0], "test acc": str(recall_acc[arm, n]),
                                 "learned": str(recall_learned[arm, n]), "runs": recall_state[arm][n],
@@ -675,7 +622,7 @@ else:
         checks.append(LONG.less(R.effect(ls_long, acc(best, LSTM_NONE, short)),
                                 f"the LSTM (no PE), test: {long_len} tokens vs {short}", primary=False,
                                 what_zh=f"LSTM（无位置编码），测试集：{long_len} 个词元对 {short} 个词元"))
-    recall_en = recall_zh = ""
+    recall_rec = None  # the recall test's numbers, for the prose
     if recall_primary:  # issue 25: one token at lag n, the primary long-range test
         def recall_effect(n):
             return R.paired(recall, COPY_METRIC, {**TF_PE, "data.length": n}, {**LSTM_NONE, "data.length": n})
@@ -728,46 +675,24 @@ else:
                                     level=recall_level[lags[0]],  # the order-blind floor itself falls with the lag
                                     what_zh=f"LSTM（无位置编码），回忆任务，测试集：间隔 {RECALL_LAG} 对间隔 {lags[0]}"))
 
-        def falls(arm, zh_=False):
-            n = falls_at(arm)
-            if n is None:
-                return "每个间隔上都有运行学会" if zh_ else "learned at every lag"
-            return f"到间隔 {n} 时已没有一次运行学会（跌到词袋基线）" if zh_ else f"falls to the order-blind level at lag {n} (no run learned)"
-
-        def state_by_lag(arm, zh_=False):
-            """'lag 8 solved, 16 still learning, 32 … 256 plateaued …': runs of lags in a row that share a state."""
+        def states(arm):
+            """Runs of lags in a row that share a state ('solved', 'still learning', ...): lag 8 solved, 16–256 …"""
             groups = []
             for n in lags:
-                if groups and groups[-1][1] == recall_state[arm][n]:
-                    groups[-1][0].append(n)
+                if groups and groups[-1]["state"] == recall_state[arm][n]:
+                    groups[-1]["last"] = n
                 else:
-                    groups.append(([n], recall_state[arm][n]))
-            word = STATE_ZH if zh_ else {}
-            span = lambda ns: f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"  # noqa: E731
-            if zh_:
-                return "，".join(f"间隔 {span(ns)} {word[x]}" for ns, x in groups)
-            return ", ".join(f"lag {span(ns)} {x}" for ns, x in groups)
+                    groups.append(dict(first=n, last=n, state=recall_state[arm][n]))
+            return dict(arch=ARCH[arm], groups=groups)
 
-        recall_en = (
-            "With one token to hold (recall the first of n tokens), the LSTM recalls it "
-            + ", ".join(f"{recall_acc['lstm', n]} at lag {n}" for n in (lags[0], RECALL_LAG))
-            + f" and {falls('lstm')}; the Transformer with positions "
-            + ", ".join(f"{recall_acc['transformer', n]} at lag {n}" for n in (lags[0], RECALL_LAG))
-            + f" ({falls('transformer')}); the order-blind level at lag {RECALL_LAG} is {100 * recall_level[RECALL_LAG]:.1f} %."
-            + f" At lag {RECALL_LAG}, Transformer − LSTM = {top_lag}"
-            + (f"; with its chosen remedy ({remedy_en}) the LSTM recalls {remedied_acc} there, Transformer − LSTM = "
-               f"{remedied}" if remedied is not None else "") + ". Their runs: "
-            + "; ".join(f"{ARCH[a]} {state_by_lag(a)}" for a in ("lstm", "transformer")) + ". ")
-        recall_zh = (
-            "只需记住一个词元时（回忆 n 个词元中的第一个），LSTM 的回忆准确率"
-            + "，".join(f"在间隔 {n} 时为 {zh(recall_acc['lstm', n])}" for n in (lags[0], RECALL_LAG))
-            + f"，{falls('lstm', True)}；有位置编码的 Transformer 则"
-            + "，".join(f"在间隔 {n} 时为 {zh(recall_acc['transformer', n])}" for n in (lags[0], RECALL_LAG))
-            + f"（{falls('transformer', True)}）；间隔 {RECALL_LAG} 的词袋基线为 {100 * recall_level[RECALL_LAG]:.1f}%。"
-            + f"间隔 {RECALL_LAG} 时，Transformer − LSTM = {zh(top_lag)}"
-            + (f"；采用所选补救办法（{remedy_zh}）后，LSTM 在这里的回忆准确率为 {zh(remedied_acc)}，Transformer − LSTM = "
-               f"{zh(remedied)}" if remedied is not None else "") + "。各间隔上的运行："
-            + "；".join(f"{ARCH[a]} {state_by_lag(a, True)}" for a in ("lstm", "transformer")) + "。")
+        recall_rec = dict(
+            lo=lags[0], hi=RECALL_LAG, lstm_lo=recall_acc["lstm", lags[0]], lstm_hi=recall_acc["lstm", RECALL_LAG],
+            tf_lo=recall_acc["transformer", lags[0]], tf_hi=recall_acc["transformer", RECALL_LAG],
+            lstm_falls=falls_at("lstm"), tf_falls=falls_at("transformer"), level_hi=recall_level[RECALL_LAG],
+            top=top_lag, states=[states(a) for a in ("lstm", "transformer")],
+            remedy=None if remedied is None else dict(name=dict(en=remedy_en, zh=remedy_zh), acc=remedied_acc,
+                                                       effect=remedied),
+            steps=int(recall["global_step"].max()), rates=int(R.rows(RECALL.df, LSTM_NONE)["optim.lr"].nunique()))
     # the untuned secondary sweeps, each length: Transformer (sinusoidal) vs LSTM (no PE), supporting
     secondary = (([(c64, "copy at {n} tokens (Adam 1e-3)", "{n} 个词元的复制任务（Adam 1e-3）")] if C64.ready else [])
                  + ([(rev, "reverse copy at {n} tokens", "{n} 个词元的反向复制")] if REV.ready else []))
@@ -819,105 +744,41 @@ else:
     f_tf, f_ls = (R.learned(best, {**w, "data.length": long_len}, COPY_METRIC, threshold=R.SOLVED)
                   for w in (TF_PE, LSTM_NONE))
     ls_short = acc(best, LSTM_NONE, short)
-    level_long = 100 * lvl(best, long_len)
-    if tf_long.mean > ls_long.mean:
-        blind = ls_long.mean <= lvl(best, long_len) + R.LEVEL_MARGIN
-        lead_en = (f"At {long_len} tokens the Transformer with positions copies {tf_long} of the tokens right, the LSTM "
-                   f"of the same size {ls_long} (order-blind level {level_long:.1f} %"
-                   + (": no better than a model blind to order)" if blind else ")"))
-        lead_zh = (f"长度为 {long_len} 个词元时，有位置编码的 Transformer 复制正确的词元比例为 {zh(tf_long)}，同样大小的 LSTM 为 "
-                   f"{zh(ls_long)}（词袋基线 {level_long:.1f}%" + ("：与看不到词序的模型无异）" if blind else "）"))
-    else:
-        lead_en = (f"At {long_len} tokens the LSTM copies {ls_long} of the tokens right, the Transformer with positions "
-                   f"{tf_long} (order-blind level {level_long:.1f} %): the LSTM is not behind")
-        lead_zh = (f"长度为 {long_len} 个词元时，LSTM 复制正确的词元比例为 {zh(ls_long)}，有位置编码的 Transformer 为 {zh(tf_long)}"
-                   f"（词袋基线 {level_long:.1f}%）：LSTM 并不落后")
-    drop_en = (f"; the LSTM itself falls from {ls_short} at {short} tokens" if ls_short.mean - ls_long.mean > 0.02
-               else f"; the LSTM holds its {short}-token accuracy ({ls_short})")
-    drop_zh = (f"；LSTM 自身的准确率则从长度 {short} 时的 {zh(ls_short)} 降了下来" if ls_short.mean - ls_long.mean > 0.02
-               else f"；LSTM 保持了长度为 {short} 时的准确率（{zh(ls_short)}）")
-    rev_en = rev_zh = ""
-    if REV.ready and has(rev, LSTM_NONE):
-        rev_lengths = sorted(int(x) for x in rev["data.length"].unique())
-        rev_en = (" On reverse copy, where the last tokens read are emitted first, the LSTM reaches "
-                  + " and ".join(f"{acc(rev, LSTM_NONE, n)} at {n}" for n in rev_lengths) + " tokens (Adam 1e-3).")
-        rev_zh = ("在反向复制中（最后读入的词元最先输出），LSTM 达到 "
-                  + "，".join(f"{n} 个词元时 {zh(acc(rev, LSTM_NONE, n))}" for n in rev_lengths) + "（Adam 1e-3）。")
-    where_en, where_zh = [], []
-    for (task, n), (first, last, low) in quarters.items():
-        near = max(first.mean, last.mean) <= lvl(best if task == "copy" else rev, n) + R.LEVEL_MARGIN
-        where_en.append(f"{task} at {n} tokens: first quarter {first}, last quarter {last}, lowest at emitted token "
-                        f"{low} of {n}" + (" (all near the order-blind level: nothing to locate)" if near else ""))
-        where_zh.append(f"{n} 个词元的{'复制任务' if task == 'copy' else '反向复制'}：前四分之一 {zh(first)}，最后四分之一 "
-                        f"{zh(last)}，最低在第 {low} 个输出（共 {n} 个）" + ("（都接近词袋基线：无从定位）" if near else ""))
-    if where_en:
-        where_en = (" Where the LSTM's errors sit, test accuracy by emitted token (added after the primary results had "
-                    "been read): " + "; ".join(where_en) + ".")
-        where_zh = "LSTM 的错误出现在哪里，按输出位置的测试准确率（在读过主要结果之后加入）：" + "；".join(where_zh) + "。"
-    else:
-        where_en = " Where in the sequence the errors sit is not in the exported tables (accuracy by position)."
-        where_zh = "错误出现在序列的哪个位置不在导出的表中（按位置的准确率）。"
-    plain = (
-        f"{recall_en}{'On copy, which holds every token at once, ' + lead_en[0].lower() + lead_en[1:] if recall_en else lead_en}"
-        f"{drop_en}. Runs that "
-        f"solved it (≥ {100 * R.SOLVED:g} %): Transformer {f_tf}, LSTM {f_ls}.{rev_en}" + where_en,
-        f"{recall_zh}{'而在需要同时记住全部词元的复制任务上，' if recall_zh else ''}{lead_zh}{drop_zh}。解决任务（≥ {100 * R.SOLVED:g}%）"
-        f"的运行：Transformer {zh(f_tf)}，LSTM {zh(f_ls)}。{rev_zh}" + where_zh,
-    )
-    out_en = [f"Copy, test accuracy by length ({R.lr_phrase(COPY.df)}" + ("; 64 tokens at Adam's 1e-3, 2 seeds" if C64.ready
-                                                                          else "") + "): "
-              + " ".join(f"{variant(*k)}: {line(lengthwise, dict(zip(('model.arch', 'model.pos_enc'), k)), 'en')}."
-                         for k in (("transformer", "sinusoidal"), ("transformer", "none"), ("lstm", "none"),
-                                   ("lstm", "sinusoidal"))
-                         if has(best, dict(zip(("model.arch", "model.pos_enc"), k))))]
-    out_zh = ["复制任务按长度的测试准确率" + ("（64 个词元时用 Adam 1e-3、2 个种子）" if C64.ready else "") + "："
-              + "".join(f"{variant(*k, zh=True)}：{line(lengthwise, dict(zip(('model.arch', 'model.pos_enc'), k)), 'zh')}。"
-                        for k in (("transformer", "sinusoidal"), ("transformer", "none"), ("lstm", "none"),
-                                  ("lstm", "sinusoidal"))
-                        if has(best, dict(zip(("model.arch", "model.pos_enc"), k))))]
-    out_en.append("Order-blind level by length: " + "; ".join(f"{n}: {100 * v:.1f} %" for n, v in length_levels(lengthwise).items())
-                  + ".")
-    out_zh.append("各长度下的词袋基线：" + "；".join(f"{n}：{100 * v:.1f}%" for n, v in length_levels(lengthwise).items()) + "。")
-    if REV.ready:
-        out_en.append("Reverse copy (Adam 1e-3): " + " ".join(
-            f"{variant(*k)}: {line(rev, dict(zip(('model.arch', 'model.pos_enc'), k)), 'en')}."
-            for k in (("transformer", "sinusoidal"), ("lstm", "none")) if has(rev, dict(zip(("model.arch", "model.pos_enc"), k)))))
-        out_zh.append("反向复制（Adam 1e-3）：" + "".join(
-            f"{variant(*k, zh=True)}：{line(rev, dict(zip(('model.arch', 'model.pos_enc'), k)), 'zh')}。"
-            for k in (("transformer", "sinusoidal"), ("lstm", "none")) if has(rev, dict(zip(("model.arch", "model.pos_enc"), k)))))
-    mechanism = (
-        "No probe follows the LSTM's memory of early tokens; accuracy by emitted token (figure rnn_error_positions, "
-        "added after the primary results had been read) shows where its errors sit. In plain copy every token waits "
-        "length + 1 steps between being read and being emitted, so position there measures how much input came after "
-        "a token, not how far back it lies; reverse copy lengthens the path for the first tokens read (they are "
-        "emitted last, 2 × length steps after they were read) and shortens it for the last ones.",
-        "没有探针跟踪 LSTM 对早先词元的记忆；按输出位置的准确率（图 rnn_error_positions，在读过主要结果之后加入）显示它的错误"
-        "出现在哪里。在普通复制中，每个词元从读入到输出都相隔 length + 1 步，所以那里的位置衡量的是一个词元之后又读入了多少，"
-        "而不是它在多远之前；反向复制让最先读入的词元路径变长（它们最后才输出，距读入 2 × length 步），最后读入的变短。",
-    )
-    furthest = int(lengthwise["data.length"].max())
-    recall_changes = ("", "")
-    if recall_primary:
-        steps = int(recall["global_step"].max())
-        recall_changes = (
-            f"Recall: the LSTM's runs that stayed at the order-blind level had plateaued within {steps} steps at each of "
-            "the 4 rates; far longer training might let it hold "
-            "one token over longer lags, which would move where it falls, not the Transformer's flat line. ",
-            f"回忆任务：停在词袋基线上的 LSTM 运行，在 4 个学习率下都在 {steps} 步内停滞；训练得久得多，"
-            "也许能让它跨过更长的间隔记住一个词元，这会改变它失败的间隔，而不会改变 Transformer 的平线。",
-        )
-    changes = (
-        recall_changes[0] + f"Lengths beyond {furthest} (a Transformer run at 64 tokens takes minutes here, at 128 over ten), a tuned rate "
-        "beyond 32 tokens, and "
-        "an LSTM that learns copy at 32 tokens (so that its errors can be located there) would test the claim where it "
-        "is meant; more seeds "
-        "would narrow the intervals. A Transformer that fails at the longest length would make the test inconclusive "
-        "or not testable, not a point for the LSTM.",
-        recall_changes[1] + f"超过 {furthest} 的长度（这里一个 64 个词元的 Transformer 运行需要几分钟，128 个词元超过十分钟）、32 个词元以上调过的学习率，"
-        "以及一个在 32 个词元时学会复制的 LSTM"
-        "（才能在那里定位它的错误）才能在论断所指之处检验它；更多种子会缩小区间。若 Transformer 在最长长度上也失败，检验会变成"
-        "证据不足或无法在此检验，而不是 LSTM 的得分。",
-    )
+
+    def by_length(df, k):
+        """One variant's test accuracy at each length it has (k: architecture, positional encoding)."""
+        where = dict(zip(("model.arch", "model.pos_enc"), k))
+        return dict(variant=dict(en=variant(*k), zh=variant(*k, zh=True)),
+                    accs=[dict(n=n, acc=acc(df, where, n)) for n in sorted(int(x) for x in df["data.length"].unique())
+                          if has(df, {**where, "data.length": n})])
+
+    def only_lr(df):
+        return float(pd.to_numeric(df["optim.lr"]).iloc[0]) if df["optim.lr"].nunique() == 1 else None
+
+    copy_variants = (("transformer", "sinusoidal"), ("transformer", "none"), ("lstm", "none"), ("lstm", "sinusoidal"))
+    record = dict(  # the prose: reports/prose/<lang>/rnn-long-range.md
+        recall=recall_rec,
+        copy=dict(long=long_len, short=short, tf=tf_long, lstm=ls_long, level=lvl(best, long_len),
+                  ahead=bool(tf_long.mean > ls_long.mean),
+                  blind=bool(ls_long.mean <= lvl(best, long_len) + R.LEVEL_MARGIN),
+                  drops=bool(ls_short.mean - ls_long.mean > 0.02), lstm_short=ls_short, solved=R.SOLVED,
+                  solved_tf=f_tf, solved_lstm=f_ls, tuned_to=max(lengths), furthest=int(lengthwise["data.length"].max())),
+        reverse=None if not (REV.ready and has(rev, LSTM_NONE)) else dict(
+            lr=only_lr(rev), lstm=[dict(n=n, acc=acc(rev, LSTM_NONE, n)) for n in sorted(int(x) for x in rev["data.length"].unique())],
+            lines=[by_length(rev, k) for k in (("transformer", "sinusoidal"), ("lstm", "none"))
+                   if has(rev, dict(zip(("model.arch", "model.pos_enc"), k)))]),
+        where=None if not quarters else [dict(task=task, n=n, first=first, last=last, low=low,
+                                              near=bool(max(first.mean, last.mean)
+                                                        <= lvl(best if task == "copy" else rev, n) + R.LEVEL_MARGIN))
+                                         for (task, n), (first, last, low) in quarters.items()],
+        copy_lr=dict(en=R.lr_phrase(COPY.df), zh=R.lr_phrase(COPY.df, lang="zh")),
+        copy_lines=[by_length(lengthwise, k) for k in copy_variants if has(best, dict(zip(("model.arch", "model.pos_enc"), k)))],
+        levels=[dict(n=n, level=v) for n, v in length_levels(lengthwise).items()],
+        c64=None if not C64.ready else dict(
+            n=int(c64["data.length"].max()), lr=only_lr(c64), seeds=int(c64["seed"].nunique()),
+            minutes=float(pd.to_numeric(R.rows(c64, TF_PE)["wall_time_s"]).median() / 60)
+            if "wall_time_s" in c64 and has(c64, TF_PE) else None))
+
     def details(lang):
         z = lang == "zh"
 
@@ -945,29 +806,8 @@ else:
             out.append(f"倒序复制：{R.missing_zh(REV.missing)}。" if z else f"Reverse copy: {REV.missing}.")
         return out
 
-    short = None
-    if recall_primary:
-        a = {k: 100 * v.mean for k, v in recall_acc.items()}
-        lo, hi = lags[0], RECALL_LAG
-        short = (f"Holding one token for n steps, the LSTM recalls {a['lstm', lo]:.0f} % at lag {lo} and "
-                 f"{a['lstm', hi]:.0f} % at lag {hi} (order-blind level {100 * recall_level[hi]:.1f} %), the Transformer "
-                 f"{a['transformer', lo]:.0f} % and {a['transformer', hi]:.0f} %"
-                 + (f"; with its chosen remedy the LSTM recalls {100 * remedied_acc.mean:.0f} % at lag {hi}."
-                    if remedied is not None else
-                    f"; at lag {hi}, Transformer − LSTM = {100 * top_lag.diff:+.0f} points."),
-                 f"只需记住一个词元时，LSTM 在间隔 {lo} 时答对 {a['lstm', lo]:.0f}%，间隔 {hi} 时 {a['lstm', hi]:.0f}%"
-                 f"（词袋基线 {100 * recall_level[hi]:.1f}%），Transformer 分别为 {a['transformer', lo]:.0f}% 和 "
-                 f"{a['transformer', hi]:.0f}%"
-                 + (f"；采用所选补救办法后，LSTM 在间隔 {hi} 时答对 {100 * remedied_acc.mean:.0f}%。" if remedied is not None
-                    else f"；间隔 {hi} 时 Transformer − LSTM = {100 * top_lag.diff:+.0f} 个百分点。"))
-    Q_LONG.answer(plain=plain, mechanism=mechanism, outcome=(" ".join(out_en), "".join(out_zh)), changes=changes, short=short,
-                  details=details, checks=checks,
-                  figure=figures_long[0] if figures_long else None, figures=figures_long,
-                  at_scale=("the LSTM's recall at long lags: with more steps, its standard remedies (forget-gate "
-                            "initialisation, model.rnn_init, and gradient clipping) and tuning, an LSTM of this size may "
-                            "hold a token far longer than it did here",
-                            "LSTM 在长间隔上的回忆：训练更多步、用上标准的补救办法（遗忘门初始化 model.rnn_init 和梯度裁剪）"
-                            "并调参后，这样大小的 LSTM 可能把一个词元记得比这里久得多"))
+    Q_LONG.answer(record=record, details=details, checks=checks,
+                  figure=figures_long[0] if figures_long else None, figures=figures_long)
 
 # %% [markdown]
 # ## 3 · Position information: no positional encoding on either side
@@ -1099,46 +939,19 @@ else:
                                               reason=reason_mech, reason_zh=reason_mech_zh,
                                               what_zh="MNIST 按行输入，行被打乱时损失的准确率",
                                               why_zh=R.missing_zh(why)))
-    en, cn = [], []
+    record = dict(copy=None, rows=None)  # the prose: reports/prose/<lang>/rnn-position.md
     if COPY.ready:
-        blind = 100 * level_order
-        f_ls_none = R.learned(best, {**LSTM_NONE, "data.length": order_len}, COPY_METRIC)
-        en.append(f"Without any positional encoding, on copy at {order_len} tokens the LSTM reaches {ls_none} "
-                  f"({f_ls_none.k} of {f_ls_none.n} runs above the order-blind level of {blind:.1f} %), the Transformer "
-                  f"{tf_none}.")
-        cn.append(f"完全没有位置编码时，在 {order_len} 个词元的复制任务上 LSTM 达到 {zh(ls_none)}（{f_ls_none.n} 次运行中 "
-                  f"{f_ls_none.k} 次超过词袋基线 {blind:.1f}%），Transformer 为 {zh(tf_none)}。")
+        record["copy"] = dict(
+            n=order_len, lstm=ls_none, tf=tf_none, level=level_order,
+            learned=R.learned(best, {**LSTM_NONE, "data.length": order_len}, COPY_METRIC),
+            lines=[dict(variant=dict(en=variant(*k), zh=variant(*k, zh=True)),
+                        acc=R.estimate(best, COPY_METRIC, {"model.arch": k[0], "model.pos_enc": k[1], "data.length": order_len}))
+                   for k in (("lstm", "none"), ("lstm", "sinusoidal"), ("transformer", "none"), ("transformer", "sinusoidal"))
+                   if has(best, {"model.arch": k[0], "model.pos_enc": k[1]})])
     if d_ls is not None:
-        en.append(f"On MNIST rows, permuting the test rows lowers the LSTM's test accuracy by {d_ls} (points) and the "
-                  f"Transformer's without positions by {d_tf}: the recurrence reads the order, self-attention alone does not.")
-        cn.append(f"在 MNIST 按行输入上，把测试图像的行打乱，LSTM 的测试准确率变化 {zh(d_ls)}，没有位置编码的 Transformer "
-                  f"变化 {zh(d_tf)}：循环结构读得出顺序，光靠自注意力读不出。")
-    plain = (" ".join(en), "".join(cn))
-    mech_en = mech_zh = ""
-    if d_ls is not None:
-        mech_en = (f"Accuracy lost when the MNIST test rows are permuted (test/acc − test/acc_perm): LSTM without PE {d_ls}; "
-                   f"Transformer without PE {d_tf}" + (f"; the tutorial's model (learned PE) "
-                   f"{R.estimate(rows, DROP, TUTORIAL, scale='linear')}" if has(rows, TUTORIAL) else "") + ".")
-        mech_zh = (f"MNIST 测试行被打乱时损失的准确率（test/acc − test/acc_perm）：无位置编码的 LSTM {zh(d_ls)}；无位置编码的 "
-                   f"Transformer {zh(d_tf)}" + (f"；教程的模型（可学习位置编码）"
-                   f"{zh(R.estimate(rows, DROP, TUTORIAL, scale='linear'))}" if has(rows, TUTORIAL) else "") + "。")
-    out_en = out_zh = ""
-    if COPY.ready:
-        out_en = (f"Copy at {order_len} tokens, test accuracy: " + "; ".join(
-            f"{variant(*k)} {R.estimate(best, COPY_METRIC, {'model.arch': k[0], 'model.pos_enc': k[1], 'data.length': order_len})}"
-            for k in (("lstm", "none"), ("lstm", "sinusoidal"), ("transformer", "none"), ("transformer", "sinusoidal"))
-            if has(best, {"model.arch": k[0], "model.pos_enc": k[1]})) + ".")
-        out_zh = (f"{order_len} 个词元的复制任务，测试准确率：" + "；".join(
-            f"{variant(*k, zh=True)} {zh(R.estimate(best, COPY_METRIC, {'model.arch': k[0], 'model.pos_enc': k[1], 'data.length': order_len}))}"
-            for k in (("lstm", "none"), ("lstm", "sinusoidal"), ("transformer", "none"), ("transformer", "sinusoidal"))
-            if has(best, {"model.arch": k[0], "model.pos_enc": k[1]})) + "。")
-    changes = (
-        "An LSTM without positions at the order-blind level of copy would contradict the claim (it reads in order); a "
-        "Transformer without positions above it would point to a bug (it is permutation-equivariant). More seeds would "
-        "narrow the intervals.",
-        "若没有位置编码的 LSTM 在复制任务上停在词袋基线，就与论断矛盾（它是按顺序读入的）；若没有位置编码的 Transformer "
-        "超过了这条基线，则说明有程序错误（它对排列等变）。更多种子会缩小区间。",
-    )
+        record["rows"] = dict(lstm=d_ls, tf=d_tf, tutorial=R.estimate(rows, DROP, TUTORIAL, scale="linear")
+                              if has(rows, TUTORIAL) else None)
+
     def details(lang):
         z = lang == "zh"
         out = [("Copy: ", "复制：")[z] + R.lr_phrase(COPY.df, lang=lang) + R.full_stop(lang)] if COPY.ready else []
@@ -1147,8 +960,7 @@ else:
                           R.convergence(rows, "MNIST runs", lang=lang)]
         return out + [f"MNIST 按行输入：{R.missing_zh(ROWS.missing)}。" if z else f"MNIST rows: {ROWS.missing}."]
 
-    Q_ORDER.answer(plain=plain, mechanism=(mech_en, mech_zh), outcome=(out_en, out_zh), changes=changes,
-                   details=details, checks=checks, figure=figures_order[0] if figures_order else None,
+    Q_ORDER.answer(record=record, details=details, checks=checks, figure=figures_order[0] if figures_order else None,
                    figures=figures_order)
 
 # %% [markdown]
@@ -1257,58 +1069,20 @@ else:
     params = {k: int(R.rows(rows, w)["params/total"].iloc[0]) for k, w in (("tut", TUTORIAL), ("lstm", LSTM_NONE))}
     # the encoders are matched; the tutorial's total also holds its learned position table (params/embedding)
     table = (int(R.rows(rows, TUTORIAL)["params/embedding"].iloc[0]) - int(R.rows(rows, LSTM_NONE)["params/embedding"].iloc[0]))
-    faster = "LSTM" if ls_t.mean < tut_t.mean else "Transformer"
-    ratio = ls_t.mean / tut_t.mean
-    diff = R.effect(tut_acc, ls_acc)
-    plain = (
-        f"On MNIST rows the tutorial's Transformer ({params['tut']:,} parameters, {table:,} of them its position table) "
-        f"reaches {tut_acc} test accuracy, the LSTM of matched size ({params['lstm']:,}) {ls_acc} (difference {diff}). An epoch of training takes the LSTM "
-        f"{ls_t} s and the Transformer {tut_t} s here (LSTM / Transformer {ratio:.2f}): on one CPU thread the {faster} "
-        "is faster, which measures arithmetic; the tutorial's point that a Transformer trains faster because it "
-        "computes all rows at once needs parallel hardware and is not tested here.",
-        f"在 MNIST 按行输入上，教程的 Transformer（{params['tut']:,} 个参数，其中 {table:,} 个是位置表）测试准确率为 {zh(tut_acc)}，参数量匹配的 LSTM"
-        f"（{params['lstm']:,} 个）为 {zh(ls_acc)}（相差 {zh(diff)}）。在这里训练一个轮次 LSTM 需要 {zh(ls_t)} 秒，"
-        f"Transformer 需要 {zh(tut_t)} 秒（LSTM / Transformer {ratio:.2f}）：在单个 CPU 线程上 {faster} 更快，这衡量的是运算量；"
-        "教程所说的 Transformer 因同时计算所有行而训练更快，需要并行硬件，这里没有检验。",
-    )
-    mnist_short = None
-    if conv_diff is not None:  # the primary test's runs first, then the quick budget's
-        plain = (f"Trained to convergence ({conv_tut.n} and {conv_ls.n} seeds): the tutorial's Transformer {conv_tut}, the "
-                 f"LSTM {conv_ls}, difference {conv_diff} (paired by seed). At the quick budget: " + plain[0][0].lower()
-                 + plain[0][1:],
-                 "训练到收敛后（" + (f"两者各 {conv_tut.n} 个种子" if conv_tut.n == conv_ls.n else
-                                     f"Transformer {conv_tut.n} 个种子，LSTM {conv_ls.n} 个") +
-                 f"）：教程的 Transformer {zh(conv_tut)}，LSTM {zh(conv_ls)}，"
-                 f"相差 {zh(conv_diff)}（按种子配对）。在快速预算下：" + plain[1])
-        better = ("the LSTM is more accurate" if conv_diff.hi < 0 else "the Transformer is more accurate"
-                  if conv_diff.lo > 0 else "no difference resolved")
-        better_zh = ("LSTM 更准确" if conv_diff.hi < 0 else "Transformer 更准确" if conv_diff.lo > 0 else "差别不显著")
-        mnist_short = (f"A measurement: trained to convergence on MNIST rows ({conv_tut.n} seeds each), the tutorial's "
-                       f"Transformer reaches {100 * conv_tut.mean:.1f} %, the LSTM of matched size {100 * conv_ls.mean:.1f} % "
-                       f"(difference {conv_diff}, paired by seed: {better}).",
-                       f"这是一项测量：在 MNIST 按行输入上训练到收敛（各 {conv_tut.n} 个种子），教程的 Transformer 达到 "
-                       f"{100 * conv_tut.mean:.1f}%，参数量匹配的 LSTM 为 {100 * conv_ls.mean:.1f}%（相差 {zh(conv_diff)}，"
-                       f"按种子配对：{better_zh}）。")
-    out_en = ("Test accuracy: " + "; ".join(f"{v} {R.estimate(rows, 'test/acc', {'variant': v})}" for v in variants_in(rows))
-              + ". Seconds per training epoch: " + "; ".join(
-                  f"{v} {R.estimate(rows, EPOCH_S, {'variant': v}, scale='log')}" for v in variants_in(rows))
-              + ". Wall time per epoch including validation, test and probes: " + "; ".join(
-                  f"{v} {R.estimate(rows, 'wall_s_per_epoch', {'variant': v}, scale='log')}" for v in variants_in(rows)) + ".")
-    out_zh = ("测试准确率：" + "；".join(f"{v} {zh(R.estimate(rows, 'test/acc', {'variant': v}))}" for v in variants_in(rows))
-              + "。每个训练轮次的秒数：" + "；".join(
-                  f"{v} {zh(R.estimate(rows, EPOCH_S, {'variant': v}, scale='log'))}" for v in variants_in(rows))
-              + "。包括验证、测试和探针在内每轮的总耗时：" + "；".join(
-                  f"{v} {zh(R.estimate(rows, 'wall_s_per_epoch', {'variant': v}, scale='log'))}" for v in variants_in(rows)) + "。")
-    mechanism = (f"Parameters: the tutorial's Transformer {params['tut']:,}, the LSTM {params['lstm']:,}. The LSTM's hidden "
-                 "size is chosen so that its recurrent stack matches the Transformer's encoder; the Transformer's total "
-                 f"also holds {table:,} parameters of embeddings the LSTM does not have (its learned position table).",
-                 f"参数量：教程的 Transformer {params['tut']:,}，LSTM {params['lstm']:,}。LSTM 的隐藏层大小使其循环层的参数量与 "
-                 f"Transformer 的编码器相当；Transformer 的总数还包括 LSTM 没有的 {table:,} 个嵌入参数（它的可学习位置表）。")
-    changes = (
-        "A GPU run at the full budget would test the training-time claim where it is meant and would let both models "
-        "finish learning (at the quick budget the MNIST runs are still improving).",
-        "在 GPU 上以完整预算运行，才能在论断所指的条件下检验训练时间，并让两个模型都学完（在快速预算下 MNIST 的运行仍在进步）。",
-    )
+
+    def per_variant(metric, scale=None):
+        return [dict(variant=dict(en=v, zh=variant(*R.rows(rows, {"variant": v})[["model.arch", "model.pos_enc"]].iloc[0],
+                                                   zh=True)),
+                     value=R.estimate(rows, metric, {"variant": v}, **({"scale": scale} if scale else {})))
+                for v in variants_in(rows)]
+
+    record = dict(  # the prose: reports/prose/<lang>/rnn-mnist.md
+        budget=str(ROWS.meta.get("budget", "")), params_tut=params["tut"], params_lstm=params["lstm"], table=table,
+        tut=tut_acc, lstm=ls_acc, diff=R.effect(tut_acc, ls_acc), lstm_s=ls_t, tut_s=tut_t, ratio=ls_t.mean / tut_t.mean,
+        lstm_faster=bool(ls_t.mean < tut_t.mean), parallel=parallel_rows, threads=int(per_run.group(1)) if per_run else None,
+        converged=None if conv_diff is None else dict(tut=conv_tut, lstm=conv_ls, diff=conv_diff),
+        accuracy=per_variant("test/acc"), epoch_s=per_variant(EPOCH_S, "log"),
+        wall_s=per_variant("wall_s_per_epoch", "log"))
     def details(lang):
         z = lang == "zh"
         chosen = R.chosen_lrs(rows, lambda r: r['variant'], lang=lang)
@@ -1321,5 +1095,4 @@ else:
                     + R.full_stop(lang), R.convergence(converged, "converged MNIST runs", lang=lang)]
         return out
 
-    Q_MNIST.answer(plain=plain, mechanism=mechanism, outcome=(out_en, out_zh), changes=changes, details=details, short=mnist_short,
-                   checks=checks, figure=fig_mnist)
+    Q_MNIST.answer(record=record, details=details, checks=checks, figure=fig_mnist)

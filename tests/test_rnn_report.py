@@ -121,4 +121,4 @@ def test_where_the_errors_sit_follows_the_exported_arrays(positions):
     plain = a["plain"]["en"]
     assert "copy at 32 tokens: first quarter 30.0 % (1 run, no interval), last quarter 90.0 %" in plain
     assert "lowest at emitted token 20 of 32;" in plain or "lowest at emitted token 20 of 32." in plain
-    assert "前四分之一 30.0%" in a["plain"]["zh"] and "最低在第 20 个输出（共 32 个）" in a["plain"]["zh"]
+    assert "前四分之一为 30.0%" in a["plain"]["zh"] and "最低点在第 20 个输出（共 32 个）" in a["plain"]["zh"]

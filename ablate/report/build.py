@@ -52,6 +52,7 @@ from .data import (
     make_target,
     read_meta,
 )
+from .prose import BUDGET_ZH
 
 
 def notebooks(source: Path | str = "reports") -> list[str]:
@@ -929,7 +930,6 @@ def wrap_md(text: str, lang: str) -> str:
 _STARTS_BLOCK = re.compile(r"(\d+[.)]\s|[-+*>]\s|#|\||=+\s*$|-+\s*$)")
 
 
-BUDGET_ZH = {"quick": "快速", "full": "完整", "smoke": "冒烟测试"}
 RECORDS = "records.json"  # findings/records.json: each answer's record, by key
 
 

@@ -16,7 +16,8 @@ touches no Python. A template holds one block per part of the answer:
     {% block at_scale %}…{% endblock %}   optional: what may move at a larger scale
 
 `{{ x }}` prints an interval in the template's language; the filters below print plain numbers (`pct`,
-`pts`, `num`, `count`, `fixed`, `times`, `g`, `sci`), each the same digits in both languages. A number typed into a
+`pts`, `num`, `count`, `fixed`, `times`, `g`, `sci`), each the same digits in both languages, and `budget` a
+budget's name (quick, 快速). A number typed into a
 template is a number the record does not hold: tests/test_prose.py renders every template with its marks
 on (`render(..., mark=True)`) and fails on any digit outside them. Line breaks inside a block join without
 a space between Chinese characters and with one between Latin words, so a writer may wrap lines freely. A
@@ -37,6 +38,7 @@ import jinja2.meta
 from .stats import Effect, Estimate, Fraction, _fixed, number
 
 LANGS = ("en", "zh")
+BUDGET_ZH = {"quick": "快速", "full": "完整", "smoke": "冒烟测试"}  # a budget's one name in Chinese (issue 39)
 BLOCKS = ("brief", "short", "plain", "mechanism", "outcome", "changes", "at_scale")
 MARK = ("\ue000", "\ue001")  # around every printed value when rendering with mark=True (tests)
 _TYPES = {Estimate: "estimate", Effect: "effect", Fraction: "fraction"}
@@ -180,7 +182,8 @@ def _filters(lang: str) -> dict[str, Any]:
         return lambda x, *a: "n/a" if x is None else f(x, *a)
 
     filters = {"pct": pct, "pts": pts, "num": num, "count": count, "fixed": fixed, "times": times, "g": g, "sci": sci}
-    return {name: or_na(f) for name, f in filters.items()}
+    return {**{name: or_na(f) for name, f in filters.items()},
+            "budget": lambda name: BUDGET_ZH.get(name, name) if zh else name}  # a budget's name: quick, 快速
 
 
 def environment(lang: str, folder: Path | None = None, *, mark: bool = False) -> jinja2.Environment:
