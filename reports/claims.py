@@ -83,6 +83,7 @@ MEMORY_SLOPE_TOLERANCE = 0.25  # supporting: the explicit path stores the n x n 
 NORM_DEPTH_SWEEPS = ("norm_6", "norm_12_warm", "norm_12_cold", "norm_24_warm_pre", "norm_24_warm_post",
                      "norm_24_cold_pre", "norm_24_cold_post")
 NORM_DEEPEST = 24
+LIU_LAYERS = 18  # Liu et al. 2020: the depth at which their Post-LN diverged (WMT14 En-De, no warm-up)
 NORM_PAIRS = ("optim.lr", "seed")  # the tests pair runs by rate and seed: the whole rate axis enters
 
 R.setup()
@@ -121,9 +122,9 @@ XIONG_WARMUP = R.Anchor(
 )
 LIU = R.Anchor(
     "Liu et al. 2020",
-    "deep Post-LN stacks are less robust than Pre-LN ones: they fail to train where Pre-LN trains (18-layer Post-LN "
+    f"deep Post-LN stacks are less robust than Pre-LN ones: they fail to train where Pre-LN trains ({LIU_LAYERS}-layer Post-LN "
     "diverged on WMT14 En-De; the cause they find is an amplification effect, not the gradients)",
-    "深层 Post-LN 堆叠不如 Pre-LN 稳健：在 Pre-LN 能训练的地方它会训练失败（18 层 Post-LN 在 WMT14 英德上发散；"
+    f"深层 Post-LN 堆叠不如 Pre-LN 稳健：在 Pre-LN 能训练的地方它会训练失败（{LIU_LAYERS} 层 Post-LN 在 WMT14 英德上发散；"
     "他们找到的原因是放大效应，而不是梯度）",
     wording="unbalanced gradients are not the root cause of the instability of training",
     tutorial=True,
@@ -292,9 +293,9 @@ else:
             robust_deep, f"{NORM_DEEPEST} layers, no warm-up, validation accuracy (diverged = chance) over the rates "
                          f"{span}, Pre-LN − Post-LN, paired by rate and seed", learned=any_learned("pre", d_cold),
             primary=True,
-            reason="Liu's Post-LN failed at 18 layers without warm-up; robustness over the rates is the claim",
+            reason=f"Liu's Post-LN failed at {LIU_LAYERS} layers without warm-up; robustness over the rates is the claim",
             what_zh=f"{NORM_DEEPEST} 层，不预热，学习率 {span} 范围内的验证准确率（发散记为随机水平），Pre-LN − Post-LN，按学习率和种子配对",
-            reason_zh="Liu 等人的实验中，Post-LN 在 18 层、不预热时训练失败；论断说的是对学习率的稳健性，所以整个学习率范围都纳入检验"))
+            reason_zh=f"Liu 等人的实验中，Post-LN 在 {LIU_LAYERS} 层、不预热时训练失败；论断说的是对学习率的稳健性，所以整个学习率范围都纳入检验"))
         checks.append(XIONG_WARMUP.greater(
             rescue_deep, f"Post-LN, {NORM_DEEPEST} layers, validation accuracy (diverged = chance), warm-up {d_warm:g} − "
                          "none, paired by rate "
@@ -302,7 +303,7 @@ else:
             reason="the warm-up is the treatment; the deepest stack is where Post-LN needs it most",
             what_zh=f"Post-LN，{NORM_DEEPEST} 层，验证准确率（发散记为随机水平），预热比例 {d_warm:g} − 不预热，按学习率和种子配对",
             reason_zh="要检验的干预就是预热；堆叠越深 Post-LN 越需要预热，所以取最深的一档"))
-        warmup_en = warmup_zh = ""
+        warmup_note = None
     elif cold == 0 and warm > 0:
         rescue = R.compare(norm, FAILED, at("post", warm), at("post", cold))
         checks.append(XIONG_WARMUP.greater(rescue, f"Post-LN, {depth} layers, lr {top:g}, validation accuracy, warm-up "
@@ -310,24 +311,23 @@ else:
                                            reason="the warm-up is the treatment; the largest rate is where it matters",
                                            what_zh=f"Post-LN，{depth} 层，学习率 {top:g}，验证准确率，预热 {warm:g} 对不预热",
                                            reason_zh="预热就是所施加的处理；它在最大的学习率下才要紧"))
-        warmup_en = warmup_zh = ""
+        warmup_note = None
     else:
         checks.append(XIONG_WARMUP.not_testable(
             "warm-up vs none", f"every run had {'no warm-up' if not warm else f'warm-up {warm:g}'}", primary=True,
             reason="the warm-up is the treatment; the sweep has one warm-up setting", what_zh="预热对不预热",
             why_zh=f"所有运行都{'没有预热' if not warm else f'用了 {warm:g} 的预热'}",
             reason_zh="预热就是所施加的处理；这个扫描只有一种预热设置"))
-        warmup_en = (f"Every run had warm-up {warm:g} ({round(warm * int(norm['global_step'].max()))} of "
-                     f"{int(norm['global_step'].max())} steps), so whether warm-up rescues Post-LN is not tested here.")
-        warmup_zh = (f"所有运行都用了 {warm:g} 的预热（{int(norm['global_step'].max())} 步中的 "
-                     f"{round(warm * int(norm['global_step'].max()))} 步），因此这里没有检验预热能否挽救 Post-LN。")
+        steps = int(norm["global_step"].max())
+        warmup_note = dict(warm=warm, steps=round(warm * steps), of=steps)  # warm-up is not tested: the Answer says so
     checks.append(LIU.greater(robust, f"{depth} layers, lr {top:g}, validation accuracy (diverged = chance), Pre-LN vs "
                                       "Post-LN", level=lvl, primary=not DEEP.ready,  # issue 25's grid replaces it
                               reason="robustness to a large rate is the claim; a diverged run learned nothing. Liu's "
-                                     f"Post-LN failed at 18 layers without warm-up; this sweep has {depth} layers, every "
+                                     f"Post-LN failed at {LIU_LAYERS} layers without warm-up; this sweep has {depth} layers, every "
                                      f"run with warm-up {warm:g}",
                               what_zh=f"{depth} 层，学习率 {top:g}，验证准确率（发散的运行记为随机水平），Pre-LN 对 Post-LN",
-                              reason_zh="论断说的正是对大学习率的稳健性；发散的运行什么也没学到。Liu 的 Post-LN 是在 18 层、"
+                              reason_zh="论断说的正是对大学习率的稳健性；发散的运行什么也没学到。Liu 的 Post-LN 是在 "
+                                        f"{LIU_LAYERS} 层、"
                                         f"没有预热时失败的；这个扫描是 {depth} 层，每个运行都用了 {warm:g} 的预热"))
     checks.append(XIONG.greater(ratio, f"{depth} layers, first / last layer gradient at initialisation, Post-LN vs "
                                        "Pre-LN", primary=False, reason="the gradient's profile over depth",
@@ -340,101 +340,30 @@ else:
     every = all(f.n and f.k == f.n for f in learned.values())  # both placements learned at every rate
     final = {c.anchor: c.verdict for c in correct(checks)[0] if c.primary}  # the verdicts the summary reads
     part = overall([v for anchor, v in final.items() if anchor.tutorial]) in (AGREES_IN_PART, AGREES_IN_PART_UNTESTED)
-    if final[XIONG] == R.AGREES:
-        grad_en = (f"{'In part: t' if part else 'T'}he published gradient claim holds, Post-LN's last-layer gradient at initialisation is "
-                   f"{near_output} Pre-LN's (Xiong's large gradients near the output). ")
-        grad_zh = f"{'部分成立：' if part else ''}论文关于梯度的说法成立，初始化时 Post-LN 最后一层的梯度是 Pre-LN 的 {near_output:zh}（即 Xiong 所说的靠近输出层的大梯度）。"
-    else:
-        grad_en = f"At initialisation Post-LN's last-layer gradient is {near_output} Pre-LN's. "
-        grad_zh = f"初始化时 Post-LN 最后一层的梯度是 Pre-LN 的 {near_output:zh}。"
-    if fails:
-        train_en = (f"And yes: at the largest rate, {top:g}, Post-LN learned the copy task in {post_top.k} of {post_top.n} "
-                    f"runs against {pre_top.k} of {pre_top.n} for Pre-LN (both with warm-up {warm:g}). ")
-        train_zh = (f"而且会：在最大学习率 {top:g} 下，Post-LN {post_top.n} 次运行中 {post_top.k} 次学会了复制任务，Pre-LN 为 "
-                    f"{pre_top.n} 次中 {pre_top.k} 次（两者都用 {warm:g} 的预热）。")
-    else:
-        train_en = (f"Whether Post-LN stops training cannot be tested at {depth} layers with warm-up: "
-                    + ("both placements learned the copy task at every rate tried" if every else
-                       f"at the largest rate, {top:g}, Post-LN learned it in {post_top.k} of {post_top.n} runs, as Pre-LN "
-                       f"did in {pre_top.k} of {pre_top.n}")
-                    + f", up to {top:g} (Liu's Post-LN failed at 18 layers without warm-up). ")
-        train_zh = (f"Post-LN 会不会训练失败，在 {depth} 层且有预热时无法在此检验："
-                    + ("两种放置方式在所试的每个学习率下都学会了复制任务" if every else
-                       f"在最大学习率 {top:g} 下 Post-LN {post_top.n} 次运行中 {post_top.k} 次学会，Pre-LN {pre_top.n} 次中 "
-                       f"{pre_top.k} 次")
-                    + f"，直到 {top:g}（Liu 的 Post-LN 是在 18 层、没有预热时失败的）。")
-    if DEEP.ready:  # where each placement stops training, from issue 25's grid, replaces the 12-layer sentence
-        def rates(kind, warmup, zh=False):
-            return " / ".join(f"{r:g}" if (r := top_rate(d, warmup, kind)) is not None else ("无" if zh else "none")
-                              for d in depths)
-
-        layers = " / ".join(str(d) for d in depths)
-        every_deep = all(f.n and f.k == f.n for f in deep_learned.values())
-        train_en = (("Both placements learned at every rate tried. " if every_deep else "")
-                    + f"The largest rate at which every seed learned "
-                    f"copy, at {layers} layers: " + "; ".join(
-                        f"{F.label('model.norm', k)} {rates(k, d_cold)} without warm-up, {rates(k, d_warm)} with"
-                        for k in deep_kinds)
-                    + f". At {NORM_DEEPEST} layers without warm-up, over the rates {span}, Pre-LN − Post-LN = "
-                    f"{robust_deep}; warm-up changes Post-LN by {rescue_deep} (Pre-LN by {pre_rescue}). ")
-        train_zh = (("层归一化的两种位置在所试的每个学习率下都学会了。" if every_deep else "")
-                    + f"所有种子都能学会复制任务的最大学习率（依次对应 {layers} 层）："
-                    + "；".join(f"{F.label('model.norm', k)} 不预热 {rates(k, d_cold, True)}，预热 {rates(k, d_warm, True)}"
-                               for k in deep_kinds)
-                    + f"。{NORM_DEEPEST} 层、不预热时，在 {span} 的整个学习率范围内，Pre-LN − Post-LN = {robust_deep:zh}；"
-                    f"加预热后，Post-LN 的准确率变化 {rescue_deep:zh}（Pre-LN 为 {pre_rescue:zh}）。")
-    plain = (grad_en + train_en + "The tutorial's code block titled \"Post-LN\" computes x + sublayer(norm(x)), which is "
-             "Pre-LN.",
-             grad_zh + train_zh + "教程中标为「Post-LN」的代码块计算的是 x + sublayer(norm(x))，这其实是 Pre-LN。")
-    mechanism = (
-        f"Gradient norms at initialisation ({depth} layers, {len(init) // max(1, len(KINDS))} seeds per placement), "
-        f"Post-LN vs Pre-LN: last layer {near_output.a} vs {near_output.b} ({near_output}), first layer {near_input.a} "
-        f"vs {near_input.b} ({near_input}): " + ("smaller near the input. " if near_input.sign < 0 else
-                                                 "not smaller near the input. ")
-        + f"First / last {ratio.a} vs {ratio.b}." + (f" {warmup_en}" if warmup_en else ""),
-        f"初始化时的梯度范数（{depth} 层，每种放置方式 {len(init) // max(1, len(KINDS))} 个种子），Post-LN 对 Pre-LN："
-        f"最后一层 {near_output.a:zh} 对 {near_output.b:zh}（{near_output:zh}），第一层 {near_input.a:zh} 对 {near_input.b:zh}"
-        f"（{near_input:zh}）：" + ("靠近输入处更小。" if near_input.sign < 0 else "靠近输入处并不更小。")
-        + f"第一层/最后一层 {ratio.a:zh} 对 {ratio.b:zh}。" + (warmup_zh or ""),
-    )
-    if DEEP.ready:  # Xiong's Theorem 1 per depth: the ratio grows as √L
-        mechanism = (
-            mechanism[0] + " The last layer's gradient at initialisation, Post-LN / Pre-LN, by depth: " + "; ".join(
-                f"{d} layers {grad_ratio[d]} (Xiong's √L = {np.sqrt(d):.1f})" for d in depths)
-            + f"; its log-log slope in depth is {grad_slope:.2f} (Xiong: 0.5).",
-            mechanism[1] + "初始化时最后一层的梯度之比（Post-LN / Pre-LN）随深度的变化：" + "；".join(
-                f"{d} 层 {grad_ratio[d]:zh}（Xiong 的理论值 √L = {np.sqrt(d):.1f}）" for d in depths)
-            + f"；该比值对深度的双对数斜率为 {grad_slope:.2f}（Xiong 的理论值为 0.5）。",
-        )
-    outcome = (
-        f"Runs that learned the copy task (validation above the order-blind level, {100 * lvl:.1f} %; diverged = not), "
-        f"by learning rate: " + "; ".join(
-            f"{F.label('model.norm', k)} " + ", ".join(f"{lr:g}: {learned[k, lr]}" for lr in lrs) for k in KINDS)
-        + f". At {top:g}, Pre-LN vs Post-LN: {robust.a} vs {robust.b} ({robust}). Diverged runs: "
-        + ", ".join(f"{F.label('model.norm', k)} {int(R.rows(norm, {'model.norm': k})['diverged'].sum())} of "
-                    f"{len(R.rows(norm, {'model.norm': k}))}" for k in KINDS) + ".",
-        f"学会复制任务（验证准确率高于词袋基线 {100 * lvl:.1f}%；发散算作未学会）的运行，按学习率："
-        + "；".join(f"{F.label('model.norm', k)} " + "，".join(f"{lr:g}: {learned[k, lr]:zh}" for lr in lrs)
-                   for k in KINDS)
-        + f"。在 {top:g} 时 Pre-LN 对 Post-LN：{robust.a:zh} 对 {robust.b:zh}（{robust:zh}）。发散的运行："
-        + "，".join(f"{F.label('model.norm', k)} {int(R.rows(norm, {'model.norm': k})['diverged'].sum())}/"
-                   f"{len(R.rows(norm, {'model.norm': k}))}" for k in KINDS) + "。",
-    )
-    changes = (
-        f"Deeper stacks (Liu's Post-LN failed at 18 layers), larger rates than {top:g}, or runs without warm-up (which "
-        "the sweep does not have) could make Post-LN fail; the mechanism test is at initialisation and does not depend "
-        "on the budget.",
-        f"更深的堆叠（Liu 的 Post-LN 在 18 层时失败）、比 {top:g} 更大的学习率，或不加预热的运行（本扫描没有）都可能让 "
-        "Post-LN 失败；机制检验在初始化时进行，与预算无关。",
-    )
+    deep_rec = None  # issue 25's grid: where each placement stops training, by depth
     if DEEP.ready:
-        changes = (
-            f"Longer training than {int(deep['global_step'].max())} steps could let runs at small rates learn that did not; "
-            "the grid's rates are about 3× apart, so where exactly each placement stops lies between two of them; the "
-            "gradient test is at initialisation and does not depend on the budget.",
-            f"若训练超过 {int(deep['global_step'].max())} 步，小学习率下原本没学会的运行可能会学会；网格上相邻学习率约差 3 倍，"
-            "所以每种位置确切从哪个学习率开始失败，只能确定在某两个相邻学习率之间；梯度检验在初始化时进行，与训练预算无关。",
-        )
+        deep_rec = dict(
+            layers=depths, deepest=NORM_DEEPEST, lr_lo=deep_lrs[0], lr_hi=deep_lrs[-1],
+            spacing=(deep_lrs[-1] / deep_lrs[0]) ** (1 / max(1, len(deep_lrs) - 1)),
+            every=all(f.n and f.k == f.n for f in deep_learned.values()),
+            arms=[dict(name=F.label("model.norm", k), cold=[top_rate(d, d_cold, k) for d in depths],
+                       warm=[top_rate(d, d_warm, k) for d in depths]) for k in deep_kinds],
+            robust=robust_deep, rescue=rescue_deep, pre_rescue=pre_rescue, steps=int(deep["global_step"].max()),
+            top={f"{k}_{w}": top_rate(NORM_DEEPEST, warmup, k) for k in ("post", "pre")
+                 for w, warmup in (("cold", d_cold), ("warm", d_warm))},
+            grad=[dict(layers=d, ratio=grad_ratio[d], sqrt=float(np.sqrt(d))) for d in depths], slope=grad_slope,
+            xiong_slope=0.5)  # Xiong's Theorem 1: the ratio grows as √L, a slope of 1/2 in log-log
+    record = dict(  # the prose: reports/prose/<lang>/claim-norm.md
+        grad_holds=final[XIONG] == R.AGREES, part=part, depth=depth,
+        last=dict(post=near_output.a, pre=near_output.b, effect=near_output),
+        first=dict(post=near_input.a, pre=near_input.b, effect=near_input),
+        ratio=dict(post=ratio.a, pre=ratio.b, effect=ratio), seeds=len(init) // max(1, len(KINDS)), fails=fails, every=every, top=top, warm=warm,
+        post_top=post_top, pre_top=pre_top, liu_layers=LIU_LAYERS, warmup_note=warmup_note, deep=deep_rec, level=lvl,
+        learned=[dict(name=F.label("model.norm", k), rates=[dict(lr=lr, learned=learned[k, lr]) for lr in lrs])
+                 for k in KINDS],
+        robust=dict(pre=robust.a, post=robust.b, effect=robust), diverged=[dict(name=F.label("model.norm", k),
+                                      k=int(R.rows(norm, {"model.norm": k})["diverged"].sum()),
+                                      n=len(R.rows(norm, {"model.norm": k}))) for k in KINDS])
 
     def details(lang):
         said = [(f"The learning rate is an axis, not tuned; every run of `norm` had warm-up {warm:g}.",
@@ -447,20 +376,7 @@ else:
                      R.convergence(deep[~deep["diverged"]], "completed runs", lang=lang), R.caveat(DEEP.df, lang=lang)]
         return said
 
-    short = None
-    if DEEP.ready:
-        def top(kind, warmup, zh_=False):
-            r = top_rate(NORM_DEEPEST, warmup, kind)
-            return f"{r:g}" if r is not None else ("无" if zh_ else "none")
-
-        short = (f"At {NORM_DEEPEST} layers without warm-up, every seed of Post-LN learned copy only up to lr "
-                 f"{top('post', d_cold)}, of Pre-LN up to {top('pre', d_cold)}; with warm-up Post-LN reached "
-                 f"{top('post', d_warm)}. Over the rates, Pre-LN − Post-LN = {100 * robust_deep.diff:+.0f} points.",
-                 f"{NORM_DEEPEST} 层、不预热时，Post-LN 只在学习率不超过 {top('post', d_cold, True)} 时每个种子都学会复制任务，"
-                 f"Pre-LN 可到 {top('pre', d_cold, True)}；加预热后 Post-LN 可到 {top('post', d_warm, True)}。"
-                 f"在整个学习率范围内，Pre-LN − Post-LN = {100 * robust_deep.diff:+.0f} 个百分点。")
-    Q_NORM.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details, short=short,
-                  checks=checks, figure=fig_norm_depth if DEEP.ready else fig_norm,
+    Q_NORM.answer(record=record, details=details, checks=checks, figure=fig_norm_depth if DEEP.ready else fig_norm,
                   figures=[fig_norm_depth, fig_norm, fig_norm_grad] if DEEP.ready else [fig_norm, fig_norm_grad])
 
 # %% [markdown]

@@ -85,6 +85,7 @@ from ablate import report as R
 from ablate.report import figures as F
 
 SHARE_TOLERANCE = 0.01  # the FFN's share is arithmetic: within 1 point of 2/3 is "about two thirds"
+STANDARD_WIDTH, TWO_THIRDS = 4, 2 / 3  # the standard Transformer's d_ff = 4 × d_model, where the FFN is 2/3 of a layer
 # What the FFN stores (issue 25): the three fact counts' sweeps, and the count and widths of the primary test
 FACTS_SWEEPS = ("facts_256", "facts_1024", "facts_4096")
 FACTS_TEST, FACTS_WIDTH = 4096, 4
@@ -201,13 +202,13 @@ else:
         values = R.rows(ffn, {"model.ffn_mult": mult})[column].dropna()
         return float(values.iloc[0]) if len(values) else float("nan")
 
-    share4, share_default, whole = share(4), share(default), share(default, "probe/init/share_ffn")
+    share4, share_default, whole = share(STANDARD_WIDTH), share(default), share(default, "probe/init/share_ffn")
     params = {m: int(R.rows(ffn, {"model.ffn_mult": m})["params/total"].iloc[0]) for m in mults}
     removed = R.compare(ffn, "test/acc", {"model.ffn_mult": 0}, {"model.ffn_mult": default}) if 0 in mults else None
     widest = R.compare(ffn, "test/acc", {"model.ffn_mult": mults[-1]}, {"model.ffn_mult": default})
     checks = []
-    if 4 in mults:
-        checks.append(GEVA.judge(abs(share4 - 2 / 3) < SHARE_TOLERANCE, f"one layer at 4 × d_model: {100 * share4:.1f} %",
+    if STANDARD_WIDTH in mults:
+        checks.append(GEVA.judge(abs(share4 - TWO_THIRDS) < SHARE_TOLERANCE, f"one layer at 4 × d_model: {100 * share4:.1f} %",
                                  primary=True, reason="the two thirds refer to d_ff = 4 × d_model",
                                  evidence_zh=f"d_ff = 4 × d_model 的一层：{100 * share4:.1f}%",
                                  reason_zh="三分之二指的是 d_ff = 4 × d_model 的情形"))
@@ -216,43 +217,18 @@ else:
                                         reason="the two thirds refer to d_ff = 4 × d_model",
                                         what_zh="d_ff = 4 × d_model 的一层", why_zh="没有 d_ff = 4 × d_model 的运行",
                                         reason_zh="三分之二指的是 d_ff = 4 × d_model 的情形"))
-    checks.append(GEVA.judge(abs(share_default - 2 / 3) < SHARE_TOLERANCE,
+    checks.append(GEVA.judge(abs(share_default - TWO_THIRDS) < SHARE_TOLERANCE,
                              f"the tutorial's own FFN, {default} × d_model: {100 * share_default:.1f} % of a layer",
                              primary=False, reason="the claim as the tutorial applies it to its own model",
                              evidence_zh=f"教程自己的 FFN，{default} × d_model：占一层的 {100 * share_default:.1f}%",
                              reason_zh="教程把这一论断用在它自己的模型上"))
-    plain = (
-        f"About two thirds in the standard Transformer: at d_ff = 4 × d_model the FFN is {100 * share4:.1f} % of each layer. The "
-        f"tutorial's own FFN is {default} × d_model wide, so there it is {100 * share_default:.1f} % of a layer, not 2/3, "
-        f"and {100 * whole:.1f} % of the whole model with embeddings and head."
-        + (f" Removing it on MNIST rows changed test accuracy by {removed} ({removed.a} vs {removed.b})."
-           if removed is not None else ""),
-        f"标准 Transformer 里约占三分之二：d_ff = 4 × d_model 时 FFN 占每层的 {100 * share4:.1f}%。教程自己的 FFN 宽度是 "
-        f"{default} × d_model，所以占每层的 {100 * share_default:.1f}%，而不是 2/3；连同嵌入层和输出头算整个模型则占 "
-        f"{100 * whole:.1f}%。"
-        + (f"在 MNIST 按行输入上去掉它，测试准确率变化 {removed:zh}（{removed.a:zh} 对 {removed.b:zh}）。" if removed is not None else ""),
-    )
-    mechanism = (
-        "One layer's share by FFN width: " + "; ".join(f"{m} × d_model {100 * share(m):.1f} %" for m in mults)
-        + "; the whole model's: " + "; ".join(f"{m} × {100 * share(m, 'probe/init/share_ffn'):.1f} %" for m in mults) + ".",
-        "按 FFN 宽度，每层的占比：" + "；".join(f"{m} × d_model {100 * share(m):.1f}%" for m in mults)
-        + "；整个模型的占比：" + "；".join(f"{m} × {100 * share(m, 'probe/init/share_ffn'):.1f}%" for m in mults) + "。",
-    )
-    outcome = (
-        "Test accuracy on MNIST rows by FFN width: " + "; ".join(
-            f"{m} × ({params[m]:,} parameters) {R.estimate(ffn, 'test/acc', {'model.ffn_mult': m})}" for m in mults)
-        + (f". Removed vs {default} ×: {removed}" if removed is not None else "")
-        + f"; {mults[-1]} × vs {default} ×: {widest}.",
-        "MNIST 按行输入上按 FFN 宽度的测试准确率：" + "；".join(
-            f"{m} ×（{params[m]:,} 个参数）{R.estimate(ffn, 'test/acc', {'model.ffn_mult': m}):zh}" for m in mults)
-        + (f"。去掉对 {default} ×：{removed:zh}" if removed is not None else "")
-        + f"；{mults[-1]} × 对 {default} ×：{widest:zh}。",
-    )
-    changes = (
-        "The share is arithmetic and no budget changes it. What removing the FFN costs is task-dependent: MNIST rows "
-        "at this budget are a small test of capacity.",
-        "占比是算术结果，任何预算都不会改变它。去掉 FFN 的代价取决于任务：在这个预算下，MNIST 按行输入对容量的检验很有限。",
-    )
+    record = dict(  # the prose: reports/prose/<lang>/claim-ffn.md
+        standard=STANDARD_WIDTH, share_standard=share4, about=bool(abs(share4 - TWO_THIRDS) < SHARE_TOLERANCE),
+        default=default, share_default=share_default, whole=whole,
+        removed=None if removed is None else dict(effect=removed, without_ffn=removed.a, with_ffn=removed.b),
+        shares=[dict(mult=m, layer=share(m), model=share(m, "probe/init/share_ffn")) for m in mults],
+        mnist=[dict(mult=m, params=params[m], acc=R.estimate(ffn, "test/acc", {"model.ffn_mult": m})) for m in mults],
+        widest=dict(mult=mults[-1], effect=widest), facts=None)
     details_facts = None  # the facts sweeps' sentences, when they have run
 
     def details(lang):
@@ -304,32 +280,16 @@ else:
         best = max(per_param, key=per_param.get)
         rest_stores = recalled[FACTS_TEST, 0].mean > facts_level + R.LEVEL_MARGIN  # without an FFN, above one key's level
         bits = per_param[best] * np.log2(np.sqrt(best[0]))
-        plain = (
-            plain[0] + f" On {FACTS_TEST:,} key→value facts that only the weights can hold, "
-            f"one layer recalls {recalled[FACTS_TEST, FACTS_WIDTH]} of them with an FFN of {FACTS_WIDTH} × d_model and "
-            f"{recalled[FACTS_TEST, 0]} without one ({stores})"
-            + (f"; without an FFN but with as many parameters (d_model 48) it recalls {R.estimate(matched, 'test/acc')} "
-               f"(the FFN: {beyond})" if beyond is not None else "") + f". At most {per_param[best]:.2f} facts per FFN parameter "
-            f"({bits:.2f} bits), at {best[0]:,} facts and {best[1]} × d_model"
-            + ("; attention and the embeddings hold facts too." if rest_stores else "."),
-            plain[1] + f"在 {FACTS_TEST:,} 条只能靠权重记住的键值事实上，单层模型在 FFN 宽 {FACTS_WIDTH} × d_model "
-            f"时答对 {recalled[FACTS_TEST, FACTS_WIDTH]:zh}，去掉 FFN 时答对 {recalled[FACTS_TEST, 0]:zh}（{stores:zh}）"
-            + (f"；没有 FFN 但参数一样多（d_model 48）时答对 {R.estimate(matched, 'test/acc'):zh}（FFN：{beyond:zh}）"
-               if beyond is not None else "") + "。"
-            f"折合到每个 FFN 参数，最多存下 {per_param[best]:.2f} 条事实（{bits:.2f} 比特），这一最大值出现在 {best[0]:,} 条事实、FFN 宽 "
-            f"{best[1]} × d_model 时" + ("；注意力和嵌入层也能存下一部分事实。" if rest_stores else "。"),
-        )
-        outcome = (
-            outcome[0] + " Key→value facts recalled (1 layer, d_model 32), by count and FFN width (× d_model, 0: "
-            "removed): " + "; ".join(
-                f"{n:,} facts: " + ", ".join(f"{m}× {recalled[n, m]}" for m in widths) for n in counts) + ".",
-            outcome[1] + "键值事实的答对比例（单层，d_model 32），按事实数和 FFN 宽度（d_model 的倍数，0 为去掉 FFN）："
-            + "；".join(f"{n:,} 条：" + "，".join(f"{m} 倍 {recalled[n, m]:zh}" for m in widths) for n in counts) + "。",
-        )
-        changes = (changes[0] + f" The facts task trains one layer for {int(facts['global_step'].max())} steps: longer "
-                   "training or more layers would store more facts per parameter.",
-                   changes[1] + f"键值事实任务只训练一层、{int(facts['global_step'].max())} 步：训练更久或层数更多，"
-                   "每个参数能存下的事实还会更多。")
+        record["facts"] = dict(
+            n=FACTS_TEST, width=FACTS_WIDTH, with_ffn=recalled[FACTS_TEST, FACTS_WIDTH],
+            without_ffn=recalled[FACTS_TEST, 0], stores=stores, layers=int(facts["model.n_layers"].max()),
+            d_model=int(facts["model.d_model"].max()),
+            matched=None if beyond is None else dict(acc=R.estimate(matched, "test/acc"), effect=beyond,
+                                                     d_model=int(matched["model.d_model"].max())),
+            per_param=per_param[best], bits=bits, best_n=best[0], best_width=best[1], rest_stores=bool(rest_stores),
+            table=[dict(n=n, widths=[dict(mult=m, acc=recalled[n, m]) for m in widths]) for n in counts],
+            steps=int(facts["global_step"].max()))
+
         def details_facts(lang):
             return [("Facts:", "键值事实：")[lang == "zh"], R.lr_phrase(FACTS.df, lang=lang) + R.full_stop(lang),
                     FACTS.still_learning(facts, lang=lang)]
@@ -342,21 +302,7 @@ else:
             what_zh=f"{FACTS_TEST:,} 条键值事实，FFN 宽 {FACTS_WIDTH} × d_model − 去掉 FFN",
             why_zh=R.missing_zh(FACTS.missing) if FACTS.missing else f"没有 {FACTS_TEST:,} 条事实、宽度 0 和 {FACTS_WIDTH} 的运行",
             reason_zh="这些事实无法从输入推出，只能存进权重"))
-    short = None
-    if FACTS.ready and FACTS_TEST in counts and {0, FACTS_WIDTH} <= set(widths):
-        with_ffn, without_ffn = (100 * recalled[FACTS_TEST, m].mean for m in (FACTS_WIDTH, 0))
-        same_size = (f", {100 * R.estimate(matched, 'test/acc').mean:.0f} % without one at as many parameters"
-                     if MATCHED.ready else "")
-        same_size_zh = (f"，参数一样多但没有 FFN 时答对 {100 * R.estimate(matched, 'test/acc').mean:.0f}%"
-                        if MATCHED.ready else "")
-        short = (f"At d_ff = 4 × d_model the FFN is {100 * share4:.1f} % of a layer (the tutorial's {default} ×: "
-                 f"{100 * share_default:.1f} %); of {FACTS_TEST:,} key→value facts one layer recalls {with_ffn:.0f} % "
-                 f"with an FFN of {FACTS_WIDTH} × d_model and {without_ffn:.0f} % without one{same_size}.",
-                 f"d_ff = 4 × d_model 时 FFN 占一层的 {100 * share4:.1f}%（教程的 {default} ×：{100 * share_default:.1f}%）；"
-                 f"{FACTS_TEST:,} 条键值事实中，单层模型有 {FACTS_WIDTH} × d_model 的 FFN 时答对 {with_ffn:.0f}%，去掉 FFN 时答对 "
-                 f"{without_ffn:.0f}%{same_size_zh}。")
-    Q_FFN.answer(plain=plain, mechanism=mechanism, outcome=outcome, changes=changes, details=details,
-                 checks=checks, figure=figure, figures=figures, short=short)
+    Q_FFN.answer(record=record, details=details, checks=checks, figure=figure, figures=figures)
 
 # %% [markdown]
 # ## Only the activation function folds space, decided before the runs of `facts_4096_linear` (issue 37)

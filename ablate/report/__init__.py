@@ -35,7 +35,7 @@ What a notebook uses (`from ablate import report as R`):
     A = R.Anchor(cite, claim, claim_zh, kind="outcome"|"mechanism", wording=...)
     Q = R.question(key, anchors=[A, ...])   its title, question (both languages) and sweeps: its study's
                                             manifest, reports/<notebook>.yaml (ablate.studies)
-    Q.answer(plain=(en, zh), mechanism=(en, zh), outcome=(en, zh), changes=(en, zh), details=...,
+    Q.answer(record=dict(...), details=...,  the prose: reports/prose/<lang>/<key>.md over the record (prose.py)
              checks=[A.greater(effect, what, primary=True, reason=...), A.same(..., margin=...), ...],
              figure=R.savefig(fig, "q2_scores"))            verdicts, Holm, payload: answers.py
     Q.not_run_yet(S)                        "not run yet — run `make sweep-scaling`"

@@ -535,8 +535,8 @@ class Question:
         question's templates, reports/prose/en/<key>.md and reports/prose/zh/<key>.md, one per language,
         rendered from it (the record also gets `verdict`, the question's verdict word). Their `brief` block
         is the question answered for a student at the top of the findings.
-        Older notebooks pass the prose as (English, Chinese) pairs of f-strings instead (a part given both
-        ways is refused; a notebook moves its parts to the templates one at a time):
+        A quick study of a user's own may pass the prose as (English, Chinese) pairs of f-strings instead (every
+        notebook of ablate's uses templates; a part given both ways is refused, so parts move one at a time):
         `plain`, `mechanism`, `outcome`, `changes`: pairs formatted from the same values.
         `short`: the answer in one sentence with the number that decides it, for the findings' answers table
         (at most SHORT_LIMIT characters each; without it the table shows the plain answer's first sentence).
