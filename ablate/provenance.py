@@ -72,11 +72,16 @@ def other_code(summaries: list[dict]) -> tuple[list[str], str | None]:
 
 def other_code_note(summaries: list[dict], then: str = "kept, not rerun; --retrain-stale trains them again as "
                     "new attempts") -> str | None:
-    """One sentence naming the runs among `summaries` that other code made, and `then` what becomes of them;
-    or None."""
+    """One sentence naming the runs among `summaries` that other code made (another commit of ablate, or another
+    source of a plug-in they used, as rundir.retrains counts them), and `then` what becomes of them; or None."""
+    from .plugins import changed
+
     others, now = other_code(summaries)
-    if not others:
+    by_commit = [s for s in summaries if (s.get("provenance") or {}).get("commit") in others]
+    plugins = sorted({name for s in summaries for name in changed(s)})
+    count = sum(s in by_commit or bool(changed(s)) for s in summaries)
+    if not count:
         return None
-    count = sum((s.get("provenance") or {}).get("commit") in others for s in summaries)
-    return (f"{count} of them made by other code (commit {', '.join(c[:10] for c in others[:3])}"
-            f"{', ...' if len(others) > 3 else ''}; the code is now at {now[:10]}): {then}")
+    said = ([f"commit {', '.join(c[:10] for c in others[:3])}{', ...' if len(others) > 3 else ''}; the code is now at "
+             f"{now[:10]}"] if by_commit else []) + [f"plugins={name}, whose source has changed" for name in plugins]
+    return f"{count} of them made by other code ({'; '.join(said)}): {then}"

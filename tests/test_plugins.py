@@ -467,3 +467,10 @@ def test_a_run_made_by_another_source_of_its_plugin_is_stale(tmp_path):
                      "plugins=ablate_example (its source's sha256 differs from the one recorded): rerun it with "
                      "--retrain"]
     assert retrains(summary, "stale", set())
+    # a sweep's opening lines count it among the runs made by other code, naming the plug-in (provenance)
+    from ablate.provenance import other_code_note
+
+    assert other_code_note([summary, first]) == ("1 of them made by other code (plugins=ablate_example, whose source "
+                                                 "has changed): kept, not rerun; --retrain-stale trains them again as "
+                                                 "new attempts")
+    assert other_code_note([first]) is None
