@@ -1000,6 +1000,14 @@ def test_retrain_stale_trains_again_exactly_the_runs_other_code_made_and_only_on
     write_json(root / stale / "summary.json", old)
     kept = read_summary(root / current)
     capsys.readouterr()
+    # --dry-run says which finished runs other code made, and what the command would do with them
+    for flag, then in (([], "kept (--retrain-stale trains it again)"), (["--retrain-stale"], "trained again (--retrain-stale)")):
+        assert cli.main(["sweep", str(path), "--dry-run", *flag]) == 0
+        listed = capsys.readouterr().out.splitlines()
+        marked = [line for line in listed if line.endswith(f"  made by other code: {then}")]
+        assert [line.split()[:2] for line in marked] == [[stale, "completed"]]
+        assert listed[-1] == f"1 of them finished and made by other code: {then.replace('it again', 'them again')}"
+    assert read_summary(root / stale)["provenance"]["commit"] == "0" * 40  # a dry run writes nothing
 
     assert cli.main(["sweep", str(path), "--retrain-stale"]) == 0
     out, err = capsys.readouterr()

@@ -138,7 +138,7 @@ def _run(args: argparse.Namespace, out, err) -> int:
         if args.executor != "here":
             return _jobs(args, sweep, out, err)
         if args.dry_run:
-            return runner.dry_run(sweep, out)
+            return runner.dry_run(sweep, out, retrain_stale=args.retrain_stale)
         if not gpus and args.runs_per_gpu is not None:
             print(f"note: --runs-per-gpu {args.runs_per_gpu} is ignored: no GPU is visible (runs share the CPU "
                   "cores)", file=err)

@@ -734,10 +734,12 @@ def _listed(job_id: str, listed: set[str]) -> bool:
 
 def dry_run(sweep: Sweep, options: Options, out: TextIO) -> int:
     """The runs (as the local runner's --dry-run lists them), then the sbatch parameters of the first array."""
-    code = R.dry_run(sweep, out)
+    code = R.dry_run(sweep, out, retrain_stale=options.retrain_stale)
     if options.executor == "slurm":
         stages = R.Stages(sweep) if sweep.tune is not None else None
-        todo = [r for r in (stages.stage1 if stages else sweep.runs) if _status(r) not in FINISHED]
+        listed = stages.stage1 if stages else sweep.runs
+        again = R.stale_runs(listed) if options.retrain_stale else set()
+        todo = [r for r in listed if _status(r) not in FINISHED or r.run_id in again]
         jobs = max(1, math.ceil(len(todo) / options.chunk))
         folder = runs_root().resolve() / JOBS_FOLDER / sweep.name
         out.write(f"sbatch parameters of the first array ({len(todo)} runs, {jobs} jobs of {options.chunk}"

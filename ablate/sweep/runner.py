@@ -960,25 +960,33 @@ def summarise(sweep: Sweep, report: Report, stream: TextIO, out: TextIO) -> int:
     return 0
 
 
-def dry_run(sweep: Sweep, out: TextIO) -> int:
+def dry_run(sweep: Sweep, out: TextIO, retrain_stale: bool = False) -> int:
     """The expanded runs, their ids and their state; runs nothing, writes nothing. A tuned sweep lists
     stage 1, then the stage-2 runs of the variants whose choice is made (stage 1 finished), and says
-    how many are known only once the others' stage 1 has finished."""
+    how many are known only once the others' stage 1 has finished. A finished run that other code made
+    (another commit, another plug-in source) is marked, with what the command would do with it."""
     check_runs_folder(sweep)
+    stages = Stages(sweep) if sweep.tune is not None else None
+    planned = stages.plan() if stages is not None else []  # the stage-2 runs decided now (plan() says each once)
+    listed = sweep.runs if stages is None else stages.stage1 + [r for _, runs in planned for r in runs]
+    stale = stale_runs(listed)
+    then = "trained again (--retrain-stale)" if retrain_stale else "kept (--retrain-stale trains it again)"
+
     def line(run: Run) -> None:
         status = (read_summary(run_dir(run)) or {}).get("status", "new")
-        out.write(f"{run.run_id}  {status:<9}  {run.label()}\n")
+        mark = f"  made by other code: {then}" if run.run_id in stale else ""
+        out.write(f"{run.run_id}  {status:<9}  {run.label()}{mark}\n")
 
-    if sweep.tune is None:
+    said = (f"{len(stale)} of them finished and made by other code: {then.replace('it again', 'them again')}\n"
+            if stale else "")
+    if stages is None:
         for run in sweep.runs:
             line(run)
-        out.write(f"{len(sweep.runs)} runs in {runs_root() / sweep.name}\n")
+        out.write(f"{len(sweep.runs)} runs in {runs_root() / sweep.name}\n{said}")
         return 0
-    stages = Stages(sweep)
     for run in stages.stage1:
         line(run)
     out.write(f"stage 1: {len(stages.stage1)} runs\n")
-    planned = stages.plan()
     for name, runs in planned:
         out.write(f"stage 2 of {stages.choice_line(name)}\n")
         for run in runs:
@@ -989,5 +997,5 @@ def dry_run(sweep: Sweep, out: TextIO) -> int:
               f"stage 1 has finished ({len(stages.variants) - len(planned)} of {len(stages.variants)} variants)"
               if unknown else "") + "\n")
     out.write(f"{len(stages.stage1) + stages.stage2_total} runs in {runs_root() / sweep.name} "
-              f"({stages.describe()})\n")
+              f"({stages.describe()})\n{said}")
     return 0
