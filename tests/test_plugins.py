@@ -313,6 +313,35 @@ def test_the_example_sweeps_train_resume_and_compare(tmp_path):
         assert f"| {variant} |" in report and "no test (1 and 1 completed runs" in report
 
 
+def test_a_tuned_sweep_of_a_plugin_value_runs_both_stages_in_forked_workers(tmp_path):
+    """A tuned sweep whose runs name a plug-in: two workers (each imports the plug-in itself), stage 1 on seed 0
+    at each rate, stage 2 at each variant's chosen rate; the plug-in's runs carry its provenance. (The smoke budget
+    keeps one seed, which has no stage 2: the sizes of its smoke profile are given instead.)"""
+    (tmp_path / "tuned_plugin.yaml").write_text(
+        "description: |\n  a plug-in's norm against LayerNorm, each at its own rate\n  tune optim.lr on seeds 0\n"
+        "program: ablate\ncommand: [ablate, train, \"${args_no_hyphens}\"]\nmethod: grid\n"
+        "metric: {name: val/acc_best, goal: maximize}\nparameters:\n  plugins: {value: ablate_example}\n"
+        "  data.task: {value: sort}\n  model.norm_type: {values: [layer, scalenorm]}\n  trainer.max_epochs: {value: 1}\n"
+        "  data.n_train: {value: 512}\n  data.n_val: {value: 128}\n  data.n_test: {value: 128}\n"
+        "  optim.lr: {values: [0.0003, 0.001, 0.003, 0.01]}\n  seed: {values: [0, 1]}\n")
+    runs = tmp_path / "runs"
+    done = ablate("sweep", str(tmp_path / "tuned_plugin.yaml"), "--budget", "none", "--tracking", "none",
+                  "--workers", "2", cwd=EXAMPLES, env={"ABLATE_RUNS_DIR": str(runs)}, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["completed"] == 10  # 2 variants x (4 rates + 1 seed)
+    from ablate.results import load
+
+    table = load("tuned_plugin", runs, sweeps=tmp_path)
+    assert set(table["status"]) == {"completed"} and len(table) == 10
+    for norm, rows in table.groupby("model.norm_type"):
+        stage1 = rows[rows["seed"] == 0].set_index("optim.lr")["val/acc_best"]
+        (second,) = rows[rows["seed"] == 1].to_dict("records")
+        assert second["optim.lr"] == stage1.idxmax() == second["tuned.optim.lr"], norm  # the rate stage 1 chose
+    for run_dir in table[table["model.norm_type"] == "scalenorm"]["run_dir"]:
+        made = json.loads((Path(run_dir) / "summary.json").read_text())["provenance"]["plugins"]
+        assert made["ablate_example"]["version"] == "0.1.0"
+
+
 # ---- the trainer keys Lightning's users expect ----
 
 class Marker(pl.Callback):
