@@ -73,9 +73,12 @@ def other_code(summaries: list[dict]) -> tuple[list[str], str | None]:
 def other_code_note(summaries: list[dict], then: str = "kept, not rerun; --retrain-stale trains them again as "
                     "new attempts") -> str | None:
     """One sentence naming the runs among `summaries` that other code made (another commit of ablate, or another
-    source of a plug-in they used, as rundir.retrains counts them), and `then` what becomes of them; or None."""
+    source of a plug-in they used, as rundir.retrains counts them: completed or diverged, not a run that early
+    termination stopped, which keeps its decision), and `then` what becomes of them; or None."""
     from .plugins import changed
+    from .rundir import STALE
 
+    summaries = [s for s in summaries if s.get("status") in STALE]
     others, now = other_code(summaries)
     by_commit = [s for s in summaries if (s.get("provenance") or {}).get("commit") in others]
     plugins = sorted({name for s in summaries for name in changed(s)})

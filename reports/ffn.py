@@ -184,7 +184,8 @@ if FACTS.ready:
     sns.pointplot(facts, x="model.ffn_mult", y="test/acc", hue="facts", order=widths, errorbar=R.errorbar, seed=0,
                   palette={n: colours.get(n, F.GREY) for n in counts}, dodge=0.2, ax=ax)
     ax.set(xlabel="FFN width / d_model (0: removed)", ylabel="facts recalled (test accuracy)", ylim=(0, 1.02),
-           title="key→value facts: recall against FFN width, 1 layer, d_model 32")
+           title=f"key→value facts: recall against FFN width, {int(facts['model.n_layers'].max())} layer"
+                 f"{'s' if int(facts['model.n_layers'].max()) != 1 else ''}, d_model {int(facts['model.d_model'].max())}")
     F.legend(ax, "facts")
     F.stamp(fig, FACTS)
     fig_facts = R.savefig(fig, "ffn_facts")
@@ -223,8 +224,10 @@ else:
                              evidence_zh=f"教程自己的 FFN，{default} × d_model：占一层的 {100 * share_default:.1f}%",
                              reason_zh="教程把这一论断用在它自己的模型上"))
     record = dict(  # the prose: reports/prose/<lang>/claim-ffn.md
-        standard=STANDARD_WIDTH, share_standard=share4, about=bool(abs(share4 - TWO_THIRDS) < SHARE_TOLERANCE),
-        default=default, share_default=share_default, whole=whole,
+        standard=STANDARD_WIDTH, share_standard=share4,  # about: none where no run has the standard width
+        about=bool(abs(share4 - TWO_THIRDS) < SHARE_TOLERANCE) if np.isfinite(share4) else None,
+        default=default, share_default=share_default, about_default=bool(abs(share_default - TWO_THIRDS) < SHARE_TOLERANCE),
+        whole=whole,
         removed=None if removed is None else dict(effect=removed, without_ffn=removed.a, with_ffn=removed.b),
         shares=[dict(mult=m, layer=share(m), model=share(m, "probe/init/share_ffn")) for m in mults],
         mnist=[dict(mult=m, params=params[m], acc=R.estimate(ffn, "test/acc", {"model.ffn_mult": m})) for m in mults],
@@ -249,14 +252,17 @@ else:
                               matched.assign(arm="matched")])
             beyond = R.paired(arms, "test/acc", {"arm": "ffn"}, {"arm": "matched"})
             sizes = {a: int(R.rows(arms, {"arm": a})["params/total"].iloc[0]) for a in ("ffn", "matched")}
+            widths_d = {a: int(R.rows(arms, {"arm": a})["model.d_model"].iloc[0]) for a in ("ffn", "matched")}
             checks.append(GEVA_MEMORY.greater(
-                beyond, f"{FACTS_TEST:,} key→value facts, share recalled, FFN {FACTS_WIDTH} × d_model at d_model 32 "
-                f"({sizes['ffn']:,} parameters) − no FFN at d_model 48 ({sizes['matched']:,}), paired by seed",
+                beyond, f"{FACTS_TEST:,} key→value facts, share recalled, FFN {FACTS_WIDTH} × d_model at d_model "
+                f"{widths_d['ffn']} ({sizes['ffn']:,} parameters) − no FFN at d_model {widths_d['matched']} "
+                f"({sizes['matched']:,}), paired by seed",
                 level=facts_level, primary=True,
                 reason="what the FFN adds beyond its parameters (written before the runs of facts_4096_matched; "
                        "changed after the review's control run was read)",
-                what_zh=f"{FACTS_TEST:,} 条键值事实，答对的比例，d_model 32、FFN 宽 {FACTS_WIDTH} × d_model（{sizes['ffn']:,} 个参数）"
-                        f" − d_model 48、没有 FFN（{sizes['matched']:,} 个参数），按种子配对",
+                what_zh=f"{FACTS_TEST:,} 条键值事实，答对的比例，d_model {widths_d['ffn']}、FFN 宽 {FACTS_WIDTH} × d_model"
+                        f"（{sizes['ffn']:,} 个参数） − d_model {widths_d['matched']}、没有 FFN（{sizes['matched']:,} 个参数），"
+                        "按种子配对",
                 reason_zh="FFN 在参数量之外带来了什么（在 facts_4096_matched 运行之前写定；写定前已读到审阅者的对照结果）"))
         else:
             beyond = None

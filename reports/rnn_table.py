@@ -141,6 +141,7 @@ from IPython.display import display
 
 from ablate import report as R
 from ablate.report import figures as F
+from ablate.report.prose import BUDGET_ZH
 
 R.setup()
 
@@ -192,6 +193,21 @@ def labelled(df):
 
 def has(df, where):
     return df is not None and not R.rows(df, where).empty
+
+
+def one_rate(df):
+    """The one learning rate every run of an untuned sweep has (None where they differ)."""
+    rates = pd.to_numeric(df["optim.lr"]).unique()
+    return float(rates[0]) if len(rates) == 1 else None
+
+
+def rate_words(df) -> str:
+    """'Adam 1e-3': the optimiser and the one learning rate an untuned sweep's runs share ('' where they differ)."""
+    lr, names = one_rate(df), df["optim.name"].unique() if "optim.name" in df else []
+    if lr is None or len(names) != 1:
+        return ""
+    mantissa, exponent = f"{lr:.0e}".split("e")
+    return f"{'Adam' if names[0] == 'adam' else names[0]} {mantissa}e{int(exponent)}"
 
 
 def variants_in(df):
@@ -419,7 +435,7 @@ if C64.ready:
     R.show_table(c64.groupby(["variant", "data.length"], as_index=False).agg(
         runs=("seed", "count"), val_acc_best=("val/acc_best", "mean"), test_acc=(COPY_METRIC, "mean")))
 else:
-    print(f"copy at 64 tokens: {C64.missing}")
+    print(f"rnn_copy_64: {C64.missing}")
 # every copy length in one table: the tuned ones at their chosen rates, 64 tokens at Adam's 1e-3
 lengthwise = pd.concat([best, c64], ignore_index=True) if COPY.ready and C64.ready else best if COPY.ready else None
 
@@ -428,8 +444,8 @@ if COPY.ready or REV.ready:
     panels = [(COPY, "copy") for _ in [0] if COPY.ready] + [(REV, "reverse copy") for _ in [0] if REV.ready]
     fig, axes = F.subplots(1, len(panels), figsize=(6.5 * len(panels), 3.9), squeeze=False, sharey=True)
     for ax, (S, title) in zip(axes[0], panels):
-        length_figure(ax, lengthwise if S is COPY else rev, title + (" (64 tokens: Adam 1e-3)" if S is COPY and C64.ready
-                                                                      else ""))
+        length_figure(ax, lengthwise if S is COPY else rev, title + (
+            f" ({int(c64['data.length'].max())} tokens: {rate_words(c64)})" if S is COPY and C64.ready else ""))
         F.legend(ax, "model", outside=ax is axes[0][-1])
         if ax is not axes[0][-1] and ax.get_legend() is not None:
             ax.get_legend().remove()
@@ -694,7 +710,8 @@ else:
                                                        effect=remedied),
             steps=int(recall["global_step"].max()), rates=int(R.rows(RECALL.df, LSTM_NONE)["optim.lr"].nunique()))
     # the untuned secondary sweeps, each length: Transformer (sinusoidal) vs LSTM (no PE), supporting
-    secondary = (([(c64, "copy at {n} tokens (Adam 1e-3)", "{n} 个词元的复制任务（Adam 1e-3）")] if C64.ready else [])
+    secondary = (([(c64, f"copy at {{n}} tokens ({rate_words(c64)})", f"{{n}} 个词元的复制任务（{rate_words(c64)}）")]
+                  if C64.ready else [])
                  + ([(rev, "reverse copy at {n} tokens", "{n} 个词元的反向复制")] if REV.ready else []))
     for frame, where, where_zh in secondary:
         for n in sorted(int(x) for x in frame["data.length"].unique()):
@@ -752,9 +769,6 @@ else:
                     accs=[dict(n=n, acc=acc(df, where, n)) for n in sorted(int(x) for x in df["data.length"].unique())
                           if has(df, {**where, "data.length": n})])
 
-    def only_lr(df):
-        return float(pd.to_numeric(df["optim.lr"]).iloc[0]) if df["optim.lr"].nunique() == 1 else None
-
     copy_variants = (("transformer", "sinusoidal"), ("transformer", "none"), ("lstm", "none"), ("lstm", "sinusoidal"))
     record = dict(  # the prose: reports/prose/<lang>/rnn-long-range.md
         recall=recall_rec,
@@ -764,7 +778,7 @@ else:
                   drops=bool(ls_short.mean - ls_long.mean > 0.02), lstm_short=ls_short, solved=R.SOLVED,
                   solved_tf=f_tf, solved_lstm=f_ls, tuned_to=max(lengths), furthest=int(lengthwise["data.length"].max())),
         reverse=None if not (REV.ready and has(rev, LSTM_NONE)) else dict(
-            lr=only_lr(rev), lstm=[dict(n=n, acc=acc(rev, LSTM_NONE, n)) for n in sorted(int(x) for x in rev["data.length"].unique())],
+            lr=one_rate(rev), lstm=[dict(n=n, acc=acc(rev, LSTM_NONE, n)) for n in sorted(int(x) for x in rev["data.length"].unique())],
             lines=[by_length(rev, k) for k in (("transformer", "sinusoidal"), ("lstm", "none"))
                    if has(rev, dict(zip(("model.arch", "model.pos_enc"), k)))]),
         where=None if not quarters else [dict(task=task, n=n, first=first, last=last, low=low,
@@ -775,7 +789,7 @@ else:
         copy_lines=[by_length(lengthwise, k) for k in copy_variants if has(best, dict(zip(("model.arch", "model.pos_enc"), k)))],
         levels=[dict(n=n, level=v) for n, v in length_levels(lengthwise).items()],
         c64=None if not C64.ready else dict(
-            n=int(c64["data.length"].max()), lr=only_lr(c64), seeds=int(c64["seed"].nunique()),
+            n=int(c64["data.length"].max()), lr=one_rate(c64), seeds=int(c64["seed"].nunique()),
             minutes=float(pd.to_numeric(R.rows(c64, TF_PE)["wall_time_s"]).median() / 60)
             if "wall_time_s" in c64 and has(c64, TF_PE) else None))
 
@@ -794,11 +808,13 @@ else:
                 f"Copy: {R.lr_phrase(COPY.df)} ({R.chosen_lrs(best, variant_at, lang=lang)}).",
                 R.convergence(best, lang=lang), R.caveat(best, lang=lang)]
         if C64.ready:
-            out += [f"64 个词元的复制（在读过主要比较之后才加的，仅作佐证）：{R.lr_phrase(C64.df, lang=lang)}。" if z else
-                    f"Copy at 64 tokens (added after the primary comparison had been read; supporting): "
+            n64 = int(c64["data.length"].max())
+            out += [f"{n64} 个词元的复制（在读过主要比较之后才加的，仅作佐证）：{R.lr_phrase(C64.df, lang=lang)}。" if z else
+                    f"Copy at {n64} tokens (added after the primary comparison had been read; supporting): "
                     f"{R.lr_phrase(C64.df)}.", R.convergence(c64, "runs", lang=lang)]
         else:
-            out.append(f"64 个词元的复制：{R.missing_zh(C64.missing)}。" if z else f"Copy at 64 tokens: {C64.missing}.")
+            out.append(f"更长的复制（rnn_copy_64）：{R.missing_zh(C64.missing)}。" if z else
+                       f"Longer copy (rnn_copy_64): {C64.missing}.")
         if REV.ready:
             out += [("Reverse copy: ", "倒序复制：")[z] + R.lr_phrase(REV.df, lang=lang) + R.full_stop(lang),
                     R.convergence(rev, "runs", lang=lang)]
@@ -1060,11 +1076,16 @@ else:
                                             what_zh="MNIST 按行输入、训练到收敛：教程的 Transformer 对 LSTM",
                                             why_zh=(R.missing_zh(missing)
                                                     if ROWS_LSTM.missing or ROWS_TF.missing else "没有 LSTM 或教程模型的运行")))
-    checks.append(SAME_ACC.same(R.effect(tut_acc, ls_acc), "MNIST rows, quick budget (still learning), test accuracy: "
+    rows_budget = str(ROWS.meta.get("budget", ""))
+    rows_learning = R.converged(rows) is False  # as the details' convergence sentence says it
+    checks.append(SAME_ACC.same(R.effect(tut_acc, ls_acc), f"MNIST rows, {rows_budget} budget"
+                                + (" (still learning)" if rows_learning else "") + ", test accuracy: "
                                 "the tutorial's Transformer vs the LSTM (no PE)", margin=SAME_MARGIN,
                                 level=R.level(rows, split="test"), primary=False,
                                 reason="a claim of sameness needs a margin: ±2 points, Q1's for \"nearly identical\"",
-                                what_zh="MNIST 按行输入，快速预算（仍在学习），测试准确率：教程的 Transformer 对 LSTM（无位置编码）",
+                                what_zh=f"MNIST 按行输入，{BUDGET_ZH.get(rows_budget, rows_budget)}预算"
+                                        + ("（仍在学习）" if rows_learning else "")
+                                        + "，测试准确率：教程的 Transformer 对 LSTM（无位置编码）",
                                 reason_zh="「相同」的论断需要等价界限：±2 个百分点，与 Q1 的「几乎相同」一致"))
     params = {k: int(R.rows(rows, w)["params/total"].iloc[0]) for k, w in (("tut", TUTORIAL), ("lstm", LSTM_NONE))}
     # the encoders are matched; the tutorial's total also holds its learned position table (params/embedding)
@@ -1077,7 +1098,7 @@ else:
                 for v in variants_in(rows)]
 
     record = dict(  # the prose: reports/prose/<lang>/rnn-mnist.md
-        budget=str(ROWS.meta.get("budget", "")), params_tut=params["tut"], params_lstm=params["lstm"], table=table,
+        budget=rows_budget, still_learning=rows_learning, params_tut=params["tut"], params_lstm=params["lstm"], table=table,
         tut=tut_acc, lstm=ls_acc, diff=R.effect(tut_acc, ls_acc), lstm_s=ls_t, tut_s=tut_t, ratio=ls_t.mean / tut_t.mean,
         lstm_faster=bool(ls_t.mean < tut_t.mean), parallel=parallel_rows, threads=int(per_run.group(1)) if per_run else None,
         converged=None if conv_diff is None else dict(tut=conv_tut, lstm=conv_ls, diff=conv_diff),

@@ -71,6 +71,40 @@ def test_the_committed_findings_are_what_the_templates_render(key):
                 assert said in flat, f"{lang}/{key}.md, block {block} changed since the last build"
 
 
+def _edited(key: str, **changes) -> dict:
+    """The committed record of `key` with fields replaced ("a.b": the field b of the mapping a)."""
+    record = json.loads(json.dumps(RECORDS[key]))
+    for path, value in changes.items():
+        *parents, name = path.split(".")
+        where = record
+        for parent in parents:
+            where = where[parent]
+        where[name] = value
+    return record
+
+
+# Data the committed runs do not have: each template branch says what the record holds, with no number typed
+BRANCHES = [
+    ("claim-ffn", {"about": None, "share_standard": None}, "plain", "was not run", "Not two thirds"),
+    ("claim-ffn", {"about_default": True}, "plain", "about two thirds too", "not two thirds,"),
+    ("rnn-long-range", {"c64.lr": None}, "outcome", "64 tokens, 2 seeds", "n/a"),
+    ("rnn-mnist", {"still_learning": True}, "changes", "still improving", "n/a"),
+    ("rnn-mnist", {"parallel": True}, "plain", "on parallel hardware", "CPU"),
+    ("rnn-compute", {"parallel": True, "device": "cuda"}, "plain", "measured on CUDA, parallel hardware", "needs a GPU"),
+    ("claim-norm", {"deep": None, "grad_holds": False}, "short", "At initialisation Post-LN", "none"),
+]
+
+
+@pytest.mark.parametrize("key,changes,block,says,never", BRANCHES)
+def test_a_branch_the_committed_data_does_not_reach_renders_what_its_record_says(key, changes, block, says, never):
+    record = _edited(key, **changes)
+    for lang in prose.LANGS:
+        for name, text in prose.render(key, record, lang, PROSE, mark=True).items():
+            assert prose.stray_numbers(text) == [], f"{lang}/{key}.md, block {name}"
+    text = prose.render(key, record, "en", PROSE)[block]
+    assert says in text and never not in text, text
+
+
 def test_a_number_typed_into_a_template_is_found(tmp_path):
     """The check above fails when a template prints a number the record does not hold."""
     folder = write(tmp_path, "k", blocks(plain="{{ acc }}, far above the level of 56 %."),

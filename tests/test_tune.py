@@ -300,6 +300,17 @@ def test_retrain_stale_chooses_on_the_retrained_stage_1_and_trains_each_run_once
             summary["metrics"]["val/acc_best"] = 1.0
         write_json(root / name / "summary.json", summary)
     capsys.readouterr()
+    # the dry run previews what each command would do: kept (stage 2 chosen on the old numbers: 1e-7, a run not made
+    # yet, so 4 listed runs are other code's), or retrained (stage 2 not chosen until stage 1 is trained again)
+    assert cli.main(["sweep", str(path), "--dry-run"]) == 0
+    kept = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("stage 2 of (one variant): optim.lr=") for line in kept) == 1
+    assert kept[-1] == "4 of them finished and made by other code: kept (--retrain-stale trains them again)"
+    assert cli.main(["sweep", str(path), "--dry-run", "--retrain-stale"]) == 0
+    again = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith("stage 2 of") for line in again)
+    assert "stage 2: 1 runs, 1 of them at a value chosen when their variant's stage 1 has finished (1 of 1 variants)" in again
+    assert again[-1] == "4 of them finished and made by other code: trained again (--retrain-stale)"
     assert cli.main(["sweep", str(path), "--retrain-stale"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["run_now"] == 5 and result["tuned"]["chosen"] == {"(one variant)": 1e-2}, result

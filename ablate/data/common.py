@@ -164,8 +164,8 @@ def loader(dataset: InMemory, batch_size: int, shuffle: bool, pin: bool = False)
 
 def pins(device: torch.device | None) -> bool:
     """Whether batches for a model on `device` are pinned: on CUDA only. A page-locked batch is copied to the
-    GPU asynchronously (Lightning moves batches with non_blocking=True there), so the copy of one batch overlaps
-    the work on the last one; elsewhere pinning would only cost (and needs a CUDA build with a device)."""
+    GPU asynchronously (Lightning moves batches with non_blocking=True there): the host queues the copy and
+    goes on instead of waiting for it; elsewhere pinning would only cost (and needs a CUDA build with a device)."""
     return device is not None and device.type == "cuda"
 
 

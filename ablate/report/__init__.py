@@ -26,7 +26,8 @@ What a notebook uses (`from ablate import report as R`):
     R.at_best_lr(df)                        each variant at its best learning rate (a tuned sweep: at the value
                                             its stage 1 chose, every seed)
     R.lr_phrase(df), R.convergence(df)      sentences: how the learning rate was chosen; whether the runs
-                                            had converged (median val/gain_last_epoch, solved >= 99 %)  (sentences.py)
+                                            had converged (median val/gain_last_epoch, solved >= 99 %)  (sentences.py);
+                                            R.converged(df) the same as True / False / None
     R.level(df, where), R.at_level(df)      the reference level a run that learned nothing sits at (the
                                             highest its task records below 99 %), and which runs are not
                                             clearly above it (R.above_level, the rule R.learned counts)
@@ -107,6 +108,7 @@ from .sentences import (
     at_best_lr,
     caveat,
     chosen_lrs,
+    converged,
     convergence,
     full_stop,
     lr_phrase,
@@ -203,6 +205,7 @@ __all__ = [
     "chosen_lrs",
     "ci95_errorbar",
     "compare",
+    "converged",
     "convergence",
     "data_dir",
     "effect",

@@ -183,7 +183,12 @@ def _filters(lang: str) -> dict[str, Any]:
 
     filters = {"pct": pct, "pts": pts, "num": num, "count": count, "fixed": fixed, "times": times, "g": g, "sci": sci}
     return {**{name: or_na(f) for name, f in filters.items()},
-            "budget": lambda name: BUDGET_ZH.get(name, name) if zh else name}  # a budget's name: quick, 快速
+            "budget": budget_name if zh else str}  # a budget's name: quick, 快速
+
+
+def budget_name(name: str) -> str:
+    """A budget's name in Chinese, or several a table mixes ("quick, smoke": 快速、冒烟测试)."""
+    return "、".join(BUDGET_ZH.get(part.strip(), part.strip()) for part in str(name).split(","))
 
 
 def environment(lang: str, folder: Path | None = None, *, mark: bool = False) -> jinja2.Environment:

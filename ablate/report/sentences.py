@@ -140,27 +140,46 @@ def chosen_lrs(df: pd.DataFrame, label, lr_key: str = "optim.lr", lang: str = "e
                                       for name, values in seen.items())
 
 
-def convergence(df: pd.DataFrame, what: str = "primary runs", gain: str = "val/gain_last_epoch",
-                acc: str = "val/acc_best", lang: str = "en") -> str:
-    """A sentence on whether the runs of df had converged: the median run's validation gain over its last
-    epoch, and how many gained at most 1 point or had solved the task (>= 99 %). '' without the column."""
-    zh = language(lang) == "zh"
+def _last_gains(df: pd.DataFrame, gain: str, acc: str) -> tuple[pd.DataFrame, pd.Series, pd.Series] | None:
+    """The completed runs, their validation gain over the last epoch, and which solved the task; None without."""
     if gain not in df.columns:
-        return ""
+        return None
     done = df[df["status"] == "completed"]
     gains = pd.to_numeric(done[gain], errors="coerce")
     if gains.notna().sum() == 0:
-        return ""
+        return None
     solved = pd.to_numeric(done[acc], errors="coerce") >= SOLVED if acc in done else pd.Series(False, index=done.index)
+    return done, gains, solved
+
+
+def converged(df: pd.DataFrame, gain: str = "val/gain_last_epoch", acc: str = "val/acc_best") -> bool | None:
+    """Whether the runs of df had converged, as `convergence` says it: the median run gained at most PLATEAU over
+    its last epoch, or most runs solved the task; None where the table has no gains."""
+    found = _last_gains(df, gain, acc)
+    if found is None:
+        return None
+    _, gains, solved = found
+    return bool(float(gains.median()) <= PLATEAU or solved.mean() > 0.5)
+
+
+def convergence(df: pd.DataFrame, what: str = "primary runs", gain: str = "val/gain_last_epoch",
+                acc: str = "val/acc_best", lang: str = "en") -> str:
+    """A sentence on whether the runs of df had converged (`converged`): the median run's validation gain over its
+    last epoch, and how many gained at most 1 point or had solved the task (>= 99 %). '' without the column."""
+    zh = language(lang) == "zh"
+    found = _last_gains(df, gain, acc)
+    if found is None:
+        return ""
+    done, gains, solved = found
     flat = (gains <= PLATEAU) | solved
     median = float(gains.median())
-    converged = median <= PLATEAU or solved.mean() > 0.5
+    settled = converged(df, gain, acc)
     if zh:
-        state = "已收敛或进入平台期" if converged else "仍在学习：比较的是训练早期的模型"
+        state = "已收敛或进入平台期" if settled else "仍在学习：比较的是训练早期的模型"
         return (f"最后一轮训练中，{len(done)} 次{runs_zh(what)}的验证准确率中位数变化了 {100 * median:+.1f} 个百分点；"
                 f"其中 {int(flat.sum())} 次的变化不超过 {100 * PLATEAU:g} 个百分点，或已解决任务（≥ {100 * SOLVED:g}%）："
                 f"{state}。")
-    state = "converged or plateaued" if converged else "still learning: the comparison is of models early in training"
+    state = "converged or plateaued" if settled else "still learning: the comparison is of models early in training"
     return (f"Over its last epoch the median of the {len(done)} {what} gained {100 * median:+.1f} points of validation "
             f"accuracy; {int(flat.sum())} of {len(done)} gained at most {100 * PLATEAU:g} point or had solved the task "
             f"(≥ {100 * SOLVED:g} %): {state}.")

@@ -967,9 +967,11 @@ def dry_run(sweep: Sweep, out: TextIO, retrain_stale: bool = False) -> int:
     (another commit, another plug-in source) is marked, with what the command would do with it."""
     check_runs_folder(sweep)
     stages = Stages(sweep) if sweep.tune is not None else None
+    stale = stale_runs(sweep.runs if stages is None else stages.stage1)
+    if stages is not None and retrain_stale:
+        stages.redo = stale  # as the run will: a variant whose stage 1 is retrained is chosen on the new runs
     planned = stages.plan() if stages is not None else []  # the stage-2 runs decided now (plan() says each once)
-    listed = sweep.runs if stages is None else stages.stage1 + [r for _, runs in planned for r in runs]
-    stale = stale_runs(listed)
+    stale |= stale_runs([r for _, runs in planned for r in runs])
     then = "trained again (--retrain-stale)" if retrain_stale else "kept (--retrain-stale trains it again)"
 
     def line(run: Run) -> None:
