@@ -352,8 +352,18 @@ def cmd_studies(argv: list[str]) -> int:
 
 
 def cmd_tasks(argv: list[str]) -> int:
+    """`ablate tasks [plugins=NAMES]`: the plug-ins are loaded here, so that their tasks are in the registry the
+    table reads (ablate.studies, a leaf, imports none of them)."""
     from .studies import tasks_main
 
+    plugins, _ = plugins_arg(argv)
+    if plugins and not any(a in ("-h", "--help") for a in argv):
+        from . import plugins as P
+
+        try:
+            P.load(plugins)
+        except P.PluginError as err:
+            return fail(str(err))
     return tasks_main(argv)
 
 

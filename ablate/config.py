@@ -29,6 +29,7 @@ from .budgets import profile as budget_profile
 from .models.config import BOUNDS as MODEL_BOUNDS
 from .models.config import PLUGGED, EncoderConfig, option
 from .registry import NAMES as TASK_NAMES
+from .registry import PLUGIN_MISSING
 from .registry import TASKS as TASK_SPECS
 from .registry import spec as task_spec
 from .yamlfile import YamlFileError, read_yaml
@@ -500,7 +501,7 @@ def convert(key: str, value: Any, tp: Any) -> Any:
             return text
         if pluggable(key):  # the value may be a plug-in's, and the plug-in not named
             raise ConfigError(f"{key}={_shown(value)} is not allowed; expected one of "
-                              f"{', '.join(map(str, args + extra))}; {P.MISSING}")
+                              f"{', '.join(map(str, args + extra))}; {PLUGIN_MISSING}")
         raise bad
     if tp is bool:
         if isinstance(value, bool):
@@ -563,7 +564,7 @@ def _unknown(key: str, section_unknown: bool = False) -> ConfigError:
     close = difflib.get_close_matches(key[:100], [*all_keys(None), *ALIASES], n=1)
     hint = f"did you mean {close[0]}?" if close else "run `ablate keys` for the list"
     if section_unknown:  # after a question a sentence of its own: "did you mean model.n_layers? If it comes ..."
-        hint += f" {P.MISSING[0].upper()}{P.MISSING[1:]}" if close else f"; {P.MISSING}"
+        hint += f" {PLUGIN_MISSING[0].upper()}{PLUGIN_MISSING[1:]}" if close else f"; {PLUGIN_MISSING}"
     return ConfigError(f"unknown key {_shown(key)}; {hint}")
 
 

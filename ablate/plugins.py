@@ -48,8 +48,6 @@ NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")  # a value (and its section): lower c
 MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 # what ablate.config.convert reads a key's value as: an option's type must be one of these (or Optional of one)
 SCALARS = (bool, int, float, str)
-# the end of the line that refuses a value or a section a plug-in could bring: the plug-in may just not be named
-MISSING = "if it comes from a plug-in, name it with plugins=<module>"
 
 
 class PluginError(ValueError):

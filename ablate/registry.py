@@ -460,3 +460,8 @@ NAMES: tuple[str, ...] = tuple(TASKS)
 def spec(name: str) -> TaskSpec:
     """The entry of data.task=`name` (KeyError for an unknown name: the config refuses those first)."""
     return TASKS[name]
+
+
+# the end of the line that refuses a value, a section or a task a plug-in could bring (ablate.plugins): the plug-in
+# may just not be named; here, a leaf, so that `ablate tasks` (ablate.studies) says it without importing plug-ins
+PLUGIN_MISSING = "if it comes from a plug-in, name it with plugins=<module>"

@@ -352,9 +352,8 @@ def tasks_main(argv: list[str]) -> int:
     Markdown table (docs/train.md shows it)."""
     import sys
 
-    from . import plugins as P
-    from .cliparse import OneLineParser, plugins_arg
-    from .registry import REFERENCE_TEXT, TASKS
+    from .cliparse import OneLineParser
+    from .registry import PLUGIN_MISSING, REFERENCE_TEXT, TASKS
 
     p = OneLineParser(prog="ablate tasks", usage="ablate tasks [plugins=NAMES] [--sweeps-dir DIR]",
                       description="every task (data.task) of ablate/registry.py: what it tests, the reference levels "
@@ -362,13 +361,7 @@ def tasks_main(argv: list[str]) -> int:
                       epilog="plugins=NAMES: the tasks of these plug-ins too, each marked with its plug-in "
                       "(docs/plugins.md)")
     p.add_argument("--sweeps-dir", metavar="DIR", default="sweeps", help="the sweep files (default ./sweeps)")
-    plugins, rest = plugins_arg(argv)
-    args = p.parse_args(rest)
-    try:
-        P.load(plugins)
-    except P.PluginError as err:
-        print(f"ablate: {err}", file=sys.stderr)
-        return 2
+    args = p.parse_args([a for a in argv if not a.removeprefix("--").startswith("plugins=")])  # loaded by the CLI
     used = sweep_tasks(args.sweeps_dir)
     rows = ["| task | what it tests | reference levels (`ref/<split>/…`) | its own keys | sweeps |",
             "| --- | --- | --- | --- | --- |"]
@@ -384,6 +377,6 @@ def tasks_main(argv: list[str]) -> int:
     unknown = sorted(set(used) - set(TASKS))
     if unknown:
         print(f"ablate: sweep files name unknown tasks {', '.join(unknown)}: {', '.join(used[unknown[0]])}; "
-              f"{P.MISSING}", file=sys.stderr)
+              f"{PLUGIN_MISSING}", file=sys.stderr)
         return 2
     return 0
