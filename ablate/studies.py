@@ -352,7 +352,7 @@ def tasks_main(argv: list[str]) -> int:
     Markdown table (docs/train.md shows it)."""
     import sys
 
-    from .cliparse import OneLineParser
+    from .cliparse import OneLineParser, plugins_arg
     from .registry import PLUGIN_MISSING, REFERENCE_TEXT, TASKS
 
     p = OneLineParser(prog="ablate tasks", usage="ablate tasks [plugins=NAMES] [--sweeps-dir DIR]",
@@ -361,7 +361,7 @@ def tasks_main(argv: list[str]) -> int:
                       epilog="plugins=NAMES: the tasks of these plug-ins too, each marked with its plug-in "
                       "(docs/plugins.md)")
     p.add_argument("--sweeps-dir", metavar="DIR", default="sweeps", help="the sweep files (default ./sweeps)")
-    args = p.parse_args([a for a in argv if not a.removeprefix("--").startswith("plugins=")])  # loaded by the CLI
+    args = p.parse_args(plugins_arg(argv)[1])  # plugins=NAMES: loaded by the CLI (ablate.cli.cmd_tasks)
     used = sweep_tasks(args.sweeps_dir)
     rows = ["| task | what it tests | reference levels (`ref/<split>/…`) | its own keys | sweeps |",
             "| --- | --- | --- | --- | --- |"]
