@@ -504,17 +504,22 @@ def test_a_job_interrupted_after_its_driver_was_killed_requeues_itself_and_its_r
                                env=env).stdout.strip()
         time.sleep(0.2)
     assert state == "PENDING", state
-    deadline = time.monotonic() + 180
+    # SLURM holds a requeued job for about two minutes (BeginTime, set once its step has ended: asked again
+    # while it pends); the test lets it start sooner, but not within two seconds of the requeue: slurmd drops,
+    # silently, a launch whose credential is dated no later than the second its last start was revoked in
+    # (slurm_cred.c, `ctime <= revoked`), and the job would then sit RUNNING with nothing running
+    allowed, deadline = time.monotonic() + 2, time.monotonic() + 180
     while (read_summary(folder) or {}).get("status") != "completed" and time.monotonic() < deadline:
-        # SLURM holds a requeued job for about two minutes (BeginTime, set once its step has ended: asked
-        # again while it pends); the test lets it start now
-        if subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True,
-                          env=env).stdout.strip() == "PENDING":
+        if time.monotonic() >= allowed and subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
+                                                          text=True, env=env).stdout.strip() == "PENDING":
             subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], capture_output=True, env=env)
         time.sleep(1)
     log = "".join(p.read_text(errors="replace") for p in logs.glob("*_log.out"))
     summary = read_summary(folder)
-    assert summary["status"] == "completed" and summary["attempts"] == 2, log[-3000:]
+    seen = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T %r %S"], capture_output=True, text=True, env=env)
+    slurmd = [line for line in (slurm.folder / "slurmd.log").read_text(errors="replace").splitlines()
+              if f"{job}" in line and "launch" in line.lower()]
+    assert summary["status"] == "completed" and summary["attempts"] == 2, (seen.stdout, slurmd, log[-3000:])
     assert "requeued in place (1 of 2); its runs resume when SLURM starts it again" in log
     assert "from last.ckpt (step" in log
     code, out, err = sweep(capsys, str(path), "--executor", "slurm")
