@@ -464,4 +464,11 @@ def spec(name: str) -> TaskSpec:
 
 # the end of the line that refuses a value, a section or a task a plug-in could bring (ablate.plugins): the plug-in
 # may just not be named; here, a leaf, so that `ablate tasks` (ablate.studies) says it without importing plug-ins
-PLUGIN_MISSING = "if it comes from a plug-in, name it with plugins=<module>"
+def plugin_missing(named_with: str = "plugins=<module>") -> str:
+    """That line's end, naming the plug-in as the command line does, or as `named_with` (a sweep file's way)."""
+    return f"if it comes from a plug-in, name it with {named_with}"
+
+
+PLUGIN_MISSING = plugin_missing()
+# in a sweep file the plug-in is a parameter of its own
+PLUGIN_MISSING_SWEEP = plugin_missing("the parameter plugins: {value: <module>}")

@@ -122,6 +122,29 @@ def test_a_plugins_value_or_key_without_plugins_hints_at_the_missing_plugin(tmp_
     assert not runs.exists()  # refused before any work
 
 
+SWEEP_HINT = "if it comes from a plug-in, name it with the parameter plugins: {value: <module>}"
+
+
+@pytest.mark.parametrize("parameter, line", [
+    ("data.task: {value: sort}", "run 1 (data.task=sort) does not build: data.task='sort' is not allowed; expected one "
+                                 f"of mnist, copy, histogram, lookup, lookup1, poshist, recall, facts; {SWEEP_HINT}"),
+    ("scalenorm.g_init: {value: 2}", f"parameter 'scalenorm.g_init' is not an ablate train key; `ablate keys` lists "
+                                     f"them all; {SWEEP_HINT}"),
+    ("bow.layers: {value: 2}", "parameter 'bow.layers' is not an ablate train key; did you mean model.n_layers? If it "
+                               "comes from a plug-in, name it with the parameter plugins: {value: <module>}"),
+    ("model.n_head: {value: 2}", "parameter 'model.n_head' is not an ablate train key; did you mean model.n_heads? "
+                                 "(`ablate keys` lists them all)"),  # ablate's own section: no plug-in to name
+])
+def test_a_sweep_file_without_its_plugin_is_told_to_add_the_plugins_parameter(tmp_path, parameter, line):
+    """In a sweep file a plug-in is named by a parameter, not by plugins= on a command line: the hint says so."""
+    path = tmp_path / "hinted.yaml"
+    path.write_text(f"program: ablate\nmethod: grid\nparameters:\n  {parameter}\n")
+    runs = tmp_path / "runs"
+    done = ablate("sweep", str(path), "--dry-run", cwd=tmp_path, env={"ABLATE_RUNS_DIR": str(runs)})
+    assert (done.returncode, done.stderr) == (2, f"ablate: {path}: {line}\n")
+    assert not runs.exists()
+
+
 def test_a_component_is_a_typed_value_with_keys_of_its_own():
     cfg = C.build({"plugins": "ablate_example", "model.norm_type": "scalenorm", "model.norm": "pre",
                    "scalenorm.g_init": "2.5", "data.task": "copy"}, machine=False)

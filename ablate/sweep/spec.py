@@ -28,6 +28,7 @@ from typing import Any
 from .. import config as C
 from .. import plugins as P
 from ..budgets import SMOKE_SEEDS
+from ..registry import PLUGIN_MISSING, PLUGIN_MISSING_SWEEP
 from ..yamlfile import YamlFileError, read_yaml
 from .hyperband import Hyperband, HyperbandError
 from .hyperband import parse as parse_hyperband
@@ -166,6 +167,11 @@ def load_plugins(path: Path, p: Any) -> None:
 def check_parameter(path: Path, name: str, p: Any, method: str) -> None:
     where = f"{path}: parameter {name!r}"
     if name not in C.all_keys(None):
+        if "." in name and name.partition(".")[0] not in C.builtin_names():  # a plug-in's section, maybe
+            close = difflib.get_close_matches(name, C.all_keys(None), n=1)
+            hint = f"did you mean {close[0]}? {PLUGIN_MISSING_SWEEP[0].upper()}{PLUGIN_MISSING_SWEEP[1:]}" if close \
+                else f"`ablate keys` lists them all; {PLUGIN_MISSING_SWEEP}"
+            raise SweepError(f"{where} is not an ablate train key; {hint}")
         raise SweepError(f"{where} is not an ablate train key; {_closest(str(name), C.all_keys(None))} "
                          "(`ablate keys` lists them all)")
     if name in RESERVED:
@@ -521,4 +527,5 @@ def _build(path: Path, index: int, overrides: dict[str, Any]) -> C.Config:
         return C.build(overrides)
     except C.ConfigError as err:
         shown = " ".join(f"{k}={v}" for k, v in overrides.items() if k not in ("run.group", "trainer.threads"))
-        raise C.ConfigError(f"{path}: run {index} ({shown}) does not build: {err}") from None
+        said = str(err).replace(PLUGIN_MISSING, PLUGIN_MISSING_SWEEP)  # named in the file, not on a command line
+        raise C.ConfigError(f"{path}: run {index} ({shown}) does not build: {said}") from None
