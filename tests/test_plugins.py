@@ -66,7 +66,7 @@ def test_keys_lists_a_plugins_keys_and_values(capsys):
     assert "layer | rms | scalenorm" in rows["model.norm_type"]
     assert "transformer | lstm | gru | bow" in rows["model.arch"]
     assert "| facts | sort " in rows["data.task"]
-    assert rows["scalenorm.g_init"].split()[1:3] == ["null", "a"]  # default null, "a number or null"
+    assert rows["scalenorm.g_init"].split()[1:9] == "null a finite number > 0 or null".split()  # its declared bound
     assert rows["bow.hidden"].split()[1] == "64" and rows["bow.layers"].split()[1] == "2"
     for name in list(P.LOADED):
         P.unload(name)
@@ -161,9 +161,11 @@ def test_a_component_is_a_typed_value_with_keys_of_its_own():
     assert len(norms) == 4 and {type(m).__name__ for m in norms} == {"ScaleNorm"}
     assert all(m.g.item() == 2.5 for m in norms)
     assert type(task.model.encoder.final_norm).__name__ == "ScaleNorm"  # Pre-LN's last norm: make_norm too
-    bad = {"scalenorm.g_init": ("abc", "scalenorm.g_init='abc' is not allowed; expected a number"),
-           "bow.hidden": ("0", "bow: hidden=0 is not allowed; expected an integer in [1, 4096]")}
-    for key, (value, message) in bad.items():
+    bad = [("scalenorm.g_init", "abc", "scalenorm.g_init='abc' is not allowed; expected a number"),
+           ("scalenorm.g_init", "-1", "scalenorm.g_init=-1.0 is not allowed; expected a finite number > 0 or null"),
+           ("scalenorm.g_init", "0", "scalenorm.g_init=0.0 is not allowed; expected a finite number > 0 or null"),
+           ("bow.hidden", "0", "bow: hidden=0 is not allowed; expected an integer in [1, 4096]")]  # its __post_init__
+    for key, value, message in bad:
         with pytest.raises(C.ConfigError) as err:
             C.build({"plugins": "ablate_example", key: value}, machine=False)
         assert str(err.value) == message

@@ -56,9 +56,11 @@ def registry_names(registry: dict, names: tuple, where: str) -> None:
                           "add the new name to both")
 
 
-def option(default, help: str):
-    """A config field and its one-line description (`ablate keys` prints it): the key's one home."""
-    return field(default=default, metadata={"help": help})
+def option(default, help: str, bound: Bound | None = None):
+    """A config field and its one-line description (`ablate keys` prints it): the key's one home. A plug-in's
+    numeric option may state its `bound` here, once: the config checks a value against it (one line, exit 2) and
+    `ablate keys` shows its words."""
+    return field(default=default, metadata={"help": help, **({"bound": bound} if bound is not None else {})})
 
 
 def _choice(field: str, value, allowed: tuple) -> None:

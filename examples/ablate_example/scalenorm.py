@@ -9,16 +9,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ablate.models.config import option
+from ablate.models.config import POSITIVE, option
 
 
 @dataclass(frozen=True)
 class ScaleNormOptions:
-    g_init: float | None = option(None, "the gain g's start; null: sqrt(d_model), the paper's")
-
-    def __post_init__(self) -> None:
-        if self.g_init is not None and not (0 < self.g_init < math.inf):
-            raise ValueError(f"g_init={self.g_init!r} is not allowed; expected a finite number > 0 or null")
+    g_init: float | None = option(None, "the gain g's start; null: sqrt(d_model), the paper's", bound=POSITIVE)
 
 
 class ScaleNorm(nn.Module):
