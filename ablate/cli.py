@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from . import ctrlc
 from .cliparse import OneLineParser, plugins_arg
 
 USAGE = """usage: ablate <command> [args]    (ablate --version: the installed version)
@@ -417,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             os._exit(128 + signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, terminate)
+    ctrlc.install()  # a Ctrl-C that an import's finalizer swallows is raised again where the work begins
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, not at exit: a reader gone meanwhile is the BrokenPipeError below

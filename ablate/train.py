@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from . import config as C
+from . import ctrlc
 from . import plugins as P
 from .callbacks import (
     AtomicCheckpointIO,
@@ -480,6 +481,7 @@ def _train(cfg: C.Config, log, callbacks: list | None, retrain: str | None = Non
     init_from = init.record if init is not None else None  # the weights are the model's now; only their source stays
     del init
 
+    ctrlc.check()  # a Ctrl-C pressed while the imports above ran, swallowed by one of them: stop before any write
     lock = RunLock(run_dir)
     if not child and not lock.acquire():
         raise RunBusy(f"{run_dir} is being trained by another process (lock {lock.path}); wait for it")

@@ -2,7 +2,7 @@
 
     models  <-  data, tasks, probes  <-  train (rundir, callbacks, tracking, probing)  <-  sweep
             <-  results  <-  report  <-  notebooks
-    (fileio, yamlfile, cliparse, csvcells, checkpoint, registry, browser, studies: leaf modules, importing nothing of ablate, usable by every layer;
+    (fileio, yamlfile, cliparse, csvcells, ctrlc, checkpoint, registry, browser, studies: leaf modules, importing nothing of ablate, usable by every layer;
      a name is imported from its home, never through a module that merely uses it)
 
 Each rule names a layer (a module prefix) and the ablate modules it must never import. The checker
@@ -43,6 +43,7 @@ RULES = (
     Rule("ablate.yamlfile", allowed=("ablate.yamlfile",), why="a leaf utility every layer may use"),
     Rule("ablate.cliparse", allowed=("ablate.cliparse",), why="a leaf utility: every command's argument parser"),
     Rule("ablate.csvcells", allowed=("ablate.csvcells",), why="a leaf utility: every CSV writer's formula guard"),
+    Rule("ablate.ctrlc", allowed=("ablate.ctrlc",), why="a leaf utility: Ctrl-C while a command starts"),
     Rule("ablate.runfiles", allowed=("ablate.runfiles", "ablate.yamlfile"),
          why="reading a run's files: one home for the trainer and the results table"),
     Rule("ablate.studies", allowed=("ablate.studies", "ablate.yamlfile", "ablate.cliparse", "ablate.registry"),
