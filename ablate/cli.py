@@ -417,8 +417,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             os._exit(128 + signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, terminate)
     ctrlc.install()  # a Ctrl-C that an import's finalizer swallows is raised again where the work begins
+    signal.signal(signal.SIGTERM, terminate)  # after it: once SIGTERM is caught, so is SIGINT (tests wait on this)
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, not at exit: a reader gone meanwhile is the BrokenPipeError below

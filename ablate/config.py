@@ -100,9 +100,11 @@ RULES: dict[str, Rule] = {
 
 @functools.cache
 def _ruled(cls: type, section: str) -> tuple[tuple[str, str, Any], ...]:
-    """(field, key, its RULES entry) for each field of `cls` that has one, in field order."""
-    keys = ((f.name, f"{section}.{f.name}" if section else f.name) for f in fields(cls))
-    return tuple((name, key, RULES[key]) for name, key in keys if key in RULES)
+    """(field, key, its rule) for each field of `cls` that has one, in field order: its RULES entry, or the
+    bound a plug-in's option declares with it (`option(default, help, bound)`)."""
+    keys = ((f, f"{section}.{f.name}" if section else f.name) for f in fields(cls))
+    return tuple((f.name, key, RULES.get(key) or f.metadata.get("bound")) for f, key in keys
+                 if key in RULES or f.metadata.get("bound") is not None)
 
 
 def _check_rules(obj: Any, section: str) -> None:
@@ -722,13 +724,14 @@ def _build(overrides: dict[str, Any] | None, base: Config | None, profile: bool 
             raise ConfigError(f"{section}.{err}") from None
     held = dict(base.ext)
     ext = []
-    for section, values in per_ext.items():  # a plug-in's own checks (its bounds, its __post_init__) in its one line
-        _check_bounds(section, ext_types[section], values)
+    for section, values in per_ext.items():  # a plug-in's own checks (its __post_init__, its bounds) in one line
         try:
-            ext.append((section, replace(held.get(section) or ext_types[section](), **values)))
+            made = replace(held.get(section) or ext_types[section](), **values)
         except Exception as err:  # noqa: BLE001
             text = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise ConfigError(f"{section}: {text}") from None
+        _check_rules(made, section)
+        ext.append((section, made))
     try:
         return replace(base, **sections, **top, ext=tuple(ext))
     except ConfigError:
@@ -795,19 +798,6 @@ def _default_values() -> dict[str, Any]:
     return flat(Config())
 
 
-def field_bounds(cls: type) -> dict[str, Any]:
-    """{field: its Bound}: the bounds a plug-in's options declare with `option(default, help, bound)`."""
-    return {f.name: f.metadata["bound"] for f in fields(cls) if f.metadata.get("bound") is not None}
-
-
-def _check_bounds(section: str, cls: type, values: dict[str, Any]) -> None:
-    hints = _hints(cls)
-    for name, bound in field_bounds(cls).items():
-        if name in values and values[name] is not None and not bound.ok(values[name]):
-            null = " or null" if type(None) in typing.get_args(hints[name]) else ""
-            raise ConfigError(f"{section}.{name}={_shown(values[name])} is not allowed; expected {bound.text}{null}")
-
-
 def field_help(cls: type) -> dict[str, str]:
     """{field: its one-line description}: the `help` each field declares with `option(default, help)`."""
     return {f.name: f.metadata["help"] for f in fields(cls) if "help" in f.metadata}
@@ -829,11 +819,9 @@ def allowed(key: str) -> str:
                "plugins": "modules or entry points, comma-separated, or empty"}
     if key in special:
         return special[key]
-    bound = RULES.get(key)
-    if bound is None and section not in ("", *SECTIONS):  # a plug-in's option, its bound declared with it
-        bound = field_bounds(sections(None)[section]).get(name)
-    if bound is not None:
-        return bound.text + (" or null" if nullable else "")
+    rule = {k: r for _, k, r in _ruled(sections(None)[section] if section else Config, section)}.get(key)
+    if rule is not None:
+        return rule.text + (" or null" if nullable else "")
     if typing.get_origin(tp) is Literal:
         return " | ".join(typing.get_args(tp) + plugged_values(key))
     return _describe(tp).replace("true or false", "true | false")

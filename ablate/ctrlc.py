@@ -19,8 +19,8 @@ def _handler(signum, frame):
 
 
 def install() -> None:
-    """In the main thread, where SIGINT has Python's own handler (not where it is ignored: nohup, a background
-    job of a shell without job control, which stay so)."""
+    """In the main thread, where SIGINT has Python's own handler (not where it is ignored, as in a background
+    job of a shell without job control: it stays so)."""
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _handler)

@@ -292,13 +292,25 @@ def _check_options(where: str, what: str, options: type) -> None:
                           f"got {options!r}")
     try:
         hints = typing.get_type_hints(options)
-        options()
+        options()  # its __post_init__ on the defaults
     except Exception as err:  # noqa: BLE001
         raise PluginError(f"{where}: {what}'s options cannot be made with their defaults ({first_line(err)})") from None
+    made = options()
     for f in dataclasses.fields(options):
         if not _scalar_type(hints[f.name]):
             raise PluginError(f"{where}: {what}'s option {f.name} has type {hints[f.name]}; a key holds bool, int, "
                               "float, str, a Literal of strings, or one of these or None")
+        bound = f.metadata.get("bound")
+        if bound is None:
+            continue
+        kind = [a for a in (typing.get_args(hints[f.name]) or (hints[f.name],)) if a is not type(None)]
+        if kind != [bound.kind]:
+            raise PluginError(f"{where}: {what}'s option {f.name} has type {hints[f.name]} and a bound for "
+                              f"{bound.kind.__name__} ({bound.text}); give it a bound of its own type")
+        default = getattr(made, f.name)
+        if default is not None and not bound.ok(default):
+            raise PluginError(f"{where}: {what}'s option {f.name} defaults to {default!r}, outside its own bound "
+                              f"({bound.text}); change the default or the bound")
 
 
 def _scalar_type(tp: Any) -> bool:

@@ -727,6 +727,7 @@ def _fit(a: Attempt) -> dict[str, Any]:
     status, diverged = "completed", {}
     try:
         paused = None
+        ctrlc.check()  # and one swallowed while the trainer and its loggers were made (W&B, Lightning imports)
         with _warning_saves(last):
             try:
                 trainer.fit(task, datamodule=datamodule, ckpt_path=str(ckpt) if a.resume_step is not None else None,

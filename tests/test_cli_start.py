@@ -123,7 +123,7 @@ except KeyboardInterrupt:
 def test_a_ctrl_c_a_finalizer_swallowed_is_raised_again_where_work_begins(disposition):
     """The flake behind issue 41's Ctrl-C: a KeyboardInterrupt raised inside a finalizer is swallowed, and the
     command went on (a whole run trained). ablate.ctrlc notes it, and train checks before it writes anything;
-    where SIGINT was ignored (nohup), it stays ignored."""
+    where SIGINT was ignored (a background job of a shell without job control), it stays ignored."""
     done = subprocess.run([sys.executable, "-c", SWALLOWED, disposition], capture_output=True, text=True, timeout=60)
     if disposition == "default":
         assert done.stdout == "went on\nraised again\n" and "Exception ignored" in done.stderr, done.stderr

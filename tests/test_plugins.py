@@ -132,6 +132,9 @@ SWEEP_HINT = "if it comes from a plug-in, name it with the parameter plugins: {v
                                      f"them all; {SWEEP_HINT}"),
     ("bow.layers: {value: 2}", "parameter 'bow.layers' is not an ablate train key; did you mean model.n_layers? If it "
                                "comes from a plug-in, name it with the parameter plugins: {value: <module>}"),
+    ("plugins: {value: ablate_example}\n  scalenorm.g_int: {value: 2}",  # the plug-in named: no hint at it
+     "parameter 'scalenorm.g_int' is not an ablate train key; did you mean scalenorm.g_init? (`ablate keys` lists "
+     "them all)"),
     ("model.n_head: {value: 2}", "parameter 'model.n_head' is not an ablate train key; did you mean model.n_heads? "
                                  "(`ablate keys` lists them all)"),  # ablate's own section: no plug-in to name
 ])
@@ -140,7 +143,7 @@ def test_a_sweep_file_without_its_plugin_is_told_to_add_the_plugins_parameter(tm
     path = tmp_path / "hinted.yaml"
     path.write_text(f"program: ablate\nmethod: grid\nparameters:\n  {parameter}\n")
     runs = tmp_path / "runs"
-    done = ablate("sweep", str(path), "--dry-run", cwd=tmp_path, env={"ABLATE_RUNS_DIR": str(runs)})
+    done = ablate("sweep", str(path), "--dry-run", cwd=EXAMPLES, env={"ABLATE_RUNS_DIR": str(runs)})
     assert (done.returncode, done.stderr) == (2, f"ablate: {path}: {line}\n")
     assert not runs.exists()
 
@@ -164,11 +167,15 @@ def test_a_component_is_a_typed_value_with_keys_of_its_own():
     bad = [("scalenorm.g_init", "abc", "scalenorm.g_init='abc' is not allowed; expected a number"),
            ("scalenorm.g_init", "-1", "scalenorm.g_init=-1.0 is not allowed; expected a finite number > 0 or null"),
            ("scalenorm.g_init", "0", "scalenorm.g_init=0.0 is not allowed; expected a finite number > 0 or null"),
-           ("bow.hidden", "0", "bow: hidden=0 is not allowed; expected an integer in [1, 4096]")]  # its __post_init__
+           ("bow.hidden", "0", "bow.hidden=0 is not allowed; expected an integer in [1, 4096]")]
     for key, value, message in bad:
         with pytest.raises(C.ConfigError) as err:
             C.build({"plugins": "ablate_example", key: value}, machine=False)
         assert str(err.value) == message
+    with pytest.raises(C.ConfigError) as err:  # its __post_init__: a check across two keys
+        C.build({"plugins": "ablate_example", "model.arch": "bow", "bow.hidden": 4096, "bow.layers": 8}, machine=False)
+    assert str(err.value) == ("bow: hidden=4096 with layers=8 is 134,217,728 weights in the hidden layers, more than "
+                              "67,108,864; lower one of them")
     with pytest.raises(C.ConfigError, match=r"^scalenorm.g_init=2.0 does not apply: model.norm_type is layer, not "
                                             r"scalenorm; leave it at its default or set model.norm_type=scalenorm$"):
         C.build({"plugins": "ablate_example", "scalenorm.g_init": "2"}, machine=False)
@@ -222,6 +229,36 @@ def test_a_plugin_that_fails_to_import_is_one_line_and_exit_2(tmp_path):
         done = ablate("train", f"plugins={name}", "data.task=copy", cwd=tmp_path, env={"ABLATE_RUNS_DIR": str(runs)})
         assert (done.returncode, done.stderr) == (2, f"ablate: {line}\n"), name
     assert not runs.exists()  # refused before any work
+
+
+def test_an_options_bound_is_checked_when_the_plugin_loads(tmp_path, capsys):
+    """A bound declared with an option must be its field's type and hold its default: refused at load, in one
+    line, not when a run happens to use the value."""
+    head = ("from dataclasses import dataclass\nfrom torch import nn\nfrom ablate.models.config import POSITIVE, "
+            "at_least, option\n\n@dataclass(frozen=True)\nclass O:\n")
+    tail = "\ndef register(plugin):\n    plugin.component('model.activation', 'bounded', nn.SiLU, options=O)\n"
+    module(tmp_path, "bad_default", head + "    gain: float = option(-1.0, 'a gain', bound=POSITIVE)\n" + tail)
+    module(tmp_path, "bad_kind", head + "    width: float = option(2.0, 'a width', bound=at_least(1))\n" + tail)
+    from ablate import cli
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        for name, line in {
+            "bad_default": "option gain defaults to -1.0, outside its own bound (a finite number > 0); change the "
+                           "default or the bound",
+            "bad_kind": "option width has type <class 'float'> and a bound for int (an integer >= 1); give it a bound "
+                        "of its own type",
+        }.items():
+            assert cli.main(["keys", f"plugins={name}"]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith(f"ablate: plugins={name}: ") and err.endswith(f"{line}\n") and err.count("\n") == 1, err
+            assert "bounded" not in PLUGGED["activation"]
+            for loaded in list(P.LOADED):
+                P.unload(loaded)
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("bad_default", "bad_kind"):
+            sys.modules.pop(name, None)
 
 
 def test_a_clashing_name_is_one_line_exit_2_and_registers_nothing(tmp_path, capsys):

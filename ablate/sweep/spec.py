@@ -167,7 +167,7 @@ def load_plugins(path: Path, p: Any) -> None:
 def check_parameter(path: Path, name: str, p: Any, method: str) -> None:
     where = f"{path}: parameter {name!r}"
     if name not in C.all_keys(None):
-        if "." in name and name.partition(".")[0] not in C.builtin_names():  # a plug-in's section, maybe
+        if "." in name and name.partition(".")[0] not in (*C.builtin_names(), *C.sections(None)):  # a plug-in's, unnamed?
             close = difflib.get_close_matches(name, C.all_keys(None), n=1)
             hint = f"did you mean {close[0]}? {PLUGIN_MISSING_SWEEP[0].upper()}{PLUGIN_MISSING_SWEEP[1:]}" if close \
                 else f"`ablate keys` lists them all; {PLUGIN_MISSING_SWEEP}"

@@ -11,21 +11,24 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ablate.models.config import option
+from ablate.models.config import Bound, option
 from ablate.registry import TASKS
 from ablate.tasks.copy import CopyTokens
+
+SIZE = Bound(int, lambda v: 1 <= v <= 4096, "an integer in [1, 4096]")
+MAX_WEIGHTS = 2**26
 
 
 @dataclass(frozen=True)
 class BowOptions:
-    hidden: int = option(64, "width of the embedding and of each hidden layer")
-    layers: int = option(2, "hidden layers of the MLP")
+    hidden: int = option(64, "width of the embedding and of each hidden layer", bound=SIZE)
+    layers: int = option(2, "hidden layers of the MLP", bound=SIZE)
 
-    def __post_init__(self) -> None:
-        for name in ("hidden", "layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4096:
-                raise ValueError(f"{name}={value!r} is not allowed; expected an integer in [1, 4096]")
+    def __post_init__(self) -> None:  # a check across fields, which no one field's bound can state
+        weights = self.hidden * self.hidden * self.layers
+        if weights > MAX_WEIGHTS:
+            raise ValueError(f"hidden={self.hidden} with layers={self.layers} is {weights:,} weights in the hidden "
+                             f"layers, more than {MAX_WEIGHTS:,}; lower one of them")
 
 
 class BagOfTokens(nn.Module):
