@@ -292,10 +292,9 @@ def _check_options(where: str, what: str, options: type) -> None:
                           f"got {options!r}")
     try:
         hints = typing.get_type_hints(options)
-        options()  # its __post_init__ on the defaults
+        made = options()  # its __post_init__ on the defaults
     except Exception as err:  # noqa: BLE001
         raise PluginError(f"{where}: {what}'s options cannot be made with their defaults ({first_line(err)})") from None
-    made = options()
     for f in dataclasses.fields(options):
         if not _scalar_type(hints[f.name]):
             raise PluginError(f"{where}: {what}'s option {f.name} has type {hints[f.name]}; a key holds bool, int, "
