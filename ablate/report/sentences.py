@@ -110,17 +110,21 @@ def _edge_choices(df, best, values, lr_key, metric, goal) -> tuple[int, tuple[in
     variant = [k for k in swept_keys(df) if k not in ("seed", lr_key)]
     stage1 = df[df["stage"] == 1] if "stage" in df.columns else df
     sign = 1.0 if goal == "maximize" else -1.0
+    # each stage-1 row's variant (its values by repr, as a group key of `best` prints them), rate and metric
+    names = zip(*(stage1[k].astype(object).map(repr) for k in variant)) if variant else ((),) * len(stage1)
+    rows: dict[tuple, list[int]] = {}
+    for i, name in enumerate(names):
+        rows.setdefault(tuple(name), []).append(i)
+    rates = stage1[lr_key].to_numpy(dtype=float)
+    scores = sign * pd.to_numeric(stage1[metric], errors="coerce").to_numpy(dtype=float)
     counts, n = [0, 0], 0
     groups = best.groupby(variant, dropna=False, sort=False) if variant else [((), best)]
     for key, rows_ in groups:
         n += 1
         key = key if isinstance(key, tuple) else (key,)
-        mine = stage1
-        for k, v in zip(variant, key):
-            mine = mine[mine[k].astype(object).map(repr) == repr(v)]
+        mine = np.asarray(rows.get(tuple(repr(v) for v in key), []), dtype=int)
         chosen = float(rows_[lr_key].iloc[0])
-        means = {v: sign * pd.to_numeric(mine.loc[np.isclose(mine[lr_key].astype(float), v), metric],
-                                         errors="coerce").mean() for v in values}
+        means = {v: pd.Series(scores[mine][np.isclose(rates[mine], v)]).mean() for v in values}
         for side, (edge, inner) in enumerate(((values[0], values[1]), (values[-1], values[-2]))):
             if np.isclose(chosen, edge) and means[edge] > means[inner]:
                 counts[side] += 1
