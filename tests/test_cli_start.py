@@ -55,6 +55,7 @@ def test_keys_lightning_names_are_lightnings():
     for key, text in C.LIGHTNING_COMMON.items():
         shown = [n.strip() for n in text.split("|") if "..." not in n]
         assert shown and set(shown) <= set(C.lightning_names(key)), key
+        assert C._common_names(key) == tuple(shown), key  # what the config accepts without Lightning
 
 
 def test_every_lazy_model_name_loads():
@@ -73,6 +74,14 @@ def _catches(pid: int, signum: int) -> bool:
     return bool(int(caught, 16) >> (signum - 1) & 1)
 
 
+def _sigint_default() -> None:
+    """In the child: SIGINT as an interactive shell's command gets it, whatever this test process inherited (a
+    suite started in the background, `make test &` or under nohup, has SIGINT ignored, and so would the child)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(("command", "signum", "code", "said"), [
     (["train", "data.task=copy", "budget=smoke"], "SIGINT", 130, "ablate train: interrupted"),
     (["sweep", "sweeps/heads.yaml", "--budget", "smoke"], "SIGTERM", 143, "ablate sweep: terminated (SIGTERM)"),
@@ -87,7 +96,7 @@ def test_a_signal_while_starting_is_one_line(tmp_path, command, signum, code, sa
 
     env = {**os.environ, "ABLATE_RUNS_DIR": str(tmp_path / "runs")}
     started = subprocess.Popen([sys.executable, "-m", "ablate.cli", *command], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env)
+                               stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_sigint_default)
     deadline = time.monotonic() + 60
     while not _catches(started.pid, signal.SIGTERM) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -124,7 +133,8 @@ def test_a_ctrl_c_a_finalizer_swallowed_is_raised_again_where_work_begins(dispos
     """The flake behind issue 41's Ctrl-C: a KeyboardInterrupt raised inside a finalizer is swallowed, and the
     command went on (a whole run trained). ablate.ctrlc notes it, and train checks before it writes anything;
     where SIGINT was ignored (a background job of a shell without job control), it stays ignored."""
-    done = subprocess.run([sys.executable, "-c", SWALLOWED, disposition], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", SWALLOWED, disposition], capture_output=True, text=True, timeout=60,
+                          preexec_fn=_sigint_default)
     if disposition == "default":
         assert done.stdout == "went on\nraised again\n" and "Exception ignored" in done.stderr, done.stderr
         assert "KeyboardInterrupt" in done.stderr
