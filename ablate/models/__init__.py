@@ -5,7 +5,7 @@ Names load on first use (PEP 562): `ablate.models.config` (the encoder's keys) i
 
 from __future__ import annotations
 
-import importlib
+from ..lazy import exports
 
 LAZY = {
     "MultiHeadAttention": ".attention",
@@ -43,13 +43,4 @@ LAZY = {
 __all__ = sorted(LAZY)
 
 
-def __getattr__(name: str):
-    if name not in LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(LAZY[name], __name__), name)
-    globals()[name] = value  # once loaded, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(LAZY))
+__getattr__, __dir__ = exports(__name__, globals(), LAZY)

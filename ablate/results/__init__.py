@@ -26,7 +26,7 @@ each), never an exception.
 the printed short view fits the terminal (`format_table`).
 """
 
-import importlib
+from ..lazy import exports
 
 # The package imports nothing when it is imported (PEP 562): each name is loaded from its home on first
 # use, so `from ablate.results.stats import aggregate` (the reports) stays clear of the harness that
@@ -53,13 +53,4 @@ LAZY = {
 __all__ = sorted(LAZY)
 
 
-def __getattr__(name: str):
-    if name not in LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *LAZY})
+__getattr__, __dir__ = exports(__name__, globals(), LAZY)
