@@ -158,7 +158,8 @@ def _check_path(key: str, value: str | None) -> None:
 # Lightning's defaults; anything else is checked against Lightning's own lists (importing it costs
 # about 2 s, so only then).
 LIGHTNING_DEFAULTS = {"trainer.accelerator": "auto", "trainer.strategy": "auto", "trainer.precision": "32-true"}
-# What `ablate keys` shows for them without importing Lightning (a test checks each is Lightning's name)
+# What `ablate keys` shows for them without importing Lightning, and accepts without it (a test checks each is
+# Lightning's name): a sweep's command that sets trainer.accelerator=cpu needs no Lightning
 LIGHTNING_COMMON = {"trainer.accelerator": "auto | cpu | gpu | cuda | mps | ... (Lightning's)",
                     "trainer.strategy": "auto | ddp | ddp_spawn | fsdp | ... (Lightning's)",
                     "trainer.precision": "32-true | bf16-mixed | 16-mixed | ... (Lightning's)"}
@@ -185,8 +186,14 @@ def lightning_names(key: str) -> tuple[str, ...]:
                 "bf16-mixed", "32-true", "64-true", "64", "32", "16", "bf16")
 
 
+@functools.cache
+def _common_names(key: str) -> tuple[str, ...]:
+    """The names LIGHTNING_COMMON shows for `key`: accepted without importing Lightning."""
+    return tuple(n.strip() for n in LIGHTNING_COMMON[key].split("|") if "..." not in n)
+
+
 def _check_lightning_name(key: str, value: str) -> None:
-    if value == LIGHTNING_DEFAULTS[key]:
+    if value == LIGHTNING_DEFAULTS[key] or value in _common_names(key):
         return
     names = lightning_names(key)
     if value not in names:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,11 +329,20 @@ def gpu_memory() -> int | None:
 
 def trains_on_gpu(accelerator: str) -> bool:
     """Whether `trainer.accelerator` resolves to a GPU here (auto picks CUDA when it is there)."""
-    import torch
-
     if accelerator in ("cuda", "gpu"):
         return True
-    return accelerator == "auto" and torch.cuda.is_available()
+    if accelerator != "auto" or (sys.platform.startswith("linux") and not gpu_device_files()):
+        return False  # known without torch, which costs seconds to import (a sweep's command need not)
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def gpu_device_files() -> bool:
+    """Whether /dev holds a GPU driver's device file: NVIDIA's /dev/nvidia0.., ROCm's /dev/kfd, WSL 2's /dev/dxg.
+    On Linux, without one torch finds no GPU."""
+    dev = Path("/dev")
+    return any(dev.glob("nvidia[0-9]*")) or (dev / "kfd").exists() or (dev / "dxg").exists()
 
 
 def size(n: float) -> str:

@@ -257,6 +257,9 @@ def _apply(plugin: Plugin, module: types.ModuleType | None, ep) -> Loaded:
         if not NAME.fullmatch(spec.name) or ":" not in spec.datamodule:
             raise PluginError(f"{where}: data.task={spec.name!r} needs a name of lower-case letters, digits or _ "
                               "and a datamodule 'package.module:Class'")
+        if spec.prepare and ":" not in spec.prepare:
+            raise PluginError(f"{where}: data.task={spec.name}'s prepare={spec.prepare!r} is not "
+                              "'package.module:function'; name a function, or leave it out")
         if unknown := [k for k in spec.keys if k not in _data_keys()]:
             raise PluginError(f"{where}: data.task={spec.name} reads data.{unknown[0]}, not a key of ablate's data "
                               f"section; use the data keys there are ({', '.join(_data_keys())}) or give a model its "

@@ -25,6 +25,21 @@ import yaml
 from .fileio import atomic_write
 from .runfiles import RunFileError, read_config_mapping, read_json_object, read_metrics_rows
 
+
+class RunBusy(RuntimeError):
+    """Another process holds the run directory's lock."""
+
+
+class Interrupted(SystemExit):
+    """SIGTERM (a scheduler preempting the job, the sweep runner stopping): the run is recorded as
+    `interrupted` and resumes from last.ckpt next time. A SystemExit with status 128 + 15 = 143, so
+    an uncaught one ends the process as a killed one would be read, never as a success."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
 CONFIG, SUMMARY, METRICS, CKPT, LOCK = "config.yaml", "summary.json", "metrics.csv", "last.ckpt", ".lock"
 BEST = "best.ckpt"  # the weights of the epoch with the best val/acc (run.keep_best; ablate.callbacks.BestCheckpoint)
 FINISHED = ("completed", "diverged", "stopped")  # terminal: never run again (stopped: by early termination)

@@ -46,7 +46,7 @@ from .callbacks import (
 )
 from .checkpoint import CheckpointError, fit_problem, load_checkpoint
 from .limits import eval_chunk
-from .rundir import (
+from .rundir import (  # Interrupted, RunBusy: raised here (their home: rundir, which a job reads without torch)
     BEST,
     CKPT,
     CONFIG,
@@ -54,6 +54,8 @@ from .rundir import (
     METRICS,
     RETRAINING,
     SUMMARY,
+    Interrupted,
+    RunBusy,
     RunLock,
     check_run_dir,
     config_problem,
@@ -68,20 +70,6 @@ from .rundir import (
     write_json,
 )
 from .runfiles import RunFileError, read_metrics_rows
-
-
-class RunBusy(RuntimeError):
-    """Another process holds the run directory's lock."""
-
-
-class Interrupted(SystemExit):
-    """SIGTERM (a scheduler preempting the job, the sweep runner stopping): the run is recorded as
-    `interrupted` and resumes from last.ckpt next time. A SystemExit with status 128 + 15 = 143, so
-    an uncaught one ends the process as a killed one would be read, never as a success."""
-
-    def __init__(self, signum: int):
-        super().__init__(128 + signum)
-        self.signum = signum
 
 
 def recorded(err: BaseException) -> str | None:

@@ -19,9 +19,9 @@ def forkserver():
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    from ablate.data import mnist
+    from ablate.data import files
 
-    monkeypatch.setattr(mnist, "network_available", lambda timeout=3.0: False)  # never download
+    monkeypatch.setattr(files, "network_available", lambda timeout=3.0: False)  # never download
     monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

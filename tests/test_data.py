@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
 
+import ablate.data.files as files_mod
 import ablate.data.mnist as mnist_mod
 import ablate.data.synthetic as synthetic_mod
 from ablate import cli
@@ -46,7 +47,7 @@ def no_network(monkeypatch):
         calls.append(1)
         return False
 
-    monkeypatch.setattr(mnist_mod, "network_available", offline)
+    monkeypatch.setattr(files_mod, "network_available", offline)
     return calls
 
 

@@ -274,6 +274,9 @@ def test_a_clashing_name_is_one_line_exit_2_and_registers_nothing(tmp_path, caps
                                 "    plugin.component('model.activation', 'trainer', nn.SiLU, options=O)\n")
     module(tmp_path, "task_clash", "import dataclasses\nfrom ablate.registry import COPY\n\ndef register(plugin):\n"
                                    "    plugin.task(dataclasses.replace(COPY, datamodule='x.y:Z'))\n")
+    module(tmp_path, "bad_prepare", "import dataclasses\nfrom ablate.registry import COPY\n\ndef register(plugin):\n"
+                                    "    plugin.task(dataclasses.replace(COPY, name='copy2', datamodule='x.y:Z', "
+                                    "prepare='memory_enough'))\n")
     expected = {
         "clash_builtin": "plugins=clash_builtin: registers model.norm_type=layer, which is ablate's own; give it "
                          "another name",
@@ -282,6 +285,8 @@ def test_a_clashing_name_is_one_line_exit_2_and_registers_nothing(tmp_path, caps
         "section": "plugins=section: model.activation=trainer's options would be the config section 'trainer', "
                    "which ablate's config has already; rename it",
         "task_clash": "plugins=task_clash: registers data.task=copy, which is ablate's own; give it another name",
+        "bad_prepare": "plugins=bad_prepare: data.task=copy2's prepare='memory_enough' is not "
+                       "'package.module:function'; name a function, or leave it out",
     }
     from ablate import cli
 
@@ -299,7 +304,7 @@ def test_a_clashing_name_is_one_line_exit_2_and_registers_nothing(tmp_path, caps
         assert PLUGGED["activation"]["swish"].plugin == "first"
     finally:
         sys.path.remove(str(tmp_path))
-        for name in ("clash_builtin", "first", "second", "section", "task_clash"):
+        for name in ("clash_builtin", "first", "second", "section", "task_clash", "bad_prepare"):
             sys.modules.pop(name, None)
 
 

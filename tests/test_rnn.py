@@ -297,13 +297,13 @@ FAST = ["data.batch_size=32", "model.d_model=16", "trainer.max_epochs=1", "track
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
     """Runs under tmp_path; MNIST is 100 + 20 images of noise in the standard files there (no network)."""
-    import ablate.data.mnist as mnist_mod
+    import ablate.data.files as files
     from tests.test_data import write_idx
 
     monkeypatch.setenv("ABLATE_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("ABLATE_PROGRESS", "0")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.setattr(mnist_mod, "network_available", lambda: False)
+    monkeypatch.setattr(files, "network_available", lambda: False)
     raw = tmp_path / "mnist" / "MNIST" / "raw"
     raw.mkdir(parents=True)
     g = torch.Generator().manual_seed(0)

@@ -332,6 +332,74 @@ def test_missing_data_is_bad_input_found_before_any_run(tmp_path, monkeypatch, c
     assert "ABLATE_DATA_DIR" in err and not (tmp_path / "runs").exists()
 
 
+def test_the_commands_data_check_needs_neither_lightning_nor_torchvision(tmp_path):
+    """What `ablate sweep` checks before any run (MNIST's four files, a synthetic task's memory) runs in the
+    command without Lightning or torchvision (a command on a login node stays small; the forkserver imports
+    them alone), and where /dev holds no GPU driver's device file it counts no GPU, and knows that
+    accelerator=auto trains on the CPU, without torch either. In a fresh interpreter, as the command runs
+    them; a broken MNIST file is still found there. (Torch itself is imported: the config's size check
+    builds the model on the meta device.)"""
+    import torch
+
+    from tests.test_data import write_idx
+
+    raw = tmp_path / "data" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for prefix, n in (("train", 30), ("t10k", 10)):
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", torch.zeros(n, 28, 28, dtype=torch.uint8))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", torch.arange(n, dtype=torch.uint8) % 10)
+    path = write(tmp_path, "light", {"data.task": {"values": ["copy", "mnist", "facts"]}, "tracking": {"value": "none"},
+                                     "trainer.accelerator": {"value": "cpu"}})  # a name accepted without Lightning
+    probe = ("import json, sys\n"
+             "from ablate import limits\n"
+             "from ablate.sweep import runner, spec\n"
+             "from ablate.sweep.spec import SweepError\n"
+             "gpus = [runner.visible_gpus(), limits.trains_on_gpu('auto'), 'torch' in sys.modules]\n"
+             "try:\n"
+             f"    runner.check_data(spec.load({str(path)!r}).runs)\n"
+             "    said = ''\n"
+             "except SweepError as err:\n"
+             "    said = str(err)\n"
+             "heavy = [m for m in ('pytorch_lightning', 'lightning_fabric', 'torchmetrics', 'torchvision') "
+             "if m in sys.modules]\n"
+             "print(json.dumps([said, limits.gpu_device_files(), gpus, heavy]))\n")
+    env = {**os.environ, "ABLATE_DATA_DIR": str(tmp_path / "data")}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+
+    def check() -> list:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    said, files, gpus, heavy = check()
+    assert said == "" and heavy == [], (said, heavy)
+    if not files:  # this machine (CI's): no GPU, known without torch
+        assert gpus == [[], False, False], gpus
+    labels = raw / "t10k-labels-idx1-ubyte"
+    labels.write_bytes(labels.read_bytes()[:-1])  # one label short: found by the same check, still without them
+    said, _, _, heavy = check()
+    assert said == (f"data.task=mnist: MNIST file {labels} is 17 bytes long, but its header declares 10 labels "
+                    "(18 bytes): truncated; delete it and let torchvision download it again, or point "
+                    "ABLATE_DATA_DIR at a good copy") and heavy == [], (said, heavy)
+
+
+def test_a_synthetic_tasks_sets_too_big_for_memory_are_refused_before_any_run(tmp_path, monkeypatch, capsys):
+    """The memory a synthetic task's sets need is checked by the command before any run, in the words the data
+    module itself refuses them with."""
+    from ablate.data import files
+
+    monkeypatch.setattr(files, "memory_bytes", lambda: 2**18)  # 256 KiB; the sets need 255 KiB
+    path = write(tmp_path, "big", {"data.task": {"value": "copy"}, "data.n_train": {"value": 512},
+                                   "data.n_val": {"value": 64}, "data.n_test": {"value": 64},
+                                   "tracking": {"value": "none"}})
+    assert cli.main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("ablate: data.task=copy: the copy task's sets need about 0.000243 GiB "
+                                               "(512 + 64 sequences of 17 tokens"), err
+    assert err.endswith("; lower data.n_train, data.n_val, data.n_test, data.length or data.test_length")
+    assert not (tmp_path / "runs" / "big").exists() or not any((tmp_path / "runs" / "big").iterdir())
+
+
 def _descendants(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():

@@ -358,10 +358,10 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, ar
 
 
 def test_missing_data_exits_2_before_writing(tmp_path, capsys, monkeypatch):
-    import ablate.data.mnist as mnist
+    import ablate.data.files as files
 
     monkeypatch.setenv("ABLATE_DATA_DIR", str(tmp_path / "nowhere"))
-    monkeypatch.setattr(mnist, "network_available", lambda timeout=3.0: False)
+    monkeypatch.setattr(files, "network_available", lambda timeout=3.0: False)
     assert cli.main(["train", "tracking=none"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "nowhere" in err and "ABLATE_DATA_DIR" in err

@@ -4,33 +4,15 @@ that hand out whole batches, and the loaders built on them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from itertools import islice
-from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
-
-class DataError(Exception):
-    """Data that should be on disk is not (and cannot be fetched), is broken, or cannot be built on
-    this machine; the message is one line: the problem, then after "; " the fix."""
-
-
-def data_dir() -> Path:
-    """Where data sets live: $ABLATE_DATA_DIR, else ./data (relative to the working directory)."""
-    return Path(os.environ.get("ABLATE_DATA_DIR") or "data").expanduser()
-
-
-def memory_bytes() -> int | None:
-    """This machine's physical memory in bytes, or None where the OS does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # no sysconf (Windows), or the name is unknown
-        return None
+from .files import DataError, data_dir, memory_bytes  # noqa: F401  (their home: files, which needs no torch)
 
 
 class InMemory(Dataset):

@@ -11,17 +11,14 @@ data.test_length (or data.length): length generalisation when they differ.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 
 import torch
 
 from ..config import DataConfig
 from ..registry import spec as task_spec
 from .common import DataError, InMemory, InMemoryDataModule, memory_bytes
+from .files import MEMORY_SHARE, memory_problem  # noqa: F401 - MEMORY_SHARE: the task modules import it from here
 from .reference import IGNORE, reference_levels  # noqa: F401 - IGNORE: the task modules import it from here
-
-# the sets may take this share of the machine's memory; the model and the trainer need the rest
-MEMORY_SHARE = 0.5
 
 
 def split_seed(seed: int, split: str, task: str = "copy") -> int:
@@ -54,25 +51,8 @@ class SyntheticTask(InMemoryDataModule):
         raise NotImplementedError
 
     def check_memory(self, cfg: DataConfig) -> None:
-        need, have = self.spec.data_bytes(cfg), memory_bytes()
-        if have is not None and need > MEMORY_SHARE * have:
-            raise DataError(
-                f"the {self.spec.title}'s sets need about {need / 2**30:.3g} GiB ({cfg.n_train} + {cfg.n_val} "
-                f"sequences of {self._len(cfg, cfg.length)} tokens, {cfg.n_test} of "
-                f"{self._len(cfg, cfg.eval_length)}), more than {MEMORY_SHARE:.0%} of this "
-                f"machine's {have / 2**30:.3g} GiB; lower {self._size_keys(cfg)}"
-            )
-
-    def _size_keys(self, cfg: DataConfig) -> str:
-        """The keys that set the sets' size: the lengths too where the task's sequences grow with them (the
-        facts task's are always 2 tokens long)."""
-        keys = ["data.n_train", "data.n_val", "data.n_test"]
-        keys += [f"data.{k}" for k in ("length", "test_length") if k in self.spec.keys]
-        return ", ".join(keys[:-1]) + " or " + keys[-1]
-
-    def _len(self, cfg: DataConfig, length: int) -> int:
-        """Tokens of one sequence built at `length`."""
-        return self.spec.seq_len(replace(cfg, length=length, test_length=None))
+        if problem := memory_problem(self.spec, cfg, memory_bytes()):
+            raise DataError(problem)
 
     def _make(self, split: str, n: int, length: int) -> InMemory:
         generator = torch.Generator().manual_seed(split_seed(self.cfg.seed, split, self.name))

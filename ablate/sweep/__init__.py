@@ -109,7 +109,7 @@ def _run(args: argparse.Namespace, out, err) -> int:
             raise SweepError(f"--threads={args.threads} is not allowed; expected an integer >= 1")
         if args.runs_per_gpu is not None and args.runs_per_gpu < 1:
             raise SweepError(f"--runs-per-gpu={args.runs_per_gpu} is not allowed; expected an integer >= 1")
-        gpus = runner.visible_gpus()
+        gpus = runner.visible_gpus() if args.executor == "here" else []  # a job's own GPUs are the job's to count
         if gpus and (why := runner.gpus_unusable()):
             print(f"note: CUDA_VISIBLE_DEVICES lists {len(gpus)} GPU(s), but {why}: the runs train on the CPU, "
                   "shared out as if per GPU", file=err)

@@ -359,7 +359,7 @@ def run_packed(commands: list[list[str]], runs_per_gpu: int, gpus: int) -> list[
     (worker.forkserver; by default it would end them unrecorded), and a run ends through this runner's
     SIGTERM or its own (`train` takes SIGTERM itself: recorded `interrupted`)."""
     from .. import config as C
-    from ..train import Interrupted
+    from ..rundir import Interrupted
     from . import worker
 
     visible = R.visible_gpus()

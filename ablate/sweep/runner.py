@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import config as C
+from .. import limits
 from .. import plugins as P
 from ..provenance import other_code, other_code_note
 from ..rundir import FINISHED, LOCK, METRICS, SUMMARY, read_summary, retrains, runs_root, write_json
@@ -59,6 +60,8 @@ def visible_gpus() -> list[str]:
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    if sys.platform.startswith("linux") and not limits.gpu_device_files():
+        return []  # torch would count none, and costs seconds to import (a sweep's command need not)
     import torch
 
     return [str(i) for i in range(torch.cuda.device_count())]
@@ -195,17 +198,20 @@ def check_data(runs: list[Run]) -> None:
     runs never download the same files at once. Likewise each run.init_from checkpoint."""
     if not runs:
         return
-    # imports Lightning (~2 s), while the forkserver imports too
-    from ..data import DataError, build_datamodule
+    # without Lightning or torchvision (a plug-in's task: its own data module's prepare_data)
+    from ..data.files import DataError, ready
 
     for data in dict.fromkeys(r.cfg.data for r in runs):  # every distinct data config, once each
         try:
-            build_datamodule(data).prepare_data()
+            ready(data)
         except (DataError, C.ConfigError) as err:
             raise SweepError(f"data.task={data.task}: {err}") from None
-    from ..train import read_init
+    starts = {r.cfg.run.init_from: r.cfg for r in runs if r.cfg.run.init_from}
+    if not starts:
+        return
+    from ..train import read_init  # Lightning: only where a run starts from a checkpoint
 
-    for cfg in {r.cfg.run.init_from: r.cfg for r in runs if r.cfg.run.init_from}.values():  # each checkpoint once
+    for cfg in starts.values():  # each checkpoint once
         try:
             read_init(cfg)  # there, readable, a completed run's (whether its weights fit: each run, at its start)
         except C.ConfigError as err:

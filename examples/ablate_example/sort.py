@@ -33,6 +33,7 @@ SORT = TaskSpec(
     title="sort task",
     kind="tokens",
     datamodule="ablate_example.sort:Sort",
+    prepare="ablate.data.files:memory_enough",  # checked by a sweep's command before any run, without Lightning
     about="read data.length tokens, a separator, then blanks: emit the tokens in sorted order",
     seq_len=lambda cfg: 2 * max(cfg.length, cfg.test_length or cfg.length) + 1,
     model_sizes=lambda cfg: {"n_tokens": cfg.vocab + 2, "n_out": cfg.vocab},
