@@ -338,11 +338,14 @@ def trains_on_gpu(accelerator: str) -> bool:
     return torch.cuda.is_available()
 
 
+GPU_DRIVER_FILES = ("/proc/driver/nvidia", "/sys/module/nvidia", "/dev/nvidiactl", "/dev/nvhost-ctrl-gpu", "/dev/nvgpu",
+                    "/dev/kfd", "/dev/dxg")  # NVIDIA's driver (loaded, or Jetson's), ROCm's, WSL 2's
+
+
 def gpu_device_files() -> bool:
-    """Whether /dev holds a GPU driver's device file: NVIDIA's /dev/nvidia0.., ROCm's /dev/kfd, WSL 2's /dev/dxg.
-    On Linux, without one torch finds no GPU."""
-    dev = Path("/dev")
-    return any(dev.glob("nvidia[0-9]*")) or (dev / "kfd").exists() or (dev / "dxg").exists()
+    """Whether this machine has a GPU driver's files: NVIDIA's (its module loaded, /dev/nvidia0.., Jetson's
+    /dev/nvhost-*), ROCm's /dev/kfd, WSL 2's /dev/dxg. On Linux, without any torch finds no GPU."""
+    return any(Path(p).exists() for p in GPU_DRIVER_FILES) or any(Path("/dev").glob("nvidia[0-9]*"))
 
 
 def size(n: float) -> str:

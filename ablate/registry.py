@@ -56,9 +56,9 @@ class TaskSpec:
     check: Callable[[DataConfig], str | None] = lambda cfg: None  # an impossible setting, in words
     keys: tuple[str, ...] = ()  # the data.* keys of its own it reads; another task's key must stay at its default
     plugin: str = ""  # the plug-in that registered it (ablate.plugins); its datamodule is then "package.module:Class"
-    # "module:function" under ablate.data (a plug-in's: "package.module:function"), f(DataConfig): what a sweep's
-    # command checks of the data before any run, without Lightning (files there, memory enough), raising
-    # ablate.data.DataError; "": the data module's own prepare_data (Lightning imported for it)
+    # "package.module:function", f(DataConfig): what a sweep's command checks of the data before any run without
+    # building the data module (files there, memory enough), raising ablate.data.DataError; "": the data module's
+    # own prepare_data (Lightning imported for it)
     prepare: str = ""
 
     def datamodule_class(self) -> type:
@@ -85,7 +85,7 @@ MNIST = TaskSpec(
     title="MNIST rows",
     kind="classify",
     datamodule="mnist:MnistRows",
-    prepare="files:mnist_ready",
+    prepare="ablate.data.files:mnist_ready",
     about="MNIST read as 28 rows of 28 pixels, one label per image (the tutorial's model)",
     seq_len=lambda cfg: MNIST_ROWS,
     model_sizes=lambda cfg: {"in_features": MNIST_ROWS, "n_classes": MNIST_CLASSES},
@@ -155,7 +155,7 @@ COPY = TaskSpec(
     title="copy task",
     kind="tokens",
     datamodule="copytask:CopyTask",
-    prepare="files:memory_enough",
+    prepare="ablate.data.files:memory_enough",
     about="read data.length tokens, a separator, then blanks: emit the tokens in order "
           "(data.reverse=true: reversed); the test set can be longer (data.test_length)",
     seq_len=lambda cfg: _copy_len(max(cfg.length, cfg.eval_length)),
@@ -205,7 +205,7 @@ HISTOGRAM = TaskSpec(
     title="histogram task",
     kind="tokens",
     datamodule="histogram:Histogram",
-    prepare="files:memory_enough",
+    prepare="ablate.data.files:memory_enough",
     about="BOS then data.length tokens: at each token, how many times it occurs in the sequence "
           "(Weiss et al. 2021); needs attention spread evenly over the matching tokens (Q2)",
     seq_len=lambda cfg: _histogram_len(max(cfg.length, cfg.eval_length)),
@@ -271,7 +271,7 @@ LOOKUP = TaskSpec(
     title="lookup task",
     kind="tokens",
     datamodule="lookup:Lookup",
-    prepare="files:memory_enough",
+    prepare="ablate.data.files:memory_enough",
     about="data.length tokens: at each position from the third, the ordered pair of the two tokens "
           "before it as one of vocab² classes; two lookups at once, which two heads can split (Q3)",
     seq_len=lambda cfg: max(cfg.length, cfg.eval_length),
@@ -290,7 +290,7 @@ LOOKUP1 = TaskSpec(
     title="one-lookup control",
     kind="tokens",
     datamodule="lookup:Lookup1",
-    prepare="files:memory_enough",
+    prepare="ablate.data.files:memory_enough",
     about="lookup's control: at each position from the third, the token two before it (one lookup)",
     seq_len=lambda cfg: max(cfg.length, cfg.eval_length),
     model_sizes=lambda cfg: {"n_tokens": cfg.vocab, "n_out": cfg.vocab},
@@ -340,7 +340,7 @@ POSHIST = TaskSpec(
     title="position-and-count task",
     kind="tokens",
     datamodule="poshist:Poshist",
-    prepare="files:memory_enough",
+    prepare="ablate.data.files:memory_enough",
     about="BOS then data.length tokens: at each token from the third, the token two back and its own "
           f"count capped at {POSHIST_CAP} (whether it occurs again) as one of vocab * {POSHIST_CAP} classes; "
           "a positional and a content relation at once, which two heads of one layer can split (Q3)",
@@ -392,7 +392,7 @@ RECALL = TaskSpec(
     title="lag-recall task",
     kind="tokens",
     datamodule="recall:Recall",
-    prepare="files:memory_enough",
+    prepare="ablate.data.files:memory_enough",
     about="read data.length tokens and a query: at the query, emit the first token, data.length steps "
           "back (one token to hold: the lag alone moves; the test set can use another lag, data.test_length)",
     seq_len=lambda cfg: _recall_len(max(cfg.length, cfg.eval_length)),
@@ -440,7 +440,7 @@ FACTS = TaskSpec(
     title="key→value facts task",
     kind="tokens",
     datamodule="facts:Facts",
-    prepare="files:memory_enough",
+    prepare="ablate.data.files:memory_enough",
     about="a key pair (a, b) from two ranges of data.vocab tokens: emit its value in a fixed random table "
           "of vocab² facts drawn from data.seed; only the weights can hold it (what the FFN stores)",
     seq_len=lambda cfg: 2,

@@ -209,6 +209,8 @@ class Graph:
         if module not in self._lazy:
             tree = ast.parse(self.paths[module].read_text())
             top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+            top |= {t.id for n in tree.body if isinstance(n, ast.Assign) for target in n.targets  # lazy.exports
+                    for t in (target.elts if isinstance(target, ast.Tuple) else [target]) if isinstance(t, ast.Name)}
             table = next((n.value for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
                           and any(isinstance(t, ast.Name) and t.id == LAZY
                                   for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))), None)

@@ -106,6 +106,16 @@ REPORT_MODULES = sorted([module_name(p, ROOT) for p in (ROOT / "ablate" / "repor
                         + [module_name(p, ROOT) for p in (ROOT / "reports").glob("*.py")])
 
 
+def test_the_walk_sees_the_packages_that_export_through_ablate_lazy():
+    """ablate.lazy.exports assigns a package's __getattr__: the walk follows its LAZY names as it follows a
+    written one (it lost them once, when the packages moved to the helper)."""
+    graph = Graph(ROOT)
+    for package, name, home in (("ablate.results", "aggregate", "ablate.results.stats"),
+                                ("ablate.models", "RoPE", "ablate.models.positional"),
+                                ("ablate.data", "CopyTask", "ablate.data.copytask")):
+        assert (graph.lazy(package) or {}).get(name) == home, package
+
+
 def test_the_walk_names_the_chain_through_a_lazy_package_and_a_call_time_import(tmp_path, monkeypatch):
     """A report reaches the config through a lazily exported name of the results package, and the config
     imports torch inside a function: the walk names every step and where it is written. The CLI entry

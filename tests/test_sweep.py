@@ -389,9 +389,9 @@ def test_a_synthetic_tasks_sets_too_big_for_memory_are_refused_before_any_run(tm
     from ablate.data import files
 
     monkeypatch.setattr(files, "memory_bytes", lambda: 2**18)  # 256 KiB; the sets need 255 KiB
-    path = write(tmp_path, "big", {"data.task": {"value": "copy"}, "data.n_train": {"value": 512},
-                                   "data.n_val": {"value": 64}, "data.n_test": {"value": 64},
-                                   "tracking": {"value": "none"}})
+    path = write(tmp_path, "big", {**TINY, "data.length": {"value": 8},
+                                   "data.n_train": {"value": 512}, "data.n_val": {"value": 64},
+                                   "data.n_test": {"value": 64}})  # tiny, should a regression train it
     assert cli.main(["sweep", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("ablate: data.task=copy: the copy task's sets need about 0.000243 GiB "

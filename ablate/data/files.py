@@ -1,12 +1,13 @@
-"""What a sweep checks of its data before any run, without torch or Lightning: the data folder, MNIST's four
-IDX files (there, downloaded if they can be, well formed), the memory a synthetic task's sets need, and the
-error for data that is missing or cannot be built (`DataError`).
+"""What a sweep checks of its data before any run, without Lightning (and without torch unless MNIST has to be
+downloaded: torchvision does that): the data folder, MNIST's four IDX files (there, downloaded if they can be, well
+formed), the memory a synthetic task's sets need, and the error for data that is missing or cannot be built
+(`DataError`).
 
 `ready(cfg)` is that check for one data config; a task's registry entry names its part (`TaskSpec.prepare`),
 and a task that names none (a plug-in's may) is checked by its own data module's `prepare_data` (Lightning is
 imported then). The sweep's command runs it once per distinct data config, so a missing data set is one line
-and exit 2, not one failed run per configuration; the command itself never imports torch or Lightning for
-it (a driver on a login node stays small, and the forkserver it starts imports them alone).
+and exit 2, not one failed run per configuration; the command itself never imports Lightning for it (a driver
+on a login node stays small, and the forkserver it starts imports it alone).
 """
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ def ready(cfg: DataConfig) -> None:
     spec = task_spec(cfg.task)
     if spec.prepare:
         module, _, function = spec.prepare.partition(":")
-        getattr(importlib.import_module(module if spec.plugin else f"{__package__}.{module}"), function)(cfg)
+        try:
+            check = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as err:
+            raise DataError(f"its prepare {spec.prepare!r} cannot be loaded ({err}); name a function "
+                            "'package.module:function', or leave it out") from None
+        check(cfg)
         return
     from . import build_datamodule
 

@@ -4,7 +4,7 @@
 (28 x 28 bytes, 0-255) with its label; the page normalises them as training did, with `normalisation()`.
 
 MEAN and STD have one home, the registry (a leaf module, which ablate/data/mnist.py reads too). The explorer
-may not import ablate.data (its package pulls in Lightning; see tests/layering.py).
+may not import ablate.data (its rule in tests/layering.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ MAGIC = {IMAGES: (2051, (ROWS, ROWS)), LABELS: (2049, ())}
 
 
 def mnist_raw_dir() -> Path:
-    """Where `ablate train` keeps MNIST: $ABLATE_DATA_DIR (else ./data) / MNIST / raw (ablate.data.common)."""
+    """Where `ablate train` keeps MNIST: $ABLATE_DATA_DIR (else ./data) / MNIST / raw (ablate.data.files.data_dir)."""
     return Path(os.environ.get("ABLATE_DATA_DIR") or "data").expanduser() / "MNIST" / "raw"
 
 

@@ -49,7 +49,8 @@ PRELOAD = [
     "wandb", "wandb.sdk.wandb_init", "wandb.sdk.wandb_run", "wandb.sdk.launch", "wandb.apis.public",
     "wandb.sdk.artifacts", "pandas", "pyarrow", "psutil", "requests", "opentelemetry.sdk.metrics",
     "opentelemetry.exporter.otlp.proto.http.metric_exporter", "opentelemetry.exporter.otlp.proto.http._log_exporter",
-    "ablate.train", "ablate.tasks", "ablate.data", "ablate.probing", "ablate.tracking",
+    "ablate.train", "ablate.tasks", "ablate.data", "ablate.data.common", "ablate.data.synthetic", "ablate.data.mnist",
+    "ablate.data.copytask", "ablate.probing", "ablate.tracking",
     "ablate.callbacks", "ablate.provenance", "ablate.sweep.worker",
 ]
 
