@@ -7,8 +7,9 @@ was written. `check_fits(cfg)` refuses such a run first, in `ablate.config.build
 is not initialised.
 
 The model is the only statement of its architecture: its parameters and buffers are counted on the
-model itself, built on torch's meta device (`ablate.models.size`: shapes only, each distinct model once,
-any depth in two small builds). What the model cannot say is estimated here, on the generous side:
+model itself, built on torch's meta device (`ablate.models.meta`: shapes only, each distinct model once,
+any depth in two small builds; `ablate.models.size` keeps each count on disk, so that a command checking
+models counted before imports no torch). What the model cannot say is estimated here, on the generous side:
 - memory of the parameters: 4 float32 copies (weights, gradients, Adam's two moments), plus the buffers
   (positional tables, built with about as much again in temporaries);
 - activations: what one training batch keeps for the backward pass (every layer's inputs, the
@@ -70,10 +71,10 @@ def _recurrent(cfg: Config) -> bool:
 
 def model_size(cfg: Config, sizes: dict[str, int] | None = None):
     """Parameters and buffer elements of the model `ablate.tasks` builds for `cfg`, read from the model
-    itself on torch's meta device (ablate.models.size; nothing allocated, each model built once). `sizes`:
-    the model sizes (in_features/n_classes or n_tokens/n_out) a checkpoint saved, else those `cfg.data`
-    gives. TooLarge (a ValueError) where a tensor's shape overflows torch's 64-bit sizes."""
-    from .models.size import model_size as counted
+    itself on torch's meta device (ablate.models.meta; nothing allocated, each model built once) or its
+    count kept on disk (ablate.models.size). `sizes`: the model sizes (in_features/n_classes or
+    n_tokens/n_out) a checkpoint saved, else those `cfg.data` gives. TooLarge (a ValueError) where a tensor's shape overflows torch's 64-bit sizes."""
+    from .models.size import model_size as counted  # imports no torch
 
     sizes = spec(cfg.data.task).model_sizes(cfg.data) if sizes is None else sizes
     return counted(cfg.encoder, sizes, cfg.pooling)

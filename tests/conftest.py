@@ -32,6 +32,16 @@ needs_mnist = pytest.mark.skipif(
 )
 
 
+def pytest_configure(config):
+    """The model sizes ablate.models.size keeps on disk: the suite keeps its own, empty as it starts and shared
+    by its workers and their subprocesses, so that each model is counted on the meta device once per run of
+    the suite and no count is read from another version of the code."""
+    if not hasattr(config, "workerinput"):  # the controller or a serial run: the workers inherit it
+        folder = tempfile.mkdtemp(prefix="ablate-cache-")
+        os.environ["ABLATE_CACHE_DIR"] = folder
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
 # ------------------------------------------------------------------ parallel runs (pytest-xdist, `make test`)
 # `make test` runs the suite on every core (`-n auto`): a test goes to whichever worker is free, except that
 # the tests sharing a costly fixture go to one worker together, so that the fixture is made once (a report

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from ablate import cli, limits
 from ablate import config as C
+from ablate.models import meta, size
 from ablate.tasks import ClassifyRows, CopyTokens
 
 
@@ -32,10 +38,72 @@ def built_parameters(cfg: C.Config) -> int:
     ("model.n_layers=3", "model.qk_scale=false", "model.qk_reparam=true", "model.residual=false"),
 ])
 def test_the_meta_count_at_any_depth_equals_the_built_model(items):
-    """Counted on the meta device from a one- and a two-block build (ablate.models.size): the parameters
+    """Counted on the meta device from a one- and a two-block build (ablate.models.meta): the parameters
     of the model the task really builds, at depths past two too."""
     cfg = C.build(C.parse_overrides(list(items)))
-    assert limits.parameter_count(cfg) == built_parameters(cfg)
+    sizes = {"in_features": 28, "n_classes": 10} if cfg.data.task == "mnist" else {"n_tokens": cfg.data.vocab + 2,
+                                                                                   "n_out": cfg.data.vocab}
+    assert meta.counted(cfg.encoder, sizes, cfg.pooling).parameters == built_parameters(cfg)
+    assert limits.parameter_count(cfg) == built_parameters(cfg)  # through the counts kept on disk
+
+
+# ---- the counts kept on disk (ablate.models.size)
+
+COUNT = """import sys
+from ablate import config as C, limits
+cfg = C.build({"data.task": "copy", "data.vocab": 6, "model.d_model": 24, "model.n_layers": 3}, machine=False)
+size = limits.model_size(cfg)
+print(size.parameters, size.buffers, "torch" in sys.modules)
+"""
+
+
+def test_a_count_is_kept_and_the_next_command_imports_no_torch(tmp_path):
+    """A fresh interpreter counts the model on the meta device and keeps the count; the next one reads it and
+    never imports torch. Both say what the model the task builds has."""
+    env = {**os.environ, "ABLATE_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", COUNT], env=env, capture_output=True, text=True, check=True)
+            for _ in range(2)]
+    (first, second) = (r.stdout.split() for r in runs)
+    cfg = C.build({"data.task": "copy", "data.vocab": 6, "model.d_model": 24, "model.n_layers": 3}, machine=False)
+    expected = [str(built_parameters(cfg)), "0"]
+    assert first == [*expected, "True"] and second == [*expected, "False"]
+    assert len(list((tmp_path / "model-sizes").glob("*/*.json"))) == 1
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"parameters": 5}', '{"parameters": -1, "buffers": 0}',
+                                  '{"parameters": 1.5, "buffers": 0}', '{"parameters": true, "buffers": 0}',
+                                  '["parameters", "buffers"]'])
+def test_a_damaged_count_is_not_believed(tmp_path, monkeypatch, text):
+    """What the file holds is checked: anything but two non-negative integers is counted again and replaced."""
+    monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path))
+    cfg = C.build({"data.task": "copy", "model.n_layers": 2}, machine=False)
+    path = size.cache_file(cfg.encoder, {"n_tokens": 12, "n_out": 10}, cfg.pooling)
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    assert limits.model_size(cfg) == meta.counted(cfg.encoder, {"n_tokens": 12, "n_out": 10}, cfg.pooling)
+    assert json.loads(path.read_text()) == {"parameters": built_parameters(cfg), "buffers": 0}
+
+
+def test_each_version_of_the_code_keeps_its_own_counts_and_the_oldest_go(tmp_path, monkeypatch):
+    """A count is read only by the code that made it: another version of ablate.models (or of torch) counts
+    afresh into its own folder; of CACHE_VERSIONS + 1 versions the one written to longest ago is removed."""
+    monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path))
+    cfg = C.build({"data.task": "copy"}, machine=False)
+    sizes = {"n_tokens": 12, "n_out": 10}
+    wrong = size.Size(1, 2)
+    for i in range(size.CACHE_VERSIONS + 1):
+        monkeypatch.setattr(size, "code_version", lambda i=i: f"v{i}")
+        path = size.cache_file(cfg.encoder, sizes, cfg.pooling)
+        assert path.parent.name == f"v{i}"
+        assert size.model_size(cfg.encoder, sizes, cfg.pooling) == meta.counted(cfg.encoder, sizes, cfg.pooling)
+        path.write_text(json.dumps({"parameters": wrong.parameters, "buffers": wrong.buffers}))
+        assert size.model_size(cfg.encoder, sizes, cfg.pooling) == wrong  # what is kept is what is read
+        os.utime(path.parent, (1000 + i, 1000 + i))
+    assert sorted(p.name for p in (tmp_path / "model-sizes").iterdir()) == ["v1", "v2", "v3", "v4"]
+    monkeypatch.undo()
+    monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path))
+    assert size.code_version() not in {f"v{i}" for i in range(5)}  # this source's own digest: counted afresh
+    assert size.model_size(cfg.encoder, sizes, cfg.pooling) == meta.counted(cfg.encoder, sizes, cfg.pooling)
 
 
 def test_a_crafted_size_is_counted_without_building_it():
@@ -172,7 +240,7 @@ COMPANIONS = {("model.qk_reparam", True): {"model.qk_scale": False},
 @pytest.mark.parametrize("task", ["mnist", "copy"])
 @pytest.mark.parametrize(("key", "value"), _model_values(), ids=lambda v: str(v))
 def test_the_estimate_counts_the_built_model_for_every_value_of_every_model_key(task, key, value):
-    """The estimate counts the model itself (ablate.models.size, the meta device, any depth from two small
+    """The estimate counts the model itself (ablate.models.meta, the meta device, any depth from two small
     builds): for every value of every model key, at three blocks, its parameters and buffers are those of
     the model the task builds (a block whose shape depended on its depth would fail here, naming the value)."""
     cfg = C.build({"data.task": task, "model.n_layers": 3, key: value, **COMPANIONS.get((key, value), {})},

@@ -17,6 +17,7 @@ import pytorch_lightning as pl
 
 from ablate import config as C
 from ablate import plugins as P
+from ablate.models import size
 from ablate.models.config import PLUGGED
 from ablate.registry import TASKS
 
@@ -483,6 +484,19 @@ def test_a_plugged_copy_of_a_part_builds_the_same_model(key):
     assert list(a) == list(b) and all(torch.equal(a[k], b[k]) for k in a)
     x = torch.randint(0, 12, (3, 17))
     assert torch.equal(models[0](x), models[1](x))
+
+
+def test_a_model_with_a_plugged_part_is_counted_afresh_never_kept(tmp_path, monkeypatch):
+    """The counts kept on disk (ablate.models.size) depend on ablate's own model code only: a model with a
+    plug-in's part is counted on the meta device each time, and nothing of it is kept."""
+    from ablate import limits
+
+    monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path))
+    cfg = C.build({"plugins": "tests.plugin_parts", "data.task": "copy", "model.ffn": "mlp_copy"}, machine=False)
+    same = C.build({"data.task": "copy"}, machine=False)
+    assert limits.model_size(cfg) == limits.model_size(same)  # a copy of ablate's own FFN
+    assert [p.name for p in (tmp_path / "model-sizes").glob("*/*.json")] == [  # the built-in one's alone
+        size.cache_file(same.encoder, TASKS["copy"].model_sizes(same.data), same.pooling).name]
 
 
 def test_a_plugged_part_the_probes_cannot_read_trains_with_its_gradient_norms(tmp_path):

@@ -6,6 +6,8 @@ its slopes. The statistics behind the Answers are checked against hand-computed 
 
 from __future__ import annotations
 
+import base64
+import collections
 import csv
 import errno
 import html
@@ -88,12 +90,18 @@ def test_every_accuracy_interval_an_answer_quotes_stays_in_0_1(built):
 
 
 def test_html_is_self_contained_answer_first_code_folded_and_index_lists_every_answer(built):
-    from ablate.report.build import short_of
+    from ablate.report.build import figure_prefix, short_of
 
     out, results, _ = built
     for b in results:
         page = b.html.read_text()
         assert "data:image/png;base64," in page  # figures inline
+        # each figure the notebook saved is shown once, as the very PNG saved (the inline backend drew each a
+        # third time before); a figure it draws without saving it is still shown
+        shown = collections.Counter(re.findall(r'src="data:image/png;base64,([^"]+)"', page))
+        saved = {base64.b64encode(p.read_bytes()).decode() for p in (out / "figures").glob(f"{figure_prefix(b.name)}*.png")
+                 if not p.name.endswith(".zh.png")}
+        assert saved and all(shown[s] == 1 for s in saved), b.name
         assert 'src="http' not in page  # no script fetched from the network
         assert "Traceback" not in page and "Warning:" not in page and 'data-mime-type="application/vnd.jupyter.stderr"' not in page
         code_cells = len(re.findall(r'<div[^>]* class="jp-Cell jp-CodeCell', page))

@@ -67,7 +67,7 @@ def _encoder_fields(model_cfg) -> dict[str, Any]:
 
 def _shapes(cfg, sizes: dict[str, int]) -> dict[str, Any]:
     """The state_dict of the model the config builds, on the meta device: every name and shape, no memory."""
-    from ..models.size import meta_model
+    from ..models.meta import meta_model
 
     return meta_model(cfg.encoder, sizes, cfg.pooling).state_dict()
 

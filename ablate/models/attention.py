@@ -87,7 +87,7 @@ class SplitQKV(nn.Module):
         super().__init__()
         self.c = c
         # skip_init: no init of its own (it would draw random numbers the scaled model does not); on the
-        # fused layer's device (the meta device when ablate.models.size counts the model)
+        # fused layer's device (the meta device when ablate.models.meta counts the model)
         self.q, self.k, self.v = (skip_init(nn.Linear, fused.in_features, inner, device=fused.weight.device)
                                   for _ in range(3))
         with torch.no_grad():

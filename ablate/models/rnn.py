@@ -48,10 +48,10 @@ def rnn_params(arch: str, d_model: int, hidden: int, n_layers: int) -> int:
 def transformer_params(cfg: EncoderConfig) -> int:
     """Parameters of the Transformer encoder of the same d_model and n_layers (every other toggle at
     its default; positional table left out: the RNN gets the same one), counted on the model itself
-    (ablate.models.size: the meta device, nothing allocated, any depth)."""
+    (ablate.models.meta: the meta device, nothing allocated, any depth)."""
     from dataclasses import replace
 
-    from .size import encoder_parameters
+    from .meta import encoder_parameters
 
     return encoder_parameters(replace(cfg, arch="transformer", rnn_hidden=None, rnn_init="default",
                                       pos_enc="none", n_heads=1))

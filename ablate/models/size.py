@@ -1,26 +1,33 @@
-"""How large the model a config builds is, read from the model itself: built on torch's meta device
-(every tensor a shape, no memory), so that no count restates the architecture (issue 38).
+"""How large the model a config builds is: its parameters and buffer elements, read from the model itself
+(ablate.models.meta builds it on torch's meta device), so that no count restates the architecture (issue 38).
 
-`model_size(cfg, sizes, pooling)` counts parameters and buffers of the whole model `build_model`
-makes. A model of any depth costs two small builds: every block after the first is built the same
-way as the second (the encoder's blocks are identical, a recurrent stack's layers past the first all
-read the hidden size), so a stack of L blocks holds size(1) + (L - 1) * (size(2) - size(1)); a test
-checks it against full builds. A crafted config (`model.n_layers=1e30`, `model.d_model=1e20`) is
-counted in milliseconds, or refused with TooLarge where a tensor's shape does not fit torch's 64-bit
-sizes."""
+Counting needs torch (2.5 s to import on the 2-core CI machine), and the sweep command and each of its jobs
+check every run's config before any run trains (ablate.limits): the command on a login node, or a job
+that hands its runs to a forked trainer, imported torch for nothing else. So each count is kept on disk,
+one small JSON file per model, under a key of everything it depends on: the model's config, the task's
+model sizes, the pooling, the source of every module of this package and torch's version file. A command
+whose models were all counted before imports no torch (a sweep command's --dry-run: 5.6 s -> 0.6 s here).
+A model with a plug-in's component (ablate/plugins.py) is counted afresh each time, its code lying outside
+this package. The folder: $ABLATE_CACHE_DIR/model-sizes, else ablate/model-sizes in the user's cache folder
+(XDG_CACHE_HOME, else ~/.cache); one subfolder per version of the code, those of the CACHE_VERSIONS
+versions that wrote one most recently kept. A file that cannot be read or written is passed by; what is
+read is checked (two counts, non-negative integers), never unpickled."""
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
 
-import torch
-from torch import nn
-from torch.overrides import TorchFunctionMode
+from ..fileio import atomic_write
+from .config import PLUGGED, EncoderConfig
 
-from .config import EncoderConfig
-from .heads import SequenceClassifier, TokenModel
-from .rnn import RNN_CELLS, matched_hidden
+CACHE_VERSIONS = 4  # subfolders of counts kept: the code versions that wrote one most recently
 
 
 class TooLarge(ValueError):
@@ -42,76 +49,79 @@ class Size:
         return Size(self.parameters * k, self.buffers * k)
 
 
-def build_model(cfg: EncoderConfig, sizes: dict[str, int], pooling: str = "mean") -> nn.Module:
-    """The whole model for the task's model sizes: in_features/n_classes (SequenceClassifier, rows
-    of real values) or n_tokens/n_out (TokenModel, token ids); the tasks build these two
-    (ablate.tasks)."""
-    if "in_features" in sizes:
-        return SequenceClassifier(cfg, sizes["in_features"], sizes["n_classes"], pooling)
-    return TokenModel(cfg, sizes["n_tokens"], sizes["n_out"])
+def cache_root() -> Path:
+    """$ABLATE_CACHE_DIR/model-sizes, else ablate/model-sizes in the user's cache folder."""
+    base = os.environ.get("ABLATE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "ablate")
+    return Path(base) / "model-sizes"
 
 
-class _ShapesOnly(TorchFunctionMode):
-    """normal_ (torch.nn.init's or the Tensor's) on a meta tensor returns it as it is. torch has no
-    meta kernel for it: its Python decomposition imports torch._dynamo (2-3 s), and a draw changes
-    no shape."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in (torch.Tensor.normal_, nn.init.normal_):
-            tensor = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
-            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
-                return tensor
-        return func(*args, **kwargs)
-
-
-def meta_model(cfg: EncoderConfig, sizes: dict[str, int], pooling: str = "mean") -> nn.Module:
-    """`build_model` on the meta device: every parameter and buffer a shape, nothing allocated or
-    drawn. TooLarge where a shape overflows torch's 64-bit sizes."""
+@functools.cache
+def code_version() -> str | None:
+    """A digest of what a count depends on besides the config: this package's source and torch's version
+    file (None where torch cannot be found: nothing is kept)."""
+    found = importlib.util.find_spec("torch")
+    if found is None or not found.submodule_search_locations:
+        return None
+    digest = hashlib.sha256()
     try:
-        with torch.device("meta"), _ShapesOnly():
-            return build_model(cfg, sizes, pooling)
-    except (
-        TypeError,
-        RuntimeError,
-        OverflowError,
-    ) as err:  # torch: "Overflow when unpacking long long", ...
-        if "verflow" not in str(err) and not isinstance(err, OverflowError):
-            raise
-        raise TooLarge("a tensor of the model is larger than torch's 64-bit sizes allow") from None
+        digest.update((Path(next(iter(found.submodule_search_locations))) / "version.py").read_bytes())
+        for path in sorted(Path(__file__).parent.glob("*.py")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()[:16]
 
 
-@functools.lru_cache(
-    maxsize=256
-)  # a sweep checks every run's config: each distinct model is built once
-def _built(cfg: EncoderConfig, sizes: tuple[tuple[str, int], ...], pooling: str) -> Size:
-    model = meta_model(cfg, dict(sizes), pooling)
-    return Size(sum(p.numel() for p in model.parameters()), sum(b.numel() for b in model.buffers()))
+def _plugged(cfg: EncoderConfig) -> bool:
+    return bool(cfg.plugged) or any(getattr(cfg, key, None) in values for key, values in PLUGGED.items())
+
+
+def cache_file(cfg: EncoderConfig, sizes: dict[str, int], pooling: str) -> Path | None:
+    """Where the count of this model is kept; None where it is not kept (a plug-in's component, no torch)."""
+    version = code_version()
+    if version is None or _plugged(cfg):
+        return None
+    key = hashlib.sha256(repr((cfg, sorted(sizes.items()), pooling)).encode()).hexdigest()[:32]
+    return cache_root() / version / f"{key}.json"
+
+
+def _read(path: Path) -> Size | None:
+    try:
+        data = json.loads(path.read_text())
+        parameters, buffers = data["parameters"], data["buffers"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if not all(type(n) is int and n >= 0 for n in (parameters, buffers)):
+        return None
+    return Size(parameters, buffers)
+
+
+def _keep(path: Path, size: Size) -> None:
+    try:
+        fresh = not path.parent.is_dir()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps({"parameters": size.parameters, "buffers": size.buffers}) + "\n")
+        if fresh:  # a new version of the code: the oldest versions' counts go
+            versions = sorted((p for p in path.parent.parent.iterdir() if p.is_dir()),
+                              key=lambda p: p.stat().st_mtime, reverse=True)
+            for old in versions[CACHE_VERSIONS:]:
+                shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        pass
 
 
 def model_size(cfg: EncoderConfig, sizes: dict[str, int], pooling: str = "mean") -> Size:
-    """Parameters and buffer elements of `build_model(cfg, sizes, pooling)`, counted on the meta
-    device; `cfg.max_len` must be set (ablate.config sizes it from the task). TooLarge where a shape
-    overflows."""
-    if cfg.arch in RNN_CELLS and cfg.rnn_hidden is None:  # the size matched at the real depth
-        cfg = replace(cfg, rnn_hidden=matched_hidden(cfg))
-    key = tuple(sorted(sizes.items()))
-    if cfg.n_layers <= 2:
-        return _built(cfg, key, pooling)
-    one, two = (_built(replace(cfg, n_layers=k), key, pooling) for k in (1, 2))
-    return one + (two - one) * (cfg.n_layers - 1)
+    """Parameters and buffer elements of the whole model `ablate.models.meta.build_model(cfg, sizes,
+    pooling)` makes, from the cache or counted on the meta device; `cfg.max_len` must be set (ablate.config
+    sizes it from the task). TooLarge where a shape overflows torch's 64-bit sizes (never kept)."""
+    path = cache_file(cfg, sizes, pooling)
+    found = _read(path) if path is not None else None
+    if found is not None:
+        return found
+    from .meta import counted
 
-
-def encoder_parameters(cfg: EncoderConfig) -> int:
-    """Parameters of the Transformer encoder `cfg` builds (its blocks, a Pre-LN stack's final norm,
-    the positional slots' own), counted on the meta device at any depth, as model_size."""
-    from .encoder import Encoder
-
-    def built(n_layers: int) -> int:
-        with torch.device("meta"), _ShapesOnly():
-            return sum(p.numel() for p in Encoder(replace(cfg, n_layers=n_layers)).parameters())
-
-    if cfg.n_layers <= 2:
-        return built(cfg.n_layers)
-    one, two = built(1), built(2)
-    return one + (two - one) * (cfg.n_layers - 1)
+    size = counted(cfg, sizes, pooling)
+    if path is not None:
+        _keep(path, size)
+    return size

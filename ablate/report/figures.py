@@ -225,7 +225,24 @@ def savefig(fig, name: str) -> Path:
     save_png(fig, path)
     with translated(fig, draw=False):  # the English save drew it: its tick labels are formatted
         save_png(fig, folder / f"{name}.zh.png")
+    show_saved(fig, path)
     return path
+
+
+def show_saved(fig, path: Path) -> None:
+    """In a notebook drawing its figures inline (the report build's kernels), the saved PNG is shown as the
+    figure's output and the figure closed: the inline backend drew each figure a third time at its cell's
+    end, a third of the build's time (Q1's notebook: 29 s -> 19 s). Elsewhere (a script, an interactive
+    backend) nothing changes."""
+    import sys
+
+    if "matplotlib_inline" not in sys.modules or "inline" not in matplotlib.get_backend():
+        return
+    import matplotlib.pyplot as plt
+    from IPython.display import Image, display
+
+    display(Image(data=path.read_bytes(), format="png"))
+    plt.close(fig)
 
 
 def save_png(fig, to: Path) -> None:
