@@ -86,8 +86,9 @@ def parameter_count(cfg: Config, sizes: dict[str, int] | None = None) -> int:
 
 
 def rnn_hidden(m) -> int:
-    """The recurrent stack's hidden size: model.rnn_hidden, else the one the model matches (ablate.models.rnn)."""
-    from .models.rnn import matched_hidden
+    """The recurrent stack's hidden size: model.rnn_hidden, else the one the model matches (ablate.models.rnn),
+    kept on disk as the model's size is (ablate.models.size)."""
+    from .models.size import matched_hidden
 
     return m.rnn_hidden if m.rnn_hidden is not None else matched_hidden(m)
 
@@ -114,9 +115,9 @@ def _per_example(cfg: Config) -> tuple[int, int]:
     m = cfg.model
     T, d = _seq_len(cfg), m.d_model
     if _recurrent(cfg):
-        from .models.rnn import RNN_CELLS
+        from .models.config import RNN_GATES
 
-        h, gates = rnn_hidden(m), RNN_CELLS[m.arch][1]
+        h, gates = rnn_hidden(m), RNN_GATES[m.arch]
         per_h, per_in = RNN_SAVED[m.arch]
         layers = T * (per_h * h + per_in * d) + (m.n_layers - 1) * T * (per_h * h + per_in * h)
         layers += (m.n_layers - 1) * T * 2 * h  # dropout between layers: its output and mask

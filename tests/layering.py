@@ -61,7 +61,7 @@ RULES = (
     Rule("ablate", forbidden=tuple(f"ablate.rundir.{name}" for name in HOMES),
          why=f"import these from their homes ({', '.join(f'{n}: {h}' for n, h in HOMES.items())})"),
     Rule("ablate.models", allowed=("ablate.models", "ablate.lazy", "ablate.fileio"),
-         why="pure nn.Modules: a notebook can use them alone"),
+         why="pure nn.Modules (and their sizes, kept with the leaf fileio): a notebook can use them alone"),
     Rule("ablate.probes", allowed=("ablate.probes", "ablate.models"),
          why="measurements on a model, pure torch"),
     Rule("ablate.data", forbidden=ABOVE_TASKS, why="datasets never know how they are run or reported"),

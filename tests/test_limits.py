@@ -51,23 +51,29 @@ def test_the_meta_count_at_any_depth_equals_the_built_model(items):
 
 COUNT = """import sys
 from ablate import config as C, limits
-cfg = C.build({"data.task": "copy", "data.vocab": 6, "model.d_model": 24, "model.n_layers": 3}, machine=False)
-size = limits.model_size(cfg)
-print(size.parameters, size.buffers, "torch" in sys.modules)
+for arch in ("transformer", "lstm"):
+    cfg = C.build({"data.task": "copy", "data.vocab": 6, "model.d_model": 24, "model.n_layers": 3,
+                   "model.arch": arch}, machine=False)
+    size, estimate = limits.model_size(cfg), limits.estimate(cfg)
+    print(size.parameters, size.buffers, estimate.activation_bytes, end=" ")
+print("torch" in sys.modules)
 """
 
 
 def test_a_count_is_kept_and_the_next_command_imports_no_torch(tmp_path):
-    """A fresh interpreter counts the model on the meta device and keeps the count; the next one reads it and
-    never imports torch. Both say what the model the task builds has."""
+    """A fresh interpreter counts the models on the meta device (a Transformer, and an LSTM whose hidden size is
+    matched to it) and keeps the counts; the next one reads them and never imports torch. Both say what the
+    model the task builds has, and estimate the same memory."""
     env = {**os.environ, "ABLATE_CACHE_DIR": str(tmp_path)}
     runs = [subprocess.run([sys.executable, "-c", COUNT], env=env, capture_output=True, text=True, check=True)
             for _ in range(2)]
     (first, second) = (r.stdout.split() for r in runs)
-    cfg = C.build({"data.task": "copy", "data.vocab": 6, "model.d_model": 24, "model.n_layers": 3}, machine=False)
-    expected = [str(built_parameters(cfg)), "0"]
-    assert first == [*expected, "True"] and second == [*expected, "False"]
-    assert len(list((tmp_path / "model-sizes").glob("*/*.json"))) == 1
+    assert first[-1] == "True" and second[-1] == "False" and first[:-1] == second[:-1]
+    for i, arch in enumerate(("transformer", "lstm")):
+        cfg = C.build({"data.task": "copy", "data.vocab": 6, "model.d_model": 24, "model.n_layers": 3,
+                       "model.arch": arch}, machine=False)
+        assert first[3 * i:3 * i + 3] == [str(built_parameters(cfg)), "0", str(limits.estimate(cfg).activation_bytes)]
+    assert len(list((tmp_path / "model-sizes").glob("*/*.json"))) == 3  # two counts, one hidden size
 
 
 @pytest.mark.parametrize("text", ["", "{", '{"parameters": 5}', '{"parameters": -1, "buffers": 0}',

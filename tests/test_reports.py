@@ -96,12 +96,12 @@ def test_html_is_self_contained_answer_first_code_folded_and_index_lists_every_a
     for b in results:
         page = b.html.read_text()
         assert "data:image/png;base64," in page  # figures inline
-        # each figure the notebook saved is shown once, as the very PNG saved (the inline backend drew each a
-        # third time before); a figure it draws without saving it is still shown
+        # the figures shown are the ones the notebook saved, each once, as the very PNG saved (the inline
+        # backend drew each a third time before, as an image of its own)
         shown = collections.Counter(re.findall(r'src="data:image/png;base64,([^"]+)"', page))
         saved = {base64.b64encode(p.read_bytes()).decode() for p in (out / "figures").glob(f"{figure_prefix(b.name)}*.png")
                  if not p.name.endswith(".zh.png")}
-        assert saved and all(shown[s] == 1 for s in saved), b.name
+        assert saved and set(shown) == saved and set(shown.values()) == {1}, b.name
         assert 'src="http' not in page  # no script fetched from the network
         assert "Traceback" not in page and "Warning:" not in page and 'data-mime-type="application/vnd.jupyter.stderr"' not in page
         code_cells = len(re.findall(r'<div[^>]* class="jp-Cell jp-CodeCell', page))

@@ -20,6 +20,7 @@ QKV_TIE_NAMES = ("none", "kv", "qk")  # which projections share one matrix (atte
 POS_ENC_NAMES = ("none", "sinusoidal", "learned", "rope", "alibi")  # positional.POS_ENCODINGS
 INIT_NAMES = ("default", "xavier", "small", "unit")  # attention.INITS
 RNN_CELL_NAMES = ("lstm", "gru")  # rnn.RNN_CELLS
+RNN_GATES = {"lstm": 4, "gru": 3}  # gates of each cell (rnn.RNN_CELLS); ablate.limits reads it without torch
 ARCH_NAMES = ("transformer", *RNN_CELL_NAMES)
 RNN_INIT_NAMES = ("default", "forget1", "chrono")  # rnn.RNN_INITS
 # Positional schemes an RNN can take: those added to the input; rope and alibi act on attention scores.

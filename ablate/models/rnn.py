@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from .config import RNN_CELL_NAMES, RNN_INIT_NAMES, registry_names
+from .config import RNN_CELL_NAMES, RNN_GATES, RNN_INIT_NAMES, registry_names
 from .positional import build_positional
 
 if TYPE_CHECKING:  # at run time cfg is duck-typed
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # at run time cfg is duck-typed
 
 # model.arch's recurrent names: the torch module and its gate count (LSTM: input, forget, cell, output
 # gates, Hochreiter & Schmidhuber 1997; GRU: reset, update, new, Cho et al. 2014)
-RNN_CELLS: dict[str, tuple[type[nn.RNNBase], int]] = {"lstm": (nn.LSTM, 4), "gru": (nn.GRU, 3)}
+RNN_CELLS: dict[str, tuple[type[nn.RNNBase], int]] = {"lstm": (nn.LSTM, RNN_GATES["lstm"]), "gru": (nn.GRU, RNN_GATES["gru"])}
 registry_names(RNN_CELLS, RNN_CELL_NAMES, "models/rnn.py:RNN_CELLS")
 
 

@@ -46,6 +46,7 @@ from .data import (
     DATA_ENV,
     FIGURES_ENV,
     NOT_RUN_LINE,
+    SHOW_SAVED_ENV,
     DataFileError,
     check_folder,
     figure_file,
@@ -526,7 +527,7 @@ def build(
     html_dir, figures = out / "build", (out / "figures").resolve()
     html_dir.mkdir(parents=True, exist_ok=True)
     figures.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, DATA_ENV: str(data), FIGURES_ENV: str(figures), "PYTHONHASHSEED": "0",
+    env = {**os.environ, DATA_ENV: str(data), FIGURES_ENV: str(figures), SHOW_SAVED_ENV: "1", "PYTHONHASHSEED": "0",
            "ABLATE_PROGRESS": "0", STUDIES_ENV: str(source.resolve())}
     built = []
     for name in names:

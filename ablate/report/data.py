@@ -42,6 +42,7 @@ from .sentences import language, runs_zh
 
 DATA_ENV = "ABLATE_REPORT_DATA"
 FIGURES_ENV = "ABLATE_REPORT_FIGURES"
+SHOW_SAVED_ENV = "ABLATE_REPORT_SHOW_SAVED"  # set by the build: a saved figure is shown as its PNG (figures.savefig)
 NOT_RUN_LINE = ("not run yet — run", "尚未运行 — 请运行")  # the missing line's words, in each language
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..registry import TASKS as REGISTRY
 from ..results.stats import same
-from .data import figures_dir
+from .data import SHOW_SAVED_ENV, figures_dir
 
 DPI = 110
 TASKS = {name: task.title for name, task in REGISTRY.items()}  # data.task -> how a sentence or a legend names it
@@ -230,13 +230,15 @@ def savefig(fig, name: str) -> Path:
 
 
 def show_saved(fig, path: Path) -> None:
-    """In a notebook drawing its figures inline (the report build's kernels), the saved PNG is shown as the
-    figure's output and the figure closed: the inline backend drew each figure a third time at its cell's
-    end, a third of the build's time (Q1's notebook: 29 s -> 19 s). Elsewhere (a script, an interactive
-    backend) nothing changes."""
+    """In the report build's kernels (SHOW_SAVED_ENV, inline backend), the saved PNG is shown as the figure's
+    output and the figure closed: the inline backend drew each figure a third time at its cell's end (Q1's
+    notebook: 29 s -> about 20 s). In a notebook of one's own, or a script, nothing changes: the figure stays
+    open, drawn by one's own backend in one's own format."""
+    import os
     import sys
 
-    if "matplotlib_inline" not in sys.modules or "inline" not in matplotlib.get_backend():
+    if os.environ.get(SHOW_SAVED_ENV) != "1" or "matplotlib_inline" not in sys.modules \
+            or "inline" not in matplotlib.get_backend():
         return
     import matplotlib.pyplot as plt
     from IPython.display import Image, display
