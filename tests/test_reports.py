@@ -11,6 +11,7 @@ import collections
 import csv
 import errno
 import html
+import io
 import json
 import math
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from PIL import Image
 
 from ablate import report as R
 from ablate.report.build import EXPLORER_SHOT, build, figure_prefix, notebooks
@@ -102,6 +104,14 @@ def test_html_is_self_contained_answer_first_code_folded_and_index_lists_every_a
         saved = {base64.b64encode(p.read_bytes()).decode() for p in (out / "figures").glob(f"{figure_prefix(b.name)}*.png")
                  if not p.name.endswith(".zh.png")}
         assert saved and set(shown) == saved and set(shown.values()) == {1}, b.name
+        # each with its Description as the alt text (what a screen reader says), none with nbconvert's filler
+        alts = {re.search(r'src="data:image/png;base64,([^"]+)"', img)[1]: re.search(r'alt="([^"]*)"', img)[1]
+                for img in re.findall(r"<img\b[^>]*>", page)}
+        assert set(alts) == saved, b.name
+        for data, alt in alts.items():
+            with Image.open(io.BytesIO(base64.b64decode(data))) as png:
+                assert html.unescape(alt) == png.text["Description"] != "", b.name
+        assert "No description has been provided" not in page, b.name
         assert 'src="http' not in page  # no script fetched from the network
         assert "Traceback" not in page and "Warning:" not in page and 'data-mime-type="application/vnd.jupyter.stderr"' not in page
         code_cells = len(re.findall(r'<div[^>]* class="jp-Cell jp-CodeCell', page))

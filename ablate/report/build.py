@@ -411,7 +411,9 @@ def is_answer(cell) -> bool:
 SCRIPT_SRC = re.compile(r"<script[^>]*\bsrc=\"https?://[^\"]*\"[^>]*>\s*</script>\s*", re.I)
 
 # JupyterLab's template with its CDN scripts (require.js, MathJax, mermaid) left out (the reports use
-# no JavaScript or LaTeX), and every code cell's source moved below its outputs into a closed <details>.
+# no JavaScript or LaTeX), every code cell's source moved below its outputs into a closed <details>, and a
+# saved figure's alt text its PNG's Description (figures.show_saved; nbconvert's own is "No description has
+# been provided for this image").
 TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
@@ -421,6 +423,14 @@ details.ablate-code { margin: 0.1rem 0 0.6rem 0; }
 details.ablate-code > summary { cursor: pointer; color: #777; font-size: 0.8rem; }
 </style>{% endblock extra_css %}
 {% block input_group -%}{%- endblock input_group %}
+{% block data_png scoped %}
+{%- set alt = output | get_metadata('alt', 'image/png') -%}
+{%- if alt %}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}" alt="{{ alt | escape_html }}">
+</div>
+{%- else %}{{ super() }}{%- endif %}
+{% endblock data_png %}
 {% block codecell %}
 {{ super() }}
 {%- if cell.source.strip() %}
