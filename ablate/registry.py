@@ -16,8 +16,10 @@ is loaded); the data module is named by its import path and loaded only when dat
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 DataConfig = Any  # ablate.config.DataConfig (not imported: this module is a leaf below the config)
@@ -25,7 +27,21 @@ DataConfig = Any  # ablate.config.DataConfig (not imported: this module is a lea
 MNIST_IMAGES, MNIST_TRAIN = 70_000, 60_000  # the official split: 60,000 training, 10,000 test images
 MNIST_ROWS, MNIST_CLASSES = 28, 10
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # of the 60k training pixels, scaled to [0, 1]: ablate.data.mnist and the explorer
+# MNIST's four files, in <data_dir()>/MNIST/raw/ (ablate.data.files checks them before training, the explorer reads
+# its test images from them without torch). The IDX format (LeCun & Cortes): a big-endian uint32 magic (0x08 =
+# unsigned bytes, then the number of dimensions), one uint32 per dimension, then the bytes; what each kind holds:
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+MNIST_IDX = {
+    "images": (2051, (MNIST_ROWS, MNIST_ROWS)),  # 3-d: count, 28 rows, 28 columns
+    "labels": (2049, ()),  # 1-d: count
+}
 LONG = 8  # bytes of an int64 token id
+
+
+def data_dir() -> Path:
+    """Where data sets live: $ABLATE_DATA_DIR, else ./data (relative to the working directory)."""
+    return Path(os.environ.get("ABLATE_DATA_DIR") or "data").expanduser()
+
 
 # Reference levels a data module can compute on an evaluation set (see ablate/data/reference.py):
 REFERENCE_TEXT = {

@@ -22,18 +22,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..config import DataConfig
-from ..registry import TaskSpec
+from ..registry import MNIST_CLASSES, MNIST_FILES, MNIST_IDX, MNIST_ROWS, TaskSpec, data_dir
 from ..registry import spec as task_spec
 
 
 class DataError(Exception):
     """Data that should be on disk is not (and cannot be fetched), is broken, or cannot be built on
     this machine; the message is one line: the problem, then after "; " the fix."""
-
-
-def data_dir() -> Path:
-    """Where data sets live: $ABLATE_DATA_DIR, else ./data (relative to the working directory)."""
-    return Path(os.environ.get("ABLATE_DATA_DIR") or "data").expanduser()
 
 
 def memory_bytes() -> int | None:
@@ -93,20 +88,8 @@ def memory_enough(cfg: DataConfig) -> None:
 
 # ---- MNIST: the four IDX files ----
 
-ROWS = 28
-N_CLASSES = 10
-FILES = (
-    "train-images-idx3-ubyte",
-    "train-labels-idx1-ubyte",
-    "t10k-images-idx3-ubyte",
-    "t10k-labels-idx1-ubyte",
-)
-# IDX format (LeCun & Cortes): big-endian uint32 magic (0x08 = unsigned bytes, then the number of
-# dimensions), one uint32 per dimension, then the bytes. MNIST's files: what each must hold.
-IDX = {
-    "images": (2051, (ROWS, ROWS)),  # 3-d: count, 28 rows, 28 columns
-    "labels": (2049, ()),  # 1-d: count
-}
+# their names, the IDX format and the data folder: ablate.registry (the explorer reads them too)
+ROWS, N_CLASSES, FILES, IDX = MNIST_ROWS, MNIST_CLASSES, MNIST_FILES, MNIST_IDX
 MISSING_HINT = (
     "set ABLATE_DATA_DIR to the folder that holds MNIST/raw/ (e.g. ABLATE_DATA_DIR=~/datasets)"
 )

@@ -3,27 +3,25 @@
 `test_images(root)` returns one image of each digit (the first of each in the 10k test set) as raw pixels
 (28 x 28 bytes, 0-255) with its label; the page normalises them as training did, with `normalisation()`.
 
-MEAN and STD have one home, the registry (a leaf module, which ablate/data/mnist.py reads too). The explorer
-may not import ablate.data (its rule in tests/layering.py).
+The files' names, their IDX format, the data folder, MEAN and STD have one home, the registry (a leaf module,
+which ablate/data reads too). The explorer may not import ablate.data (its rule in tests/layering.py).
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
-from ..registry import MNIST_MEAN, MNIST_STD
+from ..registry import MNIST_FILES, MNIST_IDX, MNIST_MEAN, MNIST_ROWS, MNIST_STD, data_dir
 from .export import ExploreError
 
-ROWS = 28
-IMAGES, LABELS = "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"
-MAGIC = {IMAGES: (2051, (ROWS, ROWS)), LABELS: (2049, ())}
+IMAGES, LABELS = MNIST_FILES[2:]  # the 10k test set's
+MAGIC = {IMAGES: MNIST_IDX["images"], LABELS: MNIST_IDX["labels"]}
 
 
 def mnist_raw_dir() -> Path:
-    """Where `ablate train` keeps MNIST: $ABLATE_DATA_DIR (else ./data) / MNIST / raw (ablate.data.files.data_dir)."""
-    return Path(os.environ.get("ABLATE_DATA_DIR") or "data").expanduser() / "MNIST" / "raw"
+    """Where `ablate train` keeps MNIST: <data folder>/MNIST/raw (ablate.registry.data_dir)."""
+    return data_dir() / "MNIST" / "raw"
 
 
 def normalisation() -> tuple[float, float]:
@@ -65,6 +63,6 @@ def mnist_test_images(root: Path | None = None) -> list[dict]:
         first.setdefault(label, i)
         if len(first) == 10:
             break
-    size = ROWS * ROWS
+    size = MNIST_ROWS * MNIST_ROWS
     return [{"index": i, "label": label, "pixels": list(pixels[i * size:(i + 1) * size])}
             for label, i in sorted(first.items())]
