@@ -9,6 +9,7 @@ in a temporary folder) starts once for the module and is stopped by its daemons'
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -119,9 +120,15 @@ def test_retrain_stale_reaches_the_runs_of_the_jobs(tmp_path, capsys):
     old["provenance"]["commit"] = "0" * 40
     write_json(root / stale / "summary.json", old)
     kept = read_summary(root / current)
+    code, out, err = sweep(capsys, str(path), "--executor", "local")  # without the flag: said, kept
+    assert code == 0 and (f"ablate sweep jobstale: of the 2 runs finished before, 1 of them made by other code (commit "
+                          f"0000000000; the code is now at {now[:10]}): kept, not rerun; --retrain-stale trains them "
+                          "again as new attempts") in err.splitlines() and read_summary(root / stale) == old
     code, out, err = sweep(capsys, str(path), "--executor", "local", "--retrain-stale")
     assert code == 0 and "2 runs, 1 finished before, 1 to run as local jobs" in err, err
-    assert "of the 1 runs to run, 1 finished before by other code: trained again as new attempts (--retrain-stale)" in err
+    assert (f"ablate sweep jobstale: of the 1 runs to run, 1 of them made by other code (commit 0000000000; the code is "
+            f"now at {now[:10]}): trained again as new attempts (--retrain-stale), each earlier one kept in its "
+            "folder's attempts/") in err.splitlines()  # the local runner's words (tests/test_sweep.py)
     new = read_summary(root / stale)
     assert new["status"] == "completed" and new["provenance"]["commit"] == now and new["retrained"] == "attempts/1"
     assert read_summary(root / stale / "attempts" / "1") == old and read_summary(root / current) == kept
@@ -366,6 +373,45 @@ def test_smoke_sweep_on_slurm_runs_each_once_with_the_runners_ids(tmp_path, caps
     code, out, err = sweep(capsys, str(path), "--executor", "slurm")  # again: nothing submitted
     assert code == 0 and "4 finished before, 0 to run" in err and "submitted" not in err
     assert all(s["attempts"] == 1 for s in summaries(tmp_path, "smoke").values())
+
+
+@needs_slurm
+@pytest.mark.slow
+def test_a_plugin_sweep_trains_in_the_jobs_and_an_edit_of_the_plugin_retrains_its_runs(tmp_path, capsys, slurm):
+    """A user's own component (issue 44) on SLURM, the plug-in not installed but in the folder the sweep is run
+    from: the jobs import it as the driver does and record its source; after an edit of it the same command
+    names the runs it made as made by other code, and --retrain-stale trains them again, in new jobs."""
+    from ablate import plugins as P
+
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "ablate_example", tmp_path / "ablate_example")
+    sys.path.insert(0, str(tmp_path))  # the driver's `python -m ablate` has its folder first on its path
+    try:
+        path = write(tmp_path, "plug", {"plugins": {"value": "ablate_example"}, "model.norm": {"value": "pre"},
+                                        "model.norm_type": {"value": "scalenorm"}, "seed": {"values": [0, 1]}})
+        code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--chunk", "2")
+        assert code == 0, err
+        runs = summaries(tmp_path, "plug")
+        assert set(runs) == {r.run_id for r in spec.load(str(path)).runs}
+        made = {s["provenance"]["plugins"]["ablate_example"]["sha256"] for s in runs.values()}
+        assert all(s["status"] == "completed" and s["attempts"] == 1 for s in runs.values())
+        assert made == {P.LOADED["ablate_example"].sha256}  # the jobs' import is the driver's source
+        source = tmp_path / "ablate_example" / "scalenorm.py"
+        source.write_text(source.read_text() + "\n# edited after the runs\n")
+        P.unload("ablate_example")  # a new command: it loads the plug-in afresh
+        code, out, err = sweep(capsys, str(path), "--executor", "slurm")
+        assert code == 0 and "2 of them made by other code (plugins=ablate_example, whose source has changed)" in err
+        assert "submitted" not in err
+        code, out, err = sweep(capsys, str(path), "--executor", "slurm", "--chunk", "2", "--retrain-stale")
+        assert code == 0 and "submitted 2 runs as 1 job" in err, err
+        again = summaries(tmp_path, "plug")
+        assert all(s["status"] == "completed" and s["attempts"] == 2 for s in again.values())
+        assert {s["provenance"]["plugins"]["ablate_example"]["sha256"] for s in again.values()} \
+            == {P.LOADED["ablate_example"].sha256} != made
+    finally:
+        sys.path.remove(str(tmp_path))
+        P.unload("ablate_example")
+        for name in [m for m in sys.modules if m == "ablate_example" or m.startswith("ablate_example.")]:
+            del sys.modules[name]
 
 
 @needs_slurm

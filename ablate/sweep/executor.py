@@ -494,9 +494,9 @@ class Dispatch:
         self.say(f"{report.total} runs, {sum(report.skipped.values())} finished before, {len(todo)} to run as "
                  f"{self.options.executor} jobs of {self.options.chunk} run(s){packing(self.options)} -> "
                  f"{runs_root() / self.sweep.name}")
-        if self.stale:
-            self.say(f"of the {len(todo)} runs to run, {len(self.stale)} finished before by other code: trained "
-                     "again as new attempts (--retrain-stale)")
+        before = [read_summary(R.run_dir(r)) for r in first if self._kept(r)]
+        for line in R.code_notes(before, [r for r in todo if r.run_id in self.stale], len(todo)):
+            self.say(line)
         old_term = signal.signal(signal.SIGTERM, R._raise_interrupt) if R._main_thread() else None
         waiting: list[Run] = []  # trained by another process (their lock held): waited for, never submitted
         try:

@@ -166,6 +166,20 @@ def finished(run: Run) -> bool:
     return _status(run) in FINISHED
 
 
+def code_notes(before: list[dict], retrained: list[Run], todo: int) -> list[str]:
+    """The lines a sweep's command opens with about other code (provenance.other_code_note), whichever runs it
+    (this runner, the executor): which of the runs finished before (`before`, their summaries) another commit or
+    another source of a plug-in made, kept; and which of the `todo` runs to run are trained again for it."""
+    lines = []
+    if before and (note := other_code_note(before)):
+        lines.append(f"of the {len(before)} runs finished before, {note}")
+    summaries = [read_summary(run_dir(r)) for r in retrained]
+    if summaries and (note := other_code_note(summaries, "trained again as new attempts (--retrain-stale), each "
+                                              "earlier one kept in its folder's attempts/")):
+        lines.append(f"of the {todo} runs to run, {note}")
+    return lines
+
+
 def stale_runs(runs: list[Run]) -> set[str]:
     """The ids of `runs` whose folder holds a completed or diverged run that other code made: what
     --retrain-stale trains again (rundir.retrains; git is asked once per commit, not once per run)."""
@@ -655,12 +669,8 @@ class Runner:
         progress.say(f"ablate sweep {self.sweep.name}: {total} runs, {done_before} finished before, "
                      f"{len(todo)} to run" + (f" ({later} left for later)" if later else "")
                      + f"{plan_note} -> {where}")
-        if before and (note := other_code_note(before)):
-            progress.say(f"ablate sweep {self.sweep.name}: of the {done_before} runs finished before, {note}")
-        retrained = [read_summary(run_dir(r)) for r in todo if r.run_id in self.stale]
-        if retrained and (note := other_code_note(retrained, "trained again as new attempts (--retrain-stale), "
-                                                  "each earlier one kept in its folder's attempts/")):
-            progress.say(f"ablate sweep {self.sweep.name}: of the {len(todo)} runs to run, {note}")
+        for line in code_notes(before, [r for r in todo if r.run_id in self.stale], len(todo)):
+            progress.say(f"ablate sweep {self.sweep.name}: {line}")
         if stages:
             progress.say(f"ablate sweep {self.sweep.name}: {stages.describe()}")
             if self.sweep.early is not None:
