@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from ablate.registry import MNIST_FILES, data_dir
 from tests.report_builds import built, committed_build, fixture_build  # noqa: F401  (shared fixtures)
 
 torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = Path(os.environ.get("ABLATE_DATA_DIR") or REPO / "data").expanduser()
-MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+DATA_DIR = REPO / data_dir()  # ./data from the checkout, wherever pytest runs from
 MNIST_MISSING = [name for name in MNIST_FILES if not (DATA_DIR / "MNIST" / "raw" / name).is_file()]
 needs_mnist = pytest.mark.skipif(
     bool(MNIST_MISSING) and os.environ.get("ABLATE_REQUIRE_MNIST") != "1",

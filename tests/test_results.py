@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import shutil
 import threading
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 import yaml
 
 from ablate.cli import main
+from ablate.registry import MNIST_FILES, data_dir
 from ablate.results import (
     ResultsError,
     aggregate,
@@ -689,7 +689,7 @@ def test_eval_columns_hold_the_examples_each_split_evaluates(root, tmp_path):
     df = load("evals", root=tmp_path).set_index("run_id")
     assert ["eval/n_test", "eval/n_val"] == [c for c in df.columns if c.startswith("eval/")]
     assert table_columns_after_metrics(df)
-    mnist = Path(os.environ.get("ABLATE_DATA_DIR", "data")) / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
+    mnist = data_dir() / "MNIST" / "raw" / MNIST_FILES[2]
     for name, (changes, n_val, n_test) in EVAL_CONFIGS.items():
         assert (df.loc[name, "eval/n_val"], df.loc[name, "eval/n_test"]) == (n_val, n_test), name
         if changes["data.task"] == "mnist" and not mnist.is_file():

@@ -192,8 +192,7 @@ def check_mnist(root: Path) -> None:
     files: images 28x28, as many labels as images, each label in 0..9. Reads headers and labels
     only (about 70 kB); torchvision parses the files afterwards."""
     raw = (root / "MNIST" / "raw").absolute()
-    for prefix in ("train", "t10k"):
-        images, labels = raw / f"{prefix}-images-idx3-ubyte", raw / f"{prefix}-labels-idx1-ubyte"
+    for images, labels in ((raw / FILES[0], raw / FILES[1]), (raw / FILES[2], raw / FILES[3])):  # train, test
         n_images, _ = idx_header(images, "images")
         n_labels, offset = idx_header(labels, "labels")
         if n_images != n_labels:

@@ -12,7 +12,15 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from ..registry import MNIST_FILES, MNIST_IDX, MNIST_MEAN, MNIST_ROWS, MNIST_STD, data_dir
+from ..registry import (
+    MNIST_CLASSES,
+    MNIST_FILES,
+    MNIST_IDX,
+    MNIST_MEAN,
+    MNIST_ROWS,
+    MNIST_STD,
+    data_dir,
+)
 from .export import ExploreError
 
 IMAGES, LABELS = MNIST_FILES[2:]  # the 10k test set's
@@ -61,7 +69,7 @@ def mnist_test_images(root: Path | None = None) -> list[dict]:
     first: dict[int, int] = {}
     for i, label in enumerate(labels):
         first.setdefault(label, i)
-        if len(first) == 10:
+        if len(first) == MNIST_CLASSES:
             break
     size = MNIST_ROWS * MNIST_ROWS
     return [{"index": i, "label": label, "pixels": list(pixels[i * size:(i + 1) * size])}

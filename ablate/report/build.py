@@ -425,7 +425,7 @@ details.ablate-code > summary { cursor: pointer; color: #777; font-size: 0.8rem;
 {% block input_group -%}{%- endblock input_group %}
 {% block data_png scoped %}
 {%- set alt = output | get_metadata('alt', 'image/png') -%}
-{%- if alt %}
+{%- if alt is not none %}
 <div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
 <img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}" alt="{{ alt | escape_html }}">
 </div>

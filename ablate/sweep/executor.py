@@ -485,16 +485,12 @@ class Dispatch:
             stages.redo = self.stale
         if self.options.retrain_stale:
             self.stale |= R.stale_runs(first)
-        for run in first:
-            if self._kept(run):
-                report.skipped[_status(run)] = report.skipped.get(_status(run), 0) + 1
         if stages:
             self.say(stages.describe())
-        todo = [r for r in first if not self._kept(r)]
+        todo, before = self._take(first, report)
         self.say(f"{report.total} runs, {sum(report.skipped.values())} finished before, {len(todo)} to run as "
                  f"{self.options.executor} jobs of {self.options.chunk} run(s){packing(self.options)} -> "
                  f"{runs_root() / self.sweep.name}")
-        before = [read_summary(R.run_dir(r)) for r in first if self._kept(r)]
         for line in R.code_notes(before, [r for r in todo if r.run_id in self.stale], len(todo)):
             self.say(line)
         old_term = signal.signal(signal.SIGTERM, R._raise_interrupt) if R._main_thread() else None
@@ -509,13 +505,10 @@ class Dispatch:
                     flying = {r.run_id for _, rs in self.live for r in rs} | {r.run_id for c in self.queued for r in c}
                     if self.options.retrain_stale:
                         self.stale |= R.stale_runs([r for r in runs if r.run_id not in flying])
-                    for run in runs:
-                        if run.run_id in flying or run in waiting:  # in an adopted array: waited for, not again
-                            continue
-                        if self._kept(run):
-                            report.skipped[_status(run)] = report.skipped.get(_status(run), 0) + 1
-                        else:
-                            todo.append(run)
+                    new, kept = self._take([r for r in runs if r.run_id not in flying and r not in waiting], report)
+                    todo += new  # (a run in an adopted array is waited for, not submitted again)
+                    for line in R.code_notes(kept, [r for r in new if r.run_id in self.stale], len(new)):
+                        self.say(line)
                 busy = [r for r in todo if R.locked(r)]
                 if busy:
                     self.say(f"{len(busy)} run(s) are being trained by another process (their lock is held); "
@@ -689,9 +682,19 @@ class Dispatch:
                      "(they resume from last.ckpt)")
         return again
 
-    def _kept(self, run: Run) -> bool:
-        """Finished before, and not to be retrained (--retrain-stale): skipped."""
-        return _status(run) in FINISHED and run.run_id not in self.stale
+    def _take(self, runs: list[Run], report: R.Report) -> tuple[list[Run], list[dict]]:
+        """The runs to submit among `runs`, and the summaries of those kept: finished before and not to be retrained,
+        each counted as skipped by its status (each run's summary read once: one that ends meanwhile is counted
+        once, as the runner's `take` does)."""
+        todo, kept = [], []
+        for run in runs:
+            summary = read_summary(R.run_dir(run)) or {}
+            if summary.get("status") in FINISHED and run.run_id not in self.stale:
+                kept.append(summary)
+                report.skipped[summary["status"]] = report.skipped.get(summary["status"], 0) + 1
+            else:
+                todo.append(run)
+        return todo, kept
 
     def _cancel(self) -> None:
         if self.options.executor == "slurm" and self.job_ids:
