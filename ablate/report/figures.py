@@ -232,8 +232,8 @@ def savefig(fig, name: str) -> Path:
 def show_saved(fig, path: Path) -> None:
     """In the report build's kernels (SHOW_SAVED_ENV, inline backend), the saved PNG is shown as the figure's
     output, its Description as the page's alt text, and the figure closed: the inline backend drew each figure
-    a third time at its cell's end (Q1's notebook: 29 s -> about 20 s). In a notebook of one's own, or a script, nothing changes: the figure stays
-    open, drawn by one's own backend in one's own format."""
+    a third time at its cell's end (Q1's notebook: 29 s -> about 20 s). In a notebook of one's own, or a
+    script, nothing changes: the figure stays open, drawn by one's own backend in one's own format."""
     import os
     import sys
 
