@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,17 +74,31 @@ def _item_value(item) -> Any:
     return value
 
 
-def offline_run_record(run_dir: str | Path) -> dict[str, Any]:
+def _closed(path: Path) -> bool:
+    """Whether the run file holds its exit record: the run was finished and the file written to its end."""
+    return any(r.WhichOneof("record_type") == "exit" for r in wandb_file_records(path))
+
+
+def offline_run_record(run_dir: str | Path, finished: bool = True, wait_s: float = 30.0) -> dict[str, Any]:
     """What `wandb sync` would upload for a run, read from its offline files: {"id", "name", "group",
     "job_type", "tags", "sweep_id", "config" (key -> value, W&B's own `_wandb` left out), "summary"
     (key -> last value), "summary_keys", "history_keys" (sorted; W&B's `_step`, `_runtime`,
     `_timestamp` left out), "tables" (the names of the W&B Tables logged)}. `run_dir` is an ablate run
     directory (its wandb/offline-run-* folders are read in order: a resumed run has one per attempt) or
-    one offline-run folder. Raises FileNotFoundError when there is no .wandb file."""
+    one offline-run folder. Raises FileNotFoundError when there is no .wandb file.
+
+    `finished`: the runs were finished (wandb.finish returned), so each file is read once it holds its exit
+    record, waiting up to `wait_s`. wandb 0.31's finish can return before its service has written the file:
+    after an in-process run, 1 of 60 files still held only the 7-byte header (tests/test_dashboard.py failed
+    in CI with every key missing); the record then reads as W&B will sync it. A killed run (no exit record)
+    is read as it is with finished=False."""
     run_dir = Path(run_dir)
     files = sorted(run_dir.glob("run-*.wandb")) or sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
     if not files:
         raise FileNotFoundError(f"no W&B offline run under {run_dir}")
+    deadline = time.monotonic() + wait_s
+    while finished and not all(map(_closed, files)) and time.monotonic() < deadline:
+        time.sleep(0.1)
     out: dict[str, Any] = {"id": "", "name": "", "group": "", "job_type": "", "tags": [], "sweep_id": ""}
     config: dict[str, Any] = {}
     summary: dict[str, Any] = {}
