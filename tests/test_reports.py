@@ -55,9 +55,10 @@ def test_fixture_is_small_and_complete():
     # 1.38 MB before issue 25 added 14 sweeps (2.0 MB): the depth grid's tables hold per-layer probes of 24 layers;
     # 2.54 MB after issue 37's inside, residual_8 and rnn_copy_long_transformer
     assert size < 2_700_000, f"fixture is {size} bytes"
+    probed = probed_sweeps()
     for name in SWEEPS:
         assert (FIXTURE / f"{name}.csv").is_file() and (FIXTURE / f"{name}.npz").is_file()
-        assert (FIXTURE / f"{name}_curves.csv").is_file() == (name in probed_sweeps()), name
+        assert (FIXTURE / f"{name}_curves.csv").is_file() == (name in probed), name
     meta = json.loads((FIXTURE / "meta.json").read_text())
     assert set(meta["sweeps"]) == set(SWEEPS)
     assert all(m["budget"] == "smoke" and m["commit"] for m in meta["sweeps"].values())
