@@ -344,11 +344,11 @@ GPU_DRIVER_FILES = ("/proc/driver/nvidia", "/sys/module/nvidia", "/dev/nvidiactl
                     "/dev/kfd", "/dev/dxg")  # NVIDIA's driver (loaded, or Jetson's), ROCm's, WSL 2's
 
 
-@functools.cache  # asked for every configuration a sweep builds: 74,828 globs of /dev took 28 s of a test run
+@functools.cache  # asked for every configuration a sweep builds, each a glob of /dev
 def gpu_device_files() -> bool:
     """Whether this machine has a GPU driver's files: NVIDIA's (its module loaded, /dev/nvidia0.., Jetson's
     /dev/nvhost-*), ROCm's /dev/kfd, WSL 2's /dev/dxg. On Linux, without any torch finds no GPU. Looked at
-    once per process: a driver is not loaded under a running sweep."""
+    once per process (a driver loaded, or its /dev files made, after the first look is not seen by it)."""
     return any(Path(p).exists() for p in GPU_DRIVER_FILES) or any(Path("/dev").glob("nvidia[0-9]*"))
 
 

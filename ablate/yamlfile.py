@@ -3,8 +3,8 @@
 Override files and sweep files are small mappings of plain scalars. Anything else is refused with
 a `YamlFileError` naming the file and the fix, before it can cost memory or a traceback: a file
 that is not there, is too big, is not UTF-8 text (a binary file), has a syntax error, gives a key twice in
-one mapping, or uses aliases (`*name`, the "billion laughs" expansion: 700 bytes of nested aliases expand to gigabytes
-when the result is walked).
+one mapping, uses aliases (`*name`, the "billion laughs" expansion: 700 bytes of nested aliases expand to gigabytes
+when the result is walked), is nested deeper than any such file needs, or holds several documents.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ class _Duplicate(yaml.constructor.ConstructorError):
         self.key, self.first, self.again = key, first, again
 
 
-# libyaml's parser where PyYAML was built with it (its wheels are): 10x faster than the pure-Python one, which
-# spent 40 of 149 s of CPU in a run of the dashboard's and studies' tests parsing the same sweep files again
+# libyaml's parser where PyYAML was built with it (its wheels are): several times faster than the pure-Python one,
+# for every sweep expansion and report. It also takes a few tab separators the pure-Python scanner refuses.
 _Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-MAX_DEPTH = 64  # nesting deeper than this is no sweep or override file; libyaml's composer recurses in C
+MAX_DEPTH = 64  # a policy, not libyaml's limit (1,000): no sweep or override file nests past a few levels
 
 
 class _Checked(_Parser):
@@ -54,19 +54,27 @@ class _Checked(_Parser):
 
 def _refuse_aliases_and_depth(name: str, text: str) -> None:
     """YamlFileError for an alias (`*name`: anchors are harmless alone, an alias is what expands) or nesting past
-    MAX_DEPTH, read from the parser's events before anything is composed."""
-    depth = 0
+    MAX_DEPTH, read from the parser's events before anything is composed. The scan stops at a second document,
+    which yaml.load then refuses as it always did."""
+    depth = documents = 0
     for event in yaml.parse(text, Loader=_Parser):
-        if isinstance(event, yaml.AliasEvent):
+        if isinstance(event, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                return
+        elif isinstance(event, yaml.AliasEvent):
             raise YamlFileError(f"{name} uses a YAML alias (*name) at line {event.start_mark.line + 1}; "
                                 "write the values out instead of anchors and aliases")
-        if isinstance(event, yaml.CollectionStartEvent):
+        elif isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                raise YamlFileError(f"{name} is nested too deeply (over {MAX_DEPTH} levels at line "
-                                    f"{event.start_mark.line + 1}); give a flat mapping of key: value")
+                raise YamlFileError(_too_deep(name, event.start_mark.line + 1))
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+
+
+def _too_deep(name: str, line: int) -> str:
+    return f"{name} is nested too deeply (over {MAX_DEPTH} levels at line {line}); give a flat mapping of key: value"
 
 
 def read_yaml(path: str | Path, what: str = "file") -> Any:
@@ -92,9 +100,10 @@ def read_yaml(path: str | Path, what: str = "file") -> Any:
         raise YamlFileError(f"{name} gives {err.key!r} twice, at lines {err.first} and {err.again} (YAML would keep "
                             "the second alone); keep one") from None
     except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        if "nesting depth" in str(getattr(err, "problem", "")) and mark is not None:  # libyaml's own limit, met
+            raise YamlFileError(_too_deep(name, mark.line + 1)) from None  # while its scanner reads ahead
         raise YamlFileError(_syntax(name, err)) from None
-    except RecursionError:
-        raise YamlFileError(f"{name} is nested too deeply; give a flat mapping of key: value") from None
 
 
 def _syntax(name: str, err: yaml.YAMLError) -> str:

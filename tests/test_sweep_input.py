@@ -94,9 +94,13 @@ MALFORMED = {
                   b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nmethod: grid\nparameters: {seed: {values: *c}}\n",
                   "uses a YAML alias"),
     "too big": (b"# " + b"x" * (1 << 20) + b"\n", "bytes, over the 1,048,576 allowed"),
-    # libyaml's composer recurses in C: refused from the parser's events first (a Python parser raised RecursionError)
+    # no sweep nests past a few levels: refused from the parser's events, and past libyaml's own limit the same way
     "nested 70 deep": (b"method: grid\nparameters: {seed: {values: " + b"[" * 70 + b"0" + b"]" * 70 + b"}}\n",
                        "is nested too deeply (over 64 levels at line 2)"),
+    "nested 2,000 deep": (b"method: grid\nparameters: {seed: {values: " + b"[" * 2000 + b"0" + b"]" * 2000 + b"}}\n",
+                          "is nested too deeply (over 64 levels at line 2)"),
+    "two documents": (b"program: ablate\nmethod: grid\n---\nparameters: {seed: {values: [*a]}}\n",
+                      "is not valid YAML at line 3"),
     "not a mapping": (b"- grid\n- random\n", "must hold a mapping"),
     # a key given twice: YAML keeps the last alone, so another grid ran than the file shows (issue 41, item 5)
     "a swept parameter fixed again": (b"program: ablate\nmethod: grid\nparameters:\n  seed: {values: [0, 1]}\n"

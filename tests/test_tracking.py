@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -184,10 +185,20 @@ def test_a_torn_or_foreign_run_file(offline, tmp_path):
     # a finished run's file still being written (wandb.finish returned before its service wrote it: seen in
     # CI) is read once its exit record is there, not as the empty record its 7-byte header alone would give
     torn.write_bytes(path.read_bytes()[:7])
-    later = threading.Timer(0.5, lambda: torn.write_bytes(path.read_bytes()))
+
+    def the_rest():
+        with open(torn, "ab") as f:
+            f.write(path.read_bytes()[7:])
+
+    later = threading.Timer(0.5, the_rest)
+    started = time.monotonic()
     later.start()
-    assert offline_run_record(tmp_path)["config"] == record["config"]
+    assert offline_run_record(tmp_path, wait_s=20)["config"] == record["config"]
+    assert time.monotonic() - started < 10  # read when the exit record came, not when the wait ran out
     later.join()
+    torn.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a file that never gets one: named
+    with pytest.raises(AssertionError, match="no exit record after 0.3 s in .*run-x.wandb"):
+        offline_run_record(tmp_path, wait_s=0.3)
     torn.write_bytes(b"not a run")
     with pytest.raises(ValueError, match="not a W&B run file"):
         offline_run_record(tmp_path)

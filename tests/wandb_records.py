@@ -75,7 +75,10 @@ def _item_value(item) -> Any:
 
 
 def _closed(path: Path) -> bool:
-    """Whether the run file holds its exit record: the run was finished and the file written to its end."""
+    """Whether the run file holds its exit record: the run was finished and the file written to its end. A file
+    not yet past its header (or emptied by a rewrite) is not."""
+    if path.stat().st_size < _HEADER.size:
+        return False
     return any(r.WhichOneof("record_type") == "exit" for r in wandb_file_records(path))
 
 
@@ -87,17 +90,20 @@ def offline_run_record(run_dir: str | Path, finished: bool = True, wait_s: float
     directory (its wandb/offline-run-* folders are read in order: a resumed run has one per attempt) or
     one offline-run folder. Raises FileNotFoundError when there is no .wandb file.
 
-    `finished`: the runs were finished (wandb.finish returned), so each file is read once it holds its exit
-    record, waiting up to `wait_s`. wandb 0.31's finish can return before its service has written the file:
-    after an in-process run, 1 of 60 files still held only the 7-byte header (tests/test_dashboard.py failed
-    in CI with every key missing); the record then reads as W&B will sync it. A killed run (no exit record)
-    is read as it is with finished=False."""
+    `finished`: every run was finished (wandb.finish returned), so each file is read once it holds its exit
+    record, waiting up to `wait_s`, and AssertionError names the files still without one. wandb 0.31's finish
+    can return before its service has written the file: after an in-process run the file can still hold only
+    its header (tests/test_dashboard.py failed in CI with every key missing). A killed run, or a resumed run's
+    killed attempt (no exit record), is read as it is with finished=False."""
     run_dir = Path(run_dir)
     files = sorted(run_dir.glob("run-*.wandb")) or sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
     if not files:
         raise FileNotFoundError(f"no W&B offline run under {run_dir}")
     deadline = time.monotonic() + wait_s
-    while finished and not all(map(_closed, files)) and time.monotonic() < deadline:
+    while finished and (open_ := [f for f in files if not _closed(f)]):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no exit record after {wait_s:g} s in {', '.join(map(str, open_))}: the run was "
+                                 "not finished, or W&B never wrote it (pass finished=False for a killed run)")
         time.sleep(0.1)
     out: dict[str, Any] = {"id": "", "name": "", "group": "", "job_type": "", "tags": [], "sweep_id": ""}
     config: dict[str, Any] = {}
