@@ -416,7 +416,7 @@ class Config:
         """The longest sequence the encoder reads: the task's, and a CLS token with pooling=cls."""
         return self.data.seq_len() + (1 if self.pooling == "cls" else 0)
 
-    @functools.cached_property  # asked several times per configuration a sweep builds; each asks anew checks it
+    @functools.cached_property  # asked several times per configuration a sweep builds: made and checked once
     def encoder(self) -> EncoderConfig:
         """The model the task builds: `model`, with max_len=None sized to `longest` (a learned table of
         exactly the positions the task reads, as the tutorial's torch.randn(1, 28, 64))."""
@@ -851,7 +851,6 @@ def key_table(plugins: str = "") -> list[tuple[str, str, str, str]]:
                    for alias, key in ALIASES.items()]
 
 
-@functools.cache
 @functools.cache
 def _names(cls: type) -> tuple[str, ...]:
     """A dataclass's keys: its fields but the internal ones (EncoderConfig.plugged, Config.ext)."""
